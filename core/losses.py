@@ -20,6 +20,7 @@ backward describes the eager loss's loop, not another kernel: a switch of its ow
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Final
@@ -58,6 +59,10 @@ _SETS: Final[dict[LossChoice, tuple[str, Any]]] = {
 # The plan inputs a choice sets, each once, in _SETS's order.
 LOSS_INPUTS: Final = tuple(dict.fromkeys(path for path, _ in _SETS.values()))
 _OFF: Final[dict[str, Any]] = {path: input_at(path).default for path in LOSS_INPUTS}
+# The plan's loss switches read in one C call and compared with their defaults at once: every estimate asks
+# (core.checks' loss warning), and a plan almost always has them all off. Fields, never None (the Plan refuses it).
+_READ_SWITCHES: Final = operator.attrgetter(*LOSS_INPUTS)
+_OFF_VALUES: Final = tuple(_OFF.values())
 
 # The list's order: the default first, then roughly from most kept to least.
 _SHOWN_ORDER: Final = (
@@ -157,7 +162,7 @@ def loss_label(plan: Plan, choice: LossChoice) -> str:
 
 
 def _chosen(plan: Plan) -> tuple[LossChoice, ...]:
-    if all(plan.input_value(path) == value for path, value in _OFF.items()):
+    if _READ_SWITCHES(plan) == _OFF_VALUES:
         return ()
     base = with_loss(plan, LossChoice.DEFAULT)
     return tuple(

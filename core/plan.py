@@ -13,6 +13,9 @@ keep a plan valid (on other GPUs, another model or method, a precision word or r
 
 from __future__ import annotations
 
+import functools
+import operator
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
@@ -72,6 +75,7 @@ from core.inputs import (
     torch_before,
 )
 from core.mac import mac_refusal
+from core.memo import last_answer
 from core.model import HEAD_TARGET, ModelSpec, check_text, normalise_lora_targets
 from core.optimizer_stacks import STACK_NAMES, OptimizerStack, built_labels, optimizer_refusal, optimizer_stack
 from core.units import GiB
@@ -340,6 +344,13 @@ _DEFAULT_RANKS: Final = {
 }
 
 
+@functools.lru_cache(maxsize=1024)  # a few hundred input paths; each form reads every one of its own at each edit
+def _reader(path: str) -> Callable[[Any], Any]:
+    """The dotted ``path``'s value read in one C call (``operator.attrgetter`` follows the dots)."""
+    return operator.attrgetter(path)
+
+
+@last_answer  # read by the ranks' memory and by the step's time: one run plan, so their identity caches meet
 def as_run(plan: Plan) -> Plan:
     """The plan with the sequence the model runs on (:attr:`Plan.run_seq_len`): PEFT's prompt learning
     puts its virtual tokens before every sequence, so the blocks' tensors, the logits and the step's
@@ -1557,9 +1568,7 @@ class Plan:
 
     def input_value(self, path: str) -> Any:
         """The value of the input at ``path`` (0 for a parameter count derived from the architecture)."""
-        value: Any = self
-        for part in path.split("."):
-            value = getattr(value, part)
+        value = _reader(path)(self)
         return 0 if value is None else value
 
     def checkpointed_blocks(self, layers: int) -> int:

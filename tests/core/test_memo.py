@@ -300,3 +300,40 @@ def test_fills_fields_refuses_what_it_does_not_build() -> None:
             fills_fields(cls)
     with pytest.raises(TypeError):
         fills_fields(int)
+
+
+def test_the_run_plan_is_one_object_per_plan_and_follows_its_virtual_tokens() -> None:
+    from core.estimate import estimate
+    from core.plan import as_run
+
+    prompt = plan(method=Method.PROMPT_TUNING).with_input("lora.virtual_tokens", 20)
+    run = as_run(prompt)
+    # The ranks' memory and the step's time read the one run plan (their identity caches meet on it).
+    assert as_run(prompt) is run
+    assert run.workload.seq_len == 1024 + 20  # plan(): seq 1024; PEFT puts the 20 virtual tokens before it
+    # The same plan but its virtual tokens: a new run plan and new figures, never the last answer.
+    more = prompt.with_input("lora.virtual_tokens", 200)
+    assert as_run(more).workload.seq_len == 1024 + 200
+    first, second = estimate(prompt), estimate(more)
+    assert second.compute.flops_per_token > first.compute.flops_per_token
+    assert second.total_bytes > first.total_bytes
+    as_run.cache_clear()  # type: ignore[attr-defined]
+    assert estimate(more).compute == second.compute
+    assert estimate(more).total_bytes == second.total_bytes
+
+
+def test_an_input_is_read_from_the_plan_it_is_asked_of_never_a_kept_one() -> None:
+    from functools import reduce
+
+    from core.inputs import INPUTS
+
+    lora = plan(method=Method.LORA)
+    for one in (plan(), lora):
+        for spec in INPUTS:  # each input as its dotted path names it
+            value = reduce(getattr, spec.path.split("."), one)
+            assert one.input_value(spec.path) == (0 if value is None else value)
+    # The path's reader is kept, never a plan's value: the next plan's own rank is read.
+    assert lora.with_input("lora.rank", 64).input_value("lora.rank") == 64  # (typed here)
+    assert lora.input_value("lora.rank") != 64
+    with pytest.raises(AttributeError):
+        lora.input_value("lora.no_such_input")
