@@ -18,7 +18,11 @@ from typing import Any, Final
 from core.errors import PlanError
 from core.units import finite_number
 
-NORMS: Final = ("layernorm", "rmsnorm")
+# "layernorm_nobias": a LayerNorm with a weight and no bias, in float32 by hand (Cohere's CohereLayerNorm and
+# Cohere2LayerNorm: huggingface/transformers 5.25.0 src/transformers/models/cohere/modeling_cohere.py, mean and
+# variance over the last dimension, ``self.weight.to(torch.float32) * hidden_states``): one d-wide tensor per norm,
+# as an RMSNorm's; what autograd keeps of it in core.training.activations._norm.
+NORMS: Final = ("layernorm", "rmsnorm", "layernorm_nobias")
 # RMSNorm on q and k before RoPE: "" none; "head" one weight of head_dim shared by the heads
 # (Qwen3Attention.q_norm, Gemma3Attention.q_norm); "projection" one weight over the whole
 # projection width (Olmo2Attention.q_norm = Olmo2RMSNorm(num_heads * head_dim)).
