@@ -312,8 +312,9 @@ def _cohere_norm(ctx: _Ctx, label: str, shape: tuple[int, int, float], w: str, r
     the first, the product with rsqrt the second: two float32 tensors, never the input itself) and 1/std
     (rsqrt keeps its result, rows × 4); ``weight.float() * normalised`` keeps the float32 normalised value only
     when the weight trains. Counted with torch 2.13's saved_tensors_hooks on a bf16 input: 8 bytes an element
-    with the weight frozen, 12 with it trained, 4 a row (tests/core/test_cohere_llama4.py). Compiled: assumed
-    like a compiled RMSNorm, the input in its own dtype and the row statistics (mean, 1/std) as the cut.
+    with the weight frozen, 12 with it trained, 4 a row (tests/core/test_cohere.py). Compiled (torch.compile's
+    inductor, torch 2.13 CPU, counted the same way, weight trained or not): the input itself and the row
+    statistics, mean and 1/std, float32.
     ``shape``: rows, width and the input's bytes an element."""
     n, d, x = shape
     if ctx.compiled:

@@ -4,7 +4,8 @@ Every count is transformers 5.25.0's own, the model built on the meta device (te
 its "source" says how). The norm's saved bytes are torch 2.13.0's (CPU): CohereLayerNorm run on a bf16 input of
 1,024 × 512 under ``torch.autograd.graph.saved_tensors_hooks``, the distinct storages it keeps summed: two float32
 tensors of the input's shape (8 bytes an element) and 1/std (4 bytes a row) with the weight
-frozen, a third float32 tensor (the normalised value, 12 bytes an element) when the weight trains.
+frozen, a third float32 tensor (the normalised value, 12 bytes an element) when the weight trains. Compiled
+(torch.compile, inductor, the same count): the bf16 input itself and two float32 row statistics (mean, 1/std).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import pytest
 from core.catalogue import find_model
 from core.errors import PlanError
 from core.hfconfig import model_from_hf_config
+from core.inputs import Stack
 from core.model import ModelSpec, model_from_dict
 from core.plan import Method
 from core.presets import default_plan
@@ -137,6 +139,14 @@ def test_the_norm_keeps_two_float32_centred_copies_and_the_normalised_value_when
     outside = {t.label: t.bytes for t in outside_blocks(_plan(Method.FULL)).items}
     assert outside["final norm: input minus its mean, twice (float32)"] == 2 * N * D * 4
     assert outside["final norm: normalised (float32)"] == N * D * 4
+
+
+def test_compiled_the_norm_keeps_its_input_and_two_row_statistics() -> None:
+    plan = _plan(Method.FULL).with_changes(stack=Stack.COMPILE)
+    kept = {t.label: t.bytes for t in layer_activations(plan, trainable_block=True).items}
+    norm = {label: b for label, b in kept.items() if label.startswith("attention norm:")}
+    # torch 2.13 inductor (this module's docstring): the bf16 input, N·d × 2, and mean and 1/std, 2 × N × 4.
+    assert sorted(norm.values()) == [2 * N * 4, N * D * 2]
 
 
 def test_the_norm_kind_travels_in_plan_files_and_refuses_the_lplayernorm_flag() -> None:
