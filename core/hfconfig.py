@@ -286,10 +286,10 @@ def _cohere_model(r: _Reader, model_type: str, label: str) -> ModelSpec:
     scaled logits in place of the lm_head's output, freed on rebinding, so no counted figure moves. cohere2: the
     layers layer_types marks sliding_attention attend within sliding_window (default 4,096; null: every layer
     full); without layer_types every sliding_window_pattern-th layer (default 4) is full (Cohere2Config
-    ``(i + 1) % pattern``). Cohere's per-head q/k norms (use_qk_norm, Command R+) are refused."""
-    if r.get_bool("use_qk_norm", False):
-        why = "Command R+'s per-head q/k CohereLayerNorms (weights of heads × head_dim) are not modelled"
-        raise PlanError("config.use_qk_norm", True, "false", why)
+    ``(i + 1) % pattern``). cohere's use_qk_norm (Command R+): CohereAttention.q_norm / k_norm =
+    CohereLayerNorm((heads, head_dim)) and ((kv heads, head_dim)), a weight for every head (ModelSpec.qk_norm
+    "per_head"); Cohere2Attention has none."""
+    qk_norm = "per_head" if model_type == "cohere" and r.get_bool("use_qk_norm", False) else ""
     d = r.get_int("hidden_size")
     heads = r.get_int("num_attention_heads")
     layers = r.get_int("num_hidden_layers")
@@ -310,6 +310,7 @@ def _cohere_model(r: _Reader, model_type: str, label: str) -> ModelSpec:
         o_bias=bias,
         norm="layernorm_nobias",
         norms_per_layer=1,
+        qk_norm=qk_norm,
         parallel_residual=True,
         sliding_window=window,
         sliding_window_layers=window_layers,

@@ -358,7 +358,7 @@ def _attention(plan: Plan, ctx: _Ctx) -> list[Term]:
     if model.qk_norm:
         # Qwen3 / Gemma-3 normalise every head (rows N·H, width hd), OLMo-2 the whole
         # projection (rows N); both read the projection output, in the compute dtype.
-        per_head = model.qk_norm == "head"
+        per_head = model.qk_norm in ("head", "per_head")  # normalised over head_dim, whatever the weight
         for name, width, heads in (("q", model.q_width, h), ("k", model.kv_width, model.num_kv_heads)):
             items += _norm(
                 model,

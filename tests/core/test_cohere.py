@@ -24,6 +24,7 @@ from core.files.measurement import load_measurement, plan_for_case
 from core.hfconfig import model_from_hf_config
 from core.inputs import Stack
 from core.model import ModelSpec, model_from_dict
+from core.parallel.layout import block_params_per_rank
 from core.plan import Method
 from core.presets import default_plan
 from core.serving.kv import cached_positions, kv_bytes_per_token, kv_cache_bytes
@@ -32,7 +33,7 @@ from core.training.activations import layer_activations, outside_blocks
 
 _COUNTS = Path(__file__).parents[1] / "data" / "arch" / "meta_counts.json"
 META: dict[str, Any] = json.loads(_COUNTS.read_text("utf-8"))["cases"]
-COHERE_CASES = ("cohere-default", "cohere2-default", "cohere2-command-r7b")
+COHERE_CASES = ("cohere-default", "cohere-qk-norm", "cohere2-default", "cohere2-command-r7b")
 
 
 def _r7b(**overrides: Any) -> ModelSpec:
@@ -111,13 +112,25 @@ def test_a_window_layout_transformers_cannot_build_is_refused(overrides: dict[st
         _r7b(**overrides)
 
 
-def test_command_r_plus_qk_norms_are_refused_with_the_reason() -> None:
-    # CohereAttention.q_norm = CohereLayerNorm((num_heads, head_dim)) when use_qk_norm (Command R+): a weight per
-    # head, which no q/k norm kind of the spec expresses.
-    config = {**META["cohere-default"]["config"], "use_qk_norm": True}
-    with pytest.raises(PlanError) as caught:
-        model_from_hf_config(config)
-    assert "config.use_qk_norm" in str(caught.value) and "per-head" in str(caught.value)
+def test_command_r_plus_qk_norms_have_a_weight_for_every_head() -> None:
+    # CohereAttention.q_norm = CohereLayerNorm((num_heads, head_dim)), k_norm over (num_key_value_heads, head_dim) when
+    # use_qk_norm: CohereConfig's defaults, 64 heads and 64 KV heads of 128, 40 layers: 40 × (8,192 + 8,192) = 655,360
+    # parameters more than without (meta_counts cohere-qk-norm 34,981,486,592 − cohere-default 34,980,831,232).
+    spec = model_from_hf_config(META["cohere-qk-norm"]["config"])
+    assert spec.qk_norm == "per_head" and spec.qk_norm_params() == 2 * 64 * 128
+    without = model_from_hf_config(META["cohere-default"]["config"])
+    assert spec.architecture_params() - without.architecture_params() == 40 * 16_384
+    # vLLM shards them with the heads: CohereAttention builds LayerNorm(param_shape=(self.num_heads, head_dim)) with the
+    # rank's heads (vllm-project/vllm 1f7c5555 vllm/model_executor/models/commandr.py); only the block's one norm
+    # (8,192) stays whole on each of 2 tensor-parallel ranks.
+    assert block_params_per_rank(spec, 2) == 8_192 + (spec.layer_params() - 8_192) / 2
+    # Each head normalised over its 128 values, as CohereLayerNorm does (rows N·H): full fine-tuning, 4 × 2,048 tokens.
+    plan = default_plan().with_changes(model=spec, method=Method.FULL)
+    kept = {t.label: t.bytes for t in layer_activations(plan, trainable_block=True).items}
+    n = 4 * 2_048
+    assert kept["q norm: input minus its mean, twice (float32)"] == 2 * n * 64 * 128 * 4
+    assert kept["q norm: 1/std (float32)"] == n * 64 * 4
+    assert kept["q norm: normalised (float32)"] == n * 64 * 128 * 4
 
 
 def _plan(method: Method) -> Any:
