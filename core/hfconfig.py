@@ -52,6 +52,8 @@ SUPPORTED_MODEL_TYPES: Final = (
     "granitemoe",
     "exaone4",
     "hunyuan_v1_dense",
+    "cohere",
+    "cohere2",
 )
 
 # Hybrid families whose layers keep a recurrent state (a state-space or linear-attention layer's
@@ -76,12 +78,15 @@ RECURRENT_MODEL_TYPES: Final[dict[str, str]] = {
 # cannot express exactly (transformers 5.25.0 models/<type>/modeling_<type>.py), so the config is refused with
 # what is missing rather than planned approximately.
 UNMODELLED_MODEL_TYPES: Final[dict[str, str]] = {
-    "cohere": "Command R's CohereLayerNorm (a weight and no bias, each block's one norm) is neither an RMSNorm "
-    "nor a LayerNorm with a bias",
-    "cohere2": "Command R7B / A's CohereLayerNorm (a weight and no bias) is neither an RMSNorm nor a LayerNorm "
-    "with a bias",
-    "llama4_text": "Llama 4's chunked attention (attention_chunk_size, create_chunked_causal_mask) and experts "
-    "on the moe_layers only are not modelled",
+    # Llama 4 Scout / Maverick. Its parameters fit the spec's fields exactly (tests/data/arch/meta_counts.json: Scout's
+    # 107,769,861,120 with 16 experts, an ungated shared expert and no dense layer; tests/core/test_llama4.py); what
+    # it lacks is per-layer attention and the experts' compute as transformers runs them (5.25.0
+    # models/llama4/modeling_llama4.py; vllm-project/vllm bc8282e6 vllm/v1/kv_cache_interface.py).
+    "llama4_text": "Llama 4's chunked attention (attention_chunk_size, create_chunked_causal_mask; transformers' flash "
+    "path refuses sequences past one chunk) with RoPE and a weightless L2 q/k norm on three layers in four and "
+    "neither on the fourth, vLLM's ChunkedLocalAttentionSpec (chunk + scheduled tokens a request, not a sliding "
+    "window's window - 1 + one block), and Llama4TextMoe running every expert on every token "
+    "(hidden_states.repeat over num_local_experts) are not modelled",
 }
 
 
@@ -194,6 +199,8 @@ def _model_from_hf_config(config: Mapping[str, Any], name: str | None, *, nested
         return _parallel_model(r, model_type, label)
     if model_type in _LATENT_FAMILIES:
         return _latent_model(r, model_type, label)
+    if model_type in ("cohere", "cohere2"):
+        return _cohere_model(r, model_type, label)
     return _gated_model(r, model_type, label)
 
 
@@ -281,6 +288,58 @@ def _latent_model(r: _Reader, model_type: str, label: str) -> ModelSpec:
         first_k_dense_replace=r.get_int("first_k_dense_replace", default=3 if v3 else 0),
         dense_intermediate_size=r.get_int("intermediate_size"),
     )
+
+
+def _cohere_model(r: _Reader, model_type: str, label: str) -> ModelSpec:
+    """Command R (``cohere``) and Command R7B / A (``cohere2``), as huggingface/transformers 5.25.0 builds them
+    (models/cohere/modeling_cohere.py, models/cohere2/modeling_cohere2.py): one CohereLayerNorm a block (a weight,
+    no bias: ModelSpec.norm "layernorm_nobias") read by attention and the gated MLP in parallel (``residual +
+    attention + mlp``), q/k/v/o biased by attention_bias, an MLP without biases, the final norm and an ``lm_head``
+    tied to the embedding unless tie_word_embeddings is false (CohereConfig / Cohere2Config default true).
+    ``logit_scale`` multiplies the logits by a number: no tensor of its own, and transformers' loss reads the
+    scaled logits in place of the lm_head's output, freed on rebinding, so no counted figure moves. cohere2: the
+    layers layer_types marks sliding_attention attend within sliding_window (default 4,096; null: every layer
+    full); without layer_types every sliding_window_pattern-th layer (default 4) is full (Cohere2Config
+    ``(i + 1) % pattern``). cohere's use_qk_norm (Command R+): CohereAttention.q_norm / k_norm =
+    CohereLayerNorm((heads, head_dim)) and ((kv heads, head_dim)), a weight for every head (ModelSpec.qk_norm
+    "per_head"); Cohere2Attention has none."""
+    qk_norm = "per_head" if model_type == "cohere" and r.get_bool("use_qk_norm", False) else ""
+    d = r.get_int("hidden_size")
+    heads = r.get_int("num_attention_heads")
+    layers = r.get_int("num_hidden_layers")
+    window, window_layers = (None, 0) if model_type == "cohere" else _cohere2_window(r, layers)
+    bias = r.get_bool("attention_bias", False)
+    return ModelSpec(
+        name=label,
+        family=model_type,
+        vocab_size=r.get_int("vocab_size"),
+        hidden_size=d,
+        num_layers=layers,
+        num_heads=heads,
+        num_kv_heads=r.get_int("num_key_value_heads", default=heads),
+        head_dim=_head_dim(r, d, heads),
+        intermediate_size=r.get_int("intermediate_size"),
+        tie_embeddings=r.get_bool("tie_word_embeddings", True),
+        qkv_bias=bias,
+        o_bias=bias,
+        norm="layernorm_nobias",
+        norms_per_layer=1,
+        qk_norm=qk_norm,
+        parallel_residual=True,
+        sliding_window=window,
+        sliding_window_layers=window_layers,
+        max_position_embeddings=r.get_int("max_position_embeddings", default=8192),
+        activation=r.get_str("hidden_act", "silu"),
+        attention_dropout=r.get_prob("attention_dropout", 0.0),
+    )
+
+
+def _cohere2_window(r: _Reader, layers: int) -> tuple[int | None, int]:
+    """Cohere2's windowed layers (see _cohere_model): layer_types, else an integer sliding_window_pattern."""
+    pattern = r.config.get("sliding_window_pattern")
+    if r.config.get("layer_types") is None and pattern is not None and not (_whole_number(pattern) and pattern > 0):
+        raise PlanError("config.sliding_window_pattern", pattern, "a positive integer (every n-th layer full)")
+    return _exaone_window(r, layers)
 
 
 def _gpt2_model(r: _Reader, label: str) -> ModelSpec:

@@ -18,11 +18,17 @@ from typing import Any, Final
 from core.errors import PlanError
 from core.units import finite_number
 
-NORMS: Final = ("layernorm", "rmsnorm")
+# "layernorm_nobias": a LayerNorm with a weight and no bias, in float32 by hand (Cohere's CohereLayerNorm and
+# Cohere2LayerNorm: huggingface/transformers 5.25.0 src/transformers/models/cohere/modeling_cohere.py, mean and
+# variance over the last dimension, ``self.weight.to(torch.float32) * hidden_states``): one d-wide tensor per norm,
+# as an RMSNorm's; what autograd keeps of it in core.training.activations._norm.
+NORMS: Final = ("layernorm", "rmsnorm", "layernorm_nobias")
 # RMSNorm on q and k before RoPE: "" none; "head" one weight of head_dim shared by the heads
 # (Qwen3Attention.q_norm, Gemma3Attention.q_norm); "projection" one weight over the whole
-# projection width (Olmo2Attention.q_norm = Olmo2RMSNorm(num_heads * head_dim)).
-QK_NORMS: Final = ("", "head", "projection")
+# projection width (Olmo2Attention.q_norm = Olmo2RMSNorm(num_heads * head_dim)); "per_head" a weight of its own
+# for every head, each head normalised over head_dim (Command R+'s CohereAttention.q_norm = CohereLayerNorm((
+# num_heads, head_dim)) when use_qk_norm: huggingface/transformers 5.25.0 models/cohere/modeling_cohere.py).
+QK_NORMS: Final = ("", "head", "projection", "per_head")
 
 # Canonical LoRA target names (Llama naming, as PEFT's target_modules uses them).
 LORA_TARGETS: Final = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
@@ -251,7 +257,7 @@ class ModelSpec:
         if not isinstance(self.norm, str) or self.norm not in NORMS:
             raise PlanError("model.norm", self.norm, " or ".join(NORMS))
         if not isinstance(self.qk_norm, str) or self.qk_norm not in QK_NORMS:
-            raise PlanError("model.qk_norm", self.qk_norm, "'' (none), 'head' or 'projection'")
+            raise PlanError("model.qk_norm", self.qk_norm, "'' (none), 'head', 'projection' or 'per_head'")
         if not is_int(self.shared_expert_size) or not 0 <= self.shared_expert_size <= LIMITS["intermediate_size"]:
             raise PlanError(
                 "model.shared_expert_size",
@@ -456,7 +462,7 @@ class ModelSpec:
     def qk_norm_params(self) -> int:
         if self.qk_norm == "head":
             return 2 * self.head_dim
-        if self.qk_norm == "projection":
+        if self.qk_norm in ("projection", "per_head"):
             return self.q_width + self.kv_width
         return 0
 
@@ -597,7 +603,7 @@ class ModelSpec:
             sizes.append(d)
         if self.qk_norm == "head":
             sizes += [self.head_dim, self.head_dim]
-        elif self.qk_norm == "projection":
+        elif self.qk_norm in ("projection", "per_head"):
             sizes += [q, kv]
         if self.attention_sinks:
             sizes.append(self.num_heads)

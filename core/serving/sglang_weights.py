@@ -136,7 +136,7 @@ def _layer(model: ModelSpec, fmt: WeightFormat, tp: int) -> tuple[list[int], lis
     rest: list[int] = []
     if model.qk_norm == "head":
         rest += [hd * el, hd * el]
-    elif model.qk_norm == "projection":
+    elif model.qk_norm in ("projection", "per_head"):
         rest += [q * el, kv * el]
     if model.attention_sinks:
         rest.append(model.num_heads // tp * el)

@@ -278,6 +278,8 @@ def _norm(
             label_in, x_bytes = f"{label}: input", 4.0 if ctx.mode in ("mixed", "autocast16") else x
         saved_input(Term(label_in, f"N·{w} × {x_bytes:g}", n * d * x_bytes), x_bytes)
         items.append(Term(f"{label}: mean, 1/std (float32)", "2 × N × 4", n * 8))
+    elif model.norm == "layernorm_nobias":
+        items += _cohere_norm(ctx, label, (n, d, x), w, rows)
     elif ctx.unsloth_norm:
         # Unsloth's Fast_RMS_Layernorm.forward (unslothai/unsloth 015bdef,
         # unsloth/kernels/rms_layernorm.py): save_for_backward(X, W, r), X in its own dtype and
@@ -301,6 +303,32 @@ def _norm(
             h_bytes = 4.0 if model.family in FLOAT32_NORM_SCALE else x
             items.append(Term(f"{label}: normalised", f"N·{w} × {h_bytes:g}", n * d * h_bytes))
     return items + with_output_consumers
+
+
+def _cohere_norm(ctx: _Ctx, label: str, shape: tuple[int, int, float], w: str, rows: int | None) -> list[Term]:
+    """What autograd keeps of Cohere's weight-only LayerNorm (ModelSpec.norm "layernorm_nobias"), eager:
+    CohereLayerNorm.forward (huggingface/transformers 5.25.0 src/transformers/models/cohere/modeling_cohere.py,
+    Cohere2LayerNorm the same) casts the input to float32, computes ``hidden_states - mean`` twice (pow(2) keeps
+    the first, the product with rsqrt the second: two float32 tensors, never the input itself) and 1/std
+    (rsqrt keeps its result, rows × 4); ``weight.float() * normalised`` keeps the float32 normalised value only
+    when the weight trains. Counted with torch 2.13's saved_tensors_hooks on a bf16 input: 8 bytes an element
+    with the weight frozen, 12 with it trained, 4 a row (tests/core/test_cohere.py). Compiled (torch.compile's
+    inductor, torch 2.13 CPU, counted the same way, weight trained or not): the input itself and the row
+    statistics, mean and 1/std, float32.
+    ``shape``: rows, width and the input's bytes an element."""
+    n, d, x = shape
+    if ctx.compiled:
+        return [
+            Term(f"{label}: input ({COMPILE_NOTE} in float32)", f"N·{w} × {x:g}", n * d * x),
+            Term(f"{label}: mean, 1/std (float32)", "2 × rows × 4", n * 8),
+        ]
+    items = [
+        Term(f"{label}: input minus its mean, twice (float32)", f"2 × N·{w} × 4", 2 * n * d * 4),
+        Term(f"{label}: 1/std (float32)", "rows × 4", n * 4),
+    ]
+    if ctx.trainable or (ctx.norms_train and rows is None):
+        items.append(Term(f"{label}: normalised (float32)", f"N·{w} × 4", n * d * 4))
+    return items
 
 
 def _low_precision_norm(model: ModelSpec, ctx: _Ctx) -> bool:
@@ -330,7 +358,7 @@ def _attention(plan: Plan, ctx: _Ctx) -> list[Term]:
     if model.qk_norm:
         # Qwen3 / Gemma-3 normalise every head (rows N·H, width hd), OLMo-2 the whole
         # projection (rows N); both read the projection output, in the compute dtype.
-        per_head = model.qk_norm == "head"
+        per_head = model.qk_norm in ("head", "per_head")  # normalised over head_dim, whatever the weight
         for name, width, heads in (("q", model.q_width, h), ("k", model.kv_width, model.num_kv_heads)):
             items += _norm(
                 model,

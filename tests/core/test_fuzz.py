@@ -554,6 +554,7 @@ _FUZZ_TYPES = [
     "exaone4",
     "hunyuan_v1_dense",
     "cohere",
+    "cohere2",
 ]
 _BASE_MOE = {
     "moe_intermediate_size": 32,

@@ -457,7 +457,7 @@ def test_hunyuan_cross_layer_attention_is_refused() -> None:
 
 @pytest.mark.parametrize(
     ("model_type", "what"),
-    [("cohere", "CohereLayerNorm"), ("cohere2", "CohereLayerNorm"), ("llama4_text", "chunked attention")],
+    [("llama4_text", "chunked attention")],
 )
 def test_attention_families_it_cannot_express_are_refused_with_the_reason(model_type: str, what: str) -> None:
     config = {"model_type": model_type, "hidden_size": 4096, "num_attention_heads": 32, "num_hidden_layers": 4}
