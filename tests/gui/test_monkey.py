@@ -53,6 +53,10 @@ SEED = int(os.environ.get("MONKEY_SEED", "20240611"))
 METHOD_ROWS = {"lokr": "lora.lokr_factor", "oft": "lora.oft_block_size"}
 # The Model form's rows a latent-attention model alone shows (gui.forms.model.LATENT_DIMENSIONS, branch h55mla).
 LATENT_ROWS = tuple(f"model.{name}" for name, _label, _tip in LATENT_DIMENSIONS)
+# The rows Megatron-Core's gradient buffer alone shows (the Megatron stack under DDP or ZeRO-1, with accumulation):
+# since the optimizer-per-stack table (core.optimizer_stacks) a walk that holds an optimizer Megatron does not build
+# (bitsandbytes 8-bit, Adafactor, ...) cannot switch to that stack, and a seed's path may never get there.
+MEGATRON_ROWS = ("parallel.grad_accum_fusion", "parallel.grad_reduce_in_fp32")
 # About 40 edits per input of the one table, so that each is reached: a fixed 2,000 stopped
 # reaching the frozen-layers field (shown only for that method) once the table grew to 84, and
 # 30 per input missed FSDP2's float8 all-gather (shown only for FSDP with float8 linears); 40
@@ -720,6 +724,32 @@ class Monkey:
                 done.append(self.edit(key, widget))
         return done
 
+    def reach_megatron_rows(self) -> list[str]:
+        """The Megatron gradient-buffer rows the walk missed: Training mode, File → New (the default plan: AdamW,
+        which Megatron-Core builds; DDP on one GPU), the Megatron stack picked, 4 accumulation steps typed, and each
+        row edited once, as a user moving a plan onto Megatron does."""
+        done: list[str] = []
+        missed = [key for key in MEGATRON_ROWS if not self.done[key]]
+        if not missed:
+            return done
+        if not self.window.training_action.isChecked():
+            self.window.training_action.trigger()
+            done.append("mode 'Training'")
+        self.window.new_action.trigger()
+        stack = self.window.method_form.stack
+        stack.setCurrentIndex(stack.findData("megatron"))
+        accum = self.window.workload_form.grad_accum
+        accum.setFocus()
+        accum.lineEdit().selectAll()
+        type_keys(self.qtbot, accum.lineEdit(), "4")
+        self.qtbot.keyClick(accum.lineEdit(), Qt.Key.Key_Return)
+        done.append("File → New, stack 'megatron', 4 accumulation steps")
+        for key in missed:
+            widget = self.fields[key]
+            if widget.isVisibleTo(self.window) and widget.isEnabled():
+                done.append(self.edit(key, widget))
+        return done
+
     def plain_single_gpu(self) -> None:
         """One GPU, DDP, PyTorch's own loop: TP, PP and CP typed back to 1, the framework boxes off."""
         form = self.window.parallel_form
@@ -801,6 +831,10 @@ def test_monkey(qtbot: Any, window: MainWindow) -> None:
                 raise AssertionError(f"{where}; last edits {monkey.log[-10:]}; plan {plan}") from error
         close_popups()
         for what in monkey.reach_method_rows():
+            monkey.log.append(what)
+            assert not escaped, f"seed {SEED}, after the walk: {what} raised {escaped[0]!r}"
+            check_plan(window)
+        for what in monkey.reach_megatron_rows():
             monkey.log.append(what)
             assert not escaped, f"seed {SEED}, after the walk: {what} raised {escaped[0]!r}"
             check_plan(window)
