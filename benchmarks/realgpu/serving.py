@@ -48,7 +48,7 @@ from benchmarks.realgpu.torch_capacity import era as capacity_era  # noqa: E402
 from benchmarks.realgpu.torch_capacity import records as capacity_records  # noqa: E402
 from benchmarks.serving import vllm_plan  # noqa: E402
 from core.catalogue import find_gpu, find_model  # noqa: E402
-from core.dtypes import GgufQuant  # noqa: E402
+from core.dtypes import GgmlType, GgufQuant  # noqa: E402
 from core.hfconfig import model_from_hf_config  # noqa: E402
 from core.model import ModelSpec  # noqa: E402
 from core.params import param_counts  # noqa: E402
@@ -66,7 +66,7 @@ from core.serving.fit import (  # noqa: E402
 )
 from core.serving.inference import InferenceEstimate, inference_estimate  # noqa: E402
 from core.serving.llamacpp import CUDA_GRAPHS_FROM_BUILD, llamacpp_buffers  # noqa: E402
-from core.serving.speed import cycles_key, engine_family  # noqa: E402
+from core.serving.speed import cycles_key, engine_family, kquant_matvec_seconds  # noqa: E402
 from core.serving.vllm_rules import VLLM_BLOCK_SIZE, non_torch_line_key  # noqa: E402
 from core.serving.vllm_versions import era_of  # noqa: E402
 from core.units import GiB, MiB  # noqa: E402
@@ -1256,9 +1256,10 @@ def speed_role(record: dict[str, Any], plan: Plan | None = None) -> str:
 # CUDA tg rows of the 2- and 3-bit K-quant file types are scored, not fitted on: their mat-vecs
 # do not run at the rate per byte the other types share. PR #4766's master (January 2024), one
 # table, two cards: RTX 3090 Q2_K 92.69 and Q3_K_S 87.26 t/s against Q4_0 121.82 and F16 48.52 (by
-# bytes read, Q2_K should lead Q4_0); P40 Q2_K 33.52 and Q3_K_S 30.93 against Q4_0 56.79. The
-# plan's decode reads bytes at one efficiency for every type (+59 to +61 % on the RTX 3090 rows);
-# the dequantisation cost per weight of these kernels is not modelled (no source read gives it).
+# bytes read, Q2_K should lead Q4_0); P40 Q2_K 33.52 and Q3_K_S 30.93 against Q4_0 56.79. Builds
+# before b2080 charge their mat-vecs' ALU time (core.serving.speed.CUDA_LOW_BIT_MATVEC_CYCLES, set
+# from PR #5351's rows, a source not scored; kquant_cuda_cycles re-derives it), whose time says
+# nothing of the bandwidth; later builds' rows of these types would still read at one rate per byte.
 LOW_BIT_K_QUANTS_NOT_FITTED: Final = frozenset({"Q2_K", "Q3_K_S", "Q3_K_M", "Q3_K_L"})
 
 # Sources whose decode rows are scored, not fitted on, because fitting them makes every other source's
@@ -1268,6 +1269,50 @@ LOW_BIT_K_QUANTS_NOT_FITTED: Final = frozenset({"Q2_K", "Q3_K_S", "Q3_K_M", "Q3_
 # rows raise the kernel cycles 4,815 -> 5,045 and the other sources' median 5.2 -> 5.3 % (4,578 ->
 # 5,023 and 6.4 -> 7.2 % before PR #15035's RTX 4090 rows joined, which, fitted on, improve it).
 SMALL_MODEL_SOURCES_NOT_FITTED: Final = frozenset({"llamacpp-pr-12183"})
+
+
+# ggml-org/llama.cpp PR #5351 ("CUDA: mul_mat_vec_q for batch sizes > 1", JohannesGaessler, February
+# 2024), the description's RTX 3090 table, "t/s master" at batch size 1 (pp512 of one-token steps,
+# the mul_mat_vec_q of the January builds): the rows that set core.serving.speed.CUDA_LOW_BIT_MATVEC_CYCLES.
+# Not in the scored corpus (a batch-size sweep of prompt runs, not a tg row), read as the quotes:
+# "| RTX 3090 | llama 7B Q2_K_M | 1 | pp512 | 103.75 |", "| RTX 3090 | llama 7B Q3_K_S | 1 | pp512 | 98.36 |"
+# ("Q2_K_M": llama-bench's name of the Q2_K file type then; Q4_0 at 131.80 beside them).
+PR5351_BATCH1_MASTER: Mapping[str, float] = MappingProxyType({"Q3_K_S": 98.36, "Q2_K": 103.75})
+
+
+def _pr5351_plan(quant: str) -> Plan:
+    """A PR #5351 row's plan: Llama 2 7B on an RTX 3090, 512 one-token steps from an empty cache, a
+    build of those weeks (read as b1786, before CUDA_LOW_BIT_MATVEC_BEFORE_BUILD)."""
+    return llama_plan(
+        catalogue("llama-2-7b"),
+        "llama-2-7b",
+        "rtx-3090",
+        context=512,
+        new_tokens=512,
+        gguf_quant=GgufQuant(quant),
+        cache_type="f16",
+        flash_attention=False,
+        ubatch=512,
+        llamacpp_build=1786,
+    )
+
+
+def kquant_cuda_cycles() -> dict[GgmlType, float]:
+    """CUDA_LOW_BIT_MATVEC_CYCLES re-derived from :data:`PR5351_BATCH1_MASTER`: each row's time per
+    token less what the step spends outside its mat-vecs' ALU time (the estimate's step with the
+    present cycles, less their ALU seconds), over its weights' ALU seconds per lane-cycle; the Q3_K_S
+    file sets Q3_K, then the Q2_K file, whose attn_v and ffn_down are Q3_K, sets Q2_K."""
+    cycles: dict[GgmlType, float] = {}
+    for quant, kind in (("Q3_K_S", GgmlType.Q3_K), ("Q2_K", GgmlType.Q2_K)):
+        plan = _pr5351_plan(quant)
+        card = find_gpu("rtx-3090")
+        if estimate_with(plan, DEFAULT_FIT).speed.curve[0].memory_bound:
+            raise ValueError(f"PR #5351 {quant}: the step is bound by its reads, not its mat-vecs' ALUs")
+        outside = 1.0 / _decode(plan, DEFAULT_FIT) - kquant_matvec_seconds(plan, card)
+        known = kquant_matvec_seconds(plan, card, cycles_of=cycles)
+        per_cycle = kquant_matvec_seconds(plan, card, cycles_of={kind: 1.0})
+        cycles[kind] = (1.0 / PR5351_BATCH1_MASTER[quant] - outside - known) / per_cycle
+    return cycles
 
 
 def alu_bound(plan: Plan) -> bool:

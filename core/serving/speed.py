@@ -221,6 +221,43 @@ APPLE_MATVEC_CYCLES: Final[Mapping[GgmlType, float]] = MappingProxyType(
 )
 
 
+# NVIDIA GPU lane cycles (one FP32 lane's issue slot: the catalogue's FP32 TFLOP/s / 2 a second) that
+# llama.cpp's CUDA mat-vec of a 2- or 3-bit K-quant tensor spends per weight, in the builds of early
+# 2024. Those builds send a lone token's quantised product to mul_mat_vec_q on every card of compute
+# capability >= MIN_CC_DP4A (6.1) (ggml-org/ggml bcdb75e3, 2024-01-12, src/ggml-cuda.cu, as
+# docs/SERVING.md reads it; the same kernels in stored copies of ggml-cuda.cu of those weeks):
+# mul_mat_vec_q2_K_q8_1_cuda launches block_dims(WARP_SIZE, GGML_CUDA_MMV_Y = 1), one 32-thread warp
+# per row, a thread taking one int of a super-block a step (VDR_Q2_K_Q8_1_MMVQ = VDR_Q3_K_Q8_1_MMVQ
+# = 1, QI2_K = 16: two 256-weight super-blocks a warp step). vec_dot_q2_K_q8_1_impl_mmvq spends
+# per 4 weights a scale-byte load, shift and mask of the codes, two __dp4a (the codes, and the
+# minimum broadcast into four bytes by two shift-ORs), an integer multiply by the 4-bit scale, two
+# int-to-float conversions and two FMAs; vec_dot_q3_K_q8_1_impl_mmvq rebuilds each 6-bit scale from
+# two bytes (modulo, shifts, masks, an OR, -32) and the third bit of each code from hmask
+# (__vsubss4) before its __dp4a: dependent integer work per weight that Q4_0's vec_dot (two nibble
+# masks, one __dp4a per 4 weights, one scale a 32-weight block) and Q8_0's avoid. The cycles are
+# not the count of those instructions (about 4 a Q2_K weight, about 1 ms of the 10.8 ms token): a
+# warp per row with one warp a block leaves each SM 16 resident warps (sm_86's 16 resident blocks),
+# too few to hide the chain's latency. They are set from a source that is not scored:
+# ggml-org/llama.cpp PR #5351 ("CUDA: mul_mat_vec_q for batch sizes > 1", JohannesGaessler,
+# 2024-02), its RTX 3090 table's master column at batch size 1 (a pp512 of 512 one-token steps
+# through the same mul_mat_vec_q): llama 7B Q2_K_M 103.75, Q3_K_S 98.36, Q4_0 131.80 t/s. With
+# the fitted bandwidth and kernel cycles of core.serving.fit, the Q3_K_S row's time sets Q3_K's
+# cycles and the Q2_K_M row's, given those, Q2_K's (benchmarks/realgpu/serving.py
+# kquant_cuda_cycles re-derives both: 17.23 and 14.85). PR #4766's RTX 3090 rows, a month earlier,
+# are scored with them. Other types (Q4_K-Q6_K, Q4_0, Q8_0, the IQ types) are not costed.
+CUDA_LOW_BIT_MATVEC_CYCLES: Final[Mapping[GgmlType, float]] = MappingProxyType(
+    {GgmlType.Q2_K: 14.9, GgmlType.Q3_K: 17.2}
+)
+# The builds the cost applies to: those up to the kernel PR #5351 measured, before JohannesGaessler's
+# PR #5434 ("CUDA: mul_mat_vec_q tiling, refactor mul mat logic", merged 2024-02-11) retuned
+# mul_mat_vec_q's rows and warps per block. Its build number is not read: b1786 is 2024-01-07
+# (slaren's PR #4812 log, 32d9f7d9) and b2824 the first with PR #6766's CUDA graphs (merged
+# 2024-05-08; core.serving.llamacpp.CUDA_GRAPHS_FROM_BUILD), 8.5 builds a day between them, which
+# puts 2024-02-11 near b2080 (PR #5351's master, early February, before it). A current build (0)
+# and later numbered ones are not costed (no source read gives their kernels' cost).
+CUDA_LOW_BIT_MATVEC_BEFORE_BUILD: Final = 2080
+
+
 # How much longer llama.cpp's F16 mat-vec with scalar loads (core.serving.llamacpp
 # f16_matvec_scalar_loads: builds before b3916) takes on an HBM card than the same product with
 # the vector loads of later builds, whose reads the bandwidth efficiency of core.serving.fit
@@ -272,20 +309,40 @@ def weight_read_factor(plan: Plan, gpu: GpuSpec) -> float:
     return SCALAR_F16_MATVEC_SLOWDOWN if slow else 1.0
 
 
+def cuda_low_bit_matvec(plan: Plan, gpu: GpuSpec) -> bool:
+    """Whether a lone token's 2- and 3-bit K-quant mat-vecs run ggml-cuda's early mul_mat_vec_q
+    (:data:`CUDA_LOW_BIT_MATVEC_CYCLES`): llama.cpp's own backend on an NVIDIA card, a build before
+    :data:`CUDA_LOW_BIT_MATVEC_BEFORE_BUILD`."""
+    inf = plan.inference
+    return (
+        inf.engine is Engine.LLAMACPP
+        and gpu.vendor == "nvidia"
+        and inf.llamacpp_backend is LlamaCppBackend.NATIVE
+        and 0 < inf.llamacpp_build < CUDA_LOW_BIT_MATVEC_BEFORE_BUILD
+    )
+
+
 def kquant_matvec_seconds(
     plan: Plan,
     gpu: GpuSpec,
     device_share: float = 1.0,
     head: bool = True,
-    cycles_of: Mapping[GgmlType, float] = APPLE_MATVEC_CYCLES,
+    cycles_of: Mapping[GgmlType, float] | None = None,
 ) -> float:
-    """Seconds one token's mat-vecs keep an Apple GPU's ALUs busy: the weights they read of each
-    type (core.serving.llamacpp.matvec_weights_by_type; with ``head``, the output layer's too) x
-    ``cycles_of`` (:data:`APPLE_MATVEC_CYCLES`), the share on the GPU; 0 for other engines and
-    cards and for files of no costed type."""
+    """Seconds one token's mat-vecs keep the GPU's ALUs busy: the weights they read of each type
+    (core.serving.llamacpp.matvec_weights_by_type; with ``head``, the output layer's too) x
+    ``cycles_of`` (:data:`APPLE_MATVEC_CYCLES`) on an Apple GPU, or x
+    :data:`CUDA_LOW_BIT_MATVEC_CYCLES` for ggml-cuda's early-2024 mul_mat_vec_q on an NVIDIA card
+    (:func:`cuda_low_bit_matvec`), the share on the GPU; 0 for other engines, cards and builds and
+    for files of no costed type."""
     inf = plan.inference
-    if inf.engine is not Engine.LLAMACPP or gpu.vendor != "apple" or inf.gguf_quant in GGUF_FLOAT:
+    if inf.engine is not Engine.LLAMACPP or inf.gguf_quant in GGUF_FLOAT:
         return 0.0
+    if cuda_low_bit_matvec(plan, gpu):
+        cycles_of = CUDA_LOW_BIT_MATVEC_CYCLES if cycles_of is None else cycles_of
+    elif gpu.vendor != "apple":
+        return 0.0
+    cycles_of = APPLE_MATVEC_CYCLES if cycles_of is None else cycles_of
     lanes = gpu.peak_tflops("fp32") * 1e12 / 2  # lane-cycles a second: FP32 peak / 2 FLOPs a lane-cycle
     if lanes <= 0:
         return 0.0
@@ -328,6 +385,8 @@ def metal_tile_dequant_seconds(plan: Plan, gpu: GpuSpec, device_share: float = 1
     :data:`METAL_MM_TILE_TOKENS`-token tile of a prompt micro-batch (llama.cpp's Metal
     ``kernel_mul_mm``, :data:`METAL_TILE_DEQUANT_CYCLES`); 0 for other engines and cards and for
     float files."""
+    if gpu.vendor != "apple":
+        return 0.0
     return kquant_matvec_seconds(plan, gpu, device_share, head=False, cycles_of=METAL_TILE_DEQUANT_CYCLES)
 
 
