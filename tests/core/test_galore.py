@@ -10,6 +10,7 @@ TorchDispatchMode, 2,113,536 B at float32 and 1,056,768 B at bf16."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
 import pytest
@@ -215,3 +216,20 @@ def test_trainer_export_writes_optim_args_and_targets() -> None:
     assert "rank=64,update_proj_gap=100" in out.text
     assert "optim_target_modules" in out.text
     assert not [u for u in out.unexpressed if u.field.startswith("method.galore") or "in_backward" in u.field]
+
+
+def test_command_line_flags_and_their_bounds(capsys: pytest.CaptureFixture[str]) -> None:
+    """--optimizer galore-adamw with --galore-rank / --galore-update-proj-gap; a rank of 0 refused (core.inputs: 1 to
+    MAX_RANK)."""
+    from core.cli.app import main
+
+    args = ["estimate", "--model", "llama-3.1-8b", "--method", "full", "--optimizer", "galore-adamw", "--json"]
+    totals = []
+    for rank in ("64", "256"):
+        assert main([*args, "--galore-rank", rank, "--galore-update-proj-gap", "500"]) == 0
+        out, _ = capsys.readouterr()
+        totals.append(json.loads(out)["total_bytes"])
+    assert totals[0] < totals[1]  # the moments on a wider projection
+    assert main([*args, "--galore-rank", "0"]) != 0
+    _, err = capsys.readouterr()
+    assert "galore_rank: 0 is not allowed" in err
