@@ -206,6 +206,11 @@ class Optimizer(StrEnum):
     SCHEDULE_FREE_ADAMW = "schedule-free-adamw"
     SCHEDULE_FREE_RADAM = "schedule-free-radam"
     SCHEDULE_FREE_SGD = "schedule-free-sgd"
+    # GaLore's AdamW (galore-torch 1.0 galore_torch/adamw.py, galore_projector.py; transformers 5.25
+    # trainer_optimizer.py _get_galore_optimizer): the blocks' Linear weights (optim_target_modules) keep Adam's moments
+    # on their gradient projected to rank r, and the r × min(m, n) projector; every other parameter plain AdamW. HF's
+    # galore_adamw_layerwise is this optimizer with the step in the backward (Plan.optimizer_in_backward).
+    GALORE_ADAMW = "galore-adamw"
 
 
 class Attention(StrEnum):
@@ -661,6 +666,7 @@ OPTIMIZER_LABELS: Final = {
     Optimizer.SCHEDULE_FREE_ADAMW: "Schedule-free AdamW",
     Optimizer.SCHEDULE_FREE_RADAM: "Schedule-free RAdam",
     Optimizer.SCHEDULE_FREE_SGD: "Schedule-free SGD",
+    Optimizer.GALORE_ADAMW: "GaLore AdamW (low-rank projected)",
 }
 # Each optimizer's state per trainable parameter and where the rule was read (core.training.optimizer), for the
 # Optimizer list's entries.
@@ -727,6 +733,11 @@ OPTIMIZER_TOOLTIPS: Final = {
     "step keeps one denominator list once rectified (radam_schedulefree.py).",
     Optimizer.SCHEDULE_FREE_SGD: "schedulefree SGDScheduleFree: one z in the parameters' dtype, 4 B at float32; "
     "the step updates in place (sgd_schedulefree.py).",
+    Optimizer.GALORE_ADAMW: "GaLore AdamW (galore-torch; transformers' galore_adamw, full training): each block's "
+    "Linear weight keeps Adam's two moments on its gradient projected to rank r (max(m, n) × r in the gradients' "
+    "dtype) and the projector (r × min(m, n)); every update_proj_gap steps a float32 SVD of the "
+    "whole gradient refreshes the projector; the embedding, head and norms keep AdamW's full moments. With the "
+    "step in the backward it is galore_adamw_layerwise (one optimizer per parameter in a post-accumulate-grad hook).",
 }
 PRESET_LABELS: Final = {
     Preset.TRAINER_BF16: "Trainer(bf16=True), bf16 model",
@@ -850,6 +861,10 @@ MAX_SEQ: Final = 100_000_000
 MAX_TOKENS: Final = 10**16
 MAX_GPUS: Final = 1_000_000
 MAX_RANK: Final = 65_536
+# transformers 5.25 trainer_optimizer.py _get_galore_optimizer: optim_args' rank and update_proj_gap defaults.
+GALORE_DEFAULT_RANK: Final = 128
+GALORE_DEFAULT_GAP: Final = 200
+MAX_GALORE_GAP: Final = 10_000_000  # any run's step count; bounds the amortised SVD time away from zero
 MAX_DEGREE: Final = 4096
 MAX_PARALLEL: Final = 1024  # a serving split's degree
 # Memory other processes hold: 1 PiB bounds the number (custom_memory_gb's 1e6 GB is 0.89 PiB); the plan
@@ -1304,6 +1319,20 @@ INPUTS: Final[tuple[Input, ...]] = (
           low=0.0, high=10.0, decimals=3, step=0.01, training_only=True,
           matters=lambda p: p.optimizer in ANYPRECISION_OPTIMIZERS
           or (p.optimizer in TORCH_OPTIMIZERS and p.optimizer_impl is not OptimizerImpl.FUSED)),
+    # GaLore's optim_args (transformers 5.25 trainer_optimizer.py _get_galore_optimizer: rank 128, update_proj_gap
+    # 200 unless optim_args sets them; scale and proj_type change neither memory nor time under "std").
+    Input("galore_rank", Kind.INT, "GaLore rank", "GaLore rank", GALORE_DEFAULT_RANK,
+          "optim_args rank: each targeted matrix's gradient is projected to rank r, and Adam's moments are kept "
+          "on the max(m, n) × r projection (transformers' default 128).",
+          ("--galore-rank",), "GaLore's projection rank (optim_args rank; transformers default 128)",
+          low=1, high=MAX_RANK, training_only=True, matters=lambda p: p.optimizer is Optimizer.GALORE_ADAMW),
+    Input("galore_update_proj_gap", Kind.INT, "GaLore update gap", "GaLore projector update gap",
+          GALORE_DEFAULT_GAP,
+          "optim_args update_proj_gap: every this many steps each targeted gradient's float32 SVD refreshes the "
+          "projector; its time is spread over the gap (transformers' default 200).",
+          ("--galore-update-proj-gap",), "steps between GaLore's SVD refreshes (transformers default 200)",
+          unit="steps", low=1, high=MAX_GALORE_GAP, training_only=True,
+          matters=lambda p: p.optimizer is Optimizer.GALORE_ADAMW),
     Input("attention", Kind.ENUM, "Attention", "Attention kernel", Attention.SDPA,
           "Eager attention keeps the batch × heads × seq² score matrix for the backward pass; fused kernels "
           "(SDPA, FlashAttention-2) do not. FlashAttention 1 and its Triton kernel (before July 2023) keep the same "

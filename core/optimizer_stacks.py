@@ -28,6 +28,10 @@ A plan's stack, for its optimizer, is one of four (:func:`optimizer_stack`):
   Adam's L2), 'sgd' (``sgd_momentum`` 0.9 by default, line 256; 0 keeps no buffer) and 'lion' (emerging_optimizers'
   Lion, one ``exp_avg``); anything else raises "optimizer is not supported". Its Muon and the other emerging
   optimizers (``_get_megatron_emerging_optimizer``) are Megatron's own: not planned (Plan._check_muon).
+- GaLore AdamW (galore-torch, transformers' galore_adamw) is the PyTorch stack's only, and there on one GPU or DDP:
+  ZeRO hands the optimizer flat partitions and FSDP shards, where GaLore's projector needs each whole 2-D gradient
+  (galore_projector.py reads ``shape[0]`` / ``shape[1]`` and runs torch.linalg.svd on it), so the Plan refuses it
+  there with that reason (Plan._check_galore); ZeRO-Offload and Megatron build their own optimizers (below).
 - **Megatron's CPU offload** (``optimizer_cpu_offload``, HybridDeviceOptimizer, same file lines 503-544): Adam
   (asserting ``decoupled_weight_decay``: AdamW only) or SGD, a CPU and a GPU class each; no Lion.
 """

@@ -370,6 +370,34 @@ def muon_elements(plan: Plan) -> int:
     return round(n * model.params_scale) if model.params_override else n
 
 
+def galore_shapes(plan: Plan) -> list[tuple[int, int, int]]:
+    """(big, small, r) of each block matrix GaLore projects (galore-torch 1.0 galore_torch/galore_projector.py,
+    proj_type "std"): a weight of out × in is projected on its smaller side, so the low-rank gradient is
+    max(out, in) × r and the projector r × min(out, in); r no more than the smaller side (the SVD's
+    ``full_matrices=False`` gives min(out, in) singular vectors, ``U[:, :rank]`` keeps at most that many). The targets
+    are the blocks' Linear weights, muon_matrices (HF optim_target_modules ["attn", "mlp"]); the rest is plain AdamW."""
+    out: list[tuple[int, int, int]] = []
+    for a, b in muon_matrices(plan):
+        small = min(a, b)
+        out.append((max(a, b), small, min(plan.galore_rank, small)))
+    return out
+
+
+def galore_state_elements(plan: Plan, float32_grads: bool) -> tuple[int, int]:
+    """Elements of GaLore's low-rank gradients (each moment's) and of its projectors over the trained blocks,
+    scaled with a parameter count given instead of derived (as muon_elements). A float32 gradient's projector is a
+    view (``Vh[:rank, :]`` or ``U[:, :rank]``, galore_projector.py get_orthogonal_matrix returns it uncast) that
+    keeps the SVD's whole min(m, n) × min(m, n) factor alive; any other dtype's is cast, a copy of r × min(m, n)
+    (tools/measure/galore_step_check.py: the storages measured)."""
+    shapes = galore_shapes(plan)
+    layers = muon_layers(plan)
+    low = layers * sum(big * r for big, _, r in shapes)
+    proj = layers * sum((small if float32_grads else r) * small for _, small, r in shapes)
+    if plan.model.params_override:
+        return round(low * plan.model.params_scale), round(proj * plan.model.params_scale)
+    return low, proj
+
+
 def lora_fa_frozen_elements(plan: Plan) -> int:
     """The lora_A elements PEFT's LoRA-FA freezes (huggingface/peft 5d602fdb src/peft/optimizers/lorafa.py
     ``create_lorafa_optimizer``: ``requires_grad_(False)`` on every parameter named lora_A): r·in per adapted

@@ -711,6 +711,8 @@ class Plan:
     autocast: Autocast = DEFAULTS["autocast"]
     optimizer_impl: OptimizerImpl = DEFAULTS["optimizer_impl"]  # HF Trainer's adamw_torch_fused (torch ≥ 2.8)
     weight_decay: float = DEFAULTS["weight_decay"]  # the optimizer's (HF Trainer's default 0.0): time only
+    galore_rank: int = DEFAULTS["galore_rank"]  # GaLore optim_args rank (read only with Optimizer.GALORE_ADAMW)
+    galore_update_proj_gap: int = DEFAULTS["galore_update_proj_gap"]  # GaLore optim_args update_proj_gap
     checkpointing: bool = DEFAULTS["checkpointing"]
     checkpoint_policy: CheckpointPolicy = DEFAULTS["checkpoint_policy"]  # read only with checkpointing on
     checkpoint_every: int = DEFAULTS["checkpoint_every"]  # LAYER: every Nth block (torchtitan selective_ac_option)
@@ -801,6 +803,7 @@ class Plan:
         self._check_lycoris()
         self._check_adalora()
         self._check_muon()
+        self._check_galore()
         self._check_modules_to_save()
         self._check_lora_fa()
         self._check_ao_zero()
@@ -1317,6 +1320,35 @@ class Plan:
             field, value, allowed, why = "stack", self.stack.value, "eager or compile with Muon", "Megatron's own"
         if why:
             raise PlanError(field, value, allowed, f"torch.optim.Muon with {why}: not modelled")
+
+    def _check_galore(self) -> None:
+        """GaLore's AdamW (galore-torch 1.0 galore_torch/adamw.py; transformers 5.25 trainer_optimizer.py
+        _setup_low_rank_optimizer): the projector reads each targeted gradient as a whole 2-D matrix (its shape picks
+        the side, torch.linalg.svd of all of it). Planned on full training (GaLore trains full weights: under PEFT the
+        targeted Linear weights are frozen, HF would project none of them), one GPU or DDP; the layer-wise form
+        (optimizer_in_backward) on one GPU, as HF raises "Layer-wise ... does not support DDP". Sharded or flattened
+        matrices (ZeRO's flat partitions, FSDP's shards), tensor parallel and offload are refused with the reason."""
+        if self.optimizer is not Optimizer.GALORE_ADAMW:
+            return
+        par = self.parallel
+        why = ""
+        if self.method not in (Method.FULL, Method.FROZEN):
+            field, value, allowed = "method", self.method.value, "full or frozen with GaLore"
+            why = "adapters (GaLore trains the full Linear weights; under PEFT they are frozen and none is projected)"
+        elif self.model.num_experts > 1 or self.model.kv_lora_rank:
+            field, value, allowed = "model", self.model.name, "a dense model without latent attention with GaLore"
+            why = "expert weights (3-D in transformers 5, not nn.Linear) and latent attention's matrices"
+        elif par.strategy is not Strategy.DDP or par.tensor_parallel > 1 or par.offload is not Offload.NONE:
+            field, value, allowed = "parallel.strategy", par.strategy.value, "ddp, no tensor parallel or offload"
+            why = "sharded, flattened or offloaded matrices (the projector's SVD reads each whole 2-D gradient)"
+        elif self.litgpt or self.unsloth:  # Megatron: the stack's own table refuses it (_check_optimizer_stack)
+            field, value, allowed = "litgpt" if self.litgpt else "unsloth", "on", "off with GaLore"
+            why = "LitGPT's or Unsloth's trainer (transformers' Trainer builds GaLore from optim_target_modules)"
+        elif self.optimizer_in_backward and par.world_size > 1:
+            field, value, allowed = "optimizer_in_backward", "on", "off with GaLore on more than one GPU"
+            why = "its layer-wise form under DDP (transformers raises 'Layer-wise ... does not support DDP')"
+        if why:
+            raise PlanError(field, value, allowed, f"GaLore with {why}: not modelled")
 
     def _check_new_optimizers(self) -> None:
         """torch.optim.RMSprop has no fused implementation (torch 2.13.0 torch/optim/rmsprop.py: foreach and for-loop

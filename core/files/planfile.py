@@ -131,6 +131,10 @@ OPTIONAL_KEYS: Final = (
             # the optimizer's weight decay (branch h55tt): a file without it reads as 0.0, HF Trainer's default and
             # what every earlier release priced (no decay pass).
             "weight_decay",
+            # GaLore's optim_args (branch h64galore): a file without them reads as transformers' defaults, read only
+            # with the GaLore optimizer no earlier release had.
+            "galore_rank",
+            "galore_update_proj_gap",
             "optimizer_in_backward",
             "activation_offload",
             "bnb_legacy",

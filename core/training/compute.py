@@ -176,6 +176,7 @@ _PART_LABELS: Final = {
     "elementwise:": "elementwise ops (norms, rotary, activation, loss)",
     "optimizer": "optimizer step",
     "optimizer_gemm:": "optimizer step",  # Muon's Newton-Schulz matmuls, once a step
+    "optimizer_svd": "optimizer step (GaLore's SVD, spread over update_proj_gap steps)",
     "ring_merge": "ring attention's float32 merges (context parallel)",
     "te_casts": "Transformer Engine's float8 casts",
     "moe_permute": "MoE token permutes (to the experts' rows and back)",
@@ -294,6 +295,8 @@ def fixed_part(work: Work, timing: _Timing, step: float) -> str:
         how = "its passes over the trainable parameters, their gradients and the optimizer state"
     if any(name.startswith("optimizer_gemm:") for name in work.features):
         how = f"Muon's Newton-Schulz matmuls (five iterations a weight matrix, in bf16) and {how.removeprefix('its ')}"
+    if "optimizer_svd" in work.features:
+        how = f"GaLore's float32 SVDs (every update_proj_gap steps, spread over them) and {how.removeprefix('its ')}"
     return (
         f"the optimizer step is {timing.optimizer / step:.0%} of the step: {duration(timing.optimizer)} once a "
         f"step, whatever the batch, for {how}"

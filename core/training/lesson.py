@@ -64,6 +64,9 @@ LESSON_OPTIMIZER_BYTES: Final = {
     Optimizer.SCHEDULE_FREE_ADAMW: 8.0,
     Optimizer.SCHEDULE_FREE_RADAM: 8.0,
     Optimizer.SCHEDULE_FREE_SGD: 4.0,
+    # GaLore AdamW: AdamW's two float32 moments at this level (the rank-r projection is the detailed accounting's,
+    # galore-torch 1.0 galore_torch/adamw.py), as Muon's AdamW group is left out above.
+    Optimizer.GALORE_ADAMW: 8.0,
 }
 MASTER_COPY_BYTES: Final = ELEMENT_BYTES["fp32"]  # float32 master weight in mixed precision
 ADAPTER_BYTES: Final = ELEMENT_BYTES["fp32"]  # the lesson keeps adapters, and their gradients, in float32

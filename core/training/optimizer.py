@@ -17,6 +17,8 @@ from core.params import (
     ParamCounts,
     adalora_tensor_sizes,
     flat_trained_sizes,
+    galore_shapes,
+    galore_state_elements,
     litgpt_adapter_tensors,
     ln_tensor_sizes,
     lokr_factorization,
@@ -180,6 +182,9 @@ SCHEDULE_FREE: Final = {
 L2_DECAY: Final = (Optimizer.ADAM, Optimizer.SGD, Optimizer.SGD_MOMENTUM)
 
 ADAM_FAMILY: Final = (Optimizer.ADAMW, Optimizer.ADAM)
+# galore-torch 1.0 galore_projector.py get_orthogonal_matrix: ``matrix = module_params.data.float()`` before
+# torch.linalg.svd, so U, S, Vh are float32 whatever the gradient's dtype.
+GALORE_SVD_BYTES: Final = 4.0
 # The caching allocator's smallest block (c10/cuda/CUDACachingAllocator.cpp kMinBlockSize):
 # what a one-element tensor on the GPU occupies.
 MIN_BLOCK_BYTES: Final = 512
@@ -354,12 +359,35 @@ def _state_terms(plan: Plan, counts: ParamCounts, dt: Dtypes) -> list[Term]:
                 "AdamW moments of the rest (embedding, head, norms, biases)", f"2 × {sci(rest)} × {b:g} B", 2 * rest * b
             ),
         ]
+    if opt is Optimizer.GALORE_ADAMW:
+        return _galore_state_terms(plan, counts, b)
     if opt is Optimizer.SGD_MOMENTUM:
         return [Term("momentum buffer", f"T × {b:g} B = {sci(t)} × {b:g} B", t * b)]
     if opt is Optimizer.ADAFACTOR:
         factored = adafactor_state_elements(plan)
         return [Term("factored second moment (rows + columns)", f"{sci(factored)} × 4 B", factored * 4)]
     return []
+
+
+def _galore_state_terms(plan: Plan, counts: ParamCounts, b: float) -> list[Term]:
+    """galore-torch 1.0 galore_torch/adamw.py: a targeted weight's ``exp_avg`` / ``exp_avg_sq`` are
+    ``torch.zeros_like(grad)`` of its projected gradient (max(m, n) × r) and its GaLoreProjector keeps
+    ``ortho_matrix`` (r × min(m, n)), cast back to the gradient's dtype after the float32 SVD, or at float32 a view
+    holding the whole min(m, n)² factor (galore_projector.py get_orthogonal_matrix; core.params.galore_state_elements);
+    every other parameter keeps AdamW's two full moments."""
+    low, proj = galore_state_elements(plan, b == GALORE_SVD_BYTES)
+    targeted = min(counts.trainable, muon_elements(plan))
+    rest = counts.trainable - targeted
+    r = plan.galore_rank
+    return [
+        Term(f"GaLore Adam moments on the rank-{r} projections", f"2 × {sci(low)} × {b:g} B", 2 * low * b),
+        Term(
+            "GaLore projectors (ortho_matrix; at float32 the SVD's whole factor it views)",
+            f"{sci(proj)} × {b:g} B",
+            proj * b,
+        ),
+        Term("AdamW moments of the rest (embedding, head, norms, biases)", f"2 × {sci(rest)} × {b:g} B", 2 * rest * b),
+    ]
 
 
 def _eight_bit_state_terms(plan: Plan, trainable: int) -> list[Term]:
@@ -503,7 +531,7 @@ def tensor_state_bytes(opt: Optimizer, rows: int, cols: int, b: float) -> tuple[
     eight_bit = 2 * (1 + 4 / OPT8_BLOCK) * n if n >= OPT8_MIN_SIZE else OPT8_SMALL_STATE_BYTES * n
     lion_8bit = (1 + 4 / OPT8_BLOCK) * n if n >= OPT8_MIN_SIZE else LION_STATE_BYTES * n
     paged = n >= PAGED_MIN_SIZE
-    if opt in ADAM_FAMILY or opt is Optimizer.MUON:  # Muon steps the embedding and head with its AdamW
+    if opt in ADAM_FAMILY or opt in (Optimizer.MUON, Optimizer.GALORE_ADAMW):  # their AdamW steps embedding and head
         return 2 * n * b, f"Adam m, v at {b:g} B"
     if opt is Optimizer.ADAMW_8BIT:
         return eight_bit, "8-bit Adam"
@@ -730,6 +758,8 @@ def optimizer_step_temporary(
         return _muon_temporary(plan, counts, dt)
     if plan.optimizer is Optimizer.LORA_FA:
         return _lora_fa_temporary(plan, dt)
+    if plan.optimizer is Optimizer.GALORE_ADAMW:
+        return _galore_temporary(plan, dt)
     if plan.optimizer in ONE_BUFFER_TORCH:
         return _one_buffer_temporary(plan, t, b, beside)
     if plan.optimizer in (Optimizer.SGD, Optimizer.SGD_MOMENTUM):
@@ -919,4 +949,62 @@ def _muon_temporary(plan: Plan, counts: ParamCounts, dt: Dtypes) -> Term:
         "Muon: the update, two bf16 iterates and two m×m products, largest matrix",
         f"{m:,}×{n:,} × ({g:g} + 2 × 2) B + 2 × {m:,}² × 2 B",
         muon,
+    )
+
+
+def galore_svd_bytes(plan: Plan, g: float) -> tuple[float, tuple[int, int]]:
+    """The projector refresh of the largest targeted weight (galore-torch 1.0 galore_projector.py
+    get_orthogonal_matrix, every update_proj_gap steps and on the first): ``matrix = grad.float()`` (a float32 copy
+    unless the gradient is float32) and ``torch.linalg.svd(matrix, full_matrices=False)``'s U (m × k), S (k) and
+    Vh (k × n), k = min(m, n), in float32; then ``U[:, :rank] @ torch.diag(s[:rank])`` (max × r) beside them.
+    Beside it the loop's locals from the parameter before (its back-projected update and a projection, at most the
+    largest's: tools/measure/galore_step_check.py saw them held). The solver's own workspace (LAPACK on CPU, cuSOLVER
+    on CUDA) is not counted. Returns bytes and (big, small)."""
+    big, small, r = max(galore_shapes(plan), key=lambda s: s[0] * s[1])
+    copy = 0.0 if g == GALORE_SVD_BYTES else big * small * GALORE_SVD_BYTES
+    svd = (big * small + small * small + small) * GALORE_SVD_BYTES  # U (or Vh) big × k, the other k × k, S k
+    before = (big * small + big * r) * g
+    return copy + svd + (big * r + r * r) * GALORE_SVD_BYTES + before, (big, small)
+
+
+def galore_svd_flops(plan: Plan) -> float:
+    """FLOPs of one projector refresh over every targeted weight (big × small): the R-SVD's 6·big·small² + 20·small³
+    for Σ, U₁ and V (Golub & Van Loan, Matrix Computations, 4th ed., §8.6.3, Figure 8.6.1)."""
+    per_block = sum(6.0 * big * small * small + 20.0 * small**3 for big, small, _ in galore_shapes(plan))
+    return per_block * muon_layers(plan) * plan.model.params_scale
+
+
+def _galore_temporary(plan: Plan, dt: Dtypes) -> Term:
+    """galore-torch 1.0 adamw.py steps one parameter at a time. A targeted weight (m × n, P = max(m, n) × r):
+    the projected gradient, ``exp_avg_sq.sqrt()`` (``denom``, added to in place) and ``exp_avg / denom`` (P each),
+    then ``project_back``: the m × n matmul and its ``* self.scale`` copy alive at once: 3·P + 2·m·n elements in the
+    gradient's dtype; a step that refreshes the projector first holds the float32 SVD (galore_svd_bytes). Any other
+    parameter: ``denom`` and ``norm_grad`` (2 × its size), the largest of them the embedding or head; an untied head,
+    the plain group's last (transformers puts it first), keeps them while the first targeted weight forms its
+    projection and denominator (tools/measure/galore_step_check.py: to the byte). The largest."""
+    g = dt.grad
+    big, small, r = max(galore_shapes(plan), key=lambda s: 3 * s[0] * s[2] + 2 * s[0] * s[1])
+    step = (3 * big * r + 2 * big * small) * g
+    svd, (sb, ss) = galore_svd_bytes(plan, g)
+    model = plan.model
+    head_trains = plan.method is Method.FULL or not model.tie_embeddings
+    rest = 2 * (model.vocab_size * model.hidden_size if head_trains else model.hidden_size) * g
+    if not model.tie_embeddings:  # the head, the plain group's last, held until the first target's P and denom form
+        first_big, _, first_r = galore_shapes(plan)[0]
+        rest += 2 * first_big * first_r * g
+    largest = max(step, svd, rest)
+    if largest == rest:
+        return Term(
+            "GaLore's AdamW on the embedding or head: denom and update", f"2 × {sci(rest / 2 / g)} × {g:g} B", rest
+        )
+    if largest == svd:
+        return Term(
+            "GaLore projector refresh: float32 SVD of the largest targeted gradient (U, S, Vh, its copy)",
+            f"{sb:,}×{ss:,} at 4 B",
+            svd,
+        )
+    return Term(
+        "GaLore step: projected gradient, denom, update (3 × max × r) and the back-projection (2 × m × n)",
+        f"(3 × {big:,}×{r} + 2 × {big:,}×{small:,}) × {g:g} B",
+        step,
     )

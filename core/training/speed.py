@@ -74,6 +74,7 @@ from core.training.optimizer import (
     LION_FAMILY,
     MUON_X_BYTES,
     RMSPROP_BNB_FAMILY,
+    galore_svd_flops,
     muon_ns_flops,
     optimizer_terms,
     trainable_tensors,
@@ -482,6 +483,13 @@ MUON_STEP_OPS: Final = 22
 # addcdiv_; on CUDA one more, eye's ``.to(A.device)`` (made on the CPU). pinv counted as one op (its SVD's
 # cuSOLVER kernels are not).
 LORA_FA_STEP_OPS: Final = 18
+# galore-torch 1.0 galore_torch/adamw.py, per parameter, counted under a TorchDispatchMode on CPU (torch 2.13.0,
+# tools/measure/galore_step_check.py's second step, 14 targeted weights and 7 others: 28 mm, 14 mul, 63 add_, 42
+# mul_, 21 addcmul_, 21 sqrt, 21 div): mul_, add_ (m), mul_, addcmul_ (v), sqrt, add_ (eps), div, add_ (p) for every
+# parameter; a targeted weight's projection and back-projection (2 mm) and ``* self.scale`` (mul) besides. A weight
+# decay adds ``p.add_(p, ...)``: one more a tensor. The projector's SVD every update_proj_gap steps: galore_feature.
+GALORE_STEP_OPS: Final = 8
+GALORE_TARGET_OPS: Final = 3
 # clip_grad_norm_ (foreach): ``_foreach_norm`` and ``_foreach_mul_`` over the gradients, and 6 small ops on
 # the device (stack, the norms' norm, add, reciprocal, mul, clamp); a GradScaler's unscale_ one foreach op,
 # and its update 2 (tools/measure/kernel_count.py --step; torch/amp/grad_scaler.py).
@@ -518,6 +526,8 @@ def step_host_kernels(plan: Plan, counts: ParamCounts, stage: Stage) -> float:
     ops = STEP_OPS.get(plan.optimizer, 0)
     if plan.optimizer is Optimizer.MUON:
         return _muon_kernels(plan, counts, elements, tensors)
+    if plan.optimizer is Optimizer.GALORE_ADAMW:
+        return _galore_kernels(plan, tensors, launches)
     if plan.optimizer in PER_TENSOR_STEP:
         kernels = float(tensors)
     elif plan.optimizer is Optimizer.LORA_FA:  # one pair a trained lora_B
@@ -532,6 +542,18 @@ def step_host_kernels(plan: Plan, counts: ParamCounts, stage: Stage) -> float:
         kernels = ops * launches
     if decays_unfused(plan):  # one op more: a foreach op's launches, or one a tensor in a for-loop
         kernels += float(tensors) if _one_at_a_time(plan) else launches
+    if plan.grad_clip:
+        kernels += CLIP_FOREACH_OPS * launches + CLIP_SMALL_OPS
+    if runs_grad_scaler(plan):
+        kernels += launches + UNSCALE_SMALL_OPS
+    return kernels
+
+
+def _galore_kernels(plan: Plan, tensors: int, launches: float) -> float:
+    """GaLore AdamW's own for-loop: GALORE_STEP_OPS a tensor (one more with a weight decay), GALORE_TARGET_OPS more a
+    targeted weight; clipping and a GradScaler as step_host_kernels counts them."""
+    targets = muon_layers(plan) * len(muon_matrices(plan))
+    kernels = float((GALORE_STEP_OPS + (1 if plan.weight_decay > 0 else 0)) * tensors + GALORE_TARGET_OPS * targets)
     if plan.grad_clip:
         kernels += CLIP_FOREACH_OPS * launches + CLIP_SMALL_OPS
     if runs_grad_scaler(plan):
@@ -1124,6 +1146,8 @@ def step_pass_bytes(plan: Plan, counts: ParamCounts, stage: Stage) -> float:
     own = 0.0  # AnyPrecisionAdamW's passes over its bf16 moments
     if _torch_optim(plan) and plan.optimizer is Optimizer.MUON:
         return elements * grads * dt.grad + _muon_pass_bytes(plan, stage, elements, dt)
+    if _torch_optim(plan) and plan.optimizer is Optimizer.GALORE_ADAMW:
+        return elements * grads * dt.grad + _galore_pass_bytes(plan, stage, elements, dt)
     if _torch_optim(plan):
         extra_grads, state = UNFUSED_PASSES.get((plan.optimizer, plan.optimizer_impl), (0.0, 0.0))
         if plan.optimizer in ANYPRECISION_PASSES:
@@ -1149,6 +1173,29 @@ def _muon_pass_bytes(plan: Plan, stage: Stage, elements: float, dt: Dtypes) -> f
     muon_bytes = muon * ((grads + 1.0) * dt.grad + bf16 * MUON_X_BYTES + 2.0 * dt.param)  # + 1: the buffer's read
     extra_grads, state = UNFUSED_PASSES.get((Optimizer.ADAMW, plan.optimizer_impl), (0.0, 0.0))
     return muon_bytes + (elements - muon) * (extra_grads + state) * dt.grad
+
+
+def _galore_pass_bytes(plan: Plan, stage: Stage, elements: float, dt: Dtypes) -> float:
+    """GaLore AdamW's step beyond the fused count, read off galore-torch 1.0 adamw.py: its own for-loop AdamW
+    (torch's for-loop passes, UNFUSED_PASSES) over every element, and over a targeted weight's m × n the
+    back-projection written, ``* self.scale`` read and written and ``p.add_``'s read of it (4 gradient-dtype passes);
+    the fused count's passes over the targets' moments, which are r / min(m, n) of it, are left in (an upper
+    bound); a weight decay's ``p.add_(p)`` reads and writes the parameter once more."""
+    targets = min(elements, muon_elements(plan) * trainable_layers(plan, stage) / max(1, muon_layers(plan)))
+    extra_grads, state = UNFUSED_PASSES[(Optimizer.ADAMW, OptimizerImpl.FORLOOP)]
+    decay = 2.0 * elements * dt.param if plan.weight_decay > 0 else 0.0
+    return elements * (extra_grads + state) * dt.grad + 4.0 * targets * dt.grad + decay
+
+
+def galore_feature(plan: Plan, stage: Stage, gpu: GpuSpec) -> dict[str, float]:
+    """GaLore's projector refresh (optimizer.galore_svd_flops: torch.linalg.svd of every targeted gradient in
+    float32), once every update_proj_gap steps, spread over them, at the card's float32 peak: a floor (cuSOLVER's SVD
+    runs far below it; not measured on a GPU). Its own key, "optimizer_svd", in the optimizer step's time."""
+    if plan.optimizer is not Optimizer.GALORE_ADAMW:
+        return {}
+    peak = gpu.peak_tflops("fp32")
+    flops = galore_svd_flops(plan) * trainable_layers(plan, stage) / max(1, muon_layers(plan))
+    return {"optimizer_svd": flops / plan.galore_update_proj_gap / (peak * 1e12) if peak else math.inf}
 
 
 def muon_feature(plan: Plan, stage: Stage, family: Generation, gpu: GpuSpec) -> dict[str, float]:
@@ -1321,6 +1368,7 @@ def step_work(plan: Plan, counts: ParamCounts, gpu: GpuSpec) -> Work:
         }
         for key, seconds in muon_feature(plan, stage, family, gpu).items():  # Muon's matmuls, once a step
             features[key] = features.get(key, 0.0) + seconds
+        features.update(galore_feature(plan, stage, gpu))  # GaLore's SVD, spread over update_proj_gap steps
         accumulate = grad_accum_bytes(plan, counts, stage)
         if accumulate:
             features["grad_accum"] = (micro - 1) * accumulate / bandwidth

@@ -159,6 +159,8 @@ class MethodForm(PlanForm):
         self._show_optimizers(OptimizerStack.PYTORCH)
         self.optimizer_impl = self.add_input("optimizer_impl")
         self.weight_decay = self.add_input("weight_decay")
+        self.galore_rank = self.add_input("galore_rank")  # shown with GaLore only (its input's matters)
+        self.galore_update_proj_gap = self.add_input("galore_update_proj_gap")
         self.attention = self.add_input("attention")
         self.checkpointing = self.add_input("checkpointing")
         self.checkpoint_policy = self.add_input("checkpoint_policy")

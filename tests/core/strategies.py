@@ -121,14 +121,15 @@ def plans(draw: st.DrawFn) -> Plan:
         frozen_layers=frozen,
         **precision_fields(draw(st.sampled_from(list(Precision)))),
         # Muon refuses adapters, experts and sharding (Plan._check_muon): tests/core/test_low_bit_optimizers.py draws
-        # it; LoRA-FA refuses all but PEFT's LoRA / QLoRA (Plan._check_lora_fa): tests/core/test_lora_fa.py
+        # it; LoRA-FA refuses all but PEFT's LoRA / QLoRA (Plan._check_lora_fa): tests/core/test_lora_fa.py; GaLore
+        # refuses adapters, experts and sharding as Muon does (Plan._check_galore): tests/core/test_galore.py
         optimizer=(
             optimizer := draw(
                 st.sampled_from(
                     [
                         o
                         for o in (MAC_OPTIMIZERS if mac else list(Optimizer))
-                        if o not in (Optimizer.MUON, Optimizer.LORA_FA)
+                        if o not in (Optimizer.MUON, Optimizer.LORA_FA, Optimizer.GALORE_ADAMW)
                         # Adafactor with trainable tokens is refused (Plan._check_trainable_tokens_method)
                         and not (method is Method.TRAINABLE_TOKENS and o is Optimizer.ADAFACTOR)
                     ]

@@ -30,9 +30,11 @@ from core.hfconfig import model_from_hf_config
 from core.inputs import (
     LLAMACPP_MAX_DEVICES,
     MAX_BATCH,
+    MAX_GALORE_GAP,
     MAX_GPUS,
     MAX_LAYERS_FLAG,
     MAX_PARALLEL,
+    MAX_RANK,
     MAX_SEQ,
     MAX_TOKENS,
     Stack,
@@ -331,6 +333,9 @@ def _random_plan(rng: random.Random) -> Plan:
         frozen_layers=_pick(rng, frozen_low, model.num_layers),
         **precision_fields(rng.choice(list(Precision))),
         optimizer=rng.choice(list(Optimizer)),
+        # GaLore's rank and update gap over their whole ranges (core.inputs: 1 to MAX_RANK, 1 to MAX_GALORE_GAP)
+        galore_rank=_pick(rng, 1, MAX_RANK),
+        galore_update_proj_gap=_pick(rng, 1, MAX_GALORE_GAP),
         checkpointing=rng.random() < 0.5,
         attention=rng.choice(list(Attention)),
         chunked_loss=rng.random() < 0.5,
@@ -429,10 +434,15 @@ def _prompt_learning_runs(drawn: dict[str, Any]) -> dict[str, Any]:
     if drawn["method"] is Method.PREFIX_TUNING:  # under SDPA, no checkpointing (PEFT refuses it; so does Plan)
         drawn["attention"] = Attention.SDPA
         drawn["checkpointing"] = False
-    if drawn["optimizer"] is Optimizer.MUON:  # branch h57opt: full / frozen, dense, one GPU or DDP (Plan._check_muon)
+    # branch h57opt: Muon full / frozen, dense, one GPU or DDP (Plan._check_muon); branch h64galore: GaLore the same,
+    # not under LitGPT or Unsloth, its layer-wise form (the step in the backward) on one GPU (Plan._check_galore)
+    if drawn["optimizer"] in (Optimizer.MUON, Optimizer.GALORE_ADAMW):
         model, par = drawn["model"], drawn["parallel"]
         dense = model.num_experts == 1 and not model.kv_lora_rank
         whole = par.strategy is Strategy.DDP and par.tensor_parallel == 1 and par.offload is Offload.NONE
+        if drawn["optimizer"] is Optimizer.GALORE_ADAMW:
+            whole = whole and not drawn.get("litgpt") and not drawn.get("unsloth")
+            whole = whole and not (drawn.get("optimizer_in_backward") and par.world_size > 1)
         if not (dense and whole and drawn["method"] in (Method.FULL, Method.FROZEN)):
             drawn["optimizer"] = Optimizer.ADAMW
     ao = (Optimizer.AO_ADAMW_8BIT, Optimizer.AO_ADAMW_4BIT, Optimizer.AO_ADAMW_FP8)

@@ -300,8 +300,9 @@ def test_hf_optim_names(optim: str, expected: str, impl: str | None) -> None:
 @pytest.mark.parametrize(
     ("optim", "why"),
     [
-        ("galore_adamw", "GaLore"),
+        ("galore_adamw_8bit", "AdamW8bit"),  # galore_adamw planned from branch h64galore (tests/core/test_galore.py)
         ("galore_adamw_8bit_layerwise", "layer-wise"),
+        ("galore_adafactor", "Adafactor"),
         ("apollo_adamw", "APOLLO"),
         ("lomo", "no gradients"),
         ("adalomo", "factored"),

@@ -108,7 +108,8 @@ def test_out_of_range_value_names_field_value_and_range() -> None:
 
 def test_bad_enum_lists_the_choices() -> None:
     doc = _document()
-    doc["plan"]["optimizer"] = "galore-adamw"  # "lion" until branch h57opt modelled Lion
+    # "lion" until branch h57opt modelled Lion, "galore-adamw" until branch h64galore modelled GaLore
+    doc["plan"]["optimizer"] = "apollo-adamw"
     with pytest.raises(PlanError, match="adamw, adamw-8bit"):
         planfile.plan_from_dict(doc)
 

@@ -193,10 +193,11 @@ def test_optim_implementation_reaches_the_plan() -> None:
 
 def test_an_optimizer_the_planner_does_not_model_is_listed() -> None:
     # lion_8bit was the example until branch h57opt modelled bitsandbytes' Lion (tests/core/test_low_bit_optimizers.py),
-    # rmsprop_bnb_8bit until branch h62optim modelled bitsandbytes' RMSprop (tests/core/test_hf_optimizer_names.py)
-    run = loads_run_config(b"per_device_train_batch_size: 2\noptim: galore_adamw\n", "galore.yaml")
+    # rmsprop_bnb_8bit until branch h62optim modelled bitsandbytes' RMSprop (tests/core/test_hf_optimizer_names.py),
+    # galore_adamw until branch h64galore modelled GaLore AdamW (tests/core/test_galore.py)
+    run = loads_run_config(b"per_device_train_batch_size: 2\noptim: apollo_adamw\n", "apollo.yaml")
     assert run.settings.optimizer is None
-    assert run.unknown[0].startswith("optim = 'galore_adamw' (")
+    assert run.unknown[0].startswith("optim = 'apollo_adamw' (")
 
 
 # ---- axolotl -------------------------------------------------------------------------

@@ -51,6 +51,8 @@ from tests.gui.test_chart import heights
 SEED = int(os.environ.get("MONKEY_SEED", "20240611"))
 # The rows only one method shows, by that method's value: reached after the walk when it missed them.
 METHOD_ROWS = {"lokr": "lora.lokr_factor", "oft": "lora.oft_block_size"}
+# The optimizer rows GaLore alone shows (branch h64galore): reached with full fine-tuning and GaLore picked.
+GALORE_ROWS = ("galore_rank", "galore_update_proj_gap")
 # The Model form's rows a latent-attention model alone shows (gui.forms.model.LATENT_DIMENSIONS, branch h55mla).
 LATENT_ROWS = tuple(f"model.{name}" for name, _label, _tip in LATENT_DIMENSIONS)
 # The rows Megatron-Core's gradient buffer alone shows (the Megatron stack under DDP or ZeRO-1, with accumulation):
@@ -281,6 +283,8 @@ def expected_values(window: MainWindow, plan: Plan) -> dict[str, Any]:
         "optimizer_impl": plan.optimizer_impl.value,
         "optimizer": plan.optimizer.value,
         "weight_decay": plan.weight_decay,  # torch's foreach / for-loop decay pass (branch h55tt)
+        "galore_rank": plan.galore_rank,  # GaLore's optim_args (branch h64galore)
+        "galore_update_proj_gap": plan.galore_update_proj_gap,
         "attention": plan.attention.value,
         "checkpointing": plan.checkpointing,
         "checkpoint_policy": plan.checkpoint_policy.value,
@@ -704,6 +708,24 @@ class Monkey:
                 done.append(f"method {method!r}, then {self.edit(key, widget)}")
         return done
 
+    def reach_galore_rows(self) -> list[str]:
+        """GaLore's rank and update gap (shown with GaLore only, which full or frozen training alone takes): File → New
+        in Training mode, method 'full', optimizer 'galore-adamw', and each row the walk missed edited once."""
+        done = []
+        form = self.window.method_form
+        for key in [key for key in GALORE_ROWS if not self.done[key]]:
+            if self.window.controller.plan.optimizer.value != "galore-adamw":
+                if not self.window.training_action.isChecked():
+                    self.window.training_action.trigger()
+                self.window.new_action.trigger()
+                form.method.setCurrentIndex(form.method.findData("full"))
+                form.optimizer.setCurrentIndex(form.optimizer.findData("galore-adamw"))
+                done.append("File → New, method 'full', optimizer 'galore-adamw'")
+            widget = self.fields[key]
+            if widget.isVisibleTo(self.window) and widget.isEnabled():
+                done.append(self.edit(key, widget))
+        return done
+
     def reach_latent_rows(self) -> list[str]:
         """The rows a multi-head latent attention model alone shows (branch h55mla) that the walk missed: File →
         New, DeepSeek-V2-Lite picked, the architecture dimensions unfolded, and each row edited once (the model
@@ -838,7 +860,7 @@ def test_monkey(qtbot: Any, window: MainWindow) -> None:
             monkey.log.append(what)
             assert not escaped, f"seed {SEED}, after the walk: {what} raised {escaped[0]!r}"
             check_plan(window)
-        for what in monkey.reach_latent_rows():
+        for what in [*monkey.reach_latent_rows(), *monkey.reach_galore_rows()]:
             monkey.log.append(what)
             assert not escaped, f"seed {SEED}, after the walk: {what} raised {escaped[0]!r}"
             check_plan(window)

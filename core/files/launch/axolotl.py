@@ -28,6 +28,7 @@ from core.files.launch.common import (
     Target,
     dump_yaml,
     header,
+    hf_galore_written,
     integer_alpha,
     loaded_dtype,
     model_reference,
@@ -127,6 +128,7 @@ def export_axolotl(plan: Plan, model_ref: str | None = None) -> Export:
         "eval_batch_size": batch["per_device_eval_batch_size"],
         **_precision(draft),
         "optimizer": batch["optim"],
+        **{key: batch[key] for key in ("optim_target_modules", "optim_args") if key in batch},
         "gradient_checkpointing": plan.checkpointing,
         ATTENTION[plan.attention]: True,
         "chunked_cross_entropy": plan.chunked_loss,
@@ -152,6 +154,7 @@ def export_axolotl(plan: Plan, model_ref: str | None = None) -> Export:
         "method.activation_offload",
         "method.lora.dropout",
         "method.lora.modules_to_save",
+        *hf_galore_written(plan),
     )
     recipes_outside(draft, [n for n in written if n not in ("parallel.fsdp1_wrap", "parallel.grad_sync")])
     lines = ["axolotl config written by VRAM Planner. Add datasets and output_dir, then: axolotl train <this file>"]

@@ -201,6 +201,9 @@ RECIPE_WHY: Final = {
     "method.grad_clip": "no gradient-clipping setting in this target's config",
     "method.weight_decay": "no weight-decay setting in this target's config",
     "method.optimizer_in_backward": "no optimizer-step-in-the-backward setting in this target",
+    "method.galore_rank": "no GaLore optim_args in this target (TrainingArguments optim_args rank=...)",
+    "method.galore_update_proj_gap": "no GaLore optim_args in this target (TrainingArguments optim_args "
+    "update_proj_gap=...)",
     "method.activation_offload": "no activation offloading setting in this target",
     "method.bnb_legacy": "the bitsandbytes version installed, not a config key (pin bitsandbytes<0.43.2 for it)",
     "method.kbit_upcast": "prepare_model_for_kbit_training is a call in the training script, not a config key",
@@ -364,7 +367,15 @@ HF_OPTIM: Final = {
     Optimizer.SCHEDULE_FREE_ADAMW: "schedule_free_adamw",
     Optimizer.SCHEDULE_FREE_RADAM: "schedule_free_radam",
     Optimizer.SCHEDULE_FREE_SGD: "schedule_free_sgd",
+    Optimizer.GALORE_ADAMW: "galore_adamw",  # galore_adamw_layerwise with the step in the backward (hf_optim)
 }
+# transformers 5.25 trainer_optimizer.py _setup_low_rank_optimizer: a name ending in "layerwise" steps each
+# parameter in a post-accumulate-grad hook, the plan's optimizer_in_backward.
+HF_GALORE_LAYERWISE: Final = "galore_adamw_layerwise"
+# optim_target_modules for the plan's GaLore targets, the blocks' Linear weights: transformers matches a list's
+# names as substrings of the module path (trainer_utils.py check_target_module_exists), "attn" and "mlp" catching
+# model.layers.N.self_attn.* and .mlp.* and not lm_head, as its GaLore docs write it.
+HF_GALORE_TARGETS: Final = ("attn", "mlp")
 # transformers builds torch's Adagrad and RMSprop with no foreach / fused argument: torch's foreach on CUDA.
 HF_FOREACH_ONLY: Final = (Optimizer.ADAGRAD, Optimizer.RMSPROP)
 # The plan's optimizers transformers has no ``optim`` name for (written as AdamW, said so).
@@ -390,6 +401,8 @@ def hf_optim(draft: Draft) -> str:
     plan = draft.plan
     if plan.optimizer in HF_FOREACH_ONLY and plan.optimizer_impl is not OptimizerImpl.FOREACH:
         draft.cannot("method.optimizer_impl", f"transformers' {HF_OPTIM[plan.optimizer]} runs torch's foreach step")
+    if plan.optimizer is Optimizer.GALORE_ADAMW and plan.optimizer_in_backward:
+        return HF_GALORE_LAYERWISE
     if plan.optimizer in HF_OPTIM:
         return HF_OPTIM[plan.optimizer]
     if plan.optimizer is Optimizer.SGD_MOMENTUM:
@@ -402,6 +415,25 @@ def hf_optim(draft: Draft) -> str:
     if plan.optimizer_impl is OptimizerImpl.FORLOOP:
         draft.cannot("method.optimizer_impl", "transformers' AdamW runs fused or foreach, not one tensor at a time")
     return "adamw_torch_fused" if plan.optimizer_impl is OptimizerImpl.FUSED else "adamw_torch"
+
+
+def hf_galore_keys(plan: Plan) -> dict[str, Any]:
+    """TrainingArguments' optim_target_modules and optim_args for GaLore (transformers 5.25 _get_galore_optimizer
+    reads rank and update_proj_gap from optim_args, "key=value" pairs joined by commas); none for another optimizer."""
+    if plan.optimizer is not Optimizer.GALORE_ADAMW:
+        return {}
+    return {
+        "optim_target_modules": list(HF_GALORE_TARGETS),
+        "optim_args": f"rank={plan.galore_rank},update_proj_gap={plan.galore_update_proj_gap}",
+    }
+
+
+def hf_galore_written(plan: Plan) -> tuple[str, ...]:
+    """The fields a TrainingArguments file carries for GaLore: its optim_args and, in the optim name, the step in
+    the backward."""
+    if plan.optimizer is not Optimizer.GALORE_ADAMW:
+        return ()
+    return ("method.galore_rank", "method.galore_update_proj_gap", "method.optimizer_in_backward")
 
 
 def loaded_dtype(draft: Draft) -> Dtype:

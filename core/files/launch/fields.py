@@ -25,6 +25,10 @@ def _always(plan: Plan) -> bool:
     return True
 
 
+def _galore(plan: Plan) -> bool:
+    return plan.optimizer is Optimizer.GALORE_ADAMW
+
+
 @dataclass(frozen=True)
 class PlanField:
     name: str
@@ -110,6 +114,8 @@ TRAINING_FIELDS: Final = (
     _f("method.optimizer", lambda p: p.optimizer),
     _f("method.optimizer_impl", lambda p: p.optimizer_impl, lambda p: p.optimizer in ADAM_FAMILY, "method.optimizer"),
     _f("method.weight_decay", lambda p: p.weight_decay),
+    _f("method.galore_rank", lambda p: p.galore_rank, _galore, "method.optimizer"),
+    _f("method.galore_update_proj_gap", lambda p: p.galore_update_proj_gap, _galore, "method.optimizer"),
     _f("method.checkpointing", lambda p: p.checkpointing),
     _f("method.checkpoint_policy", lambda p: p.checkpoint_policy, lambda p: p.checkpointing, "method.checkpointing"),
     _f(

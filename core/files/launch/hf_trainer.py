@@ -30,6 +30,8 @@ from core.files.launch.common import (
     Draft,
     Export,
     Target,
+    hf_galore_keys,
+    hf_galore_written,
     hf_optim,
     integer_alpha,
     loaded_dtype,
@@ -123,6 +125,7 @@ def batch_keys(draft: Draft) -> dict[str, Any]:
         "per_device_eval_batch_size": work.eval_batch or work.micro_batch,
         "gradient_accumulation_steps": work.grad_accum,
         "optim": hf_optim(draft),
+        **hf_galore_keys(draft.plan),
     }
     steps = optimizer_steps(draft.plan)
     if steps is not None:
@@ -183,7 +186,8 @@ def trainer_keys(draft: Draft) -> dict[str, Any]:
         **recipe_keys(draft),
         **sharding(draft),
     }
-    recipes_outside(draft, (*HF_RECIPES, "method.fused_loss", "method.lora.dropout", "method.lora.modules_to_save"))
+    written = (*HF_RECIPES, "method.fused_loss", "method.lora.dropout", "method.lora.modules_to_save")
+    recipes_outside(draft, (*written, *hf_galore_written(plan)))
     return keys
 
 

@@ -24,6 +24,7 @@ from core.files.launch.common import (
     Target,
     dump_yaml,
     header,
+    hf_galore_written,
     integer_alpha,
     loaded_dtype,
     model_reference,
@@ -132,7 +133,14 @@ def export_llamafactory(plan: Plan, model_ref: str | None = None) -> Export:
         **recipe_keys(draft),
         **sharding(draft),
     }
-    written = (*HF_RECIPES, "method.fused_loss", "method.lora.dropout", "method.unsloth", "method.lora.modules_to_save")
+    written = (
+        *HF_RECIPES,
+        "method.fused_loss",
+        "method.lora.dropout",
+        "method.unsloth",
+        "method.lora.modules_to_save",
+        *hf_galore_written(plan),
+    )
     recipes_outside(draft, written)
     lines = ["LLaMA-Factory config written by VRAM Planner. Add dataset, template and output_dir, then:",
              "llamafactory-cli train <this file>"]  # fmt: skip

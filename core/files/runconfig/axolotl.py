@@ -17,6 +17,7 @@ from core.files.runconfig.common import (
     OddValues,
     accelerate_grad_sync,
     finish,
+    hf_galore,
     hf_optimizer,
     lora_targets,
     modules_to_save,
@@ -151,6 +152,7 @@ def read_axolotl(document: dict[str, Any], where: str) -> RunConfig:
     s.update(_batch(taker))
     s.update(_precision(taker, bool(taker.flag("load_in_8bit"))))
     s["optimizer"], s["optimizer_impl"] = hf_optimizer(taker, "optimizer", odd, "axolotl")
+    s.update(hf_galore(taker, odd, "optimizer"))
     s.update(_memory_savers(taker, odd))
     _adapter_offload_note(taker, s)
     taker.note("sample_packing", "packing fills every micro-batch row to sequence_len, as the plan assumes")

@@ -12,6 +12,7 @@ from core.files.runconfig.mapping import (
     HF_ANYPRECISION,
     HF_ANYPRECISION_WHY,
     HF_DEFAULT_OPTIM,
+    HF_GALORE_LAYERWISE,
     HF_NOT_MODELLED,
     HF_OPTIMIZERS,
 )
@@ -109,6 +110,93 @@ def hf_optimizer(taker: Taker, key: str, odd: OddValues, framework: str) -> tupl
     if impl is not None:
         taker.record("optimizer_impl", impl, source)
     return optimizer.value, impl
+
+
+# The module names transformers matches optim_target_modules against (trainer_optimizer.py _setup_low_rank_optimizer:
+# model.named_modules(), nn.Linear only), for a Llama-layout block: the ones GaLore's plan projects, and the head.
+GALORE_BLOCK_MODULES: Final = tuple(
+    f"model.layers.0.{part}"
+    for part in (
+        "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
+        "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj",
+    )
+)  # fmt: skip
+GALORE_HEAD_MODULE: Final = "lm_head"
+GALORE_TARGETS_WHY: Final = (
+    "the plan projects every block Linear weight (attention and MLP) and no other: optim_target_modules "
+    "matching another set is not modelled"
+)
+
+
+def _hf_target_matches(targets: str | list[str], key: str) -> bool:
+    """transformers 5.25 trainer_utils.py check_target_module_exists: a string is a regex matched whole (or
+    "all-linear": every Linear); a list matches a name exactly, as a substring, or as a whole regex."""
+    if isinstance(targets, str):
+        return targets.replace("_", "-") == "all-linear" or bool(re.fullmatch(targets, key))
+    return key in targets or any(t in key for t in targets) or any(bool(re.fullmatch(t, key)) for t in targets)
+
+
+def hf_galore(taker: Taker, odd: OddValues, optim_key: str) -> dict[str, Any]:
+    """GaLore's settings from a TrainingArguments-style file whose optim names galore_adamw or its layer-wise form
+    (transformers 5.25 trainer_optimizer.py _get_galore_optimizer): optim_args' rank and update_proj_gap (scale and
+    proj_type "std" change neither memory nor time; another proj_type is listed), optim_target_modules (required by
+    transformers; the plan's targets are the blocks' Linear weights, any other set listed), the layer-wise form as
+    the step in the backward."""
+    value = taker.raw(optim_key)
+    name = value.strip().lower() if isinstance(value, str) else ""
+    if name not in HF_OPTIMIZERS or HF_OPTIMIZERS[name][0].value != "galore-adamw":
+        return {}
+    s: dict[str, Any] = {}
+    if name == HF_GALORE_LAYERWISE:
+        s["optimizer_in_backward"] = True
+        taker.record("optimizer_in_backward", True, f"{optim_key}: {name}")
+    targets = taker.raw("optim_target_modules")
+    if not isinstance(targets, str | list) or (
+        isinstance(targets, list) and not all(isinstance(t, str) for t in targets)
+    ):
+        raise taker.fail(
+            "optim_target_modules",
+            targets,
+            "the Linear modules GaLore projects (transformers raises "
+            "without them): a regex, a list of names or 'all-linear'",
+        )
+    try:
+        blocks = all(_hf_target_matches(targets, key) for key in GALORE_BLOCK_MODULES)
+        head = _hf_target_matches(targets, GALORE_HEAD_MODULE)
+    except re.error as error:
+        raise taker.fail("optim_target_modules", targets, f"a valid regular expression ({error})") from None
+    if not blocks or head:
+        odd.add("optim_target_modules", targets, GALORE_TARGETS_WHY)
+    else:
+        taker.record("galore targets", "the blocks' Linear weights", "optim_target_modules")
+    s.update(_galore_args(taker, odd))
+    return s
+
+
+def _galore_args(taker: Taker, odd: OddValues) -> dict[str, Any]:
+    """optim_args as transformers parses it (trainer_optimizer.py: ``optim_args.replace(" ", "").split(",")``, each
+    ``key=value``)."""
+    raw = taker.raw("optim_args")
+    if raw is None:
+        return {}
+    if not isinstance(raw, str):
+        raise taker.fail("optim_args", raw, "a string of key=value pairs separated by commas")
+    s: dict[str, Any] = {}
+    settings = {"rank": "galore_rank", "update_proj_gap": "galore_update_proj_gap"}
+    for pair in (p for p in raw.replace(" ", "").split(",") if p):
+        key, sep, text = pair.partition("=")
+        if not sep:
+            raise taker.fail("optim_args", raw, "key=value pairs separated by commas")
+        if key in settings:
+            if not text.isdigit() or not 1 <= int(text) <= 10_000_000:  # transformers: int(value)
+                raise taker.fail("optim_args", raw, f"{key} a whole number from 1 to 10,000,000")
+            s[settings[key]] = int(text)
+            taker.record(settings[key], int(text), f"optim_args {key}")
+        elif key == "scale" or (key == "proj_type" and text == "std"):
+            taker.notes.append(FieldRead("note", text, f"optim_args {key}: changes neither memory nor time"))
+        else:
+            odd.add(f"optim_args {key}", text, "a GaLore argument the planner does not model")
+    return s
 
 
 def finish(

@@ -16,6 +16,7 @@ from core.files.runconfig.common import (
     accelerate_grad_sync,
     dtype,
     finish,
+    hf_galore,
     hf_optimizer,
     lora_targets,
     modules_to_save,
@@ -96,6 +97,7 @@ def take_trainer_args(taker: Taker, odd: OddValues, framework: str) -> dict[str,
         taker.raw("optim")
     else:
         s["optimizer"], s["optimizer_impl"] = hf_optimizer(taker, "optim", odd, framework)
+        s.update(hf_galore(taker, odd, "optim"))
     checkpointing = taker.flag("gradient_checkpointing", "checkpointing")
     if checkpointing is not None:
         s["checkpointing"] = checkpointing

@@ -81,7 +81,14 @@ HF_OPTIMIZERS: Final[dict[str, tuple[Optimizer, str | None]]] = {
     "schedule_free_adamw": (Optimizer.SCHEDULE_FREE_ADAMW, None),
     "schedule_free_radam": (Optimizer.SCHEDULE_FREE_RADAM, None),
     "schedule_free_sgd": (Optimizer.SCHEDULE_FREE_SGD, None),
+    # transformers 5.25 trainer_optimizer.py _get_galore_optimizer: galore_torch.GaLoreAdamW, its own for-loop (no
+    # implementation to choose); the layer-wise name is the same optimizer stepped per parameter in the backward.
+    "galore_adamw": (Optimizer.GALORE_ADAMW, None),
+    "galore_adamw_layerwise": (Optimizer.GALORE_ADAMW, None),
 }
+# _setup_low_rank_optimizer: a name ending in "layerwise" registers one optimizer per parameter, stepped and zeroed
+# in a post-accumulate-grad hook (the plan's optimizer_in_backward), refusing DDP and gradient accumulation.
+HF_GALORE_LAYERWISE: Final = "galore_adamw_layerwise"
 # transformers' adamw_anyprecision builds torchdistx's AnyPrecisionAdamW with float32 moments unless optim_args
 # name others (trainer.py: ``optim_args.get("momentum_dtype", "float32")``, the same for variance_dtype): not the
 # planner's AnyPrecisionAdamW (llama-recipes' bf16 moments), and optim_args are not read: listed, not guessed.
@@ -92,17 +99,20 @@ HF_ANYPRECISION_WHY: Final = (
 )
 # transformers 5.25 OptimizerNames the planner does not model, each with the reason (trainer_optimizer.py builds them;
 # the libraries' state read where named): listed as not understood with it, never guessed as AdamW.
+# GaLore AdamW and its layer-wise form are planned (Optimizer.GALORE_ADAMW; layer-wise with the step in the backward:
+# HF_GALORE_LAYERWISE, core.files.runconfig.common.hf_galore reads optim_args and optim_target_modules). Its 8-bit
+# and Adafactor forms keep their own state (bitsandbytes' 8-bit on the projection; factored rows and columns):
+# not modelled yet.
 _GALORE_WHY: Final = (
-    "GaLore projects each target matrix's gradient to rank optim_target_modules' r and keeps Adam's state on the r × n "
-    "projection plus the projector (galore-torch), refreshed every update_proj_gap steps: not modelled"
+    "GaLore's {} keeps its state on each target's rank-r projection (galore-torch {}): not modelled; galore_adamw is"
 )
+_LAYERWISE: Final = " (layer-wise: the step runs in the backward, per parameter)"
 HF_NOT_MODELLED: Final = {
-    "galore_adamw": _GALORE_WHY,
-    "galore_adamw_8bit": _GALORE_WHY,
-    "galore_adafactor": _GALORE_WHY,
-    "galore_adamw_layerwise": _GALORE_WHY + " (layer-wise: the step runs in the backward, per parameter)",
-    "galore_adamw_8bit_layerwise": _GALORE_WHY + " (layer-wise: the step runs in the backward, per parameter)",
-    "galore_adafactor_layerwise": _GALORE_WHY + " (layer-wise: the step runs in the backward, per parameter)",
+    "galore_adamw_8bit": _GALORE_WHY.format("AdamW8bit", "adamw8bit.py, bitsandbytes' 8-bit state"),
+    "galore_adafactor": _GALORE_WHY.format("Adafactor", "adafactor.py, factored second moment"),
+    "galore_adamw_8bit_layerwise": _GALORE_WHY.format("AdamW8bit", "adamw8bit.py, bitsandbytes' 8-bit state")
+    + _LAYERWISE,
+    "galore_adafactor_layerwise": _GALORE_WHY.format("Adafactor", "adafactor.py, factored second moment") + _LAYERWISE,
     "apollo_adamw": "APOLLO keeps AdamW's state on a random rank-r projection of each target matrix (apollo-torch): "
     "not modelled",
     "apollo_adamw_layerwise": "APOLLO keeps AdamW's state on a random rank-r projection of each target matrix, the "
@@ -164,6 +174,8 @@ _RECIPES: Final = (
     "grad_clip",
     "weight_decay",
     "optimizer_in_backward",
+    "galore_rank",
+    "galore_update_proj_gap",
     "activation_offload",
     "kbit_upcast",
     "unsloth",

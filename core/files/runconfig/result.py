@@ -65,6 +65,8 @@ SETTING_LABELS: Final = {
     "grad_clip": "Gradient clipping",
     "weight_decay": "Weight decay",
     "optimizer_in_backward": "Optimizer step in the backward",
+    "galore_rank": "GaLore rank",
+    "galore_update_proj_gap": "GaLore projector update gap",
     "activation_offload": "Activation offloading",
     "stack": "Software stack",
     "float8": "Float8 linears",
@@ -128,7 +130,9 @@ class RunSettings:
     moe_grouped_gemm: bool | None = None  # Megatron-Bridge model.moe_grouped_gemm
     grad_clip: bool | None = None  # max_grad_norm / clip_grad_norm set
     weight_decay: float | None = None  # the optimizer's weight decay, where the file sets it
-    optimizer_in_backward: bool | None = None  # torchtune optimizer_in_bwd
+    optimizer_in_backward: bool | None = None  # torchtune optimizer_in_bwd; HF galore_adamw_layerwise
+    galore_rank: int | None = None  # HF optim_args rank (GaLore)
+    galore_update_proj_gap: int | None = None  # HF optim_args update_proj_gap (GaLore)
     activation_offload: bool | None = None  # torchtune / axolotl activation offloading
     stack: str | None = None  # a core.plan.Stack value: "compile" when the file turns torch.compile on
     float8: str | None = None  # a core.plan.Float8 value: torchtitan's float8 converter
