@@ -78,6 +78,17 @@ def skips_vision_tower(model: ModelSpec, inf: Inference) -> bool:
     raise PlanError("inference.text_only", True, "vLLM 0.15 or later (any image-text family)", why)
 
 
+def tower_serving_words(model: ModelSpec, inf: Inference) -> str:
+    """How a serving plan holds an image-text checkpoint's vision tower, in the words the model summary shows
+    (the serving figures count it by the same rule: :func:`skips_vision_tower`, core.serving.engines.tower_bytes).
+    Empty for a text-only model."""
+    if not model.vision_params:
+        return ""
+    if inf.engine is Engine.LLAMACPP:
+        return "not loaded: llama.cpp reads a tower only from a separate mmproj file"
+    return "not loaded: text only" if skips_vision_tower(model, inf) else "loaded"
+
+
 @dataclass(frozen=True)
 class EncoderProfile:
     """vLLM's encoder profile on the rank that decides (bytes)."""

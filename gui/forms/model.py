@@ -151,6 +151,7 @@ class ModelForm(PlanForm):
     ) -> None:
         super().__init__("Model", controller, parent)
         self.settings = settings
+        self._estimate: Estimate | None = None  # the last shown: the summary redrawn when the mode changes
         self.local: LocalMachine | None = None
         self.picker = SearchingPicker(
             "Model",
@@ -440,16 +441,32 @@ class ModelForm(PlanForm):
         self.tied.setChecked(model.tie_embeddings)
         self.gated.setChecked(model.gated_mlp)
 
+    def set_mode(self, mode: str) -> None:
+        """The summary says how the tower is held in the mode shown (frozen in training; per engine in serving)."""
+        changed = mode != self.mode
+        super().set_mode(mode)
+        if changed and self._estimate is not None:
+            self.show_estimate(self._estimate)
+
+    def _tower_words(self, estimate: Estimate) -> str:
+        if self.mode != "inference":
+            return "loaded, frozen"
+        from core.serving.text_only import tower_serving_words  # the serving rules load with serving figures
+
+        return tower_serving_words(estimate.plan.model, estimate.plan.inference)
+
     def show_estimate(self, estimate: Estimate) -> None:
+        self._estimate = estimate
         params = estimate.params
         model = estimate.plan.model
         source = "as typed" if model.params_override else "from the architecture"
         text = f"<b>{count(params.total)}</b> parameters ({source})"
         if params.active != params.total:
             text += f", {count(params.active)} active per token"
-        if model.vision_params:  # an image-text checkpoint's frozen tower, held in Weights (core.vision)
+        if model.vision_params:  # an image-text checkpoint's tower, held in Weights where loaded (core.vision)
             kind = plaintext.html(model.vision_kind or "vision")
-            text += f" + <b>{count(model.vision_params)}</b> in its {kind} vision tower and projector (loaded, frozen)"
+            held = self._tower_words(estimate)
+            text += f" + <b>{count(model.vision_params)}</b> in its {kind} vision tower and projector ({held})"
         text += f"<br>{model.num_layers} layers · width {model.hidden_size:,} · {model.num_heads} heads"
         if model.latent_attention:
             query = f"query latent {model.q_lora_rank}" if model.q_lora_rank else "plain query"

@@ -167,3 +167,18 @@ def test_the_command_line_takes_both_spellings(capsys: pytest.CaptureFixture[str
     assert code == 2 and "contradicts" in err
     code, _, err = _cli(capsys, "--text-only", "--vllm-version", "0.14")
     assert code == 2 and "vLLM 0.15 or later" in err
+
+
+def test_the_summary_words_follow_the_serving_rule() -> None:
+    """The model summary's words and the serving figures read one rule (skips_vision_tower): text-only on vLLM
+    0.19 (every family from 0.15, PR #32605) does not build Gemma 3's tower; llama.cpp never reads it from the
+    GGUF; a text model has no words."""
+    from core.serving.text_only import tower_serving_words
+
+    gemma = find_model("gemma-3-4b").spec
+    inf = Plan(model=gemma, model_id="gemma-3-4b").inference
+    vllm = replace(inf, engine=Engine.VLLM, vllm_version=VllmVersion.V0_19)
+    assert tower_serving_words(gemma, vllm) == "loaded"
+    assert tower_serving_words(gemma, replace(vllm, text_only=True)) == "not loaded: text only"
+    assert tower_serving_words(gemma, replace(vllm, engine=Engine.LLAMACPP)).startswith("not loaded: llama.cpp")
+    assert tower_serving_words(find_model("llama-3.1-8b").spec, vllm) == ""

@@ -463,3 +463,21 @@ def test_the_text_only_box_shows_for_image_text_models_and_a_refusal_leaves_the_
     assert window.controller.plan.inference.engine is Engine.VLLM
     window.controller.reset(llama_on_h100(engine=Engine.VLLM))
     assert not form.form.isRowVisible(form.text_only)  # a text model has no tower to leave out
+
+
+def test_the_model_summary_says_how_the_mode_shown_holds_the_tower(window: MainWindow) -> None:
+    """Seen in a render at the merge of h63text: with Text only ticked the model summary still said the tower was
+    "(loaded, frozen)", while the Weights bar had dropped it. Training holds it frozen; vLLM text-only does not
+    build it; llama.cpp reads a tower only from an mmproj file (core.serving.text_only.tower_serving_words)."""
+    window.show()
+    gemma = Plan(model=find_model("gemma-3-4b").spec, model_id="gemma-3-4b", hardware=Hardware(gpu="h100-sxm"))
+    window.controller.reset(gemma.with_inference(engine=Engine.VLLM, text_only=True))
+    summary = window.model_form.summary
+    window.training_action.trigger()
+    assert "(loaded, frozen)" in summary.text()
+    window.inference_action.trigger()
+    assert "(not loaded: text only)" in summary.text()
+    window.controller.reset(gemma.with_inference(engine=Engine.VLLM))
+    assert "(loaded)" in summary.text()
+    window.controller.reset(gemma.with_inference(engine=Engine.LLAMACPP))
+    assert "not loaded: llama.cpp reads a tower only from a separate mmproj file" in summary.text()
