@@ -645,8 +645,9 @@ def pipeline_parallel(plan: Plan) -> bool:
 # tag a git bisect in the llama.cpp issues of 2024-03-15 prints: "f30ea47a - (tag: b2413) llama :
 # add pipeline parallelism support (#6017)"). How far ahead the host may run is set by the
 # scheduler's copies of each split's inputs (SCHED_COPIES): ggml_backend_sched_compute_splits
-# (ggml-backend.c, the same code in every copy of it read in the code index from 2024 to 2026)
-# advances cur_copy once per graph and, before it copies a user input (positions, the mask: every
+# (read at ggml-org/ggml 5cecdad6, 2026-02-07, src/ggml-backend.cpp; the same code in the 2024 copies
+# of ggml-backend.c in the code index) advances cur_copy once per graph (ggml_backend_sched_alloc_graph)
+# and, before it copies a user input (positions, the mask: every
 # GPU's split reads them) into copy c, waits on the host for the event that GPU recorded when it
 # last finished a split with copy c, the micro-batch SCHED_COPIES before. The host cannot issue
 # micro-batch k + 1 before the last GPU has finished micro-batch k - SCHED_COPIES, so at most
