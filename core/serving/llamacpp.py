@@ -647,9 +647,9 @@ def pipeline_parallel(plan: Plan) -> bool:
 # scheduler's copies of each split's inputs (SCHED_COPIES): ggml_backend_sched_compute_splits
 # (read at ggml-org/ggml 5cecdad6, 2026-02-07, src/ggml-backend.cpp; the same code in the 2024 copies
 # of ggml-backend.c in the code index) advances cur_copy once per graph (ggml_backend_sched_alloc_graph)
-# and, before it copies a user input (positions, the mask: every
-# GPU's split reads them) into copy c, waits on the host for the event that GPU recorded when it
-# last finished a split with copy c, the micro-batch SCHED_COPIES before. The host cannot issue
+# and, before it copies a user input (positions, the mask: every GPU's split reads them) into copy
+# c, waits on the host for the event that GPU recorded when it last finished a split with copy c,
+# the micro-batch SCHED_COPIES before. The host cannot issue
 # micro-batch k + 1 before the last GPU has finished micro-batch k - SCHED_COPIES, so at most
 # SCHED_COPIES + 1 micro-batches are in flight: on more GPUs than that the GPUs wait. Vulkan builds
 # are left without the overlap: whether ggml-vulkan records the events the copies wait on was not read.
