@@ -28,7 +28,13 @@ from core.serving.engines import (
 )
 from core.serving.fit import DEFAULT_FIT, ServingFit
 from core.serving.kv import kv_cache_bytes, lesson_kv_cache_bytes
-from core.serving.llamacpp import cell_layer_bytes, llamacpp_buffers, llamacpp_memory, prompt_dequant_bytes
+from core.serving.llamacpp import (
+    cell_layer_bytes,
+    llamacpp_buffers,
+    llamacpp_memory,
+    prompt_dequant_bytes,
+    prompt_pipeline_interval,
+)
 from core.serving.llamacpp_fit import auto_gpu_layers
 from core.serving.ollama import ollama_plan
 from core.serving.speed import ServingSpeed, SpeedPoint, serving_speed
@@ -214,9 +220,10 @@ ENGINES = {Engine.HF: hf_memory, Engine.VLLM: vllm_memory, Engine.SGLANG: sglang
 
 def _llamacpp_layout(
     plan: Plan, gpu: GpuSpec, memory: EngineMemory, split: tuple[int, ...] = ()
-) -> tuple[RankLayout, tuple[float, float], float]:
+) -> tuple[RankLayout, tuple[float, float], float, float]:
     """The decode's view of llama.cpp's buffers: every layer's KV per token, the weights read
-    from the host and from the GPUs each token (the token embeddings are a row lookup)."""
+    from the host and from the GPUs each token (the token embeddings are a row lookup), the bytes a
+    prompt micro-batch dequantises and the interval of its pipelined micro-batches."""
     model, inf = plan.model, plan.inference
     buffers = llamacpp_buffers(plan, split=split)
     per_layer = cell_layer_bytes(model, inf.cache_type)
@@ -229,7 +236,12 @@ def _llamacpp_layout(
         q_heads=model.num_heads,
     )
     host = buffers.layout.host_weights - buffers.layout.embedding_bytes
-    return layout, (host, sum(buffers.layout.device_weights)), prompt_dequant_bytes(plan, gpu, buffers.layout)
+    return (
+        layout,
+        (host, sum(buffers.layout.device_weights)),
+        prompt_dequant_bytes(plan, gpu, buffers.layout),
+        prompt_pipeline_interval(plan, buffers.layout),
+    )
 
 
 def _slots(plan: Plan, memory: EngineMemory) -> int:
@@ -258,7 +270,7 @@ def inference_estimate(
     plan: Plan, counts: ParamCounts, gpu: GpuSpec, fit: ServingFit = DEFAULT_FIT
 ) -> InferenceEstimate:
     inf = plan.inference
-    offload, dequant = (0.0, 0.0), 0.0
+    offload, dequant, interval = (0.0, 0.0), 0.0, 1.0
     if inf.engine is Engine.LLAMACPP:
         # Through Ollama, llama.cpp runs with the layers Ollama's own estimate chose (core.serving.ollama).
         plan, ollama = ollama_plan(plan, gpu)
@@ -269,12 +281,22 @@ def inference_estimate(
         memory = llamacpp_memory(plan, gpu, split=split)
         if sentence:
             memory = replace(memory, formula=f"{sentence} {memory.formula}")
-        layout, offload, dequant = _llamacpp_layout(plan, gpu, memory, split)
+        layout, offload, dequant, interval = _llamacpp_layout(plan, gpu, memory, split)
     else:
         layout = rank_layout(plan)
         memory = ENGINES[inf.engine](plan, gpu, layout, fit)
     speed = partial(
-        serving_speed, plan, counts, gpu, layout, _slots(plan, memory), fit, offload, _chunk(plan, memory), dequant
+        serving_speed,
+        plan,
+        counts,
+        gpu,
+        layout,
+        _slots(plan, memory),
+        fit,
+        offload,
+        _chunk(plan, memory),
+        dequant,
+        interval,
     )
     return InferenceEstimate(
         engine=inf.engine,

@@ -636,6 +636,62 @@ def pipeline_parallel(plan: Plan) -> bool:
     return inf.pipeline_parallel > 1 and inf.gpu_layers > plan.model.num_layers
 
 
+# ---- a prompt's micro-batches across the GPUs of a layer split ----------------------------------
+# Pipeline parallelism came with ggml-org/llama.cpp PR #6017 ("llama : add pipeline parallelism
+# support", slaren, merged 2024-03-13): llama_decode splits a batch of up to n_batch tokens into
+# micro-batches of n_ubatch, computes each with ggml_backend_sched_graph_compute_async and returns
+# without waiting ("Makes llama_decode asynchronous", the PR's description), so GPU 0 starts the
+# next micro-batch while GPU 1 runs the one before. Its first release is b2413 (commit f30ea47a, the
+# tag a git bisect in the llama.cpp issues of 2024-03-15 prints: "f30ea47a - (tag: b2413) llama :
+# add pipeline parallelism support (#6017)"). How far ahead the host may run is set by the
+# scheduler's copies of each split's inputs (SCHED_COPIES): ggml_backend_sched_compute_splits
+# (read at ggml-org/ggml 5cecdad6, 2026-02-07, src/ggml-backend.cpp; the same code in the 2024 copies
+# of ggml-backend.c in the code index) advances cur_copy once per graph (ggml_backend_sched_alloc_graph)
+# and, before it copies a user input (positions, the mask: every GPU's split reads them) into copy
+# c, waits on the host for the event that GPU recorded when it last finished a split with copy c,
+# the micro-batch SCHED_COPIES before. The host cannot issue
+# micro-batch k + 1 before the last GPU has finished micro-batch k - SCHED_COPIES, so at most
+# SCHED_COPIES + 1 micro-batches are in flight: on more GPUs than that the GPUs wait. Vulkan builds
+# are left without the overlap: whether ggml-vulkan records the events the copies wait on was not read.
+PIPELINED_PROMPT_FROM_BUILD: Final = 2413
+# The share of that ideal overlap llama.cpp's layer split is measured to reach. The only published
+# pair of one setup's prompts of one and of several micro-batches found: ggml-org/llama.cpp PR #19378
+# (JohannesGaessler, four RTX 4090s, master of 2026-02-07, the "-sm layer" column, n_ubatch 512,
+# n_batch 2048), llama 8B Q4_0 pp512 / pp2048 = 12,550.97 / 18,788.11 t/s, at a depth of 32,768
+# 5,099.65 / 7,925.21, at 65,536 3,154.69 / 4,996.19: 1.50 / 1.55 / 1.58 times the rate where the
+# ideal overlap of four micro-batches over GPUs of 9 / 8 / 8 / 7 layers gives 2.17. Each later
+# micro-batch left the last GPU 0.557 / 0.525 / 0.509 of one micro-batch's time after the one before
+# instead of 0.281: 0.62 / 0.66 / 0.68 of the ideal saving, median 0.66
+# (tests/core/test_llamacpp_pipeline.py re-derives it). The saving lost grows with the micro-batch's
+# time (11 / 25 / 37 ms of 41 / 100 / 162), so it is not a fixed cost of the copies between GPUs;
+# what in the scheduler or the driver (no peer-to-peer on GeForce RTX 40 cards) takes it was not
+# found. Not from a scored source: the corpus holds that PR's pp512 row only, one micro-batch.
+PIPELINE_OVERLAP_SHARE: Final = 0.66
+
+
+def prompt_pipeline_interval(plan: Plan, layout: GgufLayout) -> float:
+    """The time between two prompt micro-batches leaving the last GPU, as a share of one
+    micro-batch's time through every layer: ideally the busiest GPU's share of the repeating
+    layers, or 1 / (:data:`SCHED_COPIES` + 1) where the scheduler's copies keep fewer micro-batches
+    in flight than there are GPUs, of whose saving :data:`PIPELINE_OVERLAP_SHARE` is reached; 1 (no
+    overlap) without pipeline parallelism (:func:`pipeline_parallel`), on Vulkan, and in builds
+    before :data:`PIPELINED_PROMPT_FROM_BUILD`."""
+    inf = plan.inference
+    build = inf.llamacpp_build
+    if (
+        not pipeline_parallel(plan)
+        or inf.llamacpp_backend is not LlamaCppBackend.NATIVE
+        or 0 < build < PIPELINED_PROMPT_FROM_BUILD
+    ):
+        return 1.0
+    counts = [len(layers) for layers in layout.device_layers]
+    total = sum(counts)
+    if len(counts) < 2 or total <= 0:
+        return 1.0
+    ideal = max(max(counts) / total, 1.0 / (SCHED_COPIES + 1))
+    return 1.0 - PIPELINE_OVERLAP_SHARE * (1.0 - ideal)
+
+
 def cuda_graphs_replayed(plan: Plan, gpu: GpuSpec, running: int) -> bool:
     """Whether llama.cpp's CUDA backend replays a decode step's kernels as one CUDA graph
     (``ggml_backend_cuda_graph_compute``, read at agray3/llama.cpp a5fd1931, the PR's author's

@@ -29,7 +29,9 @@ The model, stated (the window shows it under "Assumptions"):
 * **Prefill** of a prompt runs 2 · the blocks' active parameters · tokens, the output head for its
   last token only, and causal attention FLOPs (the token embedding is a lookup:
   :data:`PROMPT_HEAD_ROWS`) at the dense peak × utilisation on the tensor-parallel GPUs, with its
-  all-reduces.
+  all-reduces. llama.cpp's layer split pipelines a prompt's micro-batches across its GPUs: after the
+  first, each leaves the last GPU a share of one micro-batch's time after the one before
+  (:meth:`StepModel.prompt_seconds`, :func:`core.serving.llamacpp.prompt_pipeline_interval`).
 * **The queue** (``vllm bench serve --num-prompts N`` with no rate limit, or N users pressing
   enter together): all N arrive at once; up to S (what the pool holds, max_num_seqs) run
   together, the rest wait for a slot; prompts are prefilled first come first served in
@@ -79,6 +81,8 @@ from core.serving.hf_generate import (
 from core.serving.llamacpp import (
     F16_VECTOR_LOADS_FROM_BUILD,
     MMQ_MAX_BATCH_SIZE,
+    PIPELINE_OVERLAP_SHARE,
+    SCHED_COPIES,
     cuda_graphs_replayed,
     f16_matvec_scalar_loads,
     matvec_weights_by_type,
@@ -665,6 +669,9 @@ class StepModel:
     tile_dequant_alu_s: float = 0.0
     # a lone token's GPU weight reads take this many times their time at the bandwidth (weight_read_factor)
     matvec_read_factor: float = 1.0
+    # llama.cpp's layer split with pipeline parallelism: a prompt micro-batch leaves the last GPU this share
+    # of one micro-batch's time after the one before (core.serving.llamacpp.prompt_pipeline_interval); 1: none
+    prompt_interval: float = 1.0
     # Hugging Face generate: the host's Python time per layer per step (core.serving.fit.HF_HOST_LAYER
     # x core.serving.hf_generate.host_layer_ratio, plus the FP8 linears' Triton launches), overlapped by
     # the GPU's work: a step takes the longer of the two, or their sum when ``host_serial``
@@ -786,6 +793,15 @@ class StepModel:
         embedded = embedding_allreduce_seconds(self.plan, self.link, chunk)
         return (stages * (one + allreduce_seconds(self.plan, self.link, chunk)) + embedded) / chunk
 
+    def prompt_seconds(self, tokens: float, chunk: int, per_token: float) -> float:
+        """Seconds ``tokens`` prompt tokens take, prefilled ``chunk`` at a time at ``per_token`` seconds a
+        token (:meth:`prefill_per_token`): one after another, or with llama.cpp's pipeline parallelism
+        the first micro-batch through every GPU and each later one :attr:`prompt_interval` of that
+        time after it (the last, partial micro-batch counted by its tokens)."""
+        if self.prompt_interval >= 1.0 or tokens <= chunk:
+            return tokens * per_token
+        return (chunk + (tokens - chunk) * self.prompt_interval) * per_token
+
 
 def _expert_share(plan: Plan, counts: ParamCounts) -> float:
     """Fraction of the stored parameters that sit in experts (0 for dense models)."""
@@ -879,6 +895,7 @@ def step_model(
     fit: ServingFit,
     offload: tuple[float, float],
     prompt_dequant: float = 0.0,
+    prompt_interval: float = 1.0,
 ) -> StepModel:
     inf = plan.inference
     family = engine_family(plan)
@@ -903,6 +920,7 @@ def step_model(
         matvec_alu_s=kquant_matvec_seconds(plan, gpu, _device_share(offload)),
         tile_dequant_alu_s=metal_tile_dequant_seconds(plan, gpu, _device_share(offload)),
         matvec_read_factor=weight_read_factor(plan, gpu),
+        prompt_interval=prompt_interval,
         host_layer_s=host_fixed_s,
         host_expert_s=host_expert_s,
         host_serial=fp8_synchronised(plan),
@@ -963,16 +981,20 @@ def queue(model: StepModel, requests: int, slots: int, chunk: int) -> Queue:
     running = max(1, min(requests, slots))
     step = model.step(running)
     prompt, answer = inf.prompt_tokens, max(1, inf.new_tokens)
-    per_token = model.prefill_per_token(max(1, min(chunk, prompt * running)))
+    tokens = max(1, min(chunk, prompt * running))
+    per_token = model.prefill_per_token(tokens)
     if inf.engine is Engine.HF:  # one static batch, prefilled at once
         ttft = running * prompt * per_token
         latency = step
     else:
         # The first token is sampled from the logits the prompt's own forward gives its last
-        # position (the step that completes the prompt samples it): no decode step before it.
-        ttft = (running + 1) / 2 * prompt * per_token
+        # position (the step that completes the prompt samples it): no decode step before it. With
+        # llama.cpp's pipelined micro-batches the prompts ahead of a request's own stream through
+        # the GPUs with it (the mean over the running requests of a time linear in the tokens
+        # ahead, past the first micro-batch).
+        ttft = model.prompt_seconds((running + 1) / 2 * prompt, tokens, per_token)
         latency = step + (running - 1) / 2 * prompt * per_token / answer
-    lifetime = running * prompt * per_token + answer * latency  # one wave, first prompt to last token
+    lifetime = model.prompt_seconds(running * prompt, tokens, per_token) + answer * latency  # one wave
     waves = math.ceil(requests / running)
     wait = (waves - 1) / 2 * lifetime  # mean over the waves of the ones before them
     total = requests * answer / (waves * lifetime) * inf.replicas if lifetime > 0 else 0.0
@@ -989,13 +1011,15 @@ def serving_speed(
     offload: tuple[float, float] = (0.0, 0.0),
     chunk: int = 0,
     prompt_dequant: float = 0.0,
+    prompt_interval: float = 1.0,
 ) -> ServingSpeed:
     """Speed at the plan's concurrency and along a curve of concurrencies. ``offload``: for
     llama.cpp, the weight bytes read from host memory and from the GPUs each token; ``chunk``:
     the tokens one step prefills (vLLM's max_num_batched_tokens, llama.cpp's n_ubatch);
-    ``prompt_dequant``: llama.cpp's bytes per prompt micro-batch to dequantise its weights (old builds)."""
+    ``prompt_dequant``: llama.cpp's bytes per prompt micro-batch to dequantise its weights (old builds);
+    ``prompt_interval``: llama.cpp's pipelined prompt micro-batches (core.serving.llamacpp.prompt_pipeline_interval)."""
     inf = plan.inference
-    model = step_model(plan, counts, gpu, layout, fit, offload, prompt_dequant)
+    model = step_model(plan, counts, gpu, layout, fit, offload, prompt_dequant, prompt_interval)
     chunk = chunk or inf.prompt_tokens
     slots = max(1, fits_at_once)
     running = max(1, min(inf.concurrent, slots))
@@ -1081,7 +1105,15 @@ def _assumptions(plan: Plan, gpu: GpuSpec, model: StepModel, fit: ServingFit, ru
             if model.moe_kernels_layer_s
             else ""
         )
-        + "; requests half-way through their answer; pipeline stages do not overlap"
+        + "; requests half-way through their answer; "
+        + (
+            f"a prompt's micro-batches of {chunk:,} tokens overlap across the GPUs (llama.cpp's pipeline "
+            f"parallelism: each {model.prompt_interval:.0%} of one's time after the one before, "
+            f"{PIPELINE_OVERLAP_SHARE:.0%} of the saving the busiest GPU's share of the layers, or "
+            f"{SCHED_COPIES + 1} micro-batches in flight at most, would give), a decode step's do not"
+            if model.prompt_interval < 1.0
+            else "pipeline stages do not overlap"
+        )
     )
 
 

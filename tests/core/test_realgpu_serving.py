@@ -116,7 +116,9 @@ KNOWN_DECODE_MISSES = {
 # (x 0.61 -> x 0.59).
 # PR #19378's four-RTX-4090 70B Q4_K_M pp512 (February 2026 master, layer split): 0.357 s published,
 # 0.540 s estimated (x 1.51); the prompt's quantised products of that build run in MMQ, not counted
-# apart from the FP16 tensor rate the plan takes (no source read for it here).
+# apart from the FP16 tensor rate the plan takes (no source read for it here). Not the layer split:
+# a 512-token prompt at n_ubatch 512 is one micro-batch, which llama.cpp's pipeline parallelism
+# (core.serving.llamacpp.prompt_pipeline_interval) has nothing to overlap with (docs/SERVING.md, h65lcpp).
 KNOWN_TTFT_MISSES = {
     "geerling46-3b-pp512",
     "xd-a100-sxm-x4-70b-q4_kmedium-pp512",
