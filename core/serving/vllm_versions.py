@@ -142,6 +142,27 @@ CAPACITY_TOKENS_FROM: Final = VllmVersion.V0_24
 V0_CHUNKED_PREFILL_FROM: Final = 32_768
 
 
+# Llama 4 (chunked local attention, core.model.ModelSpec.attention_chunk) by release, read in the released wheels:
+# * 0.8.3 is the first whose registry has Llama4ForCausalLM / Llama4ForConditionalGeneration
+#   (vllm/model_executor/models/registry.py); 0.6 - 0.7 cannot load it. 0.8.3 and 0.9.2 have no
+#   ChunkedLocalAttentionSpec (vllm/v1/kv_cache_interface.py): every layer keeps a full-length cache.
+#   core.inputs.LLAMA4_VLLM_FROM holds the line (Plan._check_chunked_attention refuses the earlier ones).
+# * 0.10.0 adds ChunkedLocalAttentionSpec and the hybrid allocator keeps the chunked layers in their own groups;
+#   0.10.1.1, 0.11.0 (f71952c1c), 0.12.0 (4fd9d6a85) and 0.13.0 (72506c983) turn that off unless
+#   VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1 (vllm/envs.py default "0"; vllm/config VllmConfig sets
+#   disable_hybrid_kv_cache_manager, "There is a latency regression when using chunked local attention with the
+#   hybrid KV cache manager"), and kv_cache_utils.unify_hybrid_kv_cache_specs then makes every chunked layer a
+#   FullAttentionSpec: one group, full-length caches. 0.14.0 (b17039bcc), 0.15.0 (f17644344), 0.19.0
+#   (2a69949bd), 0.24.0 (ee0da84ab) and 0.34.0 (62d4bc3c7) default it to "1": chunked groups. The 0.10 line is
+#   modelled as its later patch releases (as START_CHECK_FROM), so 0.10 - 0.13 keep one group.
+CHUNKED_GROUPS_FROM: Final = VllmVersion.V0_14
+
+
+def chunked_groups(version: VllmVersion) -> bool:
+    """Whether this release keeps chunked-local layers in KV groups of their own by default (above)."""
+    return at_least(version, CHUNKED_GROUPS_FROM)
+
+
 def era_of(version: VllmVersion) -> VllmEra:
     return releases.era_of(version, ERAS)
 
