@@ -260,6 +260,27 @@ def extra_trained_outside_method(plan: Plan) -> bool:
     return lora.modules_to_save is not ModulesToSave.NONE or tokens
 
 
+def default_plan_on(model: ModelSpec, model_id: str = "") -> Plan:
+    """The planner's defaults on ``model``: served on vLLM where that is the one engine the model is planned on
+    (chunked attention, Llama 4: Plan._check_chunked_attention), else exactly ``Plan(model=model)``."""
+    if model.chunked_attention:
+        return Plan(model=model, model_id=model_id, inference=Inference(engine=Engine.VLLM))
+    return Plan(model=model, model_id=model_id)
+
+
+def serving_on(model: ModelSpec, inference: Inference) -> Inference:
+    """``inference`` for ``model``: a model planned on vLLM only (chunked attention, Llama 4:
+    Plan._check_chunked_attention) moves to vLLM, at the default release where the plan's predates Llama 4; any
+    other model: ``inference`` itself."""
+    if not model.chunked_attention:
+        return inference
+    late = list(VllmVersion).index(inference.vllm_version) >= list(VllmVersion).index(LLAMA4_VLLM_FROM)
+    version = inference.vllm_version if late else DEFAULTS["inference.vllm_version"]
+    if inference.engine is Engine.VLLM and version is inference.vllm_version:
+        return inference
+    return replace(inference, engine=Engine.VLLM, vllm_version=version)
+
+
 def lora_on(model: ModelSpec, lora: LoraSettings) -> LoraSettings:
     """``lora`` on ``model``: a latent-attention model has no k_proj or v_proj (nor q_proj with a
     q_lora_rank), so targets it lacks give way to o_proj, the one attention matrix a target names there
@@ -1700,11 +1721,7 @@ class Plan:
         if self.lora.adapter_start_layer >= model.num_layers:  # LitGPT's Adapter: some block keeps a prompt
             plan = replace(self, lora=replace(self.lora, adapter_start_layer=max(0, model.num_layers - 1)))
         plan = plan.targets_for(model)
-        if model.chunked_attention:  # planned on vLLM only (_check_chunked_attention): picking it switches there
-            inf = plan.inference
-            late = list(VllmVersion).index(inf.vllm_version) >= list(VllmVersion).index(LLAMA4_VLLM_FROM)
-            version = inf.vllm_version if late else DEFAULTS["inference.vllm_version"]
-            plan = replace(plan, inference=replace(inf, engine=Engine.VLLM, vllm_version=version))
+        plan = replace(plan, inference=serving_on(model, plan.inference))
         for _ in range(3):  # the training split, the experts' split, then the serving split
             try:
                 return replace(plan, model=model, model_id=model_id, frozen_layers=frozen)

@@ -18,6 +18,7 @@ from core.plan import (
     Precision,
     Preset,
     Workload,
+    default_plan_on,
     precision_fields,
 )
 
@@ -27,12 +28,9 @@ DEFAULT_GPU = "a100-80gb-sxm"
 
 def plan_for_model(model_id: str, **changes: object) -> Plan:
     """The default plan on the catalogue model ``model_id`` (served on vLLM where the model is planned on vLLM
-    only: Plan.on_model)."""
+    only: core.plan.default_plan_on)."""
     entry = find_model(model_id)
-    if entry.spec.chunked_attention:
-        plan = Plan(model=find_model(DEFAULT_MODEL).spec, model_id=DEFAULT_MODEL).on_model(entry.spec, entry.id)
-    else:
-        plan = Plan(model=entry.spec, model_id=entry.id)
+    plan = default_plan_on(entry.spec, entry.id)
     return plan.with_changes(**changes) if changes else plan
 
 
