@@ -314,6 +314,8 @@ def compiles_in_profile(version: VllmVersion) -> bool:
 # * 0.10.1 (aab549870): vllm-project/vllm PR #22299 (merged 2025-08-06) — llava.py, mistral3.py (``if
 #   multimodal_config.get_limit_per_prompt("image"):`` builds the tower, else ``self.vision_tower = None``) and
 #   qwen2_5_vl.py (image or video); the same in 0.10.2 (26b999c71), 0.11.0 (f71952c1c) and 0.14.0 (b17039bcc).
+#   mllama4.py (Llama 4) too: ``if multimodal_config.get_limit_per_prompt("image"):`` builds vision_model and
+#   multi_modal_projector, else both None, in 0.10.1.1, 0.11.0 and 0.14.0 (0.10.0 builds them whatever the limit).
 #   llava.py's class is LlavaForConditionalGeneration only: llava_next.py and llava_onevision.py still build
 #   theirs, and gemma3_mm.py builds SigLIP whatever the limit.
 # * 0.11.0 (f71952c1c): qwen3_vl.py (PR #26000) skips its tower when neither image nor video is allowed.
@@ -325,6 +327,7 @@ def compiles_in_profile(version: VllmVersion) -> bool:
 # none: the 0.10 line here means 0.10.1 and 0.10.2).
 TEXT_ONLY_EVERY_MODEL_FROM: Final = VllmVersion.V0_15
 TEXT_ONLY_FROM: Final = {
+    "llama4": VllmVersion.V0_10,
     "llava": VllmVersion.V0_10,
     "mistral3": VllmVersion.V0_10,
     "qwen2_5_vl": VllmVersion.V0_10,
@@ -334,6 +337,7 @@ TEXT_ONLY_FROM: Final = {
 # tower is skipped only when every one of them is 0.
 TOWER_MODALITIES: Final = {
     "gemma3": ("image",),
+    "llama4": ("image",),
     "mistral3": ("image",),
     "llava": ("image",),
     "llava_next": ("image",),

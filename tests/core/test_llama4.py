@@ -147,15 +147,19 @@ def test_training_says_it_is_not_planned() -> None:
     assert not any("is not planned" in w for w in result.warnings_for(Mode.INFERENCE))
 
 
-def test_text_only_scout_skips_the_tower_from_vllm_0_15() -> None:
-    # vLLM 0.19.0 model_executor/models/mllama4.py builds vision_model and multi_modal_projector inside
-    # _mark_tower_model(vllm_config, "image") (PR #32605's rule, from 0.15.0).
+def test_text_only_scout_skips_the_tower_from_vllm_0_10() -> None:
+    # vLLM 0.10.1.1 - 0.14.0 model_executor/models/mllama4.py build vision_model and multi_modal_projector only
+    # when get_limit_per_prompt("image") (vllm-project/vllm PR #22299); 0.15.0 - 0.19.0 inside
+    # _mark_tower_model(vllm_config, "image"). The 0.9 line builds them whatever the limit.
     scout = find_model("llama-4-scout-17b-16e").spec
     loaded = estimate(_served(scout, tensor_parallel=4)).inference
-    text_only = estimate(_served(scout, tensor_parallel=4, text_only=True)).inference
-    assert loaded.weights_bytes - text_only.weights_bytes == pytest.approx(scout.vision_params * 2 / 4)
-    with pytest.raises(PlanError, match="0.15 or later"):
-        estimate(_served(scout, "0.14", tensor_parallel=4, text_only=True))
+    for version in ("0.10", "0.14", "0.19"):
+        text_only = estimate(_served(scout, version, tensor_parallel=4, text_only=True)).inference
+        skipped = estimate(_served(scout, version, tensor_parallel=4)).inference.weights_bytes - text_only.weights_bytes
+        assert skipped == pytest.approx(scout.vision_params * 2 / 4)  # bf16, split over four ranks
+    assert loaded.weights_bytes > text_only.weights_bytes
+    with pytest.raises(PlanError, match="0.10 or later"):
+        estimate(_served(scout, "0.9", tensor_parallel=4, text_only=True))
 
 
 def test_a_scout_plan_file_round_trips() -> None:
