@@ -54,6 +54,7 @@ SUPPORTED_MODEL_TYPES: Final = (
     "hunyuan_v1_dense",
     "cohere",
     "cohere2",
+    "llama4_text",
 )
 
 # Hybrid families whose layers keep a recurrent state (a state-space or linear-attention layer's
@@ -77,17 +78,7 @@ RECURRENT_MODEL_TYPES: Final[dict[str, str]] = {
 # Attention families read but not planned: each has a tensor or an attention pattern the planner's ModelSpec
 # cannot express exactly (transformers 5.25.0 models/<type>/modeling_<type>.py), so the config is refused with
 # what is missing rather than planned approximately.
-UNMODELLED_MODEL_TYPES: Final[dict[str, str]] = {
-    # Llama 4 Scout / Maverick. Its parameters fit the spec's fields exactly (tests/data/arch/meta_counts.json: Scout's
-    # 107,769,861,120 with 16 experts, an ungated shared expert and no dense layer; tests/core/test_llama4.py); what
-    # it lacks is per-layer attention and the experts' compute as transformers runs them (5.25.0
-    # models/llama4/modeling_llama4.py; vllm-project/vllm bc8282e6 vllm/v1/kv_cache_interface.py).
-    "llama4_text": "Llama 4's chunked attention (attention_chunk_size, create_chunked_causal_mask; transformers' flash "
-    "path refuses sequences past one chunk) with RoPE and a weightless L2 q/k norm on three layers in four and "
-    "neither on the fourth, vLLM's ChunkedLocalAttentionSpec (chunk + scheduled tokens a request, not a sliding "
-    "window's window - 1 + one block), and Llama4TextMoe running every expert on every token "
-    "(hidden_states.repeat over num_local_experts) are not modelled",
-}
+UNMODELLED_MODEL_TYPES: Final[dict[str, str]] = {}
 
 
 def _whole_number(value: object) -> bool:
@@ -195,6 +186,8 @@ def _model_from_hf_config(config: Mapping[str, Any], name: str | None, *, nested
         return _gpt2_model(r, label)
     if model_type == "starcoder2":
         return _starcoder2_model(r, label)
+    if model_type == "llama4_text":
+        return _llama4_model(r, label)
     if model_type in _PARALLEL_FAMILIES:
         return _parallel_model(r, model_type, label)
     if model_type in _LATENT_FAMILIES:
@@ -304,24 +297,10 @@ def _cohere_model(r: _Reader, model_type: str, label: str) -> ModelSpec:
     CohereLayerNorm((heads, head_dim)) and ((kv heads, head_dim)), a weight for every head (ModelSpec.qk_norm
     "per_head"); Cohere2Attention has none."""
     qk_norm = "per_head" if model_type == "cohere" and r.get_bool("use_qk_norm", False) else ""
-    d = r.get_int("hidden_size")
-    heads = r.get_int("num_attention_heads")
     layers = r.get_int("num_hidden_layers")
     window, window_layers = (None, 0) if model_type == "cohere" else _cohere2_window(r, layers)
-    bias = r.get_bool("attention_bias", False)
     return ModelSpec(
-        name=label,
-        family=model_type,
-        vocab_size=r.get_int("vocab_size"),
-        hidden_size=d,
-        num_layers=layers,
-        num_heads=heads,
-        num_kv_heads=r.get_int("num_key_value_heads", default=heads),
-        head_dim=_head_dim(r, d, heads),
-        intermediate_size=r.get_int("intermediate_size"),
-        tie_embeddings=r.get_bool("tie_word_embeddings", True),
-        qkv_bias=bias,
-        o_bias=bias,
+        **_biased_attention_shape(r, label, model_type, tied=True),
         norm="layernorm_nobias",
         norms_per_layer=1,
         qk_norm=qk_norm,
@@ -334,12 +313,95 @@ def _cohere_model(r: _Reader, model_type: str, label: str) -> ModelSpec:
     )
 
 
+def _biased_attention_shape(r: _Reader, label: str, family: str, *, tied: bool) -> dict[str, Any]:
+    """The fields of a model whose q/k/v and o_proj share one ``attention_bias`` (Cohere, Llama 4): its sizes, the
+    head width (``head_dim`` or hidden ÷ heads), KV heads (default: the heads) and a head tied unless
+    ``tie_word_embeddings`` says otherwise (default ``tied``)."""
+    d = r.get_int("hidden_size")
+    heads = r.get_int("num_attention_heads")
+    bias = r.get_bool("attention_bias", False)
+    return dict(
+        name=label,
+        family=family,
+        vocab_size=r.get_int("vocab_size"),
+        hidden_size=d,
+        num_layers=r.get_int("num_hidden_layers"),
+        num_heads=heads,
+        num_kv_heads=r.get_int("num_key_value_heads", default=heads),
+        head_dim=_head_dim(r, d, heads),
+        intermediate_size=r.get_int("intermediate_size"),
+        tie_embeddings=r.get_bool("tie_word_embeddings", tied),
+        qkv_bias=bias,
+        o_bias=bias,
+    )
+
+
 def _cohere2_window(r: _Reader, layers: int) -> tuple[int | None, int]:
     """Cohere2's windowed layers (see _cohere_model): layer_types, else an integer sliding_window_pattern."""
     pattern = r.config.get("sliding_window_pattern")
     if r.config.get("layer_types") is None and pattern is not None and not (_whole_number(pattern) and pattern > 0):
         raise PlanError("config.sliding_window_pattern", pattern, "a positive integer (every n-th layer full)")
     return _exaone_window(r, layers)
+
+
+def _llama4_model(r: _Reader, label: str) -> ModelSpec:
+    """Llama 4's language model (Scout, Maverick) as huggingface/transformers 5.25.0 builds it
+    (models/llama4/modeling_llama4.py, configuration_llama4.py). Attention: q/k/v/o biased by attention_bias, no
+    q/k norm weight (Llama4TextL2Norm is a weightless RMSNorm). The layers in ``moe_layers`` (default every
+    ``interleave_moe_layer_step``-th from step - 1: Llama4TextConfig.__post_init__) hold Llama4TextMoe:
+    ``num_local_experts`` experts of ``intermediate_size`` (Llama4TextExperts' gate_up_proj and down_proj), a
+    Llama4Router without bias and an always-on ``shared_expert`` of the same width without a gate; the other
+    layers a gated Llama4TextMLP of ``intermediate_size_mlp`` (ModelSpec's dense layers, counted whatever their
+    order). Layers with RoPE (``no_rope_layers`` 1; default every layer but each ``no_rope_layer_interval``-th)
+    attend within chunks of ``attention_chunk_size`` when it is set; the others attend globally (NoPE).
+    ``lm_head`` untied unless tie_word_embeddings."""
+    layers = r.get_int("num_hidden_layers")
+    experts = r.get_int("num_local_experts", default=16)
+    moe = _llama4_moe_layers(r, layers)
+    chunk = r.optional_int("attention_chunk_size") or 0
+    chunked = sum(_llama4_rope_layers(r, layers)) if chunk else 0
+    return ModelSpec(
+        **_biased_attention_shape(r, label, "llama4_text", tied=False),
+        num_experts=experts,
+        experts_per_token=r.get_int("num_experts_per_tok", default=1),
+        shared_expert_size=r.get_int("intermediate_size") if experts > 1 and moe else 0,
+        shared_expert_gate=False,
+        first_k_dense_replace=layers - moe if experts > 1 else 0,
+        dense_intermediate_size=r.get_int("intermediate_size_mlp") if experts > 1 and moe < layers else 0,
+        attention_chunk=chunk if chunked else 0,
+        chunked_layers=chunked,
+        max_position_embeddings=r.get_int("max_position_embeddings", default=4096 * 32),
+        activation=r.get_str("hidden_act", "silu"),
+        attention_dropout=r.get_prob("attention_dropout", 0.0),
+    )
+
+
+def _llama4_moe_layers(r: _Reader, layers: int) -> int:
+    """How many of Llama 4's layers hold experts: ``moe_layers`` as listed, else every
+    ``interleave_moe_layer_step``-th from step - 1 (Llama4TextConfig.__post_init__)."""
+    listed = r.config.get("moe_layers")
+    if listed is not None:
+        if not isinstance(listed, list) or not all(is_int(i) and 0 <= i < layers for i in listed):
+            raise PlanError("config.moe_layers", listed, f"a list of layer indices from 0 to {layers - 1}")
+        return len(set(listed))
+    step = r.get_int("interleave_moe_layer_step", default=1)
+    if step < 1:
+        raise PlanError("config.interleave_moe_layer_step", step, "a positive integer")
+    return len(range(step - 1, layers, step))
+
+
+def _llama4_rope_layers(r: _Reader, layers: int) -> list[int]:
+    """``no_rope_layers`` (1: the layer has RoPE), or when empty or missing the config's default: every layer
+    but each ``no_rope_layer_interval``-th (Llama4TextConfig.__post_init__: ``int((i + 1) % interval != 0)``)."""
+    listed = r.config.get("no_rope_layers")
+    if listed:
+        if not isinstance(listed, list) or len(listed) != layers or not all(v in (0, 1) for v in listed):
+            raise PlanError("config.no_rope_layers", listed, f"a list of {layers} zeros and ones")
+        return [int(v) for v in listed]
+    interval = r.get_int("no_rope_layer_interval", default=4)
+    if interval < 1:
+        raise PlanError("config.no_rope_layer_interval", interval, "a positive integer")
+    return [int((i + 1) % interval != 0) for i in range(layers)]
 
 
 def _gpt2_model(r: _Reader, label: str) -> ModelSpec:

@@ -440,6 +440,8 @@ class VllmVersion(StrEnum):
 # whose V0 era is 0.6-0.7). The V0 profile samples with one float32 copy of the logits whatever the install
 # (core.serving.vllm_rules.vllm_sampler_bytes), so the sampler setting changes nothing before it.
 VLLM_V1_FROM: Final = VllmVersion.V0_8
+# The first release line that loads Llama 4 (0.8.3's registry; core.serving.vllm_versions says where it was read).
+LLAMA4_VLLM_FROM: Final = VllmVersion.V0_8
 
 
 def vllm_v1(plan: Plan) -> bool:

@@ -146,6 +146,15 @@ class ModelSpec:
     experts_per_token: int = 1
     sliding_window: int | None = None
     sliding_window_layers: int = 0  # how many layers attend within the window
+    # Chunked local attention (Llama 4's iRoPE): ``chunked_layers`` layers attend only within their own block of
+    # ``attention_chunk`` positions (a query at position p sees keys from chunk_start(p) = p // chunk · chunk up to
+    # p), the others attend to everything. transformers 5.25.0 models/llama4/configuration_llama4.py
+    # Llama4TextConfig.__post_init__ types a layer "chunked_attention" when it has RoPE (no_rope_layers[i] 1) and
+    # attention_chunk_size is set; vllm-project/vllm 0.19.0 (2a69949bd) model_executor/models/llama4.py
+    # Llama4Attention builds ChunkedLocalAttention on the same layers (``not self.nope and
+    # config.attention_chunk_size``). 0 / 0: none. A model has a sliding window or chunks, not both.
+    attention_chunk: int = 0
+    chunked_layers: int = 0
     max_position_embeddings: int = 4096
     fused_qkv: bool = False  # one q|k|v matrix (GPT-2 c_attn, Phi-3 qkv_proj)
     fused_gate_up: bool = False  # one gate|up matrix (Phi-3)
@@ -283,6 +292,7 @@ class ModelSpec:
             raise PlanError("model.sliding_window", self.sliding_window, "a positive integer or null")
         if not is_int(self.sliding_window_layers) or not 0 <= self.sliding_window_layers <= self.num_layers:
             raise PlanError("model.sliding_window_layers", self.sliding_window_layers, f"0 to {self.num_layers}")
+        self._check_chunks()
         for name in ("dropout", "attention_dropout"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
@@ -302,6 +312,25 @@ class ModelSpec:
         self._check_vision()
         check_text("model.activation", self.activation)
         self._check_latent()
+
+    def _check_chunks(self) -> None:
+        """Chunked local attention's two fields (see them): both set or both 0, never beside a sliding window."""
+        chunk_limit = LIMITS["max_position_embeddings"]
+        if not is_int(self.attention_chunk) or not 0 <= self.attention_chunk <= chunk_limit:
+            raise PlanError("model.attention_chunk", self.attention_chunk, f"an integer from 0 to {chunk_limit:,}")
+        if not is_int(self.chunked_layers) or not 0 <= self.chunked_layers <= self.num_layers:
+            raise PlanError("model.chunked_layers", self.chunked_layers, f"0 to {self.num_layers}")
+        if bool(self.attention_chunk) != bool(self.chunked_layers):
+            raise PlanError(
+                "model.chunked_layers", self.chunked_layers, "0 without an attention_chunk, at least 1 with one"
+            )
+        if self.attention_chunk and self.sliding_window:
+            raise PlanError("model.attention_chunk", self.attention_chunk, "0 with a sliding window (not modelled)")
+
+    @property
+    def chunked_attention(self) -> bool:
+        """Some layers attend within chunks of ``attention_chunk`` positions (Llama 4): see the fields."""
+        return self.attention_chunk > 0
 
     def _check_vision(self) -> None:
         if not is_int(self.vision_params) or not 0 <= self.vision_params <= MAX_PARAMS:
@@ -345,8 +374,8 @@ class ModelSpec:
         for name in refused:
             if getattr(self, name):
                 raise PlanError(f"model.{name}", True, "false with latent attention (not modelled with it)")
-        if self.qk_norm or self.sliding_window:
-            raise PlanError("model.kv_lora_rank", self.kv_lora_rank, "0 with q/k norms or a sliding window")
+        if self.qk_norm or self.sliding_window or self.attention_chunk:
+            raise PlanError("model.kv_lora_rank", self.kv_lora_rank, "0 with q/k norms, a sliding window or chunks")
 
     # ---- latent attention ------------------------------------------------------------
     @property

@@ -28,6 +28,7 @@ from core.inputs import (
     ENGINE_LABELS,
     FLOAT8_LABELS,
     IA3_DEFAULT_TARGETS,
+    LLAMA4_VLLM_FROM,
     LLAMACPP_MAX_DEVICES,
     MAX_GPUS,
     MAX_SEQ,
@@ -257,6 +258,27 @@ def extra_trained_outside_method(plan: Plan) -> bool:
     lora = plan.lora
     tokens = bool(lora.trainable_tokens) and plan.method is not Method.TRAINABLE_TOKENS
     return lora.modules_to_save is not ModulesToSave.NONE or tokens
+
+
+def default_plan_on(model: ModelSpec, model_id: str = "") -> Plan:
+    """The planner's defaults on ``model``: served on vLLM where that is the one engine the model is planned on
+    (chunked attention, Llama 4: Plan._check_chunked_attention), else exactly ``Plan(model=model)``."""
+    if model.chunked_attention:
+        return Plan(model=model, model_id=model_id, inference=Inference(engine=Engine.VLLM))
+    return Plan(model=model, model_id=model_id)
+
+
+def serving_on(model: ModelSpec, inference: Inference) -> Inference:
+    """``inference`` for ``model``: a model planned on vLLM only (chunked attention, Llama 4:
+    Plan._check_chunked_attention) moves to vLLM, at the default release where the plan's predates Llama 4; any
+    other model: ``inference`` itself."""
+    if not model.chunked_attention:
+        return inference
+    late = list(VllmVersion).index(inference.vllm_version) >= list(VllmVersion).index(LLAMA4_VLLM_FROM)
+    version = inference.vllm_version if late else DEFAULTS["inference.vllm_version"]
+    if inference.engine is Engine.VLLM and version is inference.vllm_version:
+        return inference
+    return replace(inference, engine=Engine.VLLM, vllm_version=version)
 
 
 def lora_on(model: ModelSpec, lora: LoraSettings) -> LoraSettings:
@@ -760,6 +782,7 @@ class Plan:
             raise PlanError("frozen_layers", self.frozen_layers, f"an integer from 0 to {self.model.num_layers:,}")
         self._check_layout()
         self._check_latent_attention()
+        self._check_chunked_attention()
         self._check_held_by_others()
         if self.optimizer_in_backward and self.workload.grad_accum > 1:
             raise PlanError(
@@ -928,6 +951,31 @@ class Plan:
                 "o_proj and the MLP (gate_proj, up_proj, down_proj) on a latent-attention model",
                 f"{model.name} has no {' or '.join(missing)}: its attention is "
                 + ", ".join(n for n in model.latent_shapes()),
+            )
+
+    def _check_chunked_attention(self) -> None:
+        """A model with chunked local attention (Llama 4) is planned on vLLM from the release line that loads it
+        (core.inputs.LLAMA4_VLLM_FROM): vLLM's ChunkedLocalAttentionSpec and its KV groups were read
+        (core.serving.vllm_rules). transformers' generate runs Llama4TextMoe's every expert on every token
+        (hidden_states.repeat over num_local_experts, transformers 5.25.0 models/llama4/modeling_llama4.py), a
+        working memory the generate rules do not count; SGLang's and llama.cpp's chunked caches were not read."""
+        if not self.model.chunked_attention:
+            return
+        inf = self.inference
+        if inf.engine is not Engine.VLLM:
+            raise PlanError(
+                "inference.engine",
+                inf.engine.value,
+                "vLLM for a model with chunked attention (Llama 4)",
+                "planned on vLLM only: transformers' generate runs every expert on every token, and SGLang's and "
+                "llama.cpp's chunked caches are not modelled",
+            )
+        if list(VllmVersion).index(inf.vllm_version) < list(VllmVersion).index(LLAMA4_VLLM_FROM):
+            raise PlanError(
+                "inference.vllm_version",
+                inf.vllm_version.value,
+                f"{LLAMA4_VLLM_FROM.value} or later for Llama 4",
+                "vLLM loads Llama 4 from 0.8.3",
             )
 
     def _check_latent_llamacpp(self) -> None:
@@ -1666,12 +1714,14 @@ class Plan:
         a tensor or pipeline split the new model cannot take (heads that TP does not divide,
         fewer layers than pipeline chunks), for training or serving, drops to 1 on the same GPUs,
         as :meth:`on_gpus` does; so does an expert-parallel degree the new model's experts do not
-        divide."""
+        divide. A model with chunked attention (Llama 4) moves the plan's serving to vLLM, the one engine it is
+        planned on (:meth:`_check_chunked_attention`), at the default release where its own predates Llama 4."""
         frozen = min(self.frozen_layers, model.num_layers)
         plan = self
         if self.lora.adapter_start_layer >= model.num_layers:  # LitGPT's Adapter: some block keeps a prompt
             plan = replace(self, lora=replace(self.lora, adapter_start_layer=max(0, model.num_layers - 1)))
         plan = plan.targets_for(model)
+        plan = replace(plan, inference=serving_on(model, plan.inference))
         for _ in range(3):  # the training split, the experts' split, then the serving split
             try:
                 return replace(plan, model=model, model_id=model_id, frozen_layers=frozen)

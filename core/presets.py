@@ -18,6 +18,7 @@ from core.plan import (
     Precision,
     Preset,
     Workload,
+    default_plan_on,
     precision_fields,
 )
 
@@ -26,8 +27,10 @@ DEFAULT_GPU = "a100-80gb-sxm"
 
 
 def plan_for_model(model_id: str, **changes: object) -> Plan:
+    """The default plan on the catalogue model ``model_id`` (served on vLLM where the model is planned on vLLM
+    only: core.plan.default_plan_on)."""
     entry = find_model(model_id)
-    plan = Plan(model=entry.spec, model_id=entry.id)
+    plan = default_plan_on(entry.spec, entry.id)
     return plan.with_changes(**changes) if changes else plan
 
 

@@ -192,12 +192,31 @@ def _qwen3_vl(v: _Vision) -> tuple[int, int]:
     return params, depth * block_linear + (1 + deepstack) * merger_linear
 
 
+def _llama4_vision(v: _Vision) -> tuple[int, int]:
+    """Llama4VisionModel (Llama4VisionConfig's defaults): Llama4UnfoldConvolution's Linear (c·p² → d, no bias), a
+    class embedding, (image_size // patch)² + 1 learned positions, layernorm_pre and layernorm_post, encoder layers of
+    q/k/v/o with biases, fc1 / fc2 with biases and two LayerNorms, and the vision_adapter's Llama4VisionMLP2 (fc1:
+    intermediate_size → projector_input_dim, fc2: projector_output_dim², no biases)."""
+    d, inner, c, p = (
+        v.whole("hidden_size", 768),
+        v.whole("intermediate_size", 5632),
+        v.whole("num_channels", 3),
+        v.whole("patch_size", 14),
+    )
+    positions = (v.whole("image_size", 448) // p) ** 2 + 1
+    params, linear = _encoder_layers(d, inner, v.whole("num_hidden_layers", 34))
+    adapter = inner * v.whole("projector_input_dim", 4096) + v.whole("projector_output_dim", 4096) ** 2
+    patch = c * p * p * d
+    return params + patch + d + positions * d + 4 * d + adapter, linear + patch + adapter
+
+
 _TOWERS: Final[dict[str, tuple[str, Callable[[_Vision], tuple[int, int]]]]] = {
     "siglip_vision_model": ("SigLIP", _siglip),
     "clip_vision_model": ("CLIP", _clip),
     "pixtral": ("Pixtral", _pixtral),
     "qwen2_5_vl": ("Qwen2.5-VL vision", _qwen2_5_vl),
     "qwen3_vl": ("Qwen3-VL vision", _qwen3_vl),
+    "llama4_vision_model": ("Llama 4", _llama4_vision),
 }
 # The wrapper's model_type, the towers it builds (vision_config.model_type; the first is the config
 # class's default) and its projector.
@@ -209,6 +228,7 @@ VISION_FAMILIES: Final = {
     "llava_onevision": ("siglip_vision_model",),
     "qwen2_5_vl": ("qwen2_5_vl",),
     "qwen3_vl": ("qwen3_vl",),
+    "llama4": ("llama4_vision_model",),
 }
 # vision_config.model_type as other writers spell it: transformers 5.25.0's Qwen2_5_VLVisionConfig /
 # Qwen3VLVisionConfig say qwen2_5_vl_vision / qwen3_vl_vision where older configs say the wrapper's name;
@@ -221,13 +241,22 @@ _VISION_TYPE_ALIASES: Final = {
 
 
 # The towers' widths when vision_config leaves them out (the config classes' defaults, as above).
-_DEFAULT_WIDTH: Final = {"siglip_vision_model": 768, "clip_vision_model": 768, "pixtral": 1024}
+_DEFAULT_WIDTH: Final = {
+    "siglip_vision_model": 768,
+    "clip_vision_model": 768,
+    "pixtral": 1024,
+    "llama4_vision_model": 768,
+}
 
 
 def _projector(family: str, kind: str, v: _Vision, wrapper: _Vision, text_hidden: int) -> tuple[int, int]:
     """The wrapper's projector from the tower's width to the language model's (the Qwen mergers are counted
     with their towers)."""
     d = v.whole("hidden_size", _DEFAULT_WIDTH.get(kind, 1))
+    if family == "llama4":
+        # Llama4MultiModalProjector: linear_1, vision_output_dim → the text width, no bias.
+        out = v.whole("vision_output_dim", 7680) * text_hidden
+        return out, out
     if family == "gemma3":
         # Gemma3MultiModalProjector: mm_input_projection_weight (an nn.Parameter, not a Linear) and
         # mm_soft_emb_norm, an RMSNorm over the tower's width.

@@ -77,6 +77,7 @@ from core.serving.vllm_versions import (
     CAPACITY_TOKENS_FROM,
     COLD_COMPILE_SEEN_GIB,
     at_least,
+    chunked_groups,
     compiles_in_profile,
     counts_others_as_non_torch,
     era_of,
@@ -521,7 +522,9 @@ def vllm_pool(plan: Plan, gpu: GpuSpec, layout: RankLayout, fit: ServingFit) -> 
         margin = max(VLLM_KV_MARGIN_FLOOR_BYTES, VLLM_KV_MARGIN_FRACTION * reserve)
         bound = min(float(requested), vllm_free_at_start(plan, gpu, fit) - margin)
         budget = bound - layout.weights_bytes - non_torch - graphs - reserve
-    groups = vllm_kv_groups(model, layout.layers, era.kv_groups)
+    # Chunked-local layers get groups of their own only where the release does so by default (vllm_versions).
+    hybrid = era.kv_groups and (not model.chunked_attention or chunked_groups(inf.vllm_version))
+    groups = vllm_kv_groups(model, layout.layers, hybrid)
     page_bytes = era.block_size * layout.kv_token_layer_bytes
     # get_num_blocks: available // page // layers per group; every block serves one group.
     blocks = max(0, int(budget // page_bytes // groups.size)) if page_bytes > 0 else 0

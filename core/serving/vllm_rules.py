@@ -280,8 +280,9 @@ class KvGroups:
 
     size: int  # layers per group
     full: int  # groups of full-attention layers
-    windowed: int  # groups of sliding-window layers
-    window: int
+    windowed: int  # groups of sliding-window (or chunked-local) layers
+    window: int  # the window, or the chunk of chunked-local layers
+    chunked: bool = False  # the windowed groups are ChunkedLocalAttentionSpec's (Llama 4)
 
     @property
     def count(self) -> int:
@@ -289,9 +290,13 @@ class KvGroups:
 
 
 def vllm_kv_groups(model: ModelSpec, layers: int, hybrid: bool = True) -> KvGroups:
-    """The rank's KV groups; before the hybrid allocator (``hybrid`` False: the 0.8-0.9 line)
-    every layer kept a full-length cache in one group."""
+    """The rank's KV groups; before the hybrid allocator (``hybrid`` False: the 0.8-0.9 line, and for
+    chunked-local layers the releases before core.serving.vllm_versions.CHUNKED_GROUPS_FROM) every layer kept a
+    full-length cache in one group. Chunked-local layers (Llama 4) group as sliding-window layers do: one spec
+    type beside FullAttentionSpec (kv_cache_utils._get_kv_cache_groups_uniform_page_size)."""
     full, windowed, window = window_split(model)
+    if model.chunked_attention:
+        full, windowed, window = model.num_layers - model.chunked_layers, model.chunked_layers, model.attention_chunk
     if not hybrid:
         full, windowed, window = model.num_layers, 0, 0
     # The rank's share of each type (a pipeline stage holds a slice of the layers).
@@ -299,12 +304,14 @@ def vllm_kv_groups(model: ModelSpec, layers: int, hybrid: bool = True) -> KvGrou
     windowed = layers - full
     if not windowed:
         return KvGroups(size=layers, full=1, windowed=0, window=0)
+    chunked = model.chunked_attention
     if not full:  # every layer windowed (Mistral 7B v0.1): one group
-        return KvGroups(size=layers, full=0, windowed=1, window=window)
+        return KvGroups(size=layers, full=0, windowed=1, window=window, chunked=chunked)
     size = min(full, windowed)
     if max(full, windowed) < size * 1.5:  # few padding layers: one group per type
         size = max(full, windowed)
-    return KvGroups(size=size, full=math.ceil(full / size), windowed=math.ceil(windowed / size), window=window)
+    count = math.ceil(windowed / size)
+    return KvGroups(size=size, full=math.ceil(full / size), windowed=count, window=window, chunked=chunked)
 
 
 def vllm_blocks_per_request(
@@ -313,9 +320,16 @@ def vllm_blocks_per_request(
     """Blocks one request of ``context`` tokens takes (get_max_concurrency_for_kv_cache_config):
     cdiv(context, block size) in each full-attention group; in each sliding-window group the
     window less one plus one step's tokens, capped at the context, plus one block
-    (SlidingWindowSpec.max_memory_usage_bytes). Blocks are 16 tokens up to 0.33, 64 in 0.34
-    (core.serving.vllm_versions)."""
+    (SlidingWindowSpec.max_memory_usage_bytes); in each chunked-local group the chunk plus one step's tokens, capped
+    at the context, and no extra block (vllm 0.19.0 v1/kv_cache_interface.py
+    ChunkedLocalAttentionSpec.max_memory_usage_bytes: ``cdiv(min(attention_chunk_size + max_num_batched_tokens,
+    max_model_len), block_size)``; the same in 0.10.0 and 0.24.0, whose max_admission_blocks_per_request holds it;
+    0.34.0 adds its in-flight tokens, not modelled, as for the sliding window). Blocks are 16 tokens up to 0.33, 64
+    in 0.34 (core.serving.vllm_versions)."""
     full_blocks = math.ceil(context / block_size)
+    if groups.chunked:
+        chunk_blocks = math.ceil(min(context, groups.window + batched_tokens) / block_size)
+        return groups.full * full_blocks + groups.windowed * chunk_blocks
     win_tokens = min(context, groups.window - 1 + batched_tokens)
     win_blocks = math.ceil(win_tokens / block_size) + 1 if groups.windowed else 0
     return groups.full * full_blocks + groups.windowed * win_blocks

@@ -142,6 +142,27 @@ CAPACITY_TOKENS_FROM: Final = VllmVersion.V0_24
 V0_CHUNKED_PREFILL_FROM: Final = 32_768
 
 
+# Llama 4 (chunked local attention, core.model.ModelSpec.attention_chunk) by release, read in the released wheels:
+# * 0.8.3 is the first whose registry has Llama4ForCausalLM / Llama4ForConditionalGeneration
+#   (vllm/model_executor/models/registry.py); 0.6 - 0.7 cannot load it. 0.8.3 and 0.9.2 have no
+#   ChunkedLocalAttentionSpec (vllm/v1/kv_cache_interface.py): every layer keeps a full-length cache.
+#   core.inputs.LLAMA4_VLLM_FROM holds the line (Plan._check_chunked_attention refuses the earlier ones).
+# * 0.10.0 adds ChunkedLocalAttentionSpec and the hybrid allocator keeps the chunked layers in their own groups;
+#   0.10.1.1, 0.11.0 (f71952c1c), 0.12.0 (4fd9d6a85) and 0.13.0 (72506c983) turn that off unless
+#   VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1 (vllm/envs.py default "0"; vllm/config VllmConfig sets
+#   disable_hybrid_kv_cache_manager, "There is a latency regression when using chunked local attention with the
+#   hybrid KV cache manager"), and kv_cache_utils.unify_hybrid_kv_cache_specs then makes every chunked layer a
+#   FullAttentionSpec: one group, full-length caches. 0.14.0 (b17039bcc), 0.15.0 (f17644344), 0.19.0
+#   (2a69949bd), 0.24.0 (ee0da84ab) and 0.34.0 (62d4bc3c7) default it to "1": chunked groups. The 0.10 line is
+#   modelled as its later patch releases (as START_CHECK_FROM), so 0.10 - 0.13 keep one group.
+CHUNKED_GROUPS_FROM: Final = VllmVersion.V0_14
+
+
+def chunked_groups(version: VllmVersion) -> bool:
+    """Whether this release keeps chunked-local layers in KV groups of their own by default (above)."""
+    return at_least(version, CHUNKED_GROUPS_FROM)
+
+
 def era_of(version: VllmVersion) -> VllmEra:
     return releases.era_of(version, ERAS)
 
@@ -293,6 +314,8 @@ def compiles_in_profile(version: VllmVersion) -> bool:
 # * 0.10.1 (aab549870): vllm-project/vllm PR #22299 (merged 2025-08-06) — llava.py, mistral3.py (``if
 #   multimodal_config.get_limit_per_prompt("image"):`` builds the tower, else ``self.vision_tower = None``) and
 #   qwen2_5_vl.py (image or video); the same in 0.10.2 (26b999c71), 0.11.0 (f71952c1c) and 0.14.0 (b17039bcc).
+#   mllama4.py (Llama 4) too: ``if multimodal_config.get_limit_per_prompt("image"):`` builds vision_model and
+#   multi_modal_projector, else both None, in 0.10.1.1, 0.11.0 and 0.14.0 (0.10.0 builds them whatever the limit).
 #   llava.py's class is LlavaForConditionalGeneration only: llava_next.py and llava_onevision.py still build
 #   theirs, and gemma3_mm.py builds SigLIP whatever the limit.
 # * 0.11.0 (f71952c1c): qwen3_vl.py (PR #26000) skips its tower when neither image nor video is allowed.
@@ -304,6 +327,7 @@ def compiles_in_profile(version: VllmVersion) -> bool:
 # none: the 0.10 line here means 0.10.1 and 0.10.2).
 TEXT_ONLY_EVERY_MODEL_FROM: Final = VllmVersion.V0_15
 TEXT_ONLY_FROM: Final = {
+    "llama4": VllmVersion.V0_10,
     "llava": VllmVersion.V0_10,
     "mistral3": VllmVersion.V0_10,
     "qwen2_5_vl": VllmVersion.V0_10,
@@ -313,6 +337,7 @@ TEXT_ONLY_FROM: Final = {
 # tower is skipped only when every one of them is 0.
 TOWER_MODALITIES: Final = {
     "gemma3": ("image",),
+    "llama4": ("image",),
     "mistral3": ("image",),
     "llava": ("image",),
     "llava_next": ("image",),

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from core.catalogue import load_gpus, load_models
 from core.dtypes import Autocast, CacheType, Dtype, GgufQuant, KvDtype, Quant, WeightFormat
+from core.inputs import LLAMA4_VLLM_FROM
 from core.mac import MAC_ATTENTION, MAC_OPTIMIZERS
 from core.model import LORA_TARGETS, ModelSpec
 from core.plan import (
@@ -94,6 +95,10 @@ def plans(draw: st.DrawFn) -> Plan:
     targets = draw(st.lists(st.sampled_from(reachable), min_size=1, unique=True))
     if spec.latent_attention and engine is Engine.LLAMACPP:
         engine = Engine.VLLM
+    # Chunked attention (Llama 4) is served on vLLM 0.8 or later only (Plan._check_chunked_attention).
+    if spec.chunked_attention:
+        engine = Engine.VLLM
+    versions = list(VllmVersion)[list(VllmVersion).index(LLAMA4_VLLM_FROM) :] if spec.chunked_attention else VllmVersion
     head = method is not Method.IA3 and method not in LYCORIS and draw(st.booleans())
     gpu = draw(gpu_ids)
     # An Apple GPU: one GPU, and only the settings PyTorch's MPS backend runs (core.mac; the Plan refuses others).
@@ -192,7 +197,7 @@ def plans(draw: st.DrawFn) -> Plan:
             tensor_parallel=1
             if engine is Engine.LLAMACPP or mac
             else draw(st.sampled_from(serving_tensor_parallel(spec, 64))),
-            vllm_version=draw(st.sampled_from(list(VllmVersion))),
+            vllm_version=draw(st.sampled_from(list(versions))),
             sglang_version=draw(st.sampled_from(list(SglangVersion))),
             # transformers loads FP8 weights from 4.49 (Plan refuses earlier releases with them).
             transformers_version=draw(st.sampled_from(list(TransformersVersion)[4:])),

@@ -97,7 +97,7 @@ def test_an_unknown_family_is_kept_aside_not_offered(tmp_path: Path) -> None:
     assert "unknown architecture" in pending[0].reason
 
 
-@pytest.mark.parametrize(("model_type", "why"), [("jamba", "recurrent state"), ("llama4_text", "chunked attention")])
+@pytest.mark.parametrize(("model_type", "why"), [("jamba", "recurrent state")])
 def test_a_refused_family_is_kept_aside_with_its_reason(tmp_path: Path, model_type: str, why: str) -> None:
     # A family core.hfconfig reads and refuses (a hybrid recurrent one, or one it cannot express exactly) is kept
     # aside like an unknown one, with the reason, instead of failing the whole catalogue.

@@ -28,6 +28,7 @@ from core.estimate import Estimate, estimate
 from core.files import planfile
 from core.hfconfig import model_from_hf_config
 from core.inputs import (
+    LLAMA4_VLLM_FROM,
     LLAMACPP_MAX_DEVICES,
     MAX_BATCH,
     MAX_GALORE_GAP,
@@ -313,6 +314,11 @@ def _random_plan(rng: random.Random) -> Plan:
     reachable = model.adapter_targets() if model.latent_attention else LORA_TARGETS
     if model.latent_attention and engine is Engine.LLAMACPP:
         engine = Engine.VLLM
+    # Chunked attention (Llama 4) is served on vLLM 0.8 or later only (Plan._check_chunked_attention).
+    if model.chunked_attention:
+        engine = Engine.VLLM
+    lines = list(VllmVersion)
+    versions = lines[lines.index(LLAMA4_VLLM_FROM) :] if model.chunked_attention else lines
     targets = tuple(rng.sample(reachable, rng.randint(1, len(reachable))))
     drawn: dict[str, Any] = dict(
         model=model,
@@ -373,7 +379,7 @@ def _random_plan(rng: random.Random) -> Plan:
             tensor_parallel=1
             if engine is Engine.LLAMACPP
             else rng.choice(serving_tensor_parallel(model, MAX_PARALLEL)),
-            vllm_version=rng.choice(list(VllmVersion)),
+            vllm_version=rng.choice(versions),
             gguf_quant=rng.choice(list(GgufQuant)),
             gpu_layers=_pick(rng, 0, MAX_LAYERS_FLAG),
             cache_type=rng.choice(list(CacheType)),

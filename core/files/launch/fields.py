@@ -16,7 +16,7 @@ from typing import Final
 
 from core.inputs import LOSS_CODE, input_at
 from core.parallel.layout import fsdp_no_sync
-from core.plan import CheckpointPolicy, Engine, Method, Optimizer, Plan, Strategy
+from core.plan import CheckpointPolicy, Engine, Method, Optimizer, Plan, Strategy, default_plan_on
 
 ADAM_FAMILY: Final = (Optimizer.ADAMW, Optimizer.ADAM)  # the optimizers whose code path (impl) matters
 
@@ -492,7 +492,7 @@ FIELDS_BY_NAME: Final = {f.name: f for f in TRAINING_FIELDS + SERVING_FIELDS}
 
 def default_plan(plan: Plan) -> Plan:
     """The plan every field is compared with: the planner's defaults on the same model."""
-    return Plan(model=plan.model)
+    return default_plan_on(plan.model)
 
 
 def differs_from_default(plan: Plan, name: str) -> bool:

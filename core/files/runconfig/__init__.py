@@ -33,7 +33,7 @@ from core.files.runconfig.result import CONFIG_KIND_LABELS, ConfigKind, FieldRea
 from core.files.runconfig.torchtitan import read_torchtitan
 from core.files.runconfig.torchtune import read_torchtune
 from core.model import ModelSpec
-from core.plan import Plan
+from core.plan import Plan, serving_on
 
 __all__ = [
     "CONFIG_KIND_LABELS",
@@ -279,7 +279,8 @@ def plan_from_run(run: RunConfig, base: Plan, model: ModelChoice | None = None) 
     try:
         if model is not None and model.spec is not None:
             frozen = min(plan.frozen_layers, model.spec.num_layers)
-            plan = replace(plan, model=model.spec, model_id=model.model_id, frozen_layers=frozen)
+            inference = serving_on(model.spec, plan.inference)  # Llama 4: served on vLLM only
+            plan = replace(plan, model=model.spec, model_id=model.model_id, frozen_layers=frozen, inference=inference)
         plan = plan.targets_for(plan.model)  # a latent-attention model's targets it has (Plan.targets_for)
         dtype = model.torch_dtype if model is not None and model.spec is not None else _plan_model_dtype(plan)
         return apply_settings(plan, run.settings, model_dtype=dtype)
