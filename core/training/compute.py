@@ -26,7 +26,7 @@ from core.errors import PlanError
 from core.format import duration, sci, scientific
 from core.format import hours as format_hours
 from core.memo import Once, fills_fields
-from core.parallel.comm import CommTerm, StepComm, step_communication
+from core.parallel.comm import CommTerm, StepComm, communicates, step_communication
 from core.params import ParamCounts
 from core.plan import Accounting, Float8, Optimizer, Plan, as_run
 from core.training.efficiency import coefficient
@@ -272,7 +272,7 @@ def _step(
         work.forward_share,
         coefficient("tp_overlap"),
         coefficient("dp_contention"),
-        _attention_share(work),
+        _attention_share(work) if communicates(plan) else None,  # read only where something moves
     )
     step = overlappable * (1.0 + comm.bubble_fraction) + timing.optimizer + comm.exposed_seconds
     if timing.source is UtilisationSource.MODELLED:
