@@ -112,10 +112,14 @@ def _plain_fields(cls: type) -> tuple[str, ...]:
     A field with ``init=False`` is allowed only without a default: ``__init__`` leaves it to
     ``__post_init__`` (Plan's derived ``precision``)."""
     fields = dataclasses.fields(cls) if dataclasses.is_dataclass(cls) else ()
+    init = getattr(getattr(cls, "__init__", None), "__code__", None)
     if (
         not fields
         or "__slots__" in cls.__dict__
         or not cls.__dataclass_params__.init  # type: ignore[attr-defined]
+        # An __init__ of the class's own (dataclass() keeps it): the generated one, and fills_fields', are exec'd.
+        or init is None
+        or init.co_filename != "<string>"
         or len(fields) != len(cls.__dataclass_fields__)  # type: ignore[attr-defined]  # an InitVar or ClassVar
         or any(
             not f.init and (f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING)
