@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import operator
-from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, Final
+from typing import Final
 
 from core.format import amount, gb
-from core.memo import fills_fields
+from core.memo import Once, fills_fields
 
 
 class BucketKey(StrEnum):
@@ -95,25 +94,6 @@ def make_bucket(key: BucketKey, terms: list[Term] | tuple[Term, ...], note: str 
     return Bucket(key, float(sum(map(_BYTES, kept))), kept, note)
 
 
-class _SummedOnce:
-    """A float worked out on first reading and kept in the instance dict, as
-    ``functools.cached_property`` does but without its lock (Python 3.11 takes an RLock on every
-    first reading, a measurable share of an estimate that makes ~7 phases). For frozen classes
-    only: what it sums cannot change."""
-
-    def __init__(self, fn: Callable[[Any], float]) -> None:
-        self.fn = fn
-        self.name = fn.__name__
-
-    def __set_name__(self, owner: type, name: str) -> None:
-        self.name = name
-
-    def __get__(self, obj: Any, owner: type | None = None) -> float:
-        value = self.fn(obj)
-        obj.__dict__[self.name] = value  # the instance dict wins from now on (a non-data descriptor)
-        return value
-
-
 class StepPhase(StrEnum):
     """Which moment of a training step a phase is: what code branches on, never the name."""
 
@@ -148,7 +128,7 @@ class Phase:
         fields["description"] = description
         fields["kind"] = kind
 
-    @_SummedOnce
+    @Once
     def allocated_bytes(self) -> float:  # read many times per estimate (peaks, ranks, margins): summed once
         return float(sum(map(_BYTES, self.buckets)))
 
@@ -220,6 +200,6 @@ class LayerActs:
     def replicated_bytes(self) -> float:
         return float(sum(self.items[i].bytes for i in self.replicated))
 
-    @_SummedOnce
+    @Once
     def bytes(self) -> float:  # read several times per estimate (phases, ranks, the evaluation): summed once
         return float(sum(map(_BYTES, self.items)))

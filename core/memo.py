@@ -15,7 +15,7 @@ import dataclasses
 import functools
 import operator
 from collections.abc import Callable
-from typing import Any, TypeVar, cast
+from typing import Any, Generic, TypeVar, cast, overload
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -103,3 +103,88 @@ def fills_fields(cls: C) -> C:
     init.__annotations__ = {**{f.name: f.type for f in fields}, "return": None}
     cls.__init__ = init  # type: ignore[method-assign]
     return cls
+
+
+@functools.cache
+def _plain_fields(cls: type) -> tuple[str, ...]:
+    """The names of the ``__init__`` fields of a dataclass whose ``__init__`` does no more than store
+    them (then ``__post_init__``), in field order; TypeError for any other class (see :func:`replaced`).
+    A field with ``init=False`` is allowed only without a default: ``__init__`` leaves it to
+    ``__post_init__`` (Plan's derived ``precision``)."""
+    fields = dataclasses.fields(cls) if dataclasses.is_dataclass(cls) else ()
+    init = getattr(getattr(cls, "__init__", None), "__code__", None)
+    if (
+        not fields
+        or "__slots__" in cls.__dict__
+        or not cls.__dataclass_params__.init  # type: ignore[attr-defined]
+        # An __init__ of the class's own (dataclass() keeps it): the generated one, and fills_fields', are exec'd.
+        or init is None
+        or init.co_filename != "<string>"
+        or len(fields) != len(cls.__dataclass_fields__)  # type: ignore[attr-defined]  # an InitVar or ClassVar
+        or any(
+            not f.init and (f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING)
+            for f in fields
+        )
+    ):
+        raise TypeError(f"replaced: {cls.__qualname__} is not a plain dataclass (see core.memo.replaced)")
+    return tuple(f.name for f in fields if f.init)
+
+
+T = TypeVar("T")
+
+
+def replaced(obj: T, **changes: Any) -> T:
+    """``dataclasses.replace(obj, **changes)``, made without calling ``__init__``.
+
+    ``dataclasses.replace`` reads every field, passes them all as keyword arguments to
+    ``__init__``, which (frozen) stores each through ``object.__setattr__``: a Plan has some fifty
+    fields, so that is ~20 µs, about half of what a prompt-learning plan's run plan costs to make
+    (core.plan.as_run). Here the new instance's dict is filled from the old one's fields and the
+    changes, then ``__post_init__`` runs, as ``replace`` runs it: the instance is the same (every
+    check and conversion of ``__post_init__`` applies; equal, hashable and printed alike). Only for a
+    dataclass whose ``__init__`` stores its fields and nothing else (the dataclass's own, or
+    :func:`fills_fields`'): a class with ``__slots__``, ``InitVar``, an ``init=False`` field with a
+    default, or no generated ``__init__`` is refused (TypeError), as is a change that names no
+    ``__init__`` field (``replace`` refuses those too)."""
+    cls: type = type(obj)
+    names = _plain_fields(cls)
+    unknown = changes.keys() - set(names)
+    if unknown:
+        raise TypeError(f"replaced: {cls.__qualname__} has no field {', '.join(sorted(unknown))}")
+    new: T = object.__new__(cls)
+    values = obj.__dict__
+    new.__dict__.update({name: changes[name] if name in changes else values[name] for name in names})
+    post = getattr(cls, "__post_init__", None)
+    if post is not None:
+        post(new)
+    return new
+
+
+V = TypeVar("V")
+
+
+class Once(Generic[V]):
+    """A value worked out on its first reading and kept in the instance dict, as
+    ``functools.cached_property`` does but without its lock (Python 3.11 takes an RLock on every
+    first reading, a measurable share of an estimate that reads ~10 of them). A non-data descriptor:
+    once stored, the instance dict answers and this is not called again. For frozen classes only
+    (what it works out cannot change); not for ``__slots__`` classes."""
+
+    def __init__(self, fn: Callable[[Any], V]) -> None:
+        self.fn = fn
+        self.name = fn.__name__
+        self.__doc__ = fn.__doc__
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    @overload
+    def __get__(self, obj: None, owner: type | None = None) -> Once[V]: ...
+    @overload
+    def __get__(self, obj: object, owner: type | None = None) -> V: ...
+    def __get__(self, obj: object | None, owner: type | None = None) -> Once[V] | V:
+        if obj is None:
+            return self
+        value = self.fn(obj)
+        obj.__dict__[self.name] = value  # the instance dict wins from now on
+        return value

@@ -76,7 +76,7 @@ from core.inputs import (
     torch_before,
 )
 from core.mac import mac_refusal
-from core.memo import last_answer
+from core.memo import last_answer, replaced
 from core.model import HEAD_TARGET, ModelSpec, check_text, normalise_lora_targets
 from core.optimizer_stacks import STACK_NAMES, OptimizerStack, built_labels, optimizer_refusal, optimizer_stack
 from core.units import GiB
@@ -387,7 +387,8 @@ def as_run(plan: Plan) -> Plan:
             f"at most {MAX_SEQ - plan.workload.seq_len:,} with this sequence",
             f"the model runs on the sequence plus the virtual tokens, at most {MAX_SEQ:,}",
         )
-    return replace(plan, workload=replace(plan.workload, seq_len=plan.run_seq_len))
+    # core.memo.replaced: dataclasses.replace without the keyword call of __init__ (the checks run all the same)
+    return replaced(plan, workload=replaced(plan.workload, seq_len=plan.run_seq_len))
 
 
 def ia3_feedforward_within(lora: LoraSettings, targets: tuple[str, ...] | None = None) -> tuple[str, ...]:

@@ -47,6 +47,9 @@ DIAGNOSE_EVERY = 10
 DERIVED: dict[str, tuple[str, ...]] = {
     "Estimate": ("verdict", "usable_bytes", "margin_bytes", "inference"),  # inference: read lazily since 2026-12
     "InferenceEstimate": ("speed",),  # worked out when first read since 2026-12
+    "Compute": ("formula",),  # written when first read since 2026-12 (h65perf)
+    "ComputePart": ("formula",),  # written when first read since 2026-12 (h65perf)
+    "FlopTerm": ("formula",),  # written when first read since 2026-12 (h65perf)
 }
 
 

@@ -408,6 +408,12 @@ def _step_sizes(
     )
 
 
+def communicates(plan: Plan) -> bool:
+    """Whether a step of ``plan`` moves anything between GPUs or to the host (several GPUs, or offload):
+    :func:`step_communication` is empty otherwise, and what it would be given need not be worked out."""
+    return plan.world_size > 1 or plan.parallel.offload is not Offload.NONE
+
+
 def step_communication(
     plan: Plan,
     counts: ParamCounts,
@@ -426,7 +432,7 @@ def step_communication(
     part of the compute (what PyTorch's ring attention hides its K/V all-gather under; None: the
     whole compute).
     """
-    if plan.world_size <= 1 and plan.parallel.offload is Offload.NONE:
+    if not communicates(plan):
         return StepComm((), 0.0, 0.0, 0.0, ())
     step = _step_sizes(plan, counts, compute_seconds, forward_share, tp_overlap_exposed, attention_share)
     found = [

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass, replace
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Final
 
@@ -24,12 +25,12 @@ from core.catalogue import GpuSpec
 from core.errors import PlanError
 from core.format import duration, sci, scientific
 from core.format import hours as format_hours
-from core.memo import fills_fields
-from core.parallel.comm import CommTerm, StepComm, step_communication
+from core.memo import Once, fills_fields
+from core.parallel.comm import CommTerm, StepComm, communicates, step_communication
 from core.params import ParamCounts
 from core.plan import Accounting, Float8, Optimizer, Plan, as_run
 from core.training.efficiency import coefficient
-from core.training.flops import METHOD_SOURCE, FlopTerm, method_work, token_flops
+from core.training.flops import METHOD_SOURCE, FlopTerm, MethodWork, method_work, token_flops
 from core.training.host import HostStep, host_step
 from core.training.speed import EAGER_KERNEL_HOST_S, Work, mxfp8_unsupported, step_work
 
@@ -51,11 +52,19 @@ class UtilisationSource(StrEnum):
 @fills_fields
 @dataclass(frozen=True)
 class ComputePart:
-    """One kind of work of the step's compute: its seconds per optimizer step and how."""
+    """One kind of work of the step's compute: its seconds per optimizer step and how (:attr:`formula`)."""
 
     label: str
     seconds: float
-    formula: str
+    # What :attr:`formula` is written from when first read (_part_formula's arguments: the feature's seconds at
+    # the ideal rate, its coefficient, its name and the method's work): ~8 parts an estimate, whose text only
+    # the window and the reports read.
+    _how: tuple[float, float, str, MethodWork | None] = field(default=(0.0, 1.0, "", None), compare=False, repr=False)
+
+    @Once
+    def formula(self) -> str:
+        """Its seconds at the ideal rate × the coefficient, and the feature it times."""
+        return _part_formula(*self._how)
 
 
 @fills_fields
@@ -70,7 +79,6 @@ class Compute:
     cost: float  # hours × GPUs × price per GPU-hour; NaN when the price is unknown
     energy_kwh: float  # hours × GPUs × board power
     steps: int  # optimizer steps for the token budget
-    formula: str
     dtype: str = "bf16"  # the dtype the matmuls run in (what peak_tflops is for)
     price_per_gpu_hour: float = math.nan  # the price the cost is at (NaN: unknown)
     price_source: str = ""  # PRICE_FROM_PLAN, the catalogue's source, or why there is none
@@ -108,6 +116,16 @@ class Compute:
     tokens_per_second_per_gpu: float = 0.0
     compute_parts: tuple[ComputePart, ...] = ()
     float8_problem: str | None = None  # float8 linears or torchao's FP8 AdamW on a card without FP8 tensor cores
+    # The arithmetic's one line of text (:attr:`formula`), written when first read: a partial of _formula (so a
+    # Compute still pickles), ~15 µs of an estimate that no figure needs (the window, the reports read it).
+    _formula_of: Callable[[], str] | None = field(default=None, compare=False, repr=False)
+
+    @Once
+    def formula(self) -> str:
+        """The arithmetic as one line of text: FLOPs, then the step, then the time (_formula)."""
+        if self._formula_of is None:
+            raise ValueError("this Compute was built without its formula")
+        return self._formula_of()
 
     @property
     def parts_sentence(self) -> str:
@@ -200,19 +218,25 @@ def _parts(work: Work, plan: Plan) -> tuple[ComputePart, ...]:
     method = method_work(plan)
     for name, seconds in work.features.items():
         k = coefficient(name)
-        formula = f"{seconds:.3g} s at the ideal rate × {k:.3g} ({name})"
-        if method is not None and name.startswith("adapter_bytes:"):
-            formula += (
-                f": {method.label}, {method.bytes_forward:.3g} B forward + {method.bytes_backward:.3g} B backward a "
-                f"block ({method.formula}); {METHOD_SOURCE}"
-            )
-        elif method is not None and name.startswith("adapter_fp32:"):
-            formula += (
-                f": the adapter matmuls in float32 and the weight builds, {sci(method.build_forward)} forward + "
-                f"{sci(method.build_backward)} backward FLOPs a block; {METHOD_SOURCE}"
-            )
-        parts.append(ComputePart(_part_label(name), seconds * k, formula))
+        parts.append(ComputePart(_part_label(name), seconds * k, (seconds, k, name, method)))
     return tuple(parts)
+
+
+def _part_formula(seconds: float, k: float, name: str, method: MethodWork | None) -> str:
+    """A compute part's arithmetic: ``seconds`` of feature ``name`` at the ideal rate × its coefficient ``k``; a PEFT
+    method's parts say what its step runs and where that was read and counted (core.training.flops.method_work)."""
+    formula = f"{seconds:.3g} s at the ideal rate × {k:.3g} ({name})"
+    if method is not None and name.startswith("adapter_bytes:"):
+        formula += (
+            f": {method.label}, {method.bytes_forward:.3g} B forward + {method.bytes_backward:.3g} B backward a "
+            f"block ({method.formula}); {METHOD_SOURCE}"
+        )
+    elif method is not None and name.startswith("adapter_fp32:"):
+        formula += (
+            f": the adapter matmuls in float32 and the weight builds, {sci(method.build_forward)} forward + "
+            f"{sci(method.build_backward)} backward FLOPs a block; {METHOD_SOURCE}"
+        )
+    return formula
 
 
 @fills_fields
@@ -248,7 +272,7 @@ def _step(
         work.forward_share,
         coefficient("tp_overlap"),
         coefficient("dp_contention"),
-        _attention_share(work),
+        _attention_share(work) if communicates(plan) else None,  # read only where something moves
     )
     step = overlappable * (1.0 + comm.bubble_fraction) + timing.optimizer + comm.exposed_seconds
     if timing.source is UtilisationSource.MODELLED:
@@ -435,6 +459,7 @@ def compute_estimate(plan: Plan, counts: ParamCounts, gpu: GpuSpec) -> Compute:
     modelled_util = step_flops / (gemm_peak * 1e12 * timing.modelled) if timing.modelled and gemm_peak else 0.0
     pace = host_pace(work, timing, comm.bubble_fraction, step - (host.seconds if host else 0.0))
     fixed = fixed_part(work, timing, step)
+    text = (plan, flops.terms, per_token, tokens, timing, step, comm, utilisation, gemm_peak, host, (pace, fixed))
     return Compute(
         flops_per_token=per_token,
         flops=per_token * tokens,
@@ -445,9 +470,6 @@ def compute_estimate(plan: Plan, counts: ParamCounts, gpu: GpuSpec) -> Compute:
         cost=hours * gpus * price,
         energy_kwh=hours * gpus * gpu.board_power_w / 1000.0,
         steps=steps,
-        formula=_formula(
-            plan, flops.terms, per_token, tokens, timing, step, comm, utilisation, gemm_peak, host, (pace, fixed)
-        ),
         dtype=dtype,
         price_per_gpu_hour=price,
         price_source=price_source,
@@ -477,6 +499,7 @@ def compute_estimate(plan: Plan, counts: ParamCounts, gpu: GpuSpec) -> Compute:
         tokens_per_second_per_gpu=per_gpu,
         compute_parts=parts if timing.source is not UtilisationSource.TYPED else (),
         float8_problem=_float8_problem(plan, gpu),
+        _formula_of=functools.partial(_formula, *text),
     )
 
 

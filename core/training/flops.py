@@ -28,11 +28,12 @@ runs on what the kernels do: the causal count and the recompute (the "hardware" 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Final
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Final
 
 from core.format import sci
-from core.memo import fills_fields, last_answer
+from core.memo import Once, fills_fields, last_answer
 from core.model import ModelSpec, normalise_lora_targets
 from core.params import lokr_factorization, oft_blocks, oft_neumann_bmms, param_counts
 from core.plan import Accounting, CheckpointPolicy, Method, Plan
@@ -165,7 +166,39 @@ def attended_keys(model: ModelSpec, seq: int, causal: bool) -> float:
 class FlopTerm:
     label: str
     per_token: float  # FLOPs per token of a training step
-    formula: str
+    # How :attr:`formula` is written when first read: a module function and its arguments (so a term still
+    # pickles); the hot ones format their numbers only then (the window and the reports read them, no figure
+    # does). ``_said(text)`` for a text written at once.
+    _how: tuple[Callable[..., str], tuple[Any, ...]] = field(compare=False, repr=False)
+
+    @Once
+    def formula(self) -> str:
+        """The term's arithmetic with the plan's numbers in."""
+        write, args = self._how
+        return write(*args)
+
+
+def _said(text: str) -> tuple[Callable[..., str], tuple[Any, ...]]:
+    """A FlopTerm's ``_how`` for a formula already written."""
+    return str, (text,)
+
+
+def _block_formula(layers: int, backward: int, w_base: float) -> str:
+    return (
+        f"2·W × ({layers} forward + {backward} input-gradient) + 2·W_trained × {backward} "
+        f"weight-gradient blocks, W = {sci(w_base)}"
+    )
+
+
+def _attention_formula(model: ModelSpec, s: int, prefix: int, layers: int, backward: int) -> str:
+    return (
+        f"4·H·hd·{'((s+1)/2 + n)' if prefix else '(s+1)/2'} × ({layers} + 2 × {backward}) = 4 × {model.q_width} × "
+        f"{attended_keys(model, s, True) + prefix:,.0f} × {layers + 2 * backward}"
+    )
+
+
+def _head_formula(passes: int, vd: float) -> str:
+    return f"2·V·d × {passes} passes = 2 × {sci(vd)} × …"
 
 
 @fills_fields
@@ -238,29 +271,28 @@ def token_flops(plan: Plan) -> TokenFlops:
     attn_full = 4.0 * q * (attended_keys(model, s, causal=False) + prefix)  # forward, one layer
     attn_causal = 4.0 * q * (attended_keys(model, s, causal=True) + prefix)
     vd = float(model.vocab_size * model.hidden_size)
-    head = 2.0 * vd * (3 if head_trains(plan) else 2)
+    head_passes = 3 if head_trains(plan) else 2
+    head = 2.0 * vd * head_passes
     w_head_adapt = head_adapter_weight(plan)
     terms = [
         FlopTerm(
             "block matmuls",
             2.0 * (w_base * layers + w_base * passes.backward + w_train * passes.backward),
-            f"2·W × ({layers} forward + {passes.backward} input-gradient) + 2·W_trained × {passes.backward} "
-            f"weight-gradient blocks, W = {sci(w_base)}",
+            (_block_formula, (layers, passes.backward, w_base)),
         ),
         FlopTerm(
             "attention scores and values (causal)",
             attn_causal * (layers + 2 * passes.backward),
-            f"4·H·hd·{'((s+1)/2 + n)' if prefix else '(s+1)/2'} × ({layers} + 2 × {passes.backward}) = 4 × {q} × "
-            f"{attended_keys(model, s, True) + prefix:,.0f} × {layers + 2 * passes.backward}",
+            (_attention_formula, (model, s, prefix, layers, passes.backward)),
         ),
-        FlopTerm("logits (output head)", head, f"2·V·d × {3 if head_trains(plan) else 2} passes = 2 × {sci(vd)} × …"),
+        FlopTerm("logits (output head)", head, (_head_formula, (head_passes, vd))),
     ]
     if w_head_adapt:
         terms.append(
             FlopTerm(
                 "LoRA on the output head",
                 2.0 * w_head_adapt * 3,
-                f"2 · r·(d + V) × 3 passes = 2 × {sci(w_head_adapt)} × 3",
+                _said(f"2 · r·(d + V) × 3 passes = 2 × {sci(w_head_adapt)} × 3"),
             )
         )
     if w_adapt:
@@ -278,7 +310,7 @@ def token_flops(plan: Plan) -> TokenFlops:
             FlopTerm(
                 "VeRA's shared projections (frozen)" if plan.vera else label,
                 2.0 * w_adapt * (layers + grads * passes.backward),
-                f"2 · {per} summed over targets = 2 × {sci(w_adapt)} × ({layers} + {grads} × {passes.backward})",
+                _said(f"2 · {per} summed over targets = 2 × {sci(w_adapt)} × ({layers} + {grads} × {passes.backward})"),
             )
         )
     terms += _adalora_scaling(plan) + _method_builds(plan, passes)
@@ -305,7 +337,7 @@ def _adalora_scaling(plan: Plan) -> list[FlopTerm]:
     n = plan.workload.micro_batch * plan.workload.seq_len
     per = 3.0 * plan.lora.rank * ins / n + 4.0 * outs
     formula = f"(3·r·Σin / N + 4·Σout) × {model.num_layers} = {per:,.1f} × {model.num_layers}"
-    return [FlopTerm("AdaLoRA: A·E and the output's scaling (elementwise)", per * model.num_layers, formula)]
+    return [FlopTerm("AdaLoRA: A·E and the output's scaling (elementwise)", per * model.num_layers, _said(formula))]
 
 
 def _method_builds(plan: Plan, passes: _Passes) -> list[FlopTerm]:
@@ -322,8 +354,10 @@ def _method_builds(plan: Plan, passes: _Passes) -> list[FlopTerm]:
         FlopTerm(
             f"{plan.method.value}: weight builds (float32, once a micro-batch)",
             per,
-            f"({sci(work.build_forward)} forward × {layers} + {sci(work.build_backward)} backward × {passes.backward}) "
-            f"a block's targets ÷ {m:,} tokens",
+            _said(
+                f"({sci(work.build_forward)} forward × {layers} + {sci(work.build_backward)} backward × "
+                f"{passes.backward}) a block's targets ÷ {m:,} tokens"
+            ),
         )
     ]
 
@@ -351,20 +385,20 @@ def _recompute(plan: Plan, w_fwd: float, attn_causal: float, passes: _Passes) ->
         return FlopTerm(
             "recomputed core attention (Megatron selective)",
             attn_causal * blocks,
-            f"4·H·hd·(s+1)/2 × {blocks} blocks",
+            _said(f"4·H·hd·(s+1)/2 × {blocks} blocks"),
         )
     if policy is CheckpointPolicy.OP:
         share = recomputed_share(plan)
         return FlopTerm(
             "recomputed matmuls (per-op SAC: every other one)",
             2.0 * w_fwd * share * blocks,
-            f"2·W × {share:.2f} × {blocks} blocks",
+            _said(f"2·W × {share:.2f} × {blocks} blocks"),
         )
     recomputed = min(blocks, plan.checkpointed_blocks(plan.model.num_layers))
     return FlopTerm(
         "recomputed forward of the checkpointed blocks",
         (2.0 * w_fwd + attn_causal) * recomputed,
-        f"(2·W + attention) × {recomputed} blocks",
+        _said(f"(2·W + attention) × {recomputed} blocks"),
     )
 
 
@@ -383,7 +417,7 @@ def _lesson_flops(plan: Plan) -> TokenFlops:
         if share > 0.0:
             per += 2.0 * p * share
             how += f" + 2 · P × {share:.2f} (recomputed forward)"
-    return TokenFlops((FlopTerm("the lesson's rule", per, how),), per, per, 2.0 * p)
+    return TokenFlops((FlopTerm("the lesson's rule", per, _said(how)),), per, per, 2.0 * p)
 
 
 # ---- what a PEFT method's step runs beyond the matmul terms (issue 24, items 1–2) -----------------------------------

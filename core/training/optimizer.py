@@ -234,7 +234,8 @@ def head_adapter_tensor_sizes(plan: Plan) -> list[int]:
     return a + [r * fan_out] + ([fan_out] if plan.method is Method.DORA else [])
 
 
-def trainable_tensors(plan: Plan) -> int:
+@last_answer  # asked two or three times per estimate (step counters, clipping, the step's launches): a pure function
+def trainable_tensors(plan: Plan) -> int:  # of the frozen plan (core.memo)
     """How many parameter tensors train (fused Adam keeps one GPU step counter for each)."""
     model = plan.model
     if plan.litgpt_adapter:

@@ -9,8 +9,9 @@ import pytest
 
 from core.breakdown import Bucket, BucketKey, Term, make_bucket
 from core.catalogue import find_model
+from core.errors import PlanError
 from core.evidence import confidence
-from core.memo import fills_fields, last_answer
+from core.memo import Once, fills_fields, last_answer, replaced
 from core.parallel.acts import split
 from core.parallel.layout import layout
 from core.params import param_counts
@@ -19,6 +20,7 @@ from core.roles import compute_dtype, deepspeed_engine_dtype, model_dtype
 from core.training.activations import layer_activations, loss_memory
 from core.training.attention import sdpa_kernel
 from core.training.flops import block_gemms
+from core.training.optimizer import trainable_tensors
 from core.training.speed import fused_attention
 
 CACHED = (
@@ -31,6 +33,7 @@ CACHED = (
     compute_dtype,
     deepspeed_engine_dtype,
     confidence,
+    trainable_tensors,
 )
 
 
@@ -337,3 +340,91 @@ def test_an_input_is_read_from_the_plan_it_is_asked_of_never_a_kept_one() -> Non
     assert lora.input_value("lora.rank") != 64
     with pytest.raises(AttributeError):
         lora.input_value("lora.no_such_input")
+
+
+def test_trainable_tensors_are_kept_per_plan_never_for_another() -> None:
+    # Two LoRA plans that differ only deep inside the plan (lora.targets; the model's depth): each is counted
+    # for itself, the kept answer of the other never read.
+    lora = plan(method=Method.LORA)
+    more = lora.with_changes(lora=replace(lora.lora, targets=("q_proj", "k_proj", "v_proj", "o_proj")))
+    deeper = replace(lora, model=replace(lora.model, num_layers=lora.model.num_layers + 4))
+    uncached = trainable_tensors.__wrapped__  # type: ignore[attr-defined]
+    counted = [trainable_tensors(one) for one in (lora, more, lora, deeper)]
+    assert counted == [uncached(one) for one in (lora, more, lora, deeper)]
+    assert counted[0] < counted[1] and counted[0] < counted[3]
+
+
+def test_a_replaced_record_is_the_one_dataclasses_replace_makes() -> None:
+    prompt = plan(method=Method.PROMPT_TUNING)
+    for one, changes in (
+        (prompt, {"workload": replaced(prompt.workload, seq_len=2048)}),
+        (prompt.workload, {"seq_len": 4096, "micro_batch": 8}),
+        (plan(), {"method": Method.LORA}),
+    ):
+        ours, theirs = replaced(one, **changes), replace(one, **changes)
+        assert ours == theirs and hash(ours) == hash(theirs) and repr(ours) == repr(theirs)
+        assert list(vars(ours)) == list(vars(theirs))  # the same fields, in the same order (the derived one last)
+        assert ours is not one and one != ours
+    # The checks of __post_init__ run as they do under replace(): a refused value is refused.
+    with pytest.raises(PlanError):
+        replaced(prompt.workload, seq_len=0)
+    with pytest.raises(PlanError):
+        replaced(plan(), frozen_layers=10_000)  # more frozen blocks than Llama-3.2-1B's 16
+    with pytest.raises(TypeError, match="no field"):
+        replaced(prompt, no_such_field=1)
+
+
+def test_replaced_refuses_what_it_cannot_make_as_replace_does() -> None:
+    @dataclass(frozen=True)
+    class WithDefaultDerived:
+        a: int
+        b: int = field(init=False, default=0)
+
+    @dataclass(frozen=True)
+    class WithInitVar:
+        a: int
+        b: InitVar[int] = 0
+
+    @dataclass(frozen=True, slots=True)
+    class Slotted:
+        a: int
+
+    @dataclass(frozen=True, init=False)
+    class NoInit:
+        a: int
+
+        def __init__(self, a: int) -> None:
+            object.__setattr__(self, "a", a)
+
+    @dataclass(frozen=True)
+    class OwnInit:  # dataclass() keeps an __init__ of the class's own, which may do more than store
+        a: int
+
+        def __init__(self, a: int) -> None:
+            object.__setattr__(self, "a", abs(a))
+
+    for cls in (WithDefaultDerived, WithInitVar, Slotted, NoInit, OwnInit):
+        with pytest.raises(TypeError, match="not a plain dataclass"):
+            replaced(cls(1), a=2)
+    assert replaced(Bucket(BucketKey.WEIGHTS, 1.0), bytes=2.0) == Bucket(BucketKey.WEIGHTS, 2.0)  # fills_fields
+    with pytest.raises(TypeError, match="not a plain dataclass"):
+        replaced(3, real=1)
+
+
+def test_a_once_value_is_worked_out_at_its_first_reading_only() -> None:
+    calls: list[int] = []
+
+    @dataclass(frozen=True)
+    class Record:
+        a: int
+
+        @Once
+        def double(self) -> int:
+            calls.append(self.a)
+            return 2 * self.a
+
+    one, other = Record(3), Record(5)
+    assert (one.double, one.double, other.double) == (6, 6, 10)
+    assert calls == [3, 5]  # once per instance, never another instance's
+    assert one == Record(3) and hash(one) == hash(Record(3))  # not a field: equality and hashing ignore it
+    assert isinstance(Record.__dict__["double"], Once)
