@@ -404,6 +404,7 @@ def expected_values(window: MainWindow, plan: Plan) -> dict[str, Any]:
         "moe_dispatcher",
         "cp_rotate_method",
         "grad_sync",
+        "fsdp_units",
     ):
         values[f"parallel.{name}"] = getattr(par, name).value
     for name in ("num_layers", "hidden_size", "num_heads", "num_kv_heads", "head_dim", "intermediate_size"):
