@@ -93,6 +93,7 @@ def test_the_forward_holds_the_head_units_gather_output_and_the_backward_start_d
     ],
 )
 def test_where_carving_changes_nothing_the_estimate_is_the_root_layouts(change: dict[str, Any]) -> None:
+    change = dict(change)  # the parameter itself stays as given
     model = change.pop("model", "llama-3.1-8b")
     plan = plan_for_model(model).on_gpus(8, change.pop("strategy", Strategy.FSDP)).with_parallel(**change)
     carved = plan.with_parallel(fsdp_units=FsdpUnits.CARVED)
