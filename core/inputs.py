@@ -333,6 +333,22 @@ class GradSync(StrEnum):
     EACH = "each"  # every micro-batch (accelerate sync_each_batch=True, torchtitan)
 
 
+class FsdpUnits(StrEnum):
+    """Which FSDP2 units hold the parts outside the decoder blocks: the embedding, the final norm and
+    the output head (core.parallel.layout.carved_ends; docs/MULTI_GPU.md "FSDP2 units")."""
+
+    # One unit per decoder block, the rest in the root unit, which stays gathered from the forward to
+    # the end of the backward: huggingface/accelerate up to v1.13.0 (utils/fsdp_utils.py
+    # fsdp2_prepare_model wraps the auto-wrap policy's modules, then the model) and torchtitan before
+    # 83e69410 (2025-07-28, apply_fsdp: blocks, then the model).
+    ROOT = "root"
+    # The untied embedding its own unit (resharded after its forward like a block), [final norm, head]
+    # one unit not resharded after the forward: accelerate from v1.14.0 (PR #4015; fsdp_utils.py
+    # fsdp2_prepare_model "Carve embed + tail=[final_norm, lm_head] into their own units") and
+    # torchtitan from 83e69410 (torchtitan/distributed/fsdp.py apply_fsdp_to_decoder at b5bcd76c).
+    CARVED = "carved"
+
+
 class CpRotate(StrEnum):
     """How PyTorch's ring attention passes the keys and values round the context-parallel ranks
     (torch.distributed.tensor.experimental ``set_rotate_method``; torchtitan's
@@ -801,6 +817,10 @@ GRAD_SYNC_LABELS: Final = {
     GradSync.AUTO: "the loop's default",
     GradSync.NO_SYNC: "last micro-batch only (no_sync)",
     GradSync.EACH: "every micro-batch (sync_each_batch)",
+}
+FSDP_UNITS_LABELS: Final = {
+    FsdpUnits.ROOT: "blocks + root (accelerate ≤ 1.13)",
+    FsdpUnits.CARVED: "embedding, [norm, head] carved (accelerate ≥ 1.14, torchtitan)",
 }
 CP_ROTATE_LABELS: Final = {
     CpRotate.ALLGATHER: "allgather (every rank's K/V)",
@@ -1908,6 +1928,17 @@ INPUTS: Final[tuple[Input, ...]] = (
           matters=lambda p: p.parallel.strategy is Strategy.FSDP
           and p.workload.grad_accum > 1
           and p.parallel.pipeline_parallel == 1),
+    # "root": what accelerate up to v1.13.0 wraps (and torchtitan before 83e69410), the safe side: it
+    # holds more than "carved" (core.inputs.FsdpUnits). Plan files without the field read "root".
+    Input("parallel.fsdp_units", Kind.ENUM, "FSDP2 units", "FSDP2 unit layout", FsdpUnits.ROOT,
+          "Which FSDP2 units hold the embedding, final norm and output head. Blocks + root (accelerate "
+          "≤ 1.13, torchtitan before July 2025): they stay in the root unit, gathered from the forward to "
+          "the end of the backward. Carved (accelerate ≥ 1.14, torchtitan since July 2025): an untied "
+          "embedding is its own unit, resharded after its forward; [final norm, head] one unit kept "
+          "gathered only from its forward to its backward. A tied embedding is the same either way.",
+          ("--fsdp-units",), "FSDP2 units of the embedding and head: root (accelerate <= 1.13) or carved "
+          "(accelerate >= 1.14, torchtitan)", labels=FSDP_UNITS_LABELS, training_only=True,
+          matters=lambda p: _node_split(p) and p.parallel.strategy is Strategy.FSDP and not p.parallel.fsdp1_wrap),
     Input("parallel.fsdp_reduce_dtype", Kind.ENUM, "FSDP reduce", "FSDP reduce dtype", MpDtype.STORED,
           "MixedPrecisionPolicy.reduce_dtype: the dtype gradients are reduced in.",
           ("--fsdp-reduce-dtype",), "FSDP2 MixedPrecisionPolicy", labels=MP_DTYPE_LABELS,

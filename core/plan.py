@@ -49,6 +49,7 @@ from core.inputs import (
     CpRotate,
     Engine,
     Float8,
+    FsdpUnits,
     GradSync,
     Kind,
     MegatronCeFusion,
@@ -118,6 +119,7 @@ __all__ = [
     "CpRotate",
     "Engine",
     "Float8",
+    "FsdpUnits",
     "GgufQuant",
     "GradSync",
     "Hardware",
@@ -466,6 +468,7 @@ class Parallelism:
     fsdp_float8_all_gather: bool = DEFAULTS["parallel.fsdp_float8_all_gather"]  # torchao float8 all-gather
     fsdp1_wrap: bool = DEFAULTS["parallel.fsdp1_wrap"]  # FSDP1 wrap of a CPU/meta model (sync_module_states)
     grad_sync: GradSync = DEFAULTS["parallel.grad_sync"]  # FSDP reduce-scatter under accumulation (no_sync)
+    fsdp_units: FsdpUnits = DEFAULTS["parallel.fsdp_units"]  # FSDP2 units of the embedding and head
     grad_reduce_in_fp32: bool = DEFAULTS["parallel.grad_reduce_in_fp32"]  # Megatron-Core DDP config
     grad_accum_fusion: bool = DEFAULTS["parallel.grad_accum_fusion"]  # Megatron --gradient-accumulation-fusion
     ddp_bucket_mb: float = DEFAULTS["parallel.ddp_bucket_mb"]

@@ -70,6 +70,7 @@ from core.plan import (
     Attention,
     CheckpointPolicy,
     Float8,
+    FsdpUnits,
     GradSync,
     Hardware,
     LoraSettings,
@@ -524,6 +525,29 @@ def _pipeline(recipe: Mapping[str, Any], family: str, interleaved: bool) -> dict
     return {"micro_batch": local // pp, "grad_accum": accum * pp, "parallel": schedule}
 
 
+# torchtitan has carved the embedding and [final norm, head] into FSDP2 units of their own since 83e69410
+# (2025-07-28, "Improve reshard_after_forward logic"): of the recorded commits, torchao's MI300X (2c8b5947,
+# 2025-08-08) and B200 (6fc499f6) runs are after it (git merge-base --is-ancestor); 9dec370 (Dec 2024),
+# e7c0cae (June 2025, Trainy) and torchao's H100 window (069bae28..54ef4222, March 2025) are before.
+# accelerate carves from v1.14.0 (PR #4015, 60b5c258, 2026-04-24); axolotl's accelerate git 9359a01
+# (2025-07-30) is before it.
+_TORCHTITAN_CARVED: Final = ("2c8b5947", "6fc499f6")
+_ACCELERATE_CARVES: Final = (1, 14)
+
+
+def _fsdp_units(recipe: Mapping[str, Any]) -> FsdpUnits:
+    """The FSDP2 unit layout the record's framework release wraps (core.inputs.FsdpUnits)."""
+    versions = recipe.get("versions") or {}
+    if recipe["parallel"]["strategy"] != "fsdp2":
+        return FsdpUnits.ROOT
+    if str(versions.get("torchtitan") or "").startswith(_TORCHTITAN_CARVED):
+        return FsdpUnits.CARVED
+    found = re.match(r"v?(\d+)\.(\d+)\.", str(versions.get("accelerate") or ""))
+    if found is not None and (int(found.group(1)), int(found.group(2))) >= _ACCELERATE_CARVES:
+        return FsdpUnits.CARVED
+    return FsdpUnits.ROOT
+
+
 def _parallel(
     recipe: Mapping[str, Any], float8_all_gather: bool = False, fsdp1_wrap: bool = False, **pipeline: Any
 ) -> Parallelism:
@@ -547,6 +571,7 @@ def _parallel(
         fsdp_float8_all_gather=float8_all_gather and bool(recipe["float8"]) and par["strategy"] == "fsdp2",
         fsdp1_wrap=fsdp1_wrap and par["strategy"] == "fsdp1",
         grad_sync=GradSync(par.get("grad_sync") or GradSync.AUTO),
+        fsdp_units=_fsdp_units(recipe),
         # DeepSpeed's bf16.bf16_master_weights_and_grads / bf16.bf16_optimizer_states where the record's config
         # sets them (DeepSpeedExamples' bf16_full.json).
         bf16_master_weights=bool(par.get("bf16_master_weights_and_grads")),

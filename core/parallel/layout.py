@@ -54,7 +54,7 @@ from core.inputs import megatron_grad_buffer
 from core.memo import last_answer
 from core.model import ModelSpec
 from core.params import param_counts
-from core.plan import Float8, GradSync, Method, Offload, Parallelism, PipelineSchedule, Plan, Strategy
+from core.plan import Float8, FsdpUnits, GradSync, Method, Offload, Parallelism, PipelineSchedule, Plan, Strategy
 
 __all__ = ["Holding", "Layout", "Stage", "block_params_per_rank", "holding", "layout", "stage_layer_counts"]
 
@@ -351,6 +351,31 @@ def outside_params(model: ModelSpec, stage: Stage, tp: int) -> float:
         if model.tie_embeddings and stage.embedding:
             n -= model.vocab_size * model.hidden_size / tp  # one tensor when both ends share a rank
     return n
+
+
+def carved_ends(plan: Plan, stage: Stage, tp: int) -> tuple[float, float] | None:
+    """(embedding, [final norm, head]) parameters on one rank, each an FSDP2 unit of its own, where
+    the plan's layout carves them (``parallel.fsdp_units``, core.inputs.FsdpUnits); None where the
+    root unit holds them (core.parallel.state._root_gathered).
+
+    huggingface/accelerate v1.14.0 ``utils/fsdp_utils.py`` ``fsdp2_prepare_model`` (PR #4015): after
+    the auto-wrapped blocks, ``fully_shard(input_embed, **fsdp2_kwargs)`` when untied, then
+    ``fully_shard([final_norm, output_embed], reshard_after_forward=False)``; torchtitan b5bcd76c
+    ``torchtitan/distributed/fsdp.py`` ``apply_fsdp_to_decoder`` the same. The carve changes what is
+    held only where the embedding unit is resharded after its forward: a tied embedding joins
+    [norm, head] (accelerate: ``tail_embed = input_embed``; torchtitan: one unit of all three), kept
+    gathered the whole step as the root was; without resharding after the forward (or under a
+    pipeline, which keeps every unit gathered: :func:`fsdp_held_through_step`) it stays gathered too.
+    FSDP1 (``parallel.fsdp1_wrap``) has its own wrap."""
+    par, model = plan.parallel, plan.model
+    if par.fsdp_units is not FsdpUnits.CARVED or par.strategy is not Strategy.FSDP or par.fsdp1_wrap:
+        return None
+    if model.tie_embeddings or not par.reshard_after_forward or fsdp_held_through_step(par):
+        return None
+    if not (stage.embedding and stage.head):
+        return None
+    embedding = model.embedding_params() / tp
+    return embedding, outside_params(model, stage, tp) - embedding
 
 
 def stage_params(model: ModelSpec, stage: Stage, tp: int, ep: int = 1) -> float:

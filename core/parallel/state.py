@@ -82,6 +82,7 @@ from core.parallel.layout import (
     Layout,
     Stage,
     block_params_per_rank,
+    carved_ends,
     float8_recipe,
     fsdp_held_through_step,
     fsdp_no_sync,
@@ -155,6 +156,9 @@ class RankState:
     forward: list[Term] = field(default_factory=list)  # gathered parameters at the end of the forward (weights)
     backward: list[Term] = field(default_factory=list)  # gathered parameters as the backward starts (weights)
     backward_block: list[Term] | None = None  # gathered while a block runs its backward (None: ``backward``)
+    # gathered as the first block runs its backward, where it differs from ``backward`` (None: ``backward``):
+    # FSDP2's carved ends (:func:`_carved_gathered`)
+    backward_end: list[Term] | None = None
     # ZeRO-3: gathered at the backward's end and in an evaluation forward, where the forward's tail
     # (``forward`` / ``backward``) is not (None: ``backward`` there, ``forward`` in the evaluation)
     off_turn: list[Term] | None = None
@@ -887,23 +891,13 @@ def _fsdp(rank: _Rank) -> RankState:
     block = block_params_per_rank(model, lay.tensor_parallel, lay.expert_parallel) * scale
     root = outside_params(model, stage, lay.tensor_parallel) * scale
     block_b, root_b = _unit_bytes(rank, block, gather)
-    root_term = _root_gathered(rank, root, root_b)
     one, gathered = _gathered_block(plan, lay, block, block_b)
-    forward, backward, backward_block = _fsdp_gathered(plan, stage.layers, root_term, one, gathered)
+    gathered_at, ends = _end_units(rank, root, root_b, (one, gathered))
+    forward, backward, backward_block, backward_end = gathered_at
+    largest_end = root if ends is None else max(ends)
     block_grads = _block_gradients(rank, block, gather, reduce_b)
     backward_grads, accumulated = _backward_reduction(rank, (block, root), block_grads, reduce_b)
-    root_pending, root_reduce = list[Term](), list[Term]()
-    if plan.method is Method.FULL and root and plan.workload.grad_accum == 1:  # else last micro-batch's exist
-        # _fsdp_param_group.py post_backward: the unit reshards, then foreach_reduce copies
-        # its gradients into the reduce-scatter input and only then frees them.
-        shards = lay.state_shards  # the root holds no experts: sharded over DP × CP
-        root_pending = [
-            Term("less the root's sharded gradients (reduced last)", f"−root ÷ {shards:g}", -root * dt.grad / shards)
-        ]
-        root_reduce = [
-            Term("root's unsharded gradients (embedding, head)", f"{sci(root)} × {gather:g} B", root * gather),
-            Term("root's reduce-scatter input", f"{sci(root)} × {reduce_b:g} B", root * reduce_b),
-        ]
+    root_pending, root_reduce = _last_reduction(rank, root, ends, gather, reduce_b)
     if rank.copies and plan.workload.grad_accum == 1:
         root_pending, root_reduce = _copies_reduction(rank)
     # FSDP2 gathers on its all-gather stream (_fsdp_param_group.py); the caching allocator keeps a
@@ -911,7 +905,7 @@ def _fsdp(rank: _Rank) -> RankState:
     # backward the second gathered block stays reserved, beside what the reduction frees there.
     stream_cache = [
         Term("all-gather stream's cache: a second block's gathered parameters", one, gathered),
-        *_reduce_stream_cache(rank, backward_grads, (block, root), reduce_b),
+        *_reduce_stream_cache(rank, backward_grads, (block, largest_end), reduce_b),
         *_release_cache(rank, block_grads, pipelined=accumulated is not None and fsdp_held_through_step(par)),
     ]
     state = RankState(
@@ -928,6 +922,7 @@ def _fsdp(rank: _Rank) -> RankState:
         forward=forward,
         backward=backward,
         backward_block=backward_block,
+        backward_end=backward_end,
         backward_grads=backward_grads,
     )
     if par.offload is Offload.NONE:
@@ -943,7 +938,7 @@ def _fsdp(rank: _Rank) -> RankState:
     )
     if par.offload is Offload.OPTIMIZER:
         return replace(state, optim=[], host=host, step_temporary=False, notes=(_OPTIM_NOTE,))
-    staged = stream_cache + _offload_staging(rank, (block, block_b), (root, root_b), gather)
+    staged = stream_cache + _offload_staging(rank, (block, block_b), (largest_end, root_b), gather)
     return replace(
         state,
         weights=quant_state,
@@ -955,6 +950,112 @@ def _fsdp(rank: _Rank) -> RankState:
         notes=(note,),
         stream_cache=staged,
     )
+
+
+_Gathered = tuple[list[Term], list[Term], list[Term], list[Term] | None]
+
+
+def _end_units(
+    rank: _Rank, root: float, root_b: float, block: tuple[str, float]
+) -> tuple[_Gathered, tuple[float, float] | None]:
+    """What is gathered at the forward's end, as the backward starts, in a block's backward and in the
+    first block's (None: as it starts), and the carved ends' parameters (embedding, [norm, head]; None:
+    the root unit holds them, core.parallel.layout.carved_ends). ``block``: one block's gathered
+    formula and bytes. PEFT's modules_to_save copies stay planned in the root unit
+    (:func:`_root_gathered`)."""
+    plan, lay = rank.plan, rank.lay
+    one, gathered = block
+    carved = None if rank.copies else carved_ends(plan, rank.stage, lay.tensor_parallel)
+    if carved is None:
+        root_term = _root_gathered(rank, root, root_b)
+        forward, backward, in_block = _fsdp_gathered(plan, rank.stage.layers, root_term, one, gathered)
+        return (forward, backward, in_block, None), None
+    ends = (carved[0] * plan.model.params_scale, carved[1] * plan.model.params_scale)
+    return _carved_gathered(ends, root_b, one, gathered), ends
+
+
+def _last_reduction(
+    rank: _Rank, root: float, ends: tuple[float, float] | None, gather: float, reduce_b: float
+) -> tuple[list[Term], list[Term]]:
+    """The unit FSDP2 reduces last, in a full fine-tune without accumulation (else the last micro-batch's
+    gradients exist): the root unit, or the carved embedding unit (:func:`_embedding_reduction`). Until
+    then its sharded gradients do not exist (a negative term); at its reduction the rank holds its
+    unsharded gradients and the reduce-scatter input (_fsdp_param_group.py post_backward: the unit
+    reshards, then foreach_reduce copies its gradients into the reduce-scatter input and only then
+    frees them)."""
+    plan, dt = rank.plan, rank.dt
+    if plan.method is not Method.FULL or not root or plan.workload.grad_accum != 1:
+        return [], []
+    shards = rank.lay.state_shards  # the root holds no experts: sharded over DP × CP
+    if ends is not None:
+        return _embedding_reduction(ends[0], dt.grad / shards, gather, reduce_b)
+    pending = [
+        Term("less the root's sharded gradients (reduced last)", f"−root ÷ {shards:g}", -root * dt.grad / shards)
+    ]
+    reduce = [
+        Term("root's unsharded gradients (embedding, head)", f"{sci(root)} × {gather:g} B", root * gather),
+        Term("root's reduce-scatter input", f"{sci(root)} × {reduce_b:g} B", root * reduce_b),
+    ]
+    return pending, reduce
+
+
+def _carved_gathered(
+    ends: tuple[float, float], end_b: float, one: str, gathered: float
+) -> tuple[list[Term], list[Term], list[Term], list[Term]]:
+    """What FSDP2 holds gathered where the embedding and [final norm, head] are units of their own
+    (core.parallel.layout.carved_ends): at the end of the forward (the loss), as the backward starts,
+    while a block runs its backward, and as the first block runs its backward. ``ends``: the
+    embedding's and [norm, head]'s parameters on the rank, gathered at ``end_b`` bytes each.
+
+    pytorch/pytorch torch 2.13 ``torch/distributed/fsdp/_fully_shard/_fsdp_param_group.py``: in the
+    forward ``wait_for_unshard`` keeps each unit's all-gather output (``comm_ctx.all_gather_state``)
+    until the next unit's copy-out; the last unit gathered in the forward is [norm, head], so its
+    output stays beside its unsharded parameters until the root's ``_post_forward``
+    (``_fsdp_state.py``: "Free the last all-gather result"), after the loss a Hugging Face model
+    computes inside its forward. The embedding was resharded after its own forward. Its pre-backward
+    hook is on the head's output, so as the backward starts (the loss's backward) nothing is
+    prefetched yet: only [norm, head] is gathered. Its ``post_backward`` reshards it once the norm's
+    backward is done, so the blocks' backward holds two blocks alone; the first block's
+    ``pre_backward`` prefetches the embedding (``_backward_prefetch``: the previous unit in
+    ``post_forward_order``). Measured (tools/measure, fake process group, Llama-3.1-8B on 8 ranks,
+    benchmarks/parallel/measured/fsdp-carved-llama31-8b-mp-fused-ckpt-w8-b1-s4096.json): 1,050,681,344 B
+    unsharded and as many of all-gather output at the forward's peak, the unsharded alone at the
+    backward's."""
+    embed, tail = ends
+    formula = f"{sci(tail)} × {end_b:g} B"
+    tail_term = Term("[final norm, head] unit gathered (not resharded after forward)", formula, tail * end_b)
+    tail_output = Term(
+        "[final norm, head] unit's all-gather output (kept until the root's post-forward)", formula, tail * end_b
+    )
+    computing = Term(
+        f"{GATHERED_UNITS} blocks gathered (the one computing + the one prefetched)",
+        f"{GATHERED_UNITS} × {one if 'float8' not in one else f'({one})'}",
+        GATHERED_UNITS * gathered,
+    )
+    end = [
+        Term("embedding unit gathered (prefetched for its backward)", f"{sci(embed)} × {end_b:g} B", embed * end_b),
+        Term("one block gathered (the first, running its backward)", one, gathered),
+    ]
+    return [tail_term, tail_output], [tail_term], [computing], end
+
+
+def _embedding_reduction(embed: float, shard_b: float, gather: float, reduce_b: float) -> tuple[list[Term], list[Term]]:
+    """A carved embedding unit reduced last (as the root unit is otherwise, :func:`_fsdp`): until its
+    ``post_backward`` its sharded gradient does not exist (a negative term, ``shard_b`` bytes per element
+    of the rank's share) and its unsharded one waits; then the reduce-scatter input is made. The
+    [norm, head] unit reduced after the head's backward, long before."""
+    pending = [
+        Term(
+            "less the embedding unit's sharded gradients (reduced last)",
+            f"−{sci(embed)} × {shard_b:.4g} B",
+            -embed * shard_b,
+        )
+    ]
+    reduce = [
+        Term("embedding unit's unsharded gradients", f"{sci(embed)} × {gather:g} B", embed * gather),
+        Term("embedding unit's reduce-scatter input", f"{sci(embed)} × {reduce_b:g} B", embed * reduce_b),
+    ]
+    return pending, reduce
 
 
 def copy_gather_bytes(plan: Plan, base: float) -> float:

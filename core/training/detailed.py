@@ -40,7 +40,7 @@ from core.parallel.acts import (
     split,
     vocab_region,
 )
-from core.parallel.layout import Layout, Stage, dispatched_copies, fsdp_no_sync
+from core.parallel.layout import Layout, Stage, carved_ends, dispatched_copies, fsdp_no_sync
 from core.parallel.layout import trainable_layers as stage_trainable_layers
 from core.parallel.state import (
     RankState,
@@ -130,6 +130,8 @@ class _Parts:
         an evaluation forward): ZeRO-3's own term where it differs (RankState.off_turn), else ``otherwise``."""
         if self.state is not None and self.state.off_turn is not None:
             return list(self.state.off_turn)
+        if otherwise == "backward" and self.state is not None and self.state.backward_end is not None:
+            return list(self.state.backward_end)
         return self.extra(otherwise)
 
 
@@ -162,6 +164,24 @@ class _Common:
 
 
 _LAST_COMMON: tuple[Plan | None, bool, _Common | None] = (None, False, None)
+
+
+def _carved_head_gradient(plan: Plan, rank: Rank, dt: Dtypes) -> list[Term]:
+    """The [final norm, head] unit's sharded gradient as a block runs its backward, where that unit
+    is its own (core.parallel.layout.carved_ends): its ``post_backward`` reduce-scatters it once the
+    norm's backward is done, before the last block's, so its unsharded gradient is gone by then."""
+    lay = rank.layout
+    ends = carved_ends(plan, rank.stage, lay.tensor_parallel)
+    if ends is None:
+        return []
+    tail, shards = ends[1] * plan.model.params_scale, lay.state_shards
+    return [
+        Term(
+            "[final norm, head] sharded gradient (their unit reduced after the head's backward)",
+            f"{sci(tail)} × {dt.grad:g} B ÷ {shards:g}",
+            tail * dt.grad / shards,
+        )
+    ]
 
 
 def _common(plan: Plan, counts: ParamCounts, dt: Dtypes, lay: Layout | None) -> _Common:
@@ -437,6 +457,8 @@ def _parts(plan: Plan, counts: ParamCounts, dt: Dtypes, rank: Rank | None = None
             if not fsdp_no_sync(plan.parallel, plan.workload.grad_accum):  # else among the accumulated ones
                 head_grad = head_grad + root_copy_gradient(plan, dt.base)  # PEFT's lm_head copy, in the root unit
             root_grads = head_grad
+            if state is not None and state.backward_end is not None:  # carved ends: [norm, head] reduced early
+                head_grad, root_grads = _carved_head_gradient(plan, rank, dt) if head_grad else [], []
     return _Parts(
         weights=weights,
         copies=copies,
@@ -805,7 +827,9 @@ def _embedding_gradient_formed(plan: Plan, parts: _Parts, dt: Dtypes, optim: Buc
                 optim,
                 held,
             ),
-            "end of the backward pass: the root unit's gradients reduced",
+            "end of the backward pass: the root unit's gradients reduced"
+            if parts.state is None or parts.state.backward_end is None
+            else "end of the backward pass: the embedding unit's gradients reduced (its unit is reduced last)",
             StepPhase.BACKWARD_END,
         )
     tied_extra = formed_gradients(plan, dt, head=False)  # a modules_to_save embedding copy's, under accumulation

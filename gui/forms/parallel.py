@@ -99,6 +99,7 @@ class ParallelForm(PlanForm):
         self.intra_link = self._link("parallel.intra_link", LinkKind.INTRA)
         self.inter_link = self._link("parallel.inter_link", LinkKind.INTER)
         self.reshard = self.add_input("parallel.reshard_after_forward")
+        self.fsdp_units = self.add_input("parallel.fsdp_units")  # FSDP2's units for the embedding and head
         self.param_dtype = self.add_input("parallel.fsdp_param_dtype")
         self.reduce_dtype = self.add_input("parallel.fsdp_reduce_dtype")
         self._add_buttons()

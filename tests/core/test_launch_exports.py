@@ -27,7 +27,7 @@ from core.files.launch.deepspeed import read_deepspeed
 from core.files.launch.toml_writer import dumps_toml
 from core.files.launch.torchrun import read_torchrun
 from core.files.runconfig import loads_run_config
-from core.inputs import Float8, Stack
+from core.inputs import Float8, FsdpUnits, Stack
 from core.plan import (
     Engine,
     Inference,
@@ -334,7 +334,11 @@ def test_torchtitan_carries_the_layout_and_precision(plan: Plan) -> None:
         par.pipeline_parallel,
     )
     assert split["context_parallel_degree"] == par.context_parallel
-    assert split["fsdp_reshard_after_forward"] == ("always" if par.reshard_after_forward else "never")
+    # torchtitan's "default" keeps [norm, head] gathered after the forward, as a carved plan does (b5bcd76c fsdp.py)
+    carved = par.fsdp_units is FsdpUnits.CARVED and par.pipeline_parallel == 1
+    assert split["fsdp_reshard_after_forward"] == (
+        ("default" if carved else "always") if par.reshard_after_forward else "never"
+    )
     assert training["enable_cpu_offload"] is (par.offload is Offload.PARAMS)
     if not exported.cannot("method.weight_dtype"):
         assert training["dtype"] == {"bf16": "bfloat16", "fp32": "float32"}[plan.weight_dtype.value]

@@ -404,6 +404,7 @@ def expected_values(window: MainWindow, plan: Plan) -> dict[str, Any]:
         "moe_dispatcher",
         "cp_rotate_method",
         "grad_sync",
+        "fsdp_units",
     ):
         values[f"parallel.{name}"] = getattr(par, name).value
     for name in ("num_layers", "hidden_size", "num_heads", "num_kv_heads", "head_dim", "intermediate_size"):
@@ -772,6 +773,35 @@ class Monkey:
                 done.append(self.edit(key, widget))
         return done
 
+    def reach_moe_dispatcher(self) -> list[str]:
+        """Megatron's MoE token dispatcher row (a mixture of experts on the Megatron stack, TP × EP > 1) when the walk
+        missed it, as the seeded path did once FSDP2's unit layout joined the Parallelism form (branch h65fsdp): File →
+        New, Qwen3-30B-A3B picked, the Megatron stack, 8 GPUs and TP 2 typed, the row edited once."""
+        key = "parallel.moe_dispatcher"
+        if self.done[key]:
+            return []
+        window = self.window
+        if not window.training_action.isChecked():
+            window.training_action.trigger()
+        window.new_action.trigger()
+        picker = window.model_form.picker
+        index = picker.findData("qwen3-30b-a3b")
+        picker.setCurrentIndex(index)
+        picker.activated.emit(index)  # as a click on the entry applies it
+        stack = window.method_form.stack
+        stack.setCurrentIndex(stack.findData("megatron"))
+        form = window.parallel_form
+        for field, text in ((form.gpus_per_node, "8"), (form.tensor_parallel, "2")):
+            field.setFocus()
+            field.lineEdit().selectAll()
+            type_keys(self.qtbot, field.lineEdit(), text)
+            self.qtbot.keyClick(field.lineEdit(), Qt.Key.Key_Return)
+        done = ["File → New, model 'qwen3-30b-a3b', stack 'megatron', 8 GPUs, TP 2"]
+        widget = self.fields[key]
+        if widget.isVisibleTo(window) and widget.isEnabled():
+            done.append(self.edit(key, widget))
+        return done
+
     def plain_single_gpu(self) -> None:
         """One GPU, DDP, PyTorch's own loop: TP, PP and CP typed back to 1, the framework boxes off."""
         form = self.window.parallel_form
@@ -860,7 +890,7 @@ def test_monkey(qtbot: Any, window: MainWindow) -> None:
             monkey.log.append(what)
             assert not escaped, f"seed {SEED}, after the walk: {what} raised {escaped[0]!r}"
             check_plan(window)
-        for what in [*monkey.reach_latent_rows(), *monkey.reach_galore_rows()]:
+        for what in [*monkey.reach_latent_rows(), *monkey.reach_galore_rows(), *monkey.reach_moe_dispatcher()]:
             monkey.log.append(what)
             assert not escaped, f"seed {SEED}, after the walk: {what} raised {escaped[0]!r}"
             check_plan(window)

@@ -127,6 +127,8 @@ def plan_fields(case: dict[str, Any]) -> dict[str, Any]:
         "fsdp_reduce_dtype": par.get("mp_reduce_dtype") or "stored",
         "ddp_bucket_mb": float(case.get("bucket_cap_mb") or DDP_DEFAULT_BUCKET_MB),
     }
+    if par.get("fsdp_units") == "carved":  # the plan's parallel.fsdp_units; "root" is its default, left out
+        fields["fsdp_units"] = "carved"
     return fields
 
 

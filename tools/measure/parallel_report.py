@@ -28,7 +28,8 @@ def _engine(case: dict) -> str:
     mp = case.get("mp_param_dtype"), case.get("mp_reduce_dtype")
     policy = f"mp {mp[0] or 'stored'}/{mp[1] or 'stored'}" if any(mp) else "no mp policy"
     reshard = "reshard" if case.get("reshard_after_forward", True) else "no reshard"
-    return f"FSDP2, {reshard}, {policy}"
+    units = ", carved ends" if case.get("fsdp_units") == "carved" else ""  # accelerate >= 1.14's units
+    return f"FSDP2, {reshard}{units}, {policy}"
 
 
 def _training(case: dict) -> str:

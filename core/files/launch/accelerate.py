@@ -44,6 +44,10 @@ AUTOCAST: Final = {v: k for k, v in MIXED.items()}
 PORT: Final = 29500
 ZERO_STAGES: Final = {Strategy.ZERO1: 1, Strategy.ZERO2: 2, Strategy.ZERO3: 3}
 SCRIPT_WHY: Final = "the training script's, not accelerate's: pair this with a trainer config export"
+UNITS_WHY: Final = (
+    "no config key chooses FSDP2's units: accelerate 1.14.0 on carves the embedding and [final norm, head] "
+    "(utils/fsdp_utils.py fsdp2_prepare_model), up to 1.13 they stay in the root unit: run a release that matches"
+)
 
 
 def _fsdp(draft: Draft, expressed: set[str]) -> dict[str, Any]:
@@ -70,6 +74,8 @@ def _fsdp(draft: Draft, expressed: set[str]) -> dict[str, Any]:
             "fsdp_sync_module_states": True,
         }
     expressed.add("parallel.dp_replicate")  # FSDP2: parallelism_config_dp_replicate_size (_parallelism)
+    # accelerate v1.14.0 (PR #4015) carves the embedding and [final norm, head] whatever the config says.
+    draft.outside(["parallel.fsdp_units"], UNITS_WHY)
     return {
         "fsdp_version": 2,
         "fsdp_reshard_after_forward": par.reshard_after_forward,

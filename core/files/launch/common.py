@@ -258,6 +258,11 @@ RECIPE_WHY: Final = {
         "not a setting of this target (torchtitan: parallelism.context_parallel_rotate_method; accelerate: "
         "parallelism_config_cp_comm_strategy)"
     ),
+    # No framework has a key for it: the release decides (core.inputs.FsdpUnits).
+    "parallel.fsdp_units": (
+        "FSDP2's unit layout is the release's, not a setting: accelerate up to 1.13 keeps the embedding and "
+        "head in the root unit, accelerate 1.14 on and torchtitan since July 2025 give them units of their own"
+    ),
     "parallel.dp_replicate": (
         "no hybrid-sharding (HSDP) setting in this target (torchtitan: data_parallel_replicate_degree; "
         "FSDP1: ShardingStrategy.HYBRID_SHARD)"

@@ -347,6 +347,13 @@ TRAINING_FIELDS: Final = (
         _matters("parallel.fsdp1_wrap"),
         "parallel.strategy",
     ),
+    _f(
+        "parallel.fsdp_units",
+        lambda p: p.parallel.fsdp_units,
+        lambda p: p.parallel.strategy is Strategy.FSDP and not p.parallel.fsdp1_wrap,  # the GPU count: the launcher's
+        "parallel.strategy",
+        "parallel.fsdp1_wrap",
+    ),
     # What the loop does, not the word chosen: "auto" on FSDP1 and "no_sync" hold the same gradients.
     _f(
         "parallel.grad_sync",

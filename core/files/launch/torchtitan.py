@@ -11,7 +11,7 @@ release configured by TOML, as :mod:`core.files.runconfig.torchtitan` reads it):
 foreach | for-loop); ``[activation_checkpoint]`` ``mode`` (none | full | selective),
 ``selective_ac_option`` ("op" or N: every Nth block); ``[parallelism]``
 ``data_parallel_replicate_degree`` (DDP), ``data_parallel_shard_degree`` (FSDP2; -1: the ranks
-left), ``fsdp_reshard_after_forward`` (always | never), ``tensor_parallel_degree``,
+left), ``fsdp_reshard_after_forward`` (default | always | never), ``tensor_parallel_degree``,
 ``pipeline_parallel_degree``, ``pipeline_parallel_schedule`` (GPipe | 1F1B | Interleaved1F1B),
 ``context_parallel_degree``, ``context_parallel_rotate_method`` (allgather | alltoall, read at
 torchtitan 000204a4), ``enable_async_tensor_parallel``; ``[compile]`` ``enable``,
@@ -38,9 +38,18 @@ from core.files.launch.common import (
     recipes_outside,
 )
 from core.files.launch.toml_writer import dumps_toml
-from core.inputs import Float8, Stack
+from core.inputs import Float8, FsdpUnits, Stack
 from core.optimizer_stacks import TORCHTITAN_NAMES, TORCHTITAN_RULE
-from core.plan import CheckpointPolicy, Method, Offload, OptimizerImpl, PipelineSchedule, Plan, Strategy
+from core.plan import (
+    CheckpointPolicy,
+    Method,
+    Offload,
+    OptimizerImpl,
+    Parallelism,
+    PipelineSchedule,
+    Plan,
+    Strategy,
+)
 
 MODELS: Final = {
     "llama-3.1-8b": ("llama3", "8B"),
@@ -56,6 +65,12 @@ MODELS: Final = {
 TORCH_DTYPES: Final = {Dtype.BF16: "bfloat16", Dtype.FP32: "float32"}
 MP_DTYPES: Final = {MpDtype.BF16: "bfloat16", MpDtype.FP32: "float32"}
 OPTIMIZERS: Final = TORCHTITAN_NAMES  # core.optimizer_stacks: what torchtitan builds
+# torchtitan's FSDP2 wrap since 83e69410 (2025-07-28; torchtitan/distributed/fsdp.py apply_fsdp_to_decoder at
+# b5bcd76c): no key chooses it.
+TORCHTITAN_CARVES: Final = (
+    "torchtitan (since July 2025) always makes the embedding and [final norm, head] FSDP2 units of their own "
+    "(carved): the plan's root-unit layout is an older torchtitan's or accelerate up to 1.13's"
+)
 IMPLEMENTATIONS: Final = {
     OptimizerImpl.FUSED: "fused",
     OptimizerImpl.FOREACH: "foreach",
@@ -201,13 +216,23 @@ def _checkpoint(draft: Draft) -> dict[str, Any]:
     return {"mode": "selective", "selective_ac_option": option}
 
 
+def _reshard_word(par: Parallelism) -> str:
+    """torchtitan's ``fsdp_reshard_after_forward`` for the plan: "default" where the plan carves the ends
+    (``get_fsdp_reshard_after_forward_policy``: blocks and the embedding resharded without a pipeline,
+    [norm, head] kept, as core.parallel.layout.carved_ends plans), else "always" or "never" ("always"
+    reshards [norm, head] too: torchtitan b5bcd76c ``reshard_after_forward_policy == "always"``)."""
+    if par.fsdp_units is FsdpUnits.CARVED and par.reshard_after_forward and par.pipeline_parallel == 1:
+        return "default"
+    return "always" if par.reshard_after_forward else "never"
+
+
 def _parallelism(draft: Draft) -> dict[str, Any]:
     par = draft.plan.parallel
     table: dict[str, Any] = {
         # HSDP: R replicas of FSDP2's shards, the shard degree derived (-1) as world ÷ (R·cp·tp·pp).
         "data_parallel_replicate_degree": par.data_parallel if par.strategy is Strategy.DDP else par.dp_replicate,
         "data_parallel_shard_degree": 1 if par.strategy is Strategy.DDP else -1,  # ZeRO: FSDP2, the nearest
-        "fsdp_reshard_after_forward": "always" if par.reshard_after_forward else "never",
+        "fsdp_reshard_after_forward": _reshard_word(par),
         "tensor_parallel_degree": par.tensor_parallel,
         "pipeline_parallel_degree": par.pipeline_parallel,
         "pipeline_parallel_schedule": SCHEDULES[par.schedule],
@@ -229,6 +254,8 @@ def _parallelism(draft: Draft) -> dict[str, Any]:
         )
     if par.pipeline_parallel > 1 and par.virtual_stages > 1:
         draft.cannot("parallel.virtual_stages", "torchtitan derives the stages per rank from the layers per stage")
+    if par.strategy is Strategy.FSDP and not par.fsdp1_wrap and par.fsdp_units is not FsdpUnits.CARVED:
+        draft.cannot("parallel.fsdp_units", TORCHTITAN_CARVES)
     if par.tensor_parallel > 1 and not par.sequence_parallel:
         draft.cannot("parallel.sequence_parallel", "torchtitan's tensor parallel always splits the sequence too")
     draft.outside(
@@ -270,6 +297,7 @@ def export_torchtitan(plan: Plan, model_ref: str | None = None) -> Export:
             "parallel.dp_replicate",
             "parallel.fsdp_float8_all_gather",
             "parallel.cp_rotate_method",
+            "parallel.fsdp_units",
         ),
     )
     nodes, gpus = plan.parallel.nodes, plan.parallel.gpus_per_node

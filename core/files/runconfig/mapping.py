@@ -19,6 +19,7 @@ from core.plan import (
     CheckpointPolicy,
     CpRotate,
     Float8,
+    FsdpUnits,
     GradSync,
     LoraSettings,
     MegatronCeFusion,
@@ -196,7 +197,12 @@ _PARALLEL_KNOBS: Final = (
     "bf16_optimizer_states",
     "zero3_overlap_comm",
 )
-_PARALLEL_ENUMS: Final = {"offload": Offload, "grad_sync": GradSync, "cp_rotate_method": CpRotate}
+_PARALLEL_ENUMS: Final = {
+    "offload": Offload,
+    "grad_sync": GradSync,
+    "cp_rotate_method": CpRotate,
+    "fsdp_units": FsdpUnits,
+}
 
 
 def _parallel(plan: Plan, s: RunSettings) -> Parallelism | None:

@@ -92,6 +92,7 @@ SETTING_LABELS: Final = {
     "grad_reduce_in_fp32": "Megatron gradient reduce in fp32",
     "grad_accum_fusion": "Megatron gradient accumulation fusion",
     "cp_rotate_method": "Context-parallel rotate method",
+    "fsdp_units": "FSDP2 unit layout",
     "model": "Model",
     "note": "Noted (not modelled)",
 }
@@ -158,6 +159,7 @@ class RunSettings:
     bf16_optimizer_states: bool | None = None  # DeepSpeed bf16.bf16_optimizer_states
     zero3_overlap_comm: bool | None = None  # DeepSpeed zero_optimization.overlap_comm (ZeRO-3)
     cp_rotate_method: str | None = None  # a core.plan.CpRotate value: torchtitan context_parallel_rotate_method
+    fsdp_units: str | None = None  # a core.plan.FsdpUnits value: torchtitan's wrap carves the ends
 
 
 @dataclass(frozen=True)

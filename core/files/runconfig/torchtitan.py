@@ -26,6 +26,10 @@ DEFAULT_AC_OPTION: Final = "2"
 # torchtitan's Optimizer dataclass at 238fa995 (torchtitan/config/job_config.py L148): weight_decay 0.1.
 DEFAULT_WEIGHT_DECAY: Final = 0.1
 ROTATE_METHODS: Final = "allgather or alltoall"
+CARVED_WHY: Final = (
+    "default: torchtitan (since 83e69410, July 2025) makes the embedding and [final norm, head] FSDP2 units "
+    "of their own"
+)
 
 
 def _loss_compiled(taker: Taker) -> bool:
@@ -181,6 +185,11 @@ def read_torchtitan(document: dict[str, Any], where: str) -> RunConfig:
     if shard is not None and shard != 1:
         s["sharding"] = "fsdp"
         taker.record("sharding", "fsdp", "parallelism.data_parallel_shard_degree")
+    # torchtitan's FSDP2 wrap has carved the ends since 83e69410 (2025-07-28, "Improve reshard_after_forward
+    # logic"; torchtitan/distributed/fsdp.py apply_fsdp_to_decoder at b5bcd76c): the keys this reader takes
+    # are that era's, and no key chooses the wrap.
+    s["fsdp_units"] = "carved"
+    taker.record("fsdp_units", "carved", CARVED_WHY)
     for key in (
         "tensor_parallel_degree",
         "pipeline_parallel_degree",
