@@ -820,7 +820,7 @@ GRAD_SYNC_LABELS: Final = {
 }
 FSDP_UNITS_LABELS: Final = {
     FsdpUnits.ROOT: "blocks + root (accelerate ≤ 1.13)",
-    FsdpUnits.CARVED: "embedding, [norm, head] carved (accelerate ≥ 1.14, torchtitan)",
+    FsdpUnits.CARVED: "ends carved (accelerate ≥ 1.14)",
 }
 CP_ROTATE_LABELS: Final = {
     CpRotate.ALLGATHER: "allgather (every rank's K/V)",

@@ -47,6 +47,6 @@ def test_the_choices_name_the_releases(window: MainWindow) -> None:
     texts = [form.fsdp_units.itemText(i) for i in range(form.fsdp_units.count())]
     assert texts == [
         "blocks + root (accelerate ≤ 1.13)",
-        "embedding, [norm, head] carved (accelerate ≥ 1.14, torchtitan)",
+        "ends carved (accelerate ≥ 1.14)",
     ]
     assert "accelerate ≥ 1.14" in form.fsdp_units.toolTip()
