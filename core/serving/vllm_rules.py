@@ -282,10 +282,12 @@ class KvGroups:
     full: int  # groups of full-attention layers
     windowed: int  # groups of sliding-window layers
     window: int
+    # groups of a hybrid's recurrent layers (core.serving.vllm_hybrid): one state page, one block, a request
+    recurrent: int = 0
 
     @property
     def count(self) -> int:
-        return self.full + self.windowed
+        return self.full + self.windowed + self.recurrent
 
 
 def vllm_kv_groups(model: ModelSpec, layers: int, hybrid: bool = True) -> KvGroups:
@@ -318,4 +320,6 @@ def vllm_blocks_per_request(
     full_blocks = math.ceil(context / block_size)
     win_tokens = min(context, groups.window - 1 + batched_tokens)
     win_blocks = math.ceil(win_tokens / block_size) + 1 if groups.windowed else 0
-    return groups.full * full_blocks + groups.windowed * win_blocks
+    # a recurrent group: one block a request whatever its context (MambaSpec.max_memory_usage_bytes, one page
+    # without prefix caching: vllm-project/vllm 0.11.0 wheel vllm/v1/kv_cache_interface.py)
+    return groups.full * full_blocks + groups.windowed * win_blocks + groups.recurrent
