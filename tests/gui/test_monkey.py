@@ -740,11 +740,7 @@ class Monkey:
         form = self.window.model_form
         for key in [key for key in LATENT_ROWS if not self.done[key]]:
             if not self.window.controller.plan.model.latent_attention:
-                self.window.new_action.trigger()
-                index = form.picker.findData("deepseek-v2-lite")
-                form.picker.setCurrentIndex(index)
-                form.picker.activated.emit(index)  # as a click on the entry applies it
-                done.append("File → New, model 'deepseek-v2-lite'")
+                done.append(self.new_plan_on("deepseek-v2-lite"))
             if not form.dims_toggle.isChecked():
                 form.dims_toggle.setChecked(True)
             widget = self.fields[key]
@@ -752,22 +748,26 @@ class Monkey:
                 done.append(self.edit(key, widget))
         return done
 
+    def new_plan_on(self, model_id: str) -> str:
+        """File → New, then the catalogue model picked from the Model form's list."""
+        picker = self.window.model_form.picker
+        self.window.new_action.trigger()
+        index = picker.findData(model_id)
+        picker.setCurrentIndex(index)
+        picker.activated.emit(index)  # as a click on the entry applies it
+        return f"File → New, model {model_id!r}"
+
     def reach_vision_rows(self) -> list[str]:
         """The Serving form's text-only box, shown for an image-text checkpoint alone, if the walk missed it: Inference
         mode, File → New, Gemma 3 4B picked and the box edited once (a seed's path may hold no image-text model
         in Inference mode: the five hybrid entries, branch h65hyb, moved this seed's path off the one that did)."""
         done: list[str] = []
-        form = self.window.model_form
         for key in [key for key in VISION_ROWS if not self.done[key]]:
             if not self.window.inference_action.isChecked():
                 self.window.inference_action.trigger()
                 done.append("mode 'Inference'")
             if not self.window.controller.plan.model.vision_params:
-                self.window.new_action.trigger()
-                index = form.picker.findData("gemma-3-4b")
-                form.picker.setCurrentIndex(index)
-                form.picker.activated.emit(index)  # as a click on the entry applies it
-                done.append("File → New, model 'gemma-3-4b'")
+                done.append(self.new_plan_on("gemma-3-4b"))
             widget = self.fields[key]
             if widget.isVisibleTo(self.window) and widget.isEnabled():
                 done.append(self.edit(key, widget))
