@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 from core.errors import PlanError
-from core.hybrid import refusal_words
+from core.hybrid import HYBRID_MODEL_TYPES, hybrid_from_hf_config
 from core.model import MAX_NAME_CHARS, ModelSpec, is_int
 from core.units import finite_number
 from core.vision import TEXT_MODEL_TYPES, vision_tower
@@ -57,19 +57,15 @@ SUPPORTED_MODEL_TYPES: Final = (
     "llama4_text",
 )
 
-# Hybrid families whose layers keep a recurrent state (a state-space or linear-attention layer's
-# convolution and state tensors, fixed in size whatever the context) besides, or instead of, a KV cache:
-# the planner's KV, attention and activation rules model softmax attention only, so each is refused with
-# what it lacks rather than planned as a transformer. Layer kinds as transformers 5.25.0 builds them
-# (models/<type>/modeling_<type>.py).
+# Families whose layers keep a recurrent state (a state-space or linear-attention layer's convolution and
+# state tensors, fixed in size whatever the context) besides, or instead of, a KV cache, and whose config the
+# planner does not read: each is refused with what it lacks rather than planned as a transformer. Layer kinds
+# as transformers 5.25.0 builds them (models/<type>/modeling_<type>.py). The five hybrids core.hybrid reads
+# exactly (Granite 4.0-H, Bamba, Nemotron-H, Falcon-H1, Qwen3-Next) are planned (:func:`_hybrid_model`), for
+# serving on vLLM only (core.plan.Plan._check_hybrid says why the rest is refused).
 RECURRENT_MODEL_TYPES: Final[dict[str, str]] = {
-    "qwen3_next": "Qwen3-Next's Gated DeltaNet linear-attention layers (Qwen3NextGatedDeltaNet)",
-    "falcon_h1": "Falcon-H1's Mamba-2 mixer beside attention in every layer (FalconH1Mixer)",
-    "granitemoehybrid": "Granite 4.0's Mamba-2 layers (GraniteMoeHybridMambaLayer)",
-    "nemotron_h": "Nemotron-H's Mamba-2 layers (NemotronHMamba2Mixer)",
     "lfm2": "LFM2's short-convolution layers (Lfm2ShortConv)",
     "jamba": "Jamba's Mamba layers (JambaMambaMixer)",
-    "bamba": "Bamba's Mamba-2 layers (BambaMixer)",
     "mamba": "Mamba's selective state-space layers (MambaMixer)",
     "mamba2": "Mamba-2's state-space layers (Mamba2Mixer)",
 }
@@ -170,8 +166,11 @@ def _model_from_hf_config(config: Mapping[str, Any], name: str | None, *, nested
         config = {**config, "model_type": model_type}
     if isinstance(model_type, str) and model_type in RECURRENT_MODEL_TYPES:
         why = f"{RECURRENT_MODEL_TYPES[model_type]} keep a recurrent state the planner does not model"
-        why += refusal_words(config)  # core.hybrid: the weights and the state, where the config reads
         raise PlanError("config.model_type", model_type, "a model of attention layers only", why)
+    if isinstance(model_type, str) and model_type in HYBRID_MODEL_TYPES and not nested:
+        given = config.get("_name_or_path")
+        label = name or (given.strip()[:MAX_NAME_CHARS] if isinstance(given, str) and given.strip() else model_type)
+        return _hybrid_model(config, model_type, label)
     if isinstance(model_type, str) and model_type in UNMODELLED_MODEL_TYPES:
         why = UNMODELLED_MODEL_TYPES[model_type]
         raise PlanError("config.model_type", model_type, "an architecture the planner models exactly", why)
@@ -915,3 +914,72 @@ def _divide(a: int, b: int, where: str) -> int:
     if b <= 0 or a % b:
         raise PlanError(where, b, f"a positive divisor of {a}")
     return a // b
+
+
+# Each hybrid family's MLP or mixture of experts as the attention-model fields of a ModelSpec say it
+# (transformers 5.25.0 models/<type>/configuration_<type>.py and modeling_<type>.py): what the serving rules
+# read of it — vLLM's profile run's working memory and fused-MoE workspace, which experts a decode step reads.
+# The parameters are core.hybrid's exact count, given (params_override, active_params_override).
+def _hybrid_mlp(r: _Reader, model_type: str) -> dict[str, Any]:
+    if model_type == "qwen3_next":  # Qwen3NextSparseMoeBlock: routed experts, a shared expert with a sigmoid gate
+        return {
+            "num_experts": r.get_int("num_experts"),
+            "experts_per_token": r.get_int("num_experts_per_tok"),
+            "intermediate_size": r.get_int("moe_intermediate_size"),
+            "shared_expert_size": r.get_int("shared_expert_intermediate_size", default=0),
+        }
+    if model_type == "granitemoehybrid":  # GraniteMoeHybridDecoderLayer: experts when any, and the shared MLP
+        if not r.get_int("num_local_experts", default=0):
+            return {"intermediate_size": r.get_int("shared_intermediate_size")}
+        return {
+            "num_experts": r.get_int("num_local_experts"),
+            "experts_per_token": r.get_int("num_experts_per_tok"),
+            "intermediate_size": r.get_int("intermediate_size"),
+            "shared_expert_size": r.get_int("shared_intermediate_size"),
+            "shared_expert_gate": False,
+        }
+    if model_type == "nemotron_h":  # NemotronHMLP / NemotronHMoE: up and down, relu2, no gate
+        if not r.config.get("n_routed_experts"):
+            return {"intermediate_size": r.get_int("intermediate_size"), "gated_mlp": False}
+        return {
+            "num_experts": r.get_int("n_routed_experts"),
+            "experts_per_token": r.get_int("num_experts_per_tok"),
+            "intermediate_size": r.get_int("moe_intermediate_size"),
+            "shared_expert_size": r.get_int("moe_shared_expert_intermediate_size", default=0),
+            "shared_expert_gate": False,
+            "gated_mlp": False,
+        }
+    return {"intermediate_size": r.get_int("intermediate_size")}  # Bamba, Falcon-H1: a gated MLP
+
+
+def _hybrid_model(config: Mapping[str, Any], model_type: str, label: str) -> ModelSpec:
+    """A hybrid recurrent model (core.hybrid, whose count is transformers 5.25.0's own on the meta device):
+    the attention layers' widths, the recurrent mixer's, and the exact parameters."""
+    hybrid = hybrid_from_hf_config(config)
+    r = _Reader(config, "config")
+    mixer = hybrid.mixer
+    return ModelSpec(
+        name=label,
+        family=model_type,
+        vocab_size=hybrid.vocab_size,
+        hidden_size=hybrid.hidden_size,
+        num_layers=len(hybrid.layers),
+        num_heads=hybrid.num_heads,
+        num_kv_heads=hybrid.num_kv_heads,
+        head_dim=hybrid.head_dim,
+        tie_embeddings=r.get_bool("tie_word_embeddings", model_type == "granitemoehybrid"),
+        max_position_embeddings=r.get_int("max_position_embeddings", default=4096),
+        params_override=hybrid.params,
+        active_params_override=hybrid.active_params,
+        recurrent_mixer=mixer.kind,
+        attention_layers=hybrid.attention_layers,
+        recurrent_layers=hybrid.recurrent_layers,
+        recurrent_heads=mixer.heads,
+        recurrent_head_dim=mixer.head_dim,
+        recurrent_state=mixer.state,
+        recurrent_groups=mixer.groups,
+        recurrent_conv_kernel=mixer.conv_kernel,
+        recurrent_inner=mixer.inner,
+        recurrent_state_float32=hybrid.ssm_state_float32,
+        **_hybrid_mlp(r, model_type),
+    )

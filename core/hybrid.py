@@ -8,8 +8,8 @@ pattern, the recurrent mixer's widths, the MLP or mixture of experts — into a 
 parameters as transformers 5.25.0 builds the model (``models/<type>/modeling_<type>.py``; every count is
 checked against the library's own count of the model built on the meta device, tests/data/hybrid/
 meta_counts.json, which tools/measure/hybrid_meta_counts.py writes) and the state per sequence as vLLM
-allocates it (:meth:`HybridSpec.state_elements`). Plans do not take these models yet: core.hfconfig
-refuses them and names what this module read (:func:`refusal_words`).
+allocates it (:meth:`HybridSpec.state_elements`). core.hfconfig turns a spec into a ModelSpec (its recurrent
+fields, ``ModelSpec.hybrid``), which core.plan takes for serving on vLLM only and core.serving.vllm_hybrid sizes.
 
 Read only; no code in the config is run. Every failure is a :class:`PlanError` naming the key.
 """
@@ -381,24 +381,6 @@ def _qwen3_next(r: _Fields) -> HybridSpec:
 def state_words(spec: HybridSpec) -> str:
     """``recurrent state (Mamba-2, 36 layers)``: the breakdown's label of the term."""
     return f"recurrent state ({MIXER_NAMES[spec.mixer.kind]}, {spec.recurrent_layers} layers)"
-
-
-def refusal_words(config: Mapping[str, Any]) -> str:
-    """What the planner can already say of a hybrid's config.json, for the refusal that keeps it out of plans:
-    the stack, the weights (transformers 5.25.0's count) and one sequence's recurrent state under vLLM in
-    bf16 (a float32 SSM state where the checkpoint asks for one). Empty when the config does not read."""
-    try:
-        spec = hybrid_from_hf_config(config)
-    except PlanError:
-        return ""
-    temporal = 4 if spec.ssm_state_float32 else 2
-    state = spec.state_bytes(2, temporal) / 2**20
-    return (
-        f"; read: {spec.recurrent_layers} {MIXER_NAMES[spec.mixer.kind]} and {spec.attention_layers} attention "
-        f"layers of {len(spec.layers)}, {spec.params:,} parameters, {state:,.1f} MiB of {state_words(spec)} "
-        f"per sequence whatever its context (vLLM: a bf16 conv state, {'a float32' if temporal == 4 else 'a bf16'} "
-        "SSM state), which the estimate does not carry yet"
-    )
 
 
 def _falcon_h1(r: _Fields) -> HybridSpec:

@@ -16,6 +16,7 @@ from functools import lru_cache
 from typing import Any, Final
 
 from core.errors import PlanError
+from core.hybrid import ATTENTION, MIXER_NAMES, MLP, PARALLEL, RECURRENT, HybridSpec, RecurrentMixer
 from core.units import finite_number
 
 # "layernorm_nobias": a LayerNorm with a weight and no bias, in float32 by hand (Cohere's CohereLayerNorm and
@@ -234,6 +235,25 @@ class ModelSpec:
     vision_pixels: int = 0
     vision_width: int = 0
     vision_inner: int = 0
+    # A hybrid recurrent model (core.hybrid: Granite 4.0-H, Bamba, Nemotron-H, Falcon-H1, Qwen3-Next): the
+    # recurrent mixer ("mamba2", "gated_deltanet"; "": attention only), how many layers hold a KV cache and how
+    # many a recurrent state (Falcon-H1's layers hold both), and the mixer's widths as core.hybrid.RecurrentMixer
+    # names them; ``recurrent_state_float32``: the checkpoint asks for a float32 SSM state (Nemotron-H's
+    # config.json ``mamba_ssm_cache_dtype``). Such a spec's other fields describe its attention layers and MLP
+    # only: its counts are the exact ones core.hybrid reads (``params_override`` and ``active_params_override``),
+    # and serving rules read :attr:`hybrid`. 0 / "": not a hybrid (every plan file written before them).
+    recurrent_mixer: str = ""
+    attention_layers: int = 0
+    recurrent_layers: int = 0
+    recurrent_heads: int = 0
+    recurrent_head_dim: int = 0
+    recurrent_state: int = 0
+    recurrent_groups: int = 0
+    recurrent_conv_kernel: int = 0
+    recurrent_inner: int = 0
+    recurrent_state_float32: bool = False
+    # Parameters one token passes through, given instead of derived (a hybrid's, from core.hybrid); None: derived.
+    active_params_override: int | None = None
 
     def __post_init__(self) -> None:
         positive = (
@@ -312,6 +332,44 @@ class ModelSpec:
         self._check_vision()
         check_text("model.activation", self.activation)
         self._check_latent()
+        self._check_hybrid()
+
+    def _check_hybrid(self) -> None:
+        """A hybrid's recurrent widths (see the fields); every one 0 for an attention-only model."""
+        widths = (
+            "attention_layers",
+            "recurrent_layers",
+            "recurrent_heads",
+            "recurrent_head_dim",
+            "recurrent_state",
+            "recurrent_groups",
+            "recurrent_conv_kernel",
+            "recurrent_inner",
+        )
+        if not isinstance(self.recurrent_mixer, str) or self.recurrent_mixer not in ("", *MIXER_NAMES):
+            raise PlanError("model.recurrent_mixer", self.recurrent_mixer, "'' (none), " + " or ".join(MIXER_NAMES))
+        active = self.active_params_override
+        if active is not None and (not is_int(active) or not 0 <= active <= MAX_PARAMS):
+            raise PlanError("model.active_params_override", active, f"a count from 0 to {MAX_PARAMS:,} or null")
+        low = 1 if self.recurrent_mixer else 0
+        for name in widths:
+            value = getattr(self, name)
+            top = self.num_layers if name.endswith("layers") else LIMITS["intermediate_size"]
+            if not is_int(value) or not (low <= value <= top if low else value == 0):
+                allowed = f"an integer from 1 to {top:,}" if low else "0 (the model has no recurrent layers)"
+                raise PlanError(f"model.{name}", value, allowed)
+        if not self.recurrent_mixer:
+            return
+        # Falcon-H1: every layer holds both; Nemotron-H: its MLP and MoE layers hold neither.
+        parallel = self.attention_layers == self.recurrent_layers == self.num_layers
+        if not parallel and self.attention_layers + self.recurrent_layers > self.num_layers:
+            raise PlanError(
+                "model.recurrent_layers",
+                self.recurrent_layers,
+                f"at most num_layers ({self.num_layers}) less attention_layers, or every layer with both",
+            )
+        if self.params_override is None:
+            raise PlanError("model.params_override", None, "the hybrid's exact count (core.hybrid)")
 
     def _check_chunks(self) -> None:
         """Chunked local attention's two fields (see them): both set or both 0, never beside a sliding window."""
@@ -376,6 +434,46 @@ class ModelSpec:
                 raise PlanError(f"model.{name}", True, "false with latent attention (not modelled with it)")
         if self.qk_norm or self.sliding_window or self.attention_chunk:
             raise PlanError("model.kv_lora_rank", self.kv_lora_rank, "0 with q/k norms, a sliding window or chunks")
+
+    # ---- hybrid recurrent models ---------------------------------------------------------
+    @property
+    def hybrid(self) -> HybridSpec | None:
+        """The hybrid's stack and recurrent mixer as core.hybrid reads them (None: attention only); what the
+        serving rules read: the layer counts and one sequence's state (HybridSpec.state_elements)."""
+        if not self.recurrent_mixer:
+            return None
+        mixer = RecurrentMixer(
+            self.recurrent_mixer,
+            self.recurrent_heads,
+            self.recurrent_head_dim,
+            self.recurrent_state,
+            self.recurrent_groups,
+            self.recurrent_conv_kernel,
+            self.recurrent_inner,
+        )
+        if self.attention_layers == self.recurrent_layers == self.num_layers:
+            layers: tuple[str, ...] = (PARALLEL,) * self.num_layers
+        else:
+            rest = self.num_layers - self.attention_layers - self.recurrent_layers
+            layers = (ATTENTION,) * self.attention_layers + (RECURRENT,) * self.recurrent_layers + (MLP,) * rest
+        return HybridSpec(
+            self.family,
+            layers,
+            self.hidden_size,
+            self.vocab_size,
+            self.num_heads,
+            self.num_kv_heads,
+            self.head_dim,
+            mixer,
+            self.total_params(),
+            self.active_params(),
+            self.recurrent_state_float32,
+        )
+
+    @property
+    def kv_layers(self) -> int:
+        """Layers that keep a KV cache: every layer, or a hybrid's attention layers."""
+        return self.attention_layers if self.recurrent_mixer else self.num_layers
 
     # ---- latent attention ------------------------------------------------------------
     @property
@@ -569,6 +667,8 @@ class ModelSpec:
 
     def active_params(self) -> int:
         """Parameters one token passes through (MoE: only the routed experts)."""
+        if self.active_params_override is not None:
+            return self.active_params_override
         idle = (self.num_experts - self.experts_per_token) * self.expert_mlp_params() * self.moe_layers
         return self.total_params() - round(idle * self.params_scale)
 
@@ -818,6 +918,7 @@ _FLAGS: Final = (
     "parallel_residual",
     "head_bias",
     "shared_expert_gate",
+    "recurrent_state_float32",
 )
 
 

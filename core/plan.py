@@ -22,6 +22,7 @@ from typing import Any, Final
 from core.catalogue import find_gpu, find_link
 from core.dtypes import Autocast, CacheType, Dtype, GgufQuant, KvDtype, LlamaCppBackend, MpDtype, Quant, WeightFormat
 from core.errors import PlanError
+from core.hybrid import MIXER_NAMES
 from core.inputs import (
     ATTENTION_LABELS,
     DEFAULTS,
@@ -271,13 +272,17 @@ def default_plan_on(model: ModelSpec, model_id: str = "") -> Plan:
 
 
 def serving_on(model: ModelSpec, inference: Inference) -> Inference:
-    """``inference`` for ``model``: a model planned on vLLM only (chunked attention, Llama 4:
-    Plan._check_chunked_attention) moves to vLLM, at the default release where the plan's predates Llama 4; any
-    other model: ``inference`` itself."""
-    if not model.chunked_attention:
+    """``inference`` for ``model``: a model planned on vLLM only moves to vLLM: chunked attention (Llama 4:
+    Plan._check_chunked_attention) at the default release where the plan's predates Llama 4, a hybrid recurrent
+    model (Plan._check_hybrid) at the newest of HYBRID_VLLM_LINES where the plan's is not one of them; any other
+    model: ``inference`` itself."""
+    if model.hybrid is not None:  # Plan._check_hybrid: the releases whose hybrid rules were read, else the newest
+        version = inference.vllm_version if inference.vllm_version in HYBRID_VLLM_LINES else HYBRID_VLLM_NEWEST
+    elif model.chunked_attention:
+        late = list(VllmVersion).index(inference.vllm_version) >= list(VllmVersion).index(LLAMA4_VLLM_FROM)
+        version = inference.vllm_version if late else DEFAULTS["inference.vllm_version"]
+    else:
         return inference
-    late = list(VllmVersion).index(inference.vllm_version) >= list(VllmVersion).index(LLAMA4_VLLM_FROM)
-    version = inference.vllm_version if late else DEFAULTS["inference.vllm_version"]
     if inference.engine is Engine.VLLM and version is inference.vllm_version:
         return inference
     return replace(inference, engine=Engine.VLLM, vllm_version=version)
@@ -338,6 +343,34 @@ _ADAPTER_BASED: Final = frozenset(
 )
 _LYCORIS: Final = frozenset((Method.LOHA, Method.LOKR))
 # PEFT's layers wrapping each target nn.Linear whose rules this planner models on one GPU or DDP only
+# The vLLM release lines a hybrid recurrent model (core.hybrid) is planned on: V1 only (0.11.0 removed V0 and
+# its MambaCacheManager), with prefix caching off for hybrids by default, so one recurrent-state page a request
+# (vllm-project/vllm 0.11.0 wheel vllm/model_executor/models/config.py MambaModelConfig: "disabling prefix
+# caching since it is not yet supported"; 0.12.0 - 0.19.0 vllm/config/model.py is_prefix_caching_supported:
+# "Hybrid models do not support prefix caching"), and HybridAttentionMambaModelConfig's page rule as
+# core.serving.vllm_hybrid has it (read in the 0.11.0, 0.11.1, 0.11.2, 0.12.0 - 0.19.0 wheels). 0.34.0 turns
+# prefix caching on for hybrids ("Generative hybrid models support prefix caching": one state page per
+# attention block in its "align" mode), which is not modelled; the lines between were not all read.
+_VLLM_LINES: Final = list(VllmVersion)
+HYBRID_VLLM_LINES: Final = frozenset(
+    _VLLM_LINES[_VLLM_LINES.index(VllmVersion.V0_11) : _VLLM_LINES.index(VllmVersion.V0_19) + 1]
+)
+HYBRID_VLLM_LINES_TEXT: Final = "0.11 - 0.19"
+HYBRID_VLLM_NEWEST: Final = VllmVersion.V0_19  # the line Plan.on_model moves a hybrid to from any other
+
+
+def hybrid_refusal(model: ModelSpec) -> str:
+    """Why a hybrid recurrent model is planned for vLLM serving only: what each other engine and training lack."""
+    hybrid = model.hybrid
+    mixer = MIXER_NAMES[hybrid.mixer.kind] if hybrid is not None else "recurrent"
+    return (
+        f"{model.name} is a hybrid of {mixer} and attention layers, planned for serving on vLLM "
+        f"{HYBRID_VLLM_LINES_TEXT} only: transformers' generate (its hybrid cache), SGLang's and llama.cpp's "
+        f"recurrent-state pools are not modelled, nor is training (what the {mixer} kernels save for the "
+        "backward pass)"
+    )
+
+
 # (branches h53lyco, h53vera, h54oft, h54ada, h58peft): the refusals of Plan._check_lycoris.
 _PEFT_WRAPPED: Final = _LYCORIS | {Method.VERA, Method.OFT, Method.ADALORA, Method.MISS}
 _LITGPT_ADAPTERS: Final = frozenset((Method.ADAPTER, Method.ADAPTER_V2))
@@ -787,6 +820,7 @@ class Plan:
         self._check_layout()
         self._check_latent_attention()
         self._check_chunked_attention()
+        self._check_hybrid()
         self._check_held_by_others()
         if self.optimizer_in_backward and self.workload.grad_accum > 1:
             raise PlanError(
@@ -981,6 +1015,32 @@ class Plan:
                 f"{LLAMA4_VLLM_FROM.value} or later for Llama 4",
                 "vLLM loads Llama 4 from 0.8.3",
             )
+
+    def _check_hybrid(self) -> None:
+        """A hybrid recurrent model (core.hybrid) is planned for serving on the vLLM releases whose hybrid
+        rules were read (:data:`HYBRID_VLLM_LINES`), one pipeline stage, a tensor-parallel size its recurrent
+        mixer splits evenly; the rest is refused, naming what is not modelled."""
+        model, inf = self.model, self.inference
+        hybrid = model.hybrid
+        if hybrid is None:
+            return
+        if inf.engine is not Engine.VLLM or inf.vllm_version not in HYBRID_VLLM_LINES:
+            field, value = (
+                ("inference.engine", inf.engine.value)
+                if inf.engine is not Engine.VLLM
+                else ("inference.vllm_version", inf.vllm_version.value)
+            )
+            raise PlanError(field, value, f"vLLM {HYBRID_VLLM_LINES_TEXT}", hybrid_refusal(model))
+        if inf.kv_dtype in (KvDtype.INT8, KvDtype.INT4):  # vLLM's --kv-cache-dtype: auto, bf16 / fp16, fp8
+            why = "vLLM's KV cache has no int8 or int4 format; the hybrid page rule was read for 16-bit and fp8 caches"
+            raise PlanError("inference.kv_dtype", inf.kv_dtype.value, "bf16, fp16, fp32 or fp8 for a hybrid model", why)
+        if inf.pipeline_parallel > 1:
+            why = "the split of a hybrid's attention and recurrent layers over pipeline stages is not modelled"
+            raise PlanError("inference.pipeline_parallel", inf.pipeline_parallel, "1 for a hybrid model", why)
+        try:
+            hybrid.state_elements(inf.tensor_parallel)
+        except PlanError as error:
+            raise PlanError("inference.tensor_parallel", inf.tensor_parallel, error.allowed) from None
 
     def _check_latent_llamacpp(self) -> None:
         """llama.cpp's ``deepseek2`` cache is modelled for a current build only (``--llamacpp-build 0``: one
@@ -1718,8 +1778,8 @@ class Plan:
         a tensor or pipeline split the new model cannot take (heads that TP does not divide,
         fewer layers than pipeline chunks), for training or serving, drops to 1 on the same GPUs,
         as :meth:`on_gpus` does; so does an expert-parallel degree the new model's experts do not
-        divide. A model with chunked attention (Llama 4) moves the plan's serving to vLLM, the one engine it is
-        planned on (:meth:`_check_chunked_attention`), at the default release where its own predates Llama 4."""
+        divide. A model planned on vLLM only (chunked attention, Llama 4: :meth:`_check_chunked_attention`; a
+        hybrid recurrent model: :meth:`_check_hybrid`) moves the plan's serving to vLLM (:func:`serving_on`)."""
         frozen = min(self.frozen_layers, model.num_layers)
         plan = self
         if self.lora.adapter_start_layer >= model.num_layers:  # LitGPT's Adapter: some block keeps a prompt

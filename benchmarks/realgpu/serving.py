@@ -41,6 +41,8 @@ from typing import Any, Final
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.realgpu.hybrid_pages import report as hybrid_pages_report  # noqa: E402
+from benchmarks.realgpu.hybrid_pages import rows as hybrid_page_rows  # noqa: E402
 from benchmarks.realgpu.ollama import report as ollama_report  # noqa: E402
 from benchmarks.realgpu.torch_capacity import TOLERANCE_GIB as CAPACITY_TOLERANCE_GIB  # noqa: E402
 from benchmarks.realgpu.torch_capacity import comparable as capacity_comparable  # noqa: E402
@@ -2312,6 +2314,7 @@ def report(rows: list[Row], priors: dict[str, tuple[str, ...]], fit: ServingFit)
     ):
         parts += [f"\n## {title}\n", case_table(rows, table, digits)]
     parts += ["\n" + ollama_report()]  # Ollama's own decisions: information, no target (issue 23)
+    parts += ["\n" + hybrid_pages_report()]  # vLLM's hybrid page rule: the published figures, exact (h65hyb)
     parts += ["\n## Not expressible\n", unexpressed_table(unexpressed())]
     parts += ["\n## Constants fitted on every source\n", fit_table(fit)]
     return "\n".join(parts)
@@ -2330,6 +2333,8 @@ def main(argv: list[str] | None = None) -> int:
     if not args.check:
         return 0
     missed = [s.name for s in summaries(rows) if not s.met]
+    if not all(r.exact for r in hybrid_page_rows()):
+        missed.append("vLLM hybrid page figures")
     if not fit_agrees(fit):
         missed.append("core.serving.fit differs from the all-source fit")
     print(f"\ncheck: {'missed: ' + ', '.join(missed) if missed else 'every target met'}")

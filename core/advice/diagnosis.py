@@ -29,7 +29,7 @@ from core.advice.symptoms import SYMPTOM_BY_FAILURE, SYMPTOMS, Failure, Symptom
 from core.breakdown import BUCKET_LABELS, BucketKey
 from core.estimate import Estimate, estimate
 from core.format import memory
-from core.plan import Plan
+from core.plan import Plan, hybrid_refusal
 from core.verdict import Judgement, Mode, Verdict
 
 __all__ = [
@@ -202,6 +202,8 @@ class Diagnosis:
         dom = BUCKET_LABELS[self.dominant].lower()
         if self.mode is Mode.INFERENCE and self.estimate.inference.refusal:
             return self.estimate.inference.refusal  # the engine does not start: its own check decides
+        if _untrained(self.estimate.plan, self.mode):
+            return f"Training is not estimated: {hybrid_refusal(self.estimate.plan.model)}."
         if self.failure is Failure.NONE:
             return f"{self._fit_in_words()}; the largest part is {self.largest[0].lower()}."
         cause = SYMPTOM_BY_FAILURE[self.failure].cause
@@ -290,7 +292,8 @@ def diagnose(plan: Plan, mode: Mode = Mode.TRAINING, pins: frozenset[Pin] = froz
     eval_bytes = est.evaluation_bytes
     failure = _failure(est, eval_bytes, mode)
     specs = SERVING_KINDS if mode is Mode.INFERENCE else TRAINING_KINDS
-    remedies = remedies_for(plan, specs, est, pins) if not judged.fits else ()
+    # A hybrid recurrent model's training step is not estimated (core.plan.hybrid_refusal): nothing to remedy.
+    remedies = remedies_for(plan, specs, est, pins) if not judged.fits and not _untrained(plan, mode) else ()
     combination = None
     if remedies:
         # Shown whenever it is cheaper than every single change that fits (or none fits).
@@ -329,8 +332,15 @@ def remedies_for_symptom(
     if failure in (Failure.SERVING, Failure.SERVING_WEIGHTS):
         found = remedies_for(plan, SERVING_KINDS, pins=pins)
         return symptom, tuple(r for r in found if failure in r.addresses)
+    if _untrained(plan, Mode.TRAINING):
+        return symptom, ()
     found = remedies if remedies is not None else remedies_for(plan, TRAINING_KINDS, pins=pins)
     return symptom, tuple(r for r in found if failure in r.addresses)
+
+
+def _untrained(plan: Plan, mode: Mode) -> bool:
+    """A training question about a model whose training is not estimated (a hybrid recurrent one)."""
+    return mode is Mode.TRAINING and plan.model.hybrid is not None
 
 
 @dataclass(frozen=True)
@@ -357,7 +367,7 @@ def report(request: DiagnosisRequest) -> DiagnosisReport:
             )
             for axis in AXES
         }
-        if request.mode is Mode.TRAINING
+        if request.mode is Mode.TRAINING and not _untrained(plan, request.mode)
         else {}
     )
     symptom: Symptom | None = None

@@ -46,6 +46,7 @@ from core.plan import (
     Precision,
     Preset,
     Strategy,
+    hybrid_refusal,
     preset_matching,
 )
 from core.presets import default_plan
@@ -218,6 +219,9 @@ def plan_from_args(args: argparse.Namespace, base: Plan | None = None) -> Plan:
     )
     if "inference.ollama_version" in given:  # the release's num_ctx, parallel and flash attention
         plan = ollama_defaults(plan, gpu_for(plan), frozenset(given))
+    if plan.model.hybrid is not None and mode_for(args) is Mode.TRAINING:
+        # core.plan.Plan._check_hybrid: a hybrid recurrent model is served on vLLM, never trained, here
+        raise PlanError("mode", "training", "inference (--mode inference)", hybrid_refusal(plan.model))
     return plan
 
 

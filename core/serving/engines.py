@@ -55,6 +55,7 @@ from core.serving.kv import cached_positions, kv_bytes_per_token_layer, kv_formu
 from core.serving.sglang_versions import default_fraction
 from core.serving.sglang_weights import rope_bytes
 from core.serving.text_only import encoder_profile, skips_vision_tower
+from core.serving.vllm_hybrid import hybrid_groups, plan_pages
 from core.serving.vllm_rules import (
     MOE_WORKSPACE_KEPT_FROM,
     VLLM_BLOCK_SIZE,
@@ -150,6 +151,7 @@ class RankLayout:
     intermediate: int  # MLP width on this rank
     q_heads: int
     tower_bytes: float = 0.0  # the vision tower + projector among weights_bytes (:func:`tower_bytes`)
+    kv_layers: int = 0  # layers with a KV cache on this rank: every layer, or a hybrid's attention layers
 
 
 def tower_bytes(model: ModelSpec, fmt: WeightFormat, tp: int, text_only: bool = False) -> float:
@@ -216,6 +218,7 @@ def rank_layout(plan: Plan) -> RankLayout:
         intermediate=math.ceil(model.intermediate_size * max(1, model.experts_per_token) / tp),
         q_heads=max(1, model.num_heads // tp),
         tower_bytes=tower,
+        kv_layers=math.ceil(model.kv_layers / pp),
     )
 
 
@@ -523,13 +526,22 @@ def vllm_pool(plan: Plan, gpu: GpuSpec, layout: RankLayout, fit: ServingFit) -> 
         bound = min(float(requested), vllm_free_at_start(plan, gpu, fit) - margin)
         budget = bound - layout.weights_bytes - non_torch - graphs - reserve
     # Chunked-local layers get groups of their own only where the release does so by default (vllm_versions).
-    hybrid = era.kv_groups and (not model.chunked_attention or chunked_groups(inf.vllm_version))
-    groups = vllm_kv_groups(model, layout.layers, hybrid)
-    page_bytes = era.block_size * layout.kv_token_layer_bytes
+    grouped = era.kv_groups and (not model.chunked_attention or chunked_groups(inf.vllm_version))
+    groups = vllm_kv_groups(model, layout.layers, grouped)
+    block_size = era.block_size
+    page_bytes = block_size * layout.kv_token_layer_bytes
+    smallest_block = block_size
+    hybrid = model.hybrid
+    if hybrid is not None:  # one page for attention blocks and recurrent states (core.serving.vllm_hybrid)
+        pages = plan_pages(plan, gpu.id)
+        size, attention, recurrent = hybrid_groups(hybrid.attention_layers, hybrid.recurrent_layers)
+        groups = KvGroups(size=size, full=attention, windowed=0, window=0, recurrent=recurrent)
+        block_size, page_bytes = pages.block_size, float(pages.page_bytes)
+        smallest_block = min(block_size, inf.context)  # a recurrent group's block is max_model_len tokens
     # get_num_blocks: available // page // layers per group; every block serves one group.
     blocks = max(0, int(budget // page_bytes // groups.size)) if page_bytes > 0 else 0
-    per_request = vllm_blocks_per_request(groups, inf.context, batched, era.block_size)
-    kv_tokens = blocks // groups.count * era.block_size  # _report_kv_cache_config (up to 0.23)
+    per_request = vllm_blocks_per_request(groups, inf.context, batched, block_size)
+    kv_tokens = blocks // groups.count * smallest_block  # _report_kv_cache_config (up to 0.23)
     if at_least(inf.vllm_version, CAPACITY_TOKENS_FROM) and per_request > 0:
         kv_tokens = int(blocks / per_request * inf.context)  # get_kv_cache_capacity (0.24 on)
     return VllmPool(
@@ -545,7 +557,7 @@ def vllm_pool(plan: Plan, gpu: GpuSpec, layout: RankLayout, fit: ServingFit) -> 
         batched=batched,
         seqs=seqs,
         margin=margin,
-        block_size=era.block_size,
+        block_size=block_size,
     )
 
 
@@ -722,6 +734,14 @@ def _vllm_formula(plan: Plan, gpu: GpuSpec, layout: RankLayout, pool: VllmPool, 
         graphs = (
             f" − CUDA graphs {pool.graphs_reserved / GiB:.2f} held and {pool.graphs_reserved / GiB:.2f} in the reserve"
         )
+    hybrid = ""
+    if plan.model.hybrid is not None:  # core.serving.vllm_hybrid: the common page of attention and state
+        pages = plan_pages(plan, gpu.id)
+        hybrid = (
+            f"; hybrid: attention block size {pages.block_size:,} tokens, mamba page padded by "
+            f"{pages.padding_pct:.2f}%, {pool.groups.full} attention and {pool.groups.recurrent} recurrent-state "
+            "groups, one state block a request"
+        )
     return (
         f"vLLM {inf.vllm_version.value} ({era.name}), in GiB as vLLM logs them: KV pool = {share}"
         f" − weights {layout.weights_bytes / GiB:.2f} − activation peak "
@@ -729,7 +749,7 @@ def _vllm_formula(plan: Plan, gpu: GpuSpec, layout: RankLayout, pool: VllmPool, 
         f"{max(budget, 0) / GiB:.2f} GiB; "
         f"{pool.blocks:,} blocks of {pool.groups.size} layers × {pool.block_size} = GPU KV cache size "
         f"{pool.kv_tokens:,} tokens; "
-        f"maximum concurrency for {inf.context:,} tokens per request: {pool.concurrency:.2f}x{after}"
+        f"maximum concurrency for {inf.context:,} tokens per request: {pool.concurrency:.2f}x{hybrid}{after}"
     )
 
 

@@ -234,6 +234,7 @@ def _llamacpp_layout(
         kv_heads=model.num_kv_heads,
         intermediate=model.intermediate_size,
         q_heads=model.num_heads,
+        kv_layers=model.num_layers,
     )
     host = buffers.layout.host_weights - buffers.layout.embedding_bytes
     return (
@@ -301,7 +302,7 @@ def inference_estimate(
     return InferenceEstimate(
         engine=inf.engine,
         weights_bytes=memory.weights_bytes,
-        kv_bytes_per_token=layout.kv_token_layer_bytes * layout.layers,
+        kv_bytes_per_token=layout.kv_token_layer_bytes * layout.kv_layers,
         kv_cache_bytes=memory.kv_cache_bytes,
         activation_bytes=memory.activation_bytes,
         non_torch_bytes=memory.non_torch_bytes,

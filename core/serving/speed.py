@@ -88,6 +88,7 @@ from core.serving.llamacpp import (
     matvec_weights_by_type,
     vulkan_quantise_dispatches,
 )
+from core.serving.vllm_hybrid import state_bytes_per_request
 from core.serving.vllm_versions import era_of
 
 # Host memory a CPU reads llama.cpp's host layers from: dual-channel DDR4-3200, 2 × 8 bytes ×
@@ -454,7 +455,7 @@ def prefill_flops(plan: Plan, counts: ParamCounts, prompt: int) -> float:
     """One prompt's FLOPs: the blocks for every token, the head for the sampled row, causal attention."""
     model = plan.model
     products = 2.0 * block_params(plan, counts) * prompt + 2.0 * head_params(plan) * PROMPT_HEAD_ROWS
-    return products + 2.0 * model.num_layers * prompt * prompt * model.q_width
+    return products + 2.0 * model.kv_layers * prompt * prompt * model.q_width
 
 
 # Links over which vLLM's and SGLang's all-reduce is NCCL's: without GPU peer-to-peer their custom
@@ -741,7 +742,7 @@ class StepModel:
     def compute_seconds(self, n: int) -> float:
         model, inf = self.plan.model, self.plan.inference
         cached = inf.prompt_tokens + inf.new_tokens / 2
-        per_token = decode_token_flops(self.plan, self.counts) + 4.0 * model.num_layers * cached * model.q_width
+        per_token = decode_token_flops(self.plan, self.counts) + 4.0 * model.kv_layers * cached * model.q_width
         flops = n * per_token / inf.tensor_parallel
         matmuls = flops / self.achieved_flops if self.achieved_flops > 0 else math.inf
         # Metal runs the mat-vec for one token a step only: above ne11_mm_min = 1 rows of activations
@@ -782,7 +783,7 @@ class StepModel:
         """Seconds per prompt token when prompts are prefilled ``chunk`` tokens at a time."""
         inf = self.plan.inference
         model = self.plan.model
-        flops = prompt_token_flops(self.plan, self.counts) + 2.0 * model.num_layers * inf.prompt_tokens * model.q_width
+        flops = prompt_token_flops(self.plan, self.counts) + 2.0 * model.kv_layers * inf.prompt_tokens * model.q_width
         compute = chunk * flops / inf.tensor_parallel / self.achieved_flops if self.achieved_flops > 0 else math.inf
         stages = self.stages
         one = max(compute, self.memory_seconds(1, matvec=False)) + self.layout.layers * self.layer_seconds(chunk)
@@ -912,7 +913,9 @@ def step_model(
         layer_overhead_s=kernels_per_layer(plan, gpu) * kernel_seconds(gpu, fit, family),
         layer_launch_s=kernels_per_layer(plan, gpu) * launch_seconds(plan, gpu, fit, family),
         graphs_alone=cuda_graphs_replayed(plan, gpu, 1),
-        kv_per_request=layout.kv_token_layer_bytes * layout.layers * mean_cached,
+        # a hybrid's recurrent state is read and written back whole each step (vLLM's selective_state_update
+        # / fused recurrent kernels update it in place): core.serving.vllm_hybrid.state_bytes_per_request
+        kv_per_request=layout.kv_token_layer_bytes * layout.kv_layers * mean_cached + 2 * state_bytes_per_request(plan),
         expert_share=_expert_share(plan, counts),
         host_bytes=offload[0],
         device_bytes=offload[1],

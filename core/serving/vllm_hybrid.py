@@ -24,6 +24,11 @@ Sources, read at the commits named:
 
 Prefix caching is off for these models in the lines whose logs are recorded (``enable_prefix_caching=False``
 in both); vLLM's later "align" mode keeps one state page per attention block and is not modelled.
+
+A plan reaches these rules through :func:`plan_pages` (the bytes and the alignment its release and card take)
+and core.serving.engines.vllm_pool, which sizes the pool in the common page and counts the recurrent groups'
+one block a request (core.serving.vllm_rules.KvGroups.recurrent). Which release lines take a hybrid:
+core.plan.HYBRID_VLLM_LINES.
 """
 
 from __future__ import annotations
@@ -32,12 +37,27 @@ import math
 from dataclasses import dataclass
 from typing import Final
 
+from core.dtypes import KV_BYTES, WeightFormat
 from core.hybrid import HybridSpec
+from core.inputs import VllmVersion
+from core.plan import Plan
+from core.serving.releases import at_least
 
 # HybridAttentionMambaModelConfig's alignment: FlashAttention needs block sizes that are multiples of 16
 # (vllm-project/vllm 0144dd5b vllm/model_executor/models/config.py, "16 * cdiv(mamba_page_size, 16 * ...)").
 ATTENTION_BLOCK_ALIGN: Final = 16
 DEFAULT_BLOCK_SIZE: Final = 16  # CacheConfig.block_size on CUDA (core.serving.vllm_rules.VLLM_BLOCK_SIZE, 0.19.0)
+# From 0.11.1 the alignment is 32 on a compute-capability 10.0 card for a head size of 256 under FlashInfer, the
+# default backend there ("kernel_block_alignment_size = 32": vllm 0.11.1 / 0.12.0 wheels'
+# vllm/model_executor/models/config.py, is_device_capability(100); 0.13.0 - 0.19.0 is_device_capability_family(100)).
+# The 0.11 line is taken as 0.11.1 - 0.11.2 (0.11.0 aligns to 16 everywhere). Of the catalogue's cards the B200.
+BLACKWELL_ALIGN: Final = 32
+BLACKWELL_HEAD_SIZE: Final = 256
+SM100_CARDS: Final = ("b200",)
+# NemotronHForCausalLMConfig (0.13.0 - 0.19.0 wheels, vllm/model_executor/models/config.py): with
+# mamba_ssm_cache_dtype "auto" it takes the checkpoint's config.json value (float16 when the key is absent, the
+# same two bytes as bfloat16); 0.11.0 - 0.12.0 have no such rule and keep the model dtype.
+NEMOTRON_SSM_DTYPE_FROM: Final = VllmVersion.V0_13
 
 
 @dataclass(frozen=True)
@@ -62,13 +82,14 @@ def hybrid_pages(
     temporal_bytes: int,
     tensor_parallel: int = 1,
     user_block_size: int = DEFAULT_BLOCK_SIZE,
+    align: int = ATTENTION_BLOCK_ALIGN,
 ) -> HybridPages:
     """Attention block size and common page of ``spec`` under vLLM's rule (see the module)."""
     kv_heads = max(1, spec.num_kv_heads // tensor_parallel)  # ModelConfig.get_num_kv_heads
     per_token = 2 * kv_heads * spec.head_dim * kv_bytes
     conv, temporal = spec.state_elements(tensor_parallel)
     mamba = conv * conv_bytes + temporal * temporal_bytes
-    aligned = ATTENTION_BLOCK_ALIGN * math.ceil(mamba / (ATTENTION_BLOCK_ALIGN * per_token))
+    aligned = align * math.ceil(mamba / (align * per_token))
     block = max(user_block_size, aligned)
     return HybridPages(per_token, mamba, block, block * per_token)
 
@@ -120,3 +141,36 @@ def hybrid_pool(pages: HybridPages, spec: HybridSpec, available_bytes: float) ->
     size, attention, recurrent = hybrid_groups(spec.attention_layers, spec.recurrent_layers)
     blocks = max(0, int(available_bytes // pages.page_bytes // size))
     return HybridPool(pages, size, attention, recurrent, blocks)
+
+
+def state_bytes(plan: Plan) -> tuple[int, int]:
+    """(conv, temporal) bytes an element of the plan's recurrent state takes under vLLM: the model dtype
+    (``mamba_cache_dtype`` auto: 4 for an fp32 plan, else 2 — quantised checkpoints run in bf16), the temporal
+    state float32 where a Nemotron-H checkpoint asks for it on a release that reads it."""
+    model, inf = plan.model, plan.inference
+    conv = 4 if inf.weight_dtype is WeightFormat.FP32 else 2
+    nemotron = model.family == "nemotron_h" and at_least(inf.vllm_version, NEMOTRON_SSM_DTYPE_FROM)
+    return conv, 4 if nemotron and model.recurrent_state_float32 else conv
+
+
+def plan_pages(plan: Plan, gpu_id: str) -> HybridPages:
+    """The page rule for the plan's hybrid model, release and card (one rank of its tensor-parallel group)."""
+    model, inf = plan.model, plan.inference
+    spec = model.hybrid
+    if spec is None:
+        raise ValueError(f"{model.name} is not a hybrid model")
+    conv, temporal = state_bytes(plan)
+    wide = gpu_id.startswith(SM100_CARDS) and model.head_dim == BLACKWELL_HEAD_SIZE
+    align = BLACKWELL_ALIGN if wide else ATTENTION_BLOCK_ALIGN
+    kv = int(KV_BYTES[inf.kv_dtype])
+    return hybrid_pages(spec, kv, conv, temporal, inf.tensor_parallel, align=align)
+
+
+def state_bytes_per_request(plan: Plan) -> float:
+    """One request's recurrent state over the rank's recurrent layers, unpadded: what a decode step reads and
+    writes back beside the KV cache."""
+    spec = plan.model.hybrid
+    if spec is None:
+        return 0.0
+    conv, temporal = state_bytes(plan)
+    return spec.state_bytes(conv, temporal, plan.inference.tensor_parallel)

@@ -74,7 +74,10 @@ Segments = tuple[tuple[float, ...], tuple[float, ...]]
 
 
 def training_bars(estimate: Estimate, measurement: Measurement | None, rank: int | None = None) -> list[BarSpec]:
-    """The phases and the peak of one rank (the worst by default), then a measurement."""
+    """The phases and the peak of one rank (the worst by default), then a measurement; none for a model
+    whose training step the core does not estimate (a hybrid recurrent one: core.plan.hybrid_refusal)."""
+    if estimate.plan.model.hybrid is not None:
+        return []
     source = estimate.for_rank(rank)
     bars: list[BarSpec] = []
     if len(source.phases) > 1:

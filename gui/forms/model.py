@@ -20,6 +20,7 @@ from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QMenu, QToolButton
 from core.catalogue import find_model, load_models
 from core.errors import PlanError, one_line
 from core.estimate import Estimate
+from core.hybrid import MIXER_NAMES
 from core.model import LIMITS, ModelSpec, model_from_dict
 from core.plan import Plan
 from gui import dialogs, plaintext
@@ -455,11 +456,23 @@ class ModelForm(PlanForm):
 
         return tower_serving_words(estimate.plan.model, estimate.plan.inference)
 
+    @staticmethod
+    def _stack_words(model: ModelSpec) -> str:
+        """A hybrid's layers by kind: "36 Mamba-2, 4 attention"; Falcon-H1's "Mamba-2 beside attention in each"."""
+        mixer = MIXER_NAMES.get(model.recurrent_mixer, model.recurrent_mixer)
+        if model.attention_layers == model.recurrent_layers == model.num_layers:
+            return f"{mixer} beside attention in each"
+        return f"{model.recurrent_layers} {mixer}, {model.attention_layers} attention"
+
     def show_estimate(self, estimate: Estimate) -> None:
         self._estimate = estimate
         params = estimate.params
         model = estimate.plan.model
+        hybrid = model.hybrid
+        # a hybrid's count is read exactly from its config (core.hybrid), not typed
         source = "as typed" if model.params_override else "from the architecture"
+        if hybrid is not None:
+            source = "from its config"
         text = f"<b>{count(params.total)}</b> parameters ({source})"
         if params.active != params.total:
             text += f", {count(params.active)} active per token"
@@ -468,6 +481,8 @@ class ModelForm(PlanForm):
             held = self._tower_words(estimate)
             text += f" + <b>{count(model.vision_params)}</b> in its {kind} vision tower and projector ({held})"
         text += f"<br>{model.num_layers} layers · width {model.hidden_size:,} · {model.num_heads} heads"
+        if hybrid is not None:
+            text = text.replace(" layers ·", f" layers ({self._stack_words(model)}) ·", 1)
         if model.latent_attention:
             query = f"query latent {model.q_lora_rank}" if model.q_lora_rank else "plain query"
             text += (

@@ -91,10 +91,14 @@ class ArithmeticPanel(QWidget):
     def show_estimate(self, estimate: Estimate) -> None:
         self._estimate = estimate
         serving = self.mode is Mode.INFERENCE
-        self.summary.setText(estimate.inference.summary_in(self.unit) if serving else estimate.summary_in(self.unit))
+        untrained = not serving and estimate.plan.model.hybrid is not None  # core.plan.hybrid_refusal
+        summary = estimate.inference.summary_in(self.unit) if serving else estimate.summary_in(self.unit)
+        self.summary.setText(UNTRAINED_SUMMARY if untrained else summary)
         if serving:
             buckets = estimate.inference.buckets
             entries = [(f"{b.label} — {memory(b.bytes, self.unit)}", SERVING + b.key.value) for b in buckets]
+        elif untrained:
+            entries = []
         else:
             entries = [(f"{b.label} — {memory(b.bytes, self.unit)}", b.key.value) for b in estimate.buckets]
         with QSignalBlocker(self.picker):
@@ -111,9 +115,10 @@ class ArithmeticPanel(QWidget):
             if max(index, 0) != self.picker.currentIndex():
                 self.picker.setCurrentIndex(max(index, 0))
             self.selected = str(self.picker.currentData())
-        self.notes.setText("\n".join(estimate.notes))
-        if self.notes.isHidden() == bool(estimate.notes):
-            self.notes.setVisible(bool(estimate.notes))
+        notes = () if untrained else estimate.notes
+        self.notes.setText("\n".join(notes))
+        if self.notes.isHidden() == bool(notes):
+            self.notes.setVisible(bool(notes))
         self._show_terms()
 
     def _show_terms(self) -> None:
@@ -155,6 +160,8 @@ class ArithmeticPanel(QWidget):
 
 
 SERVING = "serving."  # the picker's keys for the serving figure's buckets
+# The training sum of a model whose step is not estimated (a hybrid recurrent one): none, and where its figures are.
+UNTRAINED_SUMMARY = "Training is not estimated for this model: switch to Inference for its serving figures."
 
 
 def _term(label: str, formula: str, size: str) -> str:

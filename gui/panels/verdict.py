@@ -12,7 +12,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QFrame, QGridLayout, QLabel, QWidget
 
 from core.estimate import JUDGED_SHORT, Estimate
-from core.plan import Offload
+from core.plan import Offload, hybrid_refusal
 from core.verdict import NARROW_LABEL, VERDICT_LABELS, Judgement, Mode, Verdict
 from gui import colours
 from gui.format import Unit, counted, measurement_label, memory
@@ -54,6 +54,16 @@ SERVING_LABELS = {
     Verdict.BORDERLINE: "Serving: borderline",
     Verdict.OOM: "Serving: out of memory",
 }
+
+
+# The training view of a model whose step is not estimated (a hybrid recurrent model): grey, no verdict.
+UNTRAINED_SYMBOL = "–"
+UNTRAINED_LABEL = "Not estimated"
+UNTRAINED_HEADLINE = "Training is not estimated for this model"
+UNTRAINED_STYLE = (
+    f"QLabel {{ background: {colours.OKABE_ITO['grey']}; color: #000000;"
+    " border-radius: 6px; padding: 8px 14px; font-size: 17pt; font-weight: 600; }"
+)
 
 
 def _headline(total: str, usable: str, margin: str = "") -> str:
@@ -240,7 +250,25 @@ class VerdictPanel(QFrame):
         if self.accessibleDescription() != text:
             self.setAccessibleDescription(text)
 
+    def _show_untrained(self, estimate: Estimate) -> None:
+        """A model whose training step the core does not estimate (a hybrid recurrent one,
+        core.plan.hybrid_refusal): no verdict and no figure, the reason and where its figures are."""
+        text = f"{UNTRAINED_SYMBOL}  {UNTRAINED_LABEL}"
+        if text != self.badge.text() or self.badge.styleSheet() != UNTRAINED_STYLE:
+            self.badge.setText(text)
+            self.badge.setStyleSheet(UNTRAINED_STYLE)
+            self.badge.ensurePolished()
+            self.badge.setMinimumWidth(self._badge_width())
+        self.headline.setText(f"<span style='font-size:13pt'><b>{UNTRAINED_HEADLINE}</b></span>")
+        why = escape(hybrid_refusal(estimate.plan.model))
+        self.detail.setText(f"{why}. Switch to <b>Inference</b> for its figures.")
+        self.detail.setToolTip("")
+        self._describe(f"{UNTRAINED_LABEL}. {UNTRAINED_HEADLINE}.")
+
     def _show_training(self, estimate: Estimate) -> None:
+        if estimate.plan.model.hybrid is not None:
+            self._show_untrained(estimate)
+            return
         judged = estimate.judgement(Mode.TRAINING)
         label = judged.label  # core.verdict's: "Fits narrowly" for a fit whose range reaches the headroom
         self._show_badge(judged.verdict, label, judged.fits_narrowly)

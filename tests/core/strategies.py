@@ -9,10 +9,12 @@ from hypothesis import strategies as st
 
 from core.catalogue import load_gpus, load_models
 from core.dtypes import Autocast, CacheType, Dtype, GgufQuant, KvDtype, Quant, WeightFormat
+from core.errors import PlanError
 from core.inputs import LLAMA4_VLLM_FROM
 from core.mac import MAC_ATTENTION, MAC_OPTIMIZERS
 from core.model import LORA_TARGETS, ModelSpec
 from core.plan import (
+    HYBRID_VLLM_LINES,
     LN_TUNING_FAMILIES,
     Accounting,
     Attention,
@@ -46,7 +48,16 @@ def serving_tensor_parallel(model: ModelSpec, most: int) -> list[int]:
     """The serving TP degrees up to ``most`` vLLM accepts for ``model`` (Plan validation:
     they divide the attention heads, and divide the KV heads or are a multiple of them)."""
     kv = model.num_kv_heads
-    return [t for t in range(1, most + 1) if model.num_heads % t == 0 and ((kv % t) if t < kv else (t % kv)) == 0]
+    degrees = [t for t in range(1, most + 1) if model.num_heads % t == 0 and ((kv % t) if t < kv else (t % kv)) == 0]
+    return [t for t in degrees if _splits_state(model, t)]
+
+
+def _splits_state(model: ModelSpec, tensor_parallel: int) -> bool:
+    """A hybrid's recurrent state splits evenly over the degree (core.hybrid, vLLM's divide())."""
+    try:
+        return model.hybrid is None or bool(model.hybrid.state_elements(tensor_parallel))
+    except PlanError:
+        return False
 
 
 gpu_ids = st.sampled_from([g.id for g in load_gpus()] + ["custom"])
@@ -81,7 +92,7 @@ AO_OPTIMIZERS: Final = (Optimizer.AO_ADAMW_8BIT, Optimizer.AO_ADAMW_4BIT, Optimi
 def plans(draw: st.DrawFn) -> Plan:
     spec = draw(models)
     engine = draw(st.sampled_from(list(Engine)))
-    if draw(st.booleans()):
+    if spec.hybrid is None and draw(st.booleans()):  # a hybrid's override is its exact count (core.hybrid)
         spec = replace(spec, params_override=draw(st.integers(1, 10**15)))
     method = draw(st.sampled_from(list(Method)))
     if method is Method.LN_TUNING and spec.family not in LN_TUNING_FAMILIES:
@@ -98,7 +109,17 @@ def plans(draw: st.DrawFn) -> Plan:
     # Chunked attention (Llama 4) is served on vLLM 0.8 or later only (Plan._check_chunked_attention).
     if spec.chunked_attention:
         engine = Engine.VLLM
-    versions = list(VllmVersion)[list(VllmVersion).index(LLAMA4_VLLM_FROM) :] if spec.chunked_attention else VllmVersion
+    # A hybrid recurrent model is served on vLLM 0.11 - 0.19, one stage, a TP its mixer splits (Plan._check_hybrid).
+    hybrid = spec.hybrid is not None
+    if hybrid:
+        engine = Engine.VLLM
+    versions = (
+        sorted(HYBRID_VLLM_LINES)
+        if hybrid
+        else list(VllmVersion)[list(VllmVersion).index(LLAMA4_VLLM_FROM) :]
+        if spec.chunked_attention
+        else list(VllmVersion)
+    )
     head = method is not Method.IA3 and method not in LYCORIS and draw(st.booleans())
     gpu = draw(gpu_ids)
     # An Apple GPU: one GPU, and only the settings PyTorch's MPS backend runs (core.mac; the Plan refuses others).
@@ -188,7 +209,8 @@ def plans(draw: st.DrawFn) -> Plan:
         ),
         inference=Inference(
             weight_dtype=draw(st.sampled_from(list(WeightFormat))),
-            kv_dtype=draw(st.sampled_from(list(KvDtype))),
+            # vLLM has no int8 / int4 cache: refused for a hybrid (Plan._check_hybrid)
+            kv_dtype=draw(st.sampled_from([k for k in KvDtype if not hybrid or k not in (KvDtype.INT8, KvDtype.INT4)])),
             concurrent=draw(st.integers(1, 4096)),
             context=draw(st.integers(1, 1_000_000)),
             engine=engine,
@@ -197,14 +219,14 @@ def plans(draw: st.DrawFn) -> Plan:
             tensor_parallel=1
             if engine is Engine.LLAMACPP or mac
             else draw(st.sampled_from(serving_tensor_parallel(spec, 64))),
-            vllm_version=draw(st.sampled_from(list(versions))),
+            vllm_version=draw(st.sampled_from(versions)),
             sglang_version=draw(st.sampled_from(list(SglangVersion))),
             # transformers loads FP8 weights from 4.49 (Plan refuses earlier releases with them).
             transformers_version=draw(st.sampled_from(list(TransformersVersion)[4:])),
             gguf_quant=draw(st.sampled_from(list(GgufQuant))),
             gpu_layers=draw(st.integers(0, 1000)),
             cache_type=draw(st.sampled_from(list(CacheType))),  # flash attention on: every type allowed
-            pipeline_parallel=draw(one if mac else st.integers(1, min(16, spec.num_layers))),
+            pipeline_parallel=draw(one if mac or hybrid else st.integers(1, min(16, spec.num_layers))),
             replicas=draw(st.integers(1, 1000)),
             gpu_memory_utilization=draw(st.floats(0.01, 1.0)),
             max_num_seqs=draw(st.integers(0, 10_000)),

@@ -45,6 +45,7 @@ from core.mac import MAC_ATTENTION, MAC_OPTIMIZERS
 from core.model import LIMITS, LORA_TARGETS, MAX_PARAMS, ModelSpec
 from core.optimizer_stacks import optimizer_refusal, optimizer_stack
 from core.plan import (
+    HYBRID_VLLM_LINES,
     LN_TUNING_FAMILIES,
     Accounting,
     Attention,
@@ -222,9 +223,9 @@ def extreme_plans(draw: st.DrawFn) -> Plan:
     plan = draw(plans())
     model = plan.model
     # Counts below the architecture's own are covered by test_small_params_override_gives_no_negative_bytes.
-    model = replace(
-        model, params_override=draw(st.sampled_from([None, 10**15, MAX_PARAMS, model.architecture_params()]))
-    )
+    # A hybrid keeps a count always (its exact one, core.hybrid): None is drawn only for the others.
+    counts = [10**15, MAX_PARAMS, model.architecture_params()] + ([None] if model.hybrid is None else [])
+    model = replace(model, params_override=draw(st.sampled_from(counts)))
     workload = Workload(
         micro_batch=_extreme(draw, 1, MAX_BATCH),
         # Prompt learning runs on the sequence plus its virtual tokens, at most MAX_SEQ (Plan refuses more).
@@ -406,6 +407,11 @@ def _random_plan(rng: random.Random) -> Plan:
         if drawn["parallel"].strategy is Strategy.FSDP:  # no FSDP on MPS (core.mac._fsdp)
             drawn["parallel"] = replace(drawn["parallel"], strategy=Strategy.DDP)
         drawn["inference"] = replace(drawn["inference"], tensor_parallel=1, pipeline_parallel=1)
+    if model.hybrid is not None:  # served on vLLM 0.11 - 0.19, one stage, a 16-bit or fp8 cache (Plan._check_hybrid)
+        inf = drawn["inference"]
+        kv = inf.kv_dtype if inf.kv_dtype not in (KvDtype.INT8, KvDtype.INT4) else KvDtype.BF16
+        version = rng.choice(sorted(HYBRID_VLLM_LINES))  # the TP drawn above splits the state (strategies)
+        drawn["inference"] = replace(inf, engine=Engine.VLLM, vllm_version=version, kv_dtype=kv, pipeline_parallel=1)
     return Plan(**_prompt_learning_runs(drawn))
 
 

@@ -18,7 +18,6 @@ from core.hybrid import (
     HybridSpec,
     RecurrentMixer,
     hybrid_from_hf_config,
-    refusal_words,
     state_words,
 )
 from core.serving.vllm_hybrid import hybrid_groups, hybrid_pages, hybrid_pool
@@ -159,20 +158,30 @@ def test_pool_groups_blocks_and_report() -> None:
     assert pool.bytes_per_request(131_072) == 337 * 4 * 819_200
 
 
-def test_the_refusal_says_what_was_read() -> None:
-    # core.hfconfig still refuses the family (no plan carries the state term yet) but names the stack, the
-    # library's count and the state: Granite-4.0-H-Tiny 36 · (9,984 + 393,216) · 2 B = 27.7 MiB.
-    with pytest.raises(PlanError) as info:
-        model_from_hf_config(META["granite-4.0-h-tiny"]["config"])
-    message = str(info.value)
-    assert "36 Mamba-2 and 4 attention layers of 40" in message
-    assert "6,939,037,248 parameters" in message and "27.7 MiB of recurrent state (Mamba-2, 36 layers)" in message
-    # Nemotron-H's class default mamba_ssm_cache_dtype float32: 27 · (36,864 · 2 + 1,310,720 · 4) B = 136.9 MiB.
-    with pytest.raises(PlanError) as info:
-        model_from_hf_config(META["nemotron-nano-9b-v2"]["config"])
-    assert "136.9 MiB" in str(info.value) and "a float32 SSM state" in str(info.value)
-    # A config the hybrid reader cannot read keeps the plain refusal.
-    assert refusal_words({"model_type": "bamba"}) == ""
+@pytest.mark.parametrize("case", sorted(META))
+def test_the_config_reader_plans_the_model_with_the_exact_count(case: str) -> None:
+    # core.hfconfig builds a ModelSpec whose count is the library's own (meta_counts.json) and whose hybrid is
+    # the one core.hybrid reads: the same stack and one sequence's state.
+    model = model_from_hf_config(META[case]["config"])
+    read = spec(case)
+    assert model.total_params() == META[case]["whole"]
+    assert model.active_params() == read.active_params
+    hybrid = model.hybrid
+    assert hybrid is not None
+    assert (hybrid.attention_layers, hybrid.recurrent_layers) == (read.attention_layers, read.recurrent_layers)
+    assert hybrid.state_elements() == read.state_elements() and model.kv_layers == read.attention_layers
+
+
+def test_the_model_says_its_state_in_the_library_words() -> None:
+    # Granite-4.0-H-Tiny: 36 · (9,984 + 393,216) · 2 B = 27.7 MiB of state a sequence (vllm 02d71083 shapes).
+    tiny = model_from_hf_config(META["granite-4.0-h-tiny"]["config"]).hybrid
+    assert tiny is not None
+    assert f"{tiny.state_bytes(2, 2) / 2**20:.1f}" == "27.7"
+    assert state_words(tiny) == "recurrent state (Mamba-2, 36 layers)"
+    # Nemotron-H's class default mamba_ssm_cache_dtype float32 is carried: 27 · (36,864 · 2 + 1,310,720 · 4) B.
+    nano = model_from_hf_config(META["nemotron-nano-9b-v2"]["config"])
+    assert nano.recurrent_state_float32
+    assert nano.hybrid is not None and f"{nano.hybrid.state_bytes(2, 4) / 2**20:.1f}" == "136.9"
 
 
 def test_falcon_h1_runs_both_in_every_layer() -> None:

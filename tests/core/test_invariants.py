@@ -44,7 +44,8 @@ REL = 1e-9  # float sums in a different order
 
 def _consistent(plan: Plan) -> Plan:
     model = plan.model
-    if model.params_override and model.params_override < model.architecture_params():
+    # A hybrid's override is its exact count (core.hybrid), whatever its attention-model fields' shape gives.
+    if model.params_override and model.hybrid is None and model.params_override < model.architecture_params():
         model = replace(model, params_override=None)
     return replace(plan, model=model, lesson=replace(plan.lesson, trainable_override=0))
 

@@ -25,11 +25,17 @@ SOME = settings(max_examples=60, deadline=None, suppress_health_check=[HealthChe
 FEW = settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
+def judged_modes(plan: Plan) -> tuple[Mode, ...]:
+    """The modes a plan is judged in: a hybrid recurrent model's training step is not estimated (core.plan
+    hybrid_refusal: the command line, comparisons and reports refuse it), so it is judged served only."""
+    return (Mode.INFERENCE,) if plan.model.hybrid is not None else tuple(Mode)
+
+
 @SOME
 @given(plan=plans())
 def test_the_command_line_states_the_judgement(plan: Plan) -> None:
     est = estimate(plan)
-    for mode in Mode:
+    for mode in judged_modes(plan):
         judged = est.judgement(mode)
         doc = estimate_to_json(est, mode)
         assert doc["verdict"] == doc["judgement"]["verdict"] == judged.verdict.value
@@ -37,14 +43,18 @@ def test_the_command_line_states_the_judgement(plan: Plan) -> None:
         text = render_serving(est) if mode is Mode.INFERENCE else render_estimate(est)
         line = f"{judged.label}: {memory(judged.total_bytes)} of {memory(judged.capacity_bytes)}"
         assert line in text and f"margin {memory(judged.margin_bytes)}" in text
-    assert estimate_to_json(est)["training"]["verdict"] == est.judgement(Mode.TRAINING).verdict.value
+    training = estimate_to_json(est)["training"]
+    if plan.model.hybrid is not None:
+        assert training is None  # no training verdict for it (core.cli.render: training_refused says why)
+    else:
+        assert training["verdict"] == est.judgement(Mode.TRAINING).verdict.value
 
 
 @SOME
 @given(plan=plans())
 def test_a_comparison_states_the_judgement(plan: Plan) -> None:
     est = estimate(plan)
-    for mode in Mode:
+    for mode in judged_modes(plan):
         comparison = compare([("a", plan)], mode)
         rows = {row.key: row for row in comparison.rows()}
         # The label every view shows: "Fits narrowly" for a narrow fit (core.verdict.Judgement.label).
@@ -75,7 +85,7 @@ def test_a_narrow_fit_is_said_alike_by_the_comparison_the_command_line_and_the_r
 @FEW
 @given(plan=plans())
 def test_a_report_states_the_judgement(plan: Plan) -> None:
-    for mode in Mode:
+    for mode in judged_modes(plan):
         judged = estimate(plan).judgement(mode)
         markdown = to_markdown(build_report([("a", plan)], generated="2026-12-01T00:00:00Z", mode=mode))
         assert f"{judged.label}: {memory(judged.total_bytes)}" in markdown
