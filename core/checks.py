@@ -116,7 +116,6 @@ def plan_warnings(plan: Plan) -> tuple[PlanWarning, ...]:
     if weights:
         warnings.append(PlanWarning(Mode.TRAINING, weights))
     warnings += _latent_attention_warnings(plan)
-    warnings += _chunked_attention_warnings(plan)
     loss = _loss_warning(plan)
     if loss:
         warnings.append(PlanWarning(Mode.TRAINING, loss))
@@ -189,28 +188,6 @@ def _loss_warning(plan: Plan) -> str:
         f"The plan turns on more than one loss: the estimate counts “{chosen}” and ignores {ignored}, "
         "which it replaces. Choose one: the Method form's Loss, or one loss flag on the command line."
     )
-
-
-def _chunked_attention_warnings(plan: Plan) -> list[PlanWarning]:
-    """Llama 4 (chunked attention, ModelSpec.attention_chunk): planned for serving on vLLM only
-    (Plan._check_chunked_attention). Its training is not modelled: transformers 5.25.0's Llama4TextMoe runs every
-    expert on every token (``hidden_states.repeat(router_scores.shape[1], 1)`` into Llama4TextExperts' torch.bmm
-    over num_local_experts), so a MoE layer's activations and FLOPs are num_local_experts times a routed pass's;
-    Llama4PreTrainedModel sets ``_supports_flash_attn = False`` (SDPA or flex attention with
-    create_chunked_causal_mask); three layers in four normalise q and k with a weightless L2 norm. The training
-    rules count top-k routing and full causal attention, so the training figures are not the run's; said in the
-    training view, above every figure."""
-    model = plan.model
-    if not model.chunked_attention:
-        return []
-    text = (
-        f"Training {model.name} is not planned: transformers' Llama4TextMoe runs all {model.num_experts} experts on "
-        f"every token (its activations and FLOPs {model.num_experts}× a routed pass's), and its chunked attention "
-        f"({model.chunked_layers} layers within {model.attention_chunk:,}-token chunks) and q/k L2 norm are not "
-        "modelled. The training figures below count routed experts and full attention: do not use them. Serving on "
-        "vLLM is planned (Inference mode)."
-    )
-    return [PlanWarning(Mode.TRAINING, text)]
 
 
 def _latent_attention_warnings(plan: Plan) -> list[PlanWarning]:

@@ -371,6 +371,26 @@ def hybrid_refusal(model: ModelSpec) -> str:
     )
 
 
+def training_refusal(model: ModelSpec) -> str | None:
+    """Why the training step of ``model`` is not estimated, or None where it is. Such a model is planned for
+    serving only, and every view says so in place of a training verdict (the window's training view, the command
+    line, comparisons, the diagnosis): a hybrid recurrent model (:func:`hybrid_refusal`), and Llama 4, whose
+    transformers 5.25.0 Llama4TextMoe runs every expert on every token (``hidden_states.repeat(router_scores.shape[1],
+    1)`` into Llama4TextExperts' torch.bmm over num_local_experts: activations and FLOPs num_local_experts times a
+    routed pass's) with chunked attention and a weightless q/k L2 norm on three layers in four, none of which the
+    training rules count."""
+    if model.hybrid is not None:
+        return hybrid_refusal(model)
+    if model.chunked_attention:
+        return (
+            f"{model.name} is planned for serving on vLLM only: transformers' Llama4TextMoe runs all "
+            f"{model.num_experts} experts on every token (activations and FLOPs {model.num_experts}× a routed "
+            f"pass's), and its chunked attention ({model.chunked_layers} layers within {model.attention_chunk:,}-token "
+            "chunks) and q/k L2 norm are not modelled for training"
+        )
+    return None
+
+
 # (branches h53lyco, h53vera, h54oft, h54ada, h58peft): the refusals of Plan._check_lycoris.
 _PEFT_WRAPPED: Final = _LYCORIS | {Method.VERA, Method.OFT, Method.ADALORA, Method.MISS}
 _LITGPT_ADAPTERS: Final = frozenset((Method.ADAPTER, Method.ADAPTER_V2))

@@ -28,7 +28,7 @@ from core.plan import (
     QUANT_LABELS,
     STRATEGY_LABELS,
     Plan,
-    hybrid_refusal,
+    training_refusal,
 )
 from core.verdict import cheapest_fit_words
 
@@ -352,6 +352,7 @@ def compare(named: Sequence[tuple[str, Plan]], mode: Mode = Mode.TRAINING) -> Co
     if not 1 <= len(named) <= MAX_PLANS:
         raise PlanError("plans", len(named), f"1 to {MAX_PLANS} plans")
     for name, plan in named:  # a hybrid recurrent model's training step is not estimated (core.plan)
-        if mode is Mode.TRAINING and plan.model.hybrid is not None:
-            raise PlanError("mode", "training", f"inference for {name}", hybrid_refusal(plan.model))
+        refusal = training_refusal(plan.model)
+        if mode is Mode.TRAINING and refusal is not None:
+            raise PlanError("mode", "training", f"inference for {name}", refusal)
     return Comparison(tuple(ComparedPlan(check_name(n, i), estimate(p)) for i, (n, p) in enumerate(named)), mode)

@@ -29,7 +29,7 @@ from core.advice.symptoms import SYMPTOM_BY_FAILURE, SYMPTOMS, Failure, Symptom
 from core.breakdown import BUCKET_LABELS, BucketKey
 from core.estimate import Estimate, estimate
 from core.format import memory
-from core.plan import Plan, hybrid_refusal
+from core.plan import Plan, training_refusal
 from core.verdict import Judgement, Mode, Verdict
 
 __all__ = [
@@ -203,7 +203,7 @@ class Diagnosis:
         if self.mode is Mode.INFERENCE and self.estimate.inference.refusal:
             return self.estimate.inference.refusal  # the engine does not start: its own check decides
         if _untrained(self.estimate.plan, self.mode):
-            return f"Training is not estimated: {hybrid_refusal(self.estimate.plan.model)}."
+            return f"Training is not estimated: {training_refusal(self.estimate.plan.model)}."
         if self.failure is Failure.NONE:
             return f"{self._fit_in_words()}; the largest part is {self.largest[0].lower()}."
         cause = SYMPTOM_BY_FAILURE[self.failure].cause
@@ -339,8 +339,8 @@ def remedies_for_symptom(
 
 
 def _untrained(plan: Plan, mode: Mode) -> bool:
-    """A training question about a model whose training is not estimated (a hybrid recurrent one)."""
-    return mode is Mode.TRAINING and plan.model.hybrid is not None
+    """A training question about a model whose training is not estimated (core.plan.training_refusal)."""
+    return mode is Mode.TRAINING and training_refusal(plan.model) is not None
 
 
 @dataclass(frozen=True)

@@ -46,8 +46,8 @@ from core.plan import (
     Precision,
     Preset,
     Strategy,
-    hybrid_refusal,
     preset_matching,
+    training_refusal,
 )
 from core.presets import default_plan
 from core.serving.ollama import ollama_defaults
@@ -219,9 +219,10 @@ def plan_from_args(args: argparse.Namespace, base: Plan | None = None) -> Plan:
     )
     if "inference.ollama_version" in given:  # the release's num_ctx, parallel and flash attention
         plan = ollama_defaults(plan, gpu_for(plan), frozenset(given))
-    if plan.model.hybrid is not None and mode_for(args) is Mode.TRAINING:
-        # core.plan.Plan._check_hybrid: a hybrid recurrent model is served on vLLM, never trained, here
-        raise PlanError("mode", "training", "inference (--mode inference)", hybrid_refusal(plan.model))
+    refusal = training_refusal(plan.model)
+    if refusal is not None and mode_for(args) is Mode.TRAINING:
+        # core.plan.training_refusal: a hybrid recurrent model or Llama 4 is served on vLLM, never trained, here
+        raise PlanError("mode", "training", "inference (--mode inference)", refusal)
     return plan
 
 

@@ -24,7 +24,7 @@ from core.estimate import (
 from core.format import count as format_count
 from core.format import counted, hours, latency, money, scientific
 from core.format import memory as format_memory
-from core.plan import ENGINE_LABELS, Accounting, Engine, Plan, hybrid_refusal
+from core.plan import ENGINE_LABELS, Accounting, Engine, Plan, training_refusal
 from core.training.extra_trained import extra_elements
 
 
@@ -52,9 +52,11 @@ def estimate_to_json(est: Estimate, mode: Mode = Mode.TRAINING) -> dict[str, Any
     margin are the judged mode's (the training step, or serving); ``training`` keeps the step's."""
     plan = est.plan
     judged = est.judgement(mode)
-    # A hybrid recurrent model is never trained here (core.plan.hybrid_refusal): no training verdict, and why.
-    trained = plan.model.hybrid is None
-    refused = {} if trained else {"training_refused": hybrid_refusal(plan.model)}
+    # A hybrid recurrent model or Llama 4 is never trained here (core.plan.training_refusal): no training verdict,
+    # and why.
+    refusal = training_refusal(plan.model)
+    trained = refusal is None
+    refused = {} if refusal is None else {"training_refused": refusal}
     return {
         "mode": mode.value,
         "judgement": judgement_to_json(judged),

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Literal
 
 from core.breakdown import BUCKET_LABELS, BUCKET_ORDER, BucketKey
 from core.estimate import Estimate
-from core.plan import ENGINE_LABELS, METHOD_LABELS
+from core.plan import ENGINE_LABELS, METHOD_LABELS, training_refusal
 from core.verdict import Mode as Judged
 from gui.colours import OKABE_ITO
 from gui.format import Unit, memory
@@ -75,8 +75,8 @@ Segments = tuple[tuple[float, ...], tuple[float, ...]]
 
 def training_bars(estimate: Estimate, measurement: Measurement | None, rank: int | None = None) -> list[BarSpec]:
     """The phases and the peak of one rank (the worst by default), then a measurement; none for a model
-    whose training step the core does not estimate (a hybrid recurrent one: core.plan.hybrid_refusal)."""
-    if estimate.plan.model.hybrid is not None:
+    whose training step the core does not estimate (a hybrid recurrent one, Llama 4: core.plan.training_refusal)."""
+    if training_refusal(estimate.plan.model) is not None:
         return []
     source = estimate.for_rank(rank)
     bars: list[BarSpec] = []

@@ -7,6 +7,7 @@ from PySide6.QtGui import QFont, QFontDatabase
 from PySide6.QtWidgets import QComboBox, QLabel, QTextBrowser, QVBoxLayout, QWidget
 
 from core.estimate import Estimate
+from core.plan import training_refusal
 from core.verdict import Mode
 from gui.format import Unit, memory
 from gui.plaintext import html as escape  # the one escape for text shown in rich labels
@@ -91,7 +92,7 @@ class ArithmeticPanel(QWidget):
     def show_estimate(self, estimate: Estimate) -> None:
         self._estimate = estimate
         serving = self.mode is Mode.INFERENCE
-        untrained = not serving and estimate.plan.model.hybrid is not None  # core.plan.hybrid_refusal
+        untrained = not serving and training_refusal(estimate.plan.model) is not None
         summary = estimate.inference.summary_in(self.unit) if serving else estimate.summary_in(self.unit)
         self.summary.setText(UNTRAINED_SUMMARY if untrained else summary)
         if serving:

@@ -12,7 +12,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QFrame, QGridLayout, QLabel, QWidget
 
 from core.estimate import JUDGED_SHORT, Estimate
-from core.plan import Offload, hybrid_refusal
+from core.plan import Offload, training_refusal
 from core.verdict import NARROW_LABEL, VERDICT_LABELS, Judgement, Mode, Verdict
 from gui import colours
 from gui.format import Unit, counted, measurement_label, memory
@@ -260,13 +260,13 @@ class VerdictPanel(QFrame):
             self.badge.ensurePolished()
             self.badge.setMinimumWidth(self._badge_width())
         self.headline.setText(f"<span style='font-size:13pt'><b>{UNTRAINED_HEADLINE}</b></span>")
-        why = escape(hybrid_refusal(estimate.plan.model))
+        why = escape(training_refusal(estimate.plan.model) or "")
         self.detail.setText(f"{why}. Switch to <b>Inference</b> for its figures.")
         self.detail.setToolTip("")
         self._describe(f"{UNTRAINED_LABEL}. {UNTRAINED_HEADLINE}.")
 
     def _show_training(self, estimate: Estimate) -> None:
-        if estimate.plan.model.hybrid is not None:
+        if training_refusal(estimate.plan.model) is not None:
             self._show_untrained(estimate)
             return
         judged = estimate.judgement(Mode.TRAINING)

@@ -16,7 +16,7 @@ from core.errors import PlanError, PlanFileError
 from core.estimate import Mode, Verdict, estimate
 from core.files.comparison import dumps, from_dict, load, save, to_dict
 from core.files.planfile import save as save_plan
-from core.plan import Method, Offload, Plan, Precision, Strategy
+from core.plan import Method, Offload, Plan, Precision, Strategy, training_refusal
 from core.presets import default_plan, lesson_plan
 from tests.core.strategies import plans
 
@@ -157,9 +157,9 @@ def test_cli_compare(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None
 @settings(max_examples=40, deadline=None)
 @given(st.lists(st.tuples(st.text(min_size=1, max_size=30).filter(str.strip), plans()), min_size=1, max_size=4))
 def test_comparison_file_round_trips_any_plans(named: list[tuple[str, Plan]]) -> None:
-    # A hybrid recurrent model's training is not estimated (core.advice.compare refuses it): its plans are compared
-    # served.
-    mode = Mode.INFERENCE if any(plan.model.hybrid is not None for _, plan in named) else Mode.TRAINING
+    # A hybrid recurrent model's or Llama 4's training is not estimated (core.advice.compare refuses it,
+    # core.plan.training_refusal): its plans are compared served.
+    mode = Mode.INFERENCE if any(training_refusal(plan.model) is not None for _, plan in named) else Mode.TRAINING
     comparison = compare(named, mode)
     again = from_dict(json.loads(dumps(comparison)))
     assert again.mode is mode

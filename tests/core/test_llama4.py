@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 
+from core.advice.compare import compare
+from core.advice.diagnosis import diagnose
 from core.catalogue import find_model
 from core.cli.app import main
 from core.errors import PlanError
@@ -23,7 +25,7 @@ from core.estimate import estimate
 from core.files.planfile import plan_from_dict, plan_to_dict
 from core.hfconfig import model_from_hf_config
 from core.model import ModelSpec
-from core.plan import Engine, Plan, VllmVersion
+from core.plan import Engine, Plan, VllmVersion, training_refusal
 from core.presets import plan_for_model
 from core.serving.vllm_rules import KvGroups, vllm_blocks_per_request, vllm_kv_groups
 from core.verdict import Mode
@@ -139,12 +141,19 @@ def test_llama4_is_served_on_vllm_only_and_from_0_8() -> None:
     assert old.on_model(scout).inference.vllm_version is VllmVersion.V0_19
 
 
-def test_training_says_it_is_not_planned() -> None:
+def test_training_is_refused_with_the_reason_everywhere() -> None:
+    # transformers 5.25.0 models/llama4/modeling_llama4.py Llama4TextMoe: hidden_states.repeat over the 16 experts of
+    # Llama4TextConfig's defaults (Scout's): the training rules do not count it, so no training verdict is given.
     scout = model_from_hf_config(META["llama4_text-default"]["config"])
-    result = estimate(_served(scout))
-    training = " ".join(result.warnings_for(Mode.TRAINING))
-    assert "is not planned" in training and "all 16 experts on every token" in training
-    assert not any("is not planned" in w for w in result.warnings_for(Mode.INFERENCE))
+    reason = training_refusal(scout)
+    assert reason is not None and "all 16 experts on every token" in reason
+    assert training_refusal(find_model("llama-3.1-8b").spec) is None
+    plan = _served(scout)
+    result = estimate(plan)
+    assert not any("experts on every token" in w for w in result.warnings_for(Mode.TRAINING))  # no warning: refused
+    with pytest.raises(PlanError, match="experts on every token"):  # a comparison in training mode
+        compare([("a", plan), ("b", plan)], Mode.TRAINING)
+    assert diagnose(plan, Mode.TRAINING).remedies == ()  # nothing to remedy in a step that is not estimated
 
 
 def test_text_only_scout_skips_the_tower_from_vllm_0_10() -> None:
@@ -178,3 +187,26 @@ def test_the_catalogue_rows_plan_on_vllm_from_the_preset_and_the_command_line() 
         code = main(["estimate", "--model", scout.id, "--gpu", "h100-sxm", "--mode", "inference"])
     # One H100 cannot hold its 217 GB of bf16 weights (108.6e9 × 2 B): vLLM's pool is empty and the CLI says so.
     assert code == 0 and "served by vLLM" in out.getvalue() and "GPU KV cache size: 0 tokens" in out.getvalue()
+
+
+def test_the_command_line_serves_scout_and_refuses_its_training(capsys: pytest.CaptureFixture[str]) -> None:
+    # core.plan.training_refusal, as for a hybrid recurrent model (tests/core/test_hybrid_serving.py).
+    code = main(["estimate", "--model", "llama-4-scout-17b-16e", "--gpu", "h100-sxm", "--gpus", "8"])
+    _, err = capsys.readouterr()
+    assert code == 2 and "'training' is not allowed" in err and "experts on every token" in err
+    code = main(
+        [
+            "estimate",
+            "--mode",
+            "inference",
+            "--model",
+            "llama-4-scout-17b-16e",
+            "--gpu",
+            "h100-sxm",
+            "--gpus",
+            "8",
+            "--json",
+        ]
+    )
+    document = json.loads(capsys.readouterr()[0])
+    assert code == 0 and document["training"] is None and "experts on every token" in document["training_refused"]

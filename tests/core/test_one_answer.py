@@ -16,7 +16,7 @@ from core.estimate import estimate
 from core.files.report import build_report, to_markdown
 from core.format import memory, scientific
 from core.inputs import Method, Preset, input_at
-from core.plan import Plan
+from core.plan import Plan, training_refusal
 from core.presets import default_plan, plan_for_model
 from core.verdict import NARROW_LABEL, Mode, Verdict
 from tests.core.strategies import plans
@@ -26,9 +26,9 @@ FEW = settings(max_examples=12, deadline=None, suppress_health_check=[HealthChec
 
 
 def judged_modes(plan: Plan) -> tuple[Mode, ...]:
-    """The modes a plan is judged in: a hybrid recurrent model's training step is not estimated (core.plan
-    hybrid_refusal: the command line, comparisons and reports refuse it), so it is judged served only."""
-    return (Mode.INFERENCE,) if plan.model.hybrid is not None else tuple(Mode)
+    """The modes a plan is judged in: a hybrid recurrent model's and Llama 4's training step is not estimated
+    (core.plan.training_refusal: the command line, comparisons and reports refuse it), so it is judged served only."""
+    return (Mode.INFERENCE,) if training_refusal(plan.model) is not None else tuple(Mode)
 
 
 @SOME
@@ -44,7 +44,7 @@ def test_the_command_line_states_the_judgement(plan: Plan) -> None:
         line = f"{judged.label}: {memory(judged.total_bytes)} of {memory(judged.capacity_bytes)}"
         assert line in text and f"margin {memory(judged.margin_bytes)}" in text
     training = estimate_to_json(est)["training"]
-    if plan.model.hybrid is not None:
+    if training_refusal(plan.model) is not None:
         assert training is None  # no training verdict for it (core.cli.render: training_refused says why)
     else:
         assert training["verdict"] == est.judgement(Mode.TRAINING).verdict.value

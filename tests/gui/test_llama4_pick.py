@@ -9,13 +9,12 @@ from typing import Any
 from PySide6.QtCore import Qt
 
 from core.plan import Engine
-from core.verdict import Mode
 from gui.main_window import MainWindow
 
 SHOTS = os.environ.get("VRAMPLAN_SHOTS", "")
 
 
-def test_picking_scout_serves_it_on_vllm_and_says_training_is_not_planned(qtbot: Any, window: MainWindow) -> None:
+def test_picking_scout_serves_it_on_vllm_and_refuses_its_training(qtbot: Any, window: MainWindow) -> None:
     assert window.controller.plan.inference.engine is Engine.HF  # the start-up plan's engine
     picker = window.model_form.picker
     picker.lineEdit().selectAll()
@@ -25,8 +24,10 @@ def test_picking_scout_serves_it_on_vllm_and_says_training_is_not_planned(qtbot:
     # resources/models.json "llama-4-scout-17b-16e": 36 of 48 layers attend within 8,192-token chunks.
     assert (plan.model.family, plan.model.chunked_layers, plan.model.attention_chunk) == ("llama4_text", 36, 8_192)
     assert plan.inference.engine is Engine.VLLM  # Plan.on_model: Llama 4 is planned on vLLM only
-    estimate = window.controller.estimate
-    assert any("is not planned" in w for w in estimate.warnings_for(Mode.TRAINING))
+    # Training: no verdict, the reason (core.plan.training_refusal), as for a hybrid recurrent model.
+    window.set_chart_mode("training")
+    assert window.verdict.badge.text().endswith("Not estimated")
+    assert "experts on every token" in window.verdict.detail.text()
     window.set_chart_mode("inference")
     shot = window.grab()
     assert not shot.isNull()

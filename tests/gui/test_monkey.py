@@ -31,7 +31,7 @@ from PySide6.QtWidgets import QAbstractSpinBox, QApplication, QCheckBox, QComboB
 from core.files import planfile
 from core.inputs import INPUTS
 from core.losses import loss_choice
-from core.plan import Plan
+from core.plan import Plan, training_refusal
 from core.units import GB, GiB
 from core.verdict import Mode
 from gui.chart.geometry import inference_bars, training_bars
@@ -202,8 +202,9 @@ def check_chart(window: MainWindow) -> None:
     estimate = window.controller.estimate
     chart = window.chart
     scale = GiB if chart.unit == "GiB" else GB
-    if chart.mode == "training" and estimate.plan.model.hybrid is not None:
-        # A hybrid recurrent model's training step is not estimated: no bars, "Not estimated" (core.plan.hybrid_refusal)
+    if chart.mode == "training" and training_refusal(estimate.plan.model) is not None:
+        # A hybrid recurrent model's or Llama 4's training step is not estimated: no bars, "Not estimated"
+        # (core.plan.training_refusal)
         assert chart.bars() == [] and window.verdict.badge.text().endswith("Not estimated")
         expected = []
     elif chart.mode == "training":
