@@ -265,10 +265,11 @@ def extra_trained_outside_method(plan: Plan) -> bool:
 
 def default_plan_on(model: ModelSpec, model_id: str = "") -> Plan:
     """The planner's defaults on ``model``: served on vLLM where that is the one engine the model is planned on
-    (chunked attention, Llama 4: Plan._check_chunked_attention), else exactly ``Plan(model=model)``."""
-    if model.chunked_attention:
-        return Plan(model=model, model_id=model_id, inference=Inference(engine=Engine.VLLM))
-    return Plan(model=model, model_id=model_id)
+    (chunked attention, Llama 4; a hybrid recurrent model: :func:`serving_on`), else exactly ``Plan(model=model)``."""
+    inference = serving_on(model, Inference())
+    if inference == Inference():
+        return Plan(model=model, model_id=model_id)
+    return Plan(model=model, model_id=model_id, inference=inference)
 
 
 def serving_on(model: ModelSpec, inference: Inference) -> Inference:
