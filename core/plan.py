@@ -266,10 +266,7 @@ def extra_trained_outside_method(plan: Plan) -> bool:
 def default_plan_on(model: ModelSpec, model_id: str = "") -> Plan:
     """The planner's defaults on ``model``: served on vLLM where that is the one engine the model is planned on
     (chunked attention, Llama 4; a hybrid recurrent model: :func:`serving_on`), else exactly ``Plan(model=model)``."""
-    inference = serving_on(model, Inference())
-    if inference == Inference():
-        return Plan(model=model, model_id=model_id)
-    return Plan(model=model, model_id=model_id, inference=inference)
+    return Plan(model=model, model_id=model_id, inference=serving_on(model, Inference()))
 
 
 def serving_on(model: ModelSpec, inference: Inference) -> Inference:
