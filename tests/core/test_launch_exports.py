@@ -39,6 +39,8 @@ from core.plan import (
     Preset,
     Strategy,
     Workload,
+    default_plan_on,
+    training_refusal,
 )
 from tests.core.test_launch_roundtrip import launch_plans
 
@@ -503,3 +505,23 @@ def test_toml_refuses_what_it_cannot_write() -> None:
             dumps_toml({"x": bad})
     with pytest.raises(ValueError):
         dumps_toml({"x": "\ud800"})
+
+
+def test_a_training_export_of_a_model_not_trained_here_says_so() -> None:
+    # core.plan.training_refusal: Llama 4 is planned for serving only (transformers' Llama4TextMoe runs every
+    # expert on every token). Its training configs are still written, and the model line says nothing in them
+    # was judged to fit; the serving command, which the plan did judge, carries no such note.
+    scout = find_model("llama-4-scout-17b-16e")
+    plan = default_plan_on(scout.spec, scout.id)
+    refusal = training_refusal(plan.model)
+    assert refusal is not None
+    for target in Target:
+        exported = export(plan, target)
+        said = [u.why for u in exported.unexpressed if u.field == "model"]
+        if target in SERVING_TARGETS:
+            assert not any("training step" in why for why in said), target
+        else:
+            assert len(said) == 1 and "does not estimate this model's training step" in said[0], target
+            assert refusal in said[0], target
+    # A model the planner trains gets no such line.
+    assert not export(QLORA, Target.TRL).cannot("model")

@@ -27,6 +27,8 @@ ollama                  :mod:`~core.files.launch.ollama`             its ``read_
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from core.files.launch.accelerate import export_accelerate_config, export_accelerate_launch
 from core.files.launch.axolotl import export_axolotl
 from core.files.launch.common import (
@@ -49,7 +51,7 @@ from core.files.launch.torchrun import export_torchrun
 from core.files.launch.torchtitan import export_torchtitan
 from core.files.launch.torchtune import export_torchtune
 from core.files.launch.vllm import export_vllm
-from core.plan import Plan
+from core.plan import Plan, training_refusal
 
 __all__ = [
     "SERVING_TARGETS",
@@ -73,9 +75,21 @@ def export(
     ``model_ref`` names the model where the plan's is not a catalogue model (a Hub id from the
     cache, a local folder); ``command`` is what ``torchrun`` / ``accelerate launch`` start (the
     script and its arguments). Raises ValueError for a target name that is not one of
-    :class:`Target`; never for a plan.
+    :class:`Target`; never for a plan. A training target for a model whose training step this
+    planner does not estimate (core.plan.training_refusal) is still written, and says so under "model".
     """
     kind = Target(target)
+    result = _export(plan, kind, model_ref, command)
+    refusal = training_refusal(plan.model)
+    if kind in SERVING_TARGETS or refusal is None:
+        return result
+    note = f"the planner does not estimate this model's training step, so nothing here was judged to fit: {refusal}"
+    said = " ".join([*(u.why for u in result.unexpressed if u.field == "model"), note])
+    kept = tuple(u for u in result.unexpressed if u.field != "model")
+    return replace(result, unexpressed=(Unexpressed("model", said), *kept))
+
+
+def _export(plan: Plan, kind: Target, model_ref: str | None, command: tuple[str, ...]) -> Export:
     if kind is Target.TORCHRUN:
         return export_torchrun(plan, command)
     if kind is Target.ACCELERATE_LAUNCH:
