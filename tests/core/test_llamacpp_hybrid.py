@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from benchmarks.realgpu.serving import qwen36_27b_recurrent
@@ -10,7 +13,8 @@ from core.cli.app import main
 from core.dtypes import GgmlType, GgufQuant
 from core.errors import PlanError
 from core.estimate import estimate
-from core.plan import Engine, Plan
+from core.hfconfig import model_from_hf_config
+from core.plan import Engine, Hardware, Inference, Plan
 from core.presets import default_plan, plan_for_model
 from core.serving.llamacpp import llamacpp_buffers, quantiser, tensor_type
 from core.serving.llamacpp_fit import llamacpp_fit
@@ -25,6 +29,8 @@ from core.serving.llamacpp_hybrid import (
 )
 from core.serving.speed import _state_per_request
 from core.units import MiB
+
+DATA = Path(__file__).parents[1] / "data" / "hybrid"
 
 
 def on_llamacpp(model_id: str, gpu: str = "rtx-4090", **inference: object) -> Plan:
@@ -193,3 +199,17 @@ def test_the_command_line_plans_a_hybrid_on_llama_cpp(capsys: pytest.CaptureFixt
     assert f"RS {36 * sum(n_embd(4, 3072, 128, 1)) * 4 / MiB:,.2f} MiB (1 cell × 36 recurrent layers, f32)" in out
     assert main([*args, "--gpu", "rtx-4090", "--llamacpp-build", "6500"]) != 0
     assert "llamacpp_build" in capsys.readouterr().err
+
+
+def test_falcon_h1_keeps_a_kv_cache_and_a_state_in_every_layer() -> None:
+    # llama_model::create_memory: LLM_ARCH_FALCON_H1's filter_attn and filter_recr both keep every layer.
+    # tests/data/hybrid/meta_counts.json "falcon-h1-1.5b-dims": 24 layers of attention (its KV heads × head_dim)
+    # beside a Mamba-2 mixer of inner 3,072 (mamba_d_ssm), a 256-wide state, 1 group, kernel 4.
+    config = json.loads((DATA / "meta_counts.json").read_text("utf-8"))["cases"]["falcon-h1-1.5b-dims"]["config"]
+    model = model_from_hf_config(config)
+    plan = Plan(model=model, hardware=Hardware(gpu="rtx-4090"), inference=Inference(engine=Engine.LLAMACPP))
+    buffers = llamacpp_buffers(plan.with_inference(context=4096))
+    row = model.num_kv_heads * model.head_dim
+    assert buffers.device_kv[0] == 4096 * 24 * 2 * row * 2
+    assert buffers.device_rs[0] == 24 * sum(n_embd(4, 3072, 256, 1)) * 4
+    assert set(layer_kinds(model)) == {"parallel"}
