@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 from core.errors import PlanError
-from core.hybrid import HYBRID_MODEL_TYPES, hybrid_from_hf_config
+from core.hybrid import HYBRID_MODEL_TYPES, MOE, hybrid_from_hf_config
 from core.model import MAX_NAME_CHARS, ModelSpec, is_int
 from core.units import finite_number
 from core.vision import TEXT_MODEL_TYPES, vision_tower
@@ -62,7 +62,7 @@ SUPPORTED_MODEL_TYPES: Final = (
 # planner does not read: each is refused with what it lacks rather than planned as a transformer. Layer kinds
 # as transformers 5.25.0 builds them (models/<type>/modeling_<type>.py). The five hybrids core.hybrid reads
 # exactly (Granite 4.0-H, Bamba, Nemotron-H, Falcon-H1, Qwen3-Next) are planned (:func:`_hybrid_model`), for
-# serving on vLLM only (core.plan.Plan._check_hybrid says why the rest is refused).
+# serving on vLLM and llama.cpp only (core.plan.Plan._check_hybrid says why the rest is refused).
 RECURRENT_MODEL_TYPES: Final[dict[str, str]] = {
     "lfm2": "LFM2's short-convolution layers (Lfm2ShortConv)",
     "jamba": "Jamba's Mamba layers (JambaMambaMixer)",
@@ -920,7 +920,7 @@ def _divide(a: int, b: int, where: str) -> int:
 # (transformers 5.25.0 models/<type>/configuration_<type>.py and modeling_<type>.py): what the serving rules
 # read of it — vLLM's profile run's working memory and fused-MoE workspace, which experts a decode step reads.
 # The parameters are core.hybrid's exact count, given (params_override, active_params_override).
-def _hybrid_mlp(r: _Reader, model_type: str) -> dict[str, Any]:
+def _hybrid_mlp(r: _Reader, model_type: str, layers: tuple[str, ...]) -> dict[str, Any]:
     if model_type == "qwen3_next":  # Qwen3NextSparseMoeBlock: routed experts, a shared expert with a sigmoid gate
         return {
             "num_experts": r.get_int("num_experts"),
@@ -939,7 +939,9 @@ def _hybrid_mlp(r: _Reader, model_type: str) -> dict[str, Any]:
             "shared_expert_gate": False,
         }
     if model_type == "nemotron_h":  # NemotronHMLP / NemotronHMoE: up and down, relu2, no gate
-        if not r.config.get("n_routed_experts"):
+        # Experts only where the pattern has MoE layers: a dense config (Nemotron Nano 2) still lists
+        # NemotronHConfig's default n_routed_experts (8), which configuration_nemotron_h.py keeps.
+        if MOE not in layers:
             return {"intermediate_size": r.get_int("intermediate_size"), "gated_mlp": False}
         return {
             "num_experts": r.get_int("n_routed_experts"),
@@ -981,5 +983,5 @@ def _hybrid_model(config: Mapping[str, Any], model_type: str, label: str) -> Mod
         recurrent_conv_kernel=mixer.conv_kernel,
         recurrent_inner=mixer.inner,
         recurrent_state_float32=hybrid.ssm_state_float32,
-        **_hybrid_mlp(r, model_type),
+        **_hybrid_mlp(r, model_type, hybrid.layers),
     )

@@ -9,7 +9,8 @@ parameters as transformers 5.25.0 builds the model (``models/<type>/modeling_<ty
 checked against the library's own count of the model built on the meta device, tests/data/hybrid/
 meta_counts.json, which tools/measure/hybrid_meta_counts.py writes) and the state per sequence as vLLM
 allocates it (:meth:`HybridSpec.state_elements`). core.hfconfig turns a spec into a ModelSpec (its recurrent
-fields, ``ModelSpec.hybrid``), which core.plan takes for serving on vLLM only and core.serving.vllm_hybrid sizes.
+fields, ``ModelSpec.hybrid``), which core.plan takes for serving on vLLM and llama.cpp only;
+core.serving.vllm_hybrid and core.serving.llamacpp_hybrid size it.
 
 Read only; no code in the config is run. Every failure is a :class:`PlanError` naming the key.
 """

@@ -273,7 +273,10 @@ def serving_on(model: ModelSpec, inference: Inference) -> Inference:
     """``inference`` for ``model``: a model planned on vLLM only moves to vLLM: chunked attention (Llama 4:
     Plan._check_chunked_attention) at the default release where the plan's predates Llama 4, a hybrid recurrent
     model (Plan._check_hybrid) at the newest of HYBRID_VLLM_LINES where the plan's is not one of them; any other
-    model: ``inference`` itself."""
+    model: ``inference`` itself. A hybrid on llama.cpp that :func:`hybrid_llamacpp_refusal` allows stays there."""
+    on_llamacpp = model.hybrid is not None and inference.engine is Engine.LLAMACPP
+    if on_llamacpp and hybrid_llamacpp_refusal(model, inference) is None:
+        return inference
     if model.hybrid is not None:  # Plan._check_hybrid: the releases whose hybrid rules were read, else the newest
         version = inference.vllm_version if inference.vllm_version in HYBRID_VLLM_LINES else HYBRID_VLLM_NEWEST
     elif model.chunked_attention:
@@ -358,15 +361,38 @@ HYBRID_VLLM_NEWEST: Final = VllmVersion.V0_19  # the line Plan.on_model moves a 
 
 
 def hybrid_refusal(model: ModelSpec) -> str:
-    """Why a hybrid recurrent model is planned for vLLM serving only: what each other engine and training lack."""
+    """Why a hybrid recurrent model is planned for serving on vLLM and llama.cpp only: what each other engine and
+    training lack."""
     hybrid = model.hybrid
     mixer = MIXER_NAMES[hybrid.mixer.kind] if hybrid is not None else "recurrent"
     return (
         f"{model.name} is a hybrid of {mixer} and attention layers, planned for serving on vLLM "
-        f"{HYBRID_VLLM_LINES_TEXT} only: transformers' generate (its hybrid cache), SGLang's and llama.cpp's "
-        f"recurrent-state pools are not modelled, nor is training (what the {mixer} kernels save for the "
-        "backward pass)"
+        f"{HYBRID_VLLM_LINES_TEXT} and llama.cpp (a current build) only: transformers' generate (its hybrid cache) "
+        f"and SGLang's recurrent-state pool are not modelled, nor is training (what the {mixer} kernels save for "
+        "the backward pass)"
     )
+
+
+def hybrid_llamacpp_refusal(model: ModelSpec, inf: Inference) -> PlanError | None:
+    """What llama.cpp's plan of a hybrid recurrent model (core.serving.llamacpp_hybrid) refuses: a build other
+    than a current one (0), whose architectures and llama_memory_recurrent were not read; an Ollama line before
+    0.30, whose own estimate of a recurrent model (GraphSize, createLayout) was not read; Qwen3-Next on Ollama,
+    whose runner for it was not read. None: planned."""
+    if inf.llamacpp_build:
+        why = (
+            "the builds that first ran granitehybrid, nemotron_h, falcon-h1 and qwen3next, and "
+            "llama_memory_recurrent's changes since, are not read"
+        )
+        return PlanError("inference.llamacpp_build", inf.llamacpp_build, "0 (a current build) for a hybrid model", why)
+    line = inf.ollama_version
+    if line is OllamaVersion.NONE or (line in OLLAMA_LLAMA_FIT and model.family != "qwen3_next"):
+        return None
+    if model.family == "qwen3_next":
+        why = "which of Ollama's runners serves Qwen3-Next, and its GGUF's tensors, are not read"
+        return PlanError("inference.ollama_version", line.value, "none (llama-server) for Qwen3-Next", why)
+    fit = ", ".join(sorted(v.value for v in OLLAMA_LLAMA_FIT))
+    why = "before 0.30 Ollama places layers by its own estimate, whose recurrent state was not read"
+    return PlanError("inference.ollama_version", line.value, f"none or {fit} (llama-server's fit) for a hybrid", why)
 
 
 def training_refusal(model: ModelSpec) -> str | None:
@@ -1037,10 +1063,16 @@ class Plan:
     def _check_hybrid(self) -> None:
         """A hybrid recurrent model (core.hybrid) is planned for serving on the vLLM releases whose hybrid
         rules were read (:data:`HYBRID_VLLM_LINES`), one pipeline stage, a tensor-parallel size its recurrent
-        mixer splits evenly; the rest is refused, naming what is not modelled."""
+        mixer splits evenly, and on llama.cpp as :func:`hybrid_llamacpp_refusal` allows; the rest is refused,
+        naming what is not modelled."""
         model, inf = self.model, self.inference
         hybrid = model.hybrid
         if hybrid is None:
+            return
+        if inf.engine is Engine.LLAMACPP:  # core.serving.llamacpp_hybrid
+            error = hybrid_llamacpp_refusal(model, inf)
+            if error is not None:
+                raise error
             return
         if inf.engine is not Engine.VLLM or inf.vllm_version not in HYBRID_VLLM_LINES:
             field, value = (

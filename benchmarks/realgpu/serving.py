@@ -54,7 +54,7 @@ from core.dtypes import GgmlType, GgufQuant  # noqa: E402
 from core.hfconfig import model_from_hf_config  # noqa: E402
 from core.model import ModelSpec  # noqa: E402
 from core.params import param_counts  # noqa: E402
-from core.plan import Attention, Hardware, Plan  # noqa: E402
+from core.plan import Attention, Engine, Hardware, Inference, Plan  # noqa: E402
 from core.runtime import CUDA_CONTEXT_BYTES  # noqa: E402
 from core.serving.engines import serving_link, sglang_free_at_start  # noqa: E402
 from core.serving.fit import (  # noqa: E402
@@ -1128,7 +1128,48 @@ def other_llamacpp_cases() -> list[Case]:
             lambda fit, plan=plan: llamacpp_buffers(plan).layout.host_weights / MiB,
         )
     )
-    return cases + llama_bench_size_cases()
+    return cases + hybrid_rs_cases(logs) + llama_bench_size_cases()
+
+
+def qwen36_27b_recurrent() -> ModelSpec:
+    """The Gated DeltaNet stack of a 64-layer Qwen3.5/3.6 27B (Qwen/Qwen3.6-27B config.json: 48 value heads × 128,
+    16 key heads × 128, kernel 4, every fourth of the 64 layers full attention) on Qwen3-Next's spec, whose mixer it
+    is: only its recurrent-state buffer is compared, which depends on nothing else."""
+    return replace(
+        catalogue("qwen3-next-80b-a3b-instruct"),
+        num_layers=64,
+        attention_layers=16,
+        recurrent_layers=48,
+        recurrent_heads=48,
+        recurrent_head_dim=128,
+        recurrent_inner=48 * 128,
+        recurrent_groups=16,
+        recurrent_state=128,
+        recurrent_conv_kernel=4,
+    )
+
+
+def hybrid_rs_cases(logs: Mapping[str, dict[str, Any]]) -> list[Case]:
+    """llama_memory_recurrent's printed size over every device (core.serving.llamacpp_hybrid: f32 R and S rows,
+    one cell a sequence), held out: no constant enters it. The card is not stated and does not matter."""
+    cases = []
+    for case_id in ("llamacpp23792-qwen36-27b-rs-2seq", "llamacpp23792-qwen36-27b-rs-3seq"):
+        log = logs[case_id]
+        slots = int(log["logged"]["cells"])
+        # A hybrid's default plan is refused off vLLM and llama.cpp: the inference is given whole.
+        served = Inference(engine=Engine.LLAMACPP, concurrent=slots, context=4096)
+        plan = Plan(model=qwen36_27b_recurrent(), hardware=Hardware(gpu="h100-sxm"), inference=served)
+        cases.append(
+            Case(
+                f"{case_id} RS all devices",
+                log["source_id"],
+                "buffers",
+                "RS buffer (MiB)",
+                number(log["logged"]["rs_size_mib"]),
+                lambda fit, plan=plan: (sum(llamacpp_buffers(plan).device_rs) + llamacpp_buffers(plan).host_rs) / MiB,
+            )
+        )
+    return cases
 
 
 MODEL_SIZES: Mapping[str, tuple[str, str, str]] = MappingProxyType(

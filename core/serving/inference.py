@@ -234,7 +234,7 @@ def _llamacpp_layout(
         kv_heads=model.num_kv_heads,
         intermediate=model.intermediate_size,
         q_heads=model.num_heads,
-        kv_layers=model.num_layers,
+        kv_layers=model.kv_layers,  # a hybrid's attention layers only (core.serving.llamacpp_hybrid)
     )
     host = buffers.layout.host_weights - buffers.layout.embedding_bytes
     return (

@@ -28,6 +28,9 @@ Each is modelled from the source:
   device the float32 logits of ``n_ubatch`` rows; with several GPUs the scheduler's four
   copies of each split's inputs (``pipeline parallelism enabled (n_copies=4)``). This is the
   ggml graph's arithmetic, checked on the printed buffers of four sources (benchmarks/realgpu).
+* **Hybrid recurrent models** (Granite 4.0-H, Bamba, Nemotron-H, Falcon-H1, Qwen3-Next): their KV cache holds the
+  attention layers only, an RS buffer holds each recurrent layer's float32 states, one cell a slot, and their
+  tensors and graph have their own shapes (:mod:`core.serving.llamacpp_hybrid`).
 * **Overhead.** Each GPU holds its CUDA context (:data:`core.runtime.CUDA_CONTEXT_BYTES`); on Apple
   silicon Metal's device holds next to nothing before the first buffer (:data:`METAL_DEVICE_BYTES`).
 """
@@ -54,11 +57,20 @@ from core.dtypes import (
     ggml_row_bytes,
 )
 from core.format import gb
+from core.hybrid import MIXER_NAMES
 from core.model import ModelSpec
 from core.plan import Engine, Plan
 from core.runtime import CUDA_CONTEXT_BYTES, card_left_bytes
 from core.serving.engines import MAX_CONTEXT, EngineMemory
 from core.serving.kv import llamacpp_cache_widths
+from core.serving.llamacpp_hybrid import (
+    has_attention,
+    hybrid_float32_params,
+    hybrid_layer_matrices,
+    quant_position,
+    recurrent_graph_bytes,
+    rs_bytes_of_layers,
+)
 from core.solve import largest_fitting
 from core.units import GB, MiB
 from core.verdict import Verdict, judge
@@ -147,10 +159,18 @@ class Quantiser:
     n_gqa: int
     n_expert: int
     is_70b: bool  # LLM_TYPE_70B: a Llama-architecture model of 80 layers with grouped KV heads
+    hybrid: ModelSpec | None = None  # a hybrid recurrent model: its counters run over some layers only
 
     @property
     def imatrix(self) -> bool:
         return self.quant.value.startswith("IQ")
+
+    def position(self, kind: str, layer: int) -> tuple[int, int]:
+        """(index, count) of the counter llama_tensor_get_type reads for a ``kind`` tensor of ``layer``: the
+        layer and n_layer, or a hybrid's (core.serving.llamacpp_hybrid.quant_position)."""
+        if self.hybrid is None:
+            return layer, self.n_layer
+        return quant_position(self.hybrid, kind, layer)
 
 
 def quantiser(model: ModelSpec, quant: GgufQuant) -> Quantiser:
@@ -160,6 +180,7 @@ def quantiser(model: ModelSpec, quant: GgufQuant) -> Quantiser:
         n_gqa=model.num_heads // model.num_kv_heads,
         n_expert=model.num_experts,
         is_70b=model.family.startswith("llama") and model.num_layers == 80 and model.num_kv_heads < model.num_heads,
+        hybrid=model if model.hybrid is not None else None,
     )
 
 
@@ -199,6 +220,7 @@ def _low_iq_type(q: Quantiser, kind: str, layer: int, base: GgmlType) -> GgmlTyp
 
 
 def _attn_v_type(q: Quantiser, layer: int, base: GgmlType) -> GgmlType:
+    layer, n_layer = q.position("attn_v", layer)  # i_attention_wv, n_attention_wv
     f, gqa4 = q.quant, q.n_gqa >= 4
     kind = base
     if f is GgufQuant.Q2_K:
@@ -213,7 +235,7 @@ def _attn_v_type(q: Quantiser, layer: int, base: GgmlType) -> GgmlType:
         kind = GgmlType.Q5_K if layer < 2 else GgmlType.Q4_K
     elif f is GgufQuant.Q3_K_L or (f in (GgufQuant.IQ4_NL, GgufQuant.IQ4_XS) and gqa4):
         kind = GgmlType.Q5_K
-    elif f in (GgufQuant.Q4_K_M, GgufQuant.Q5_K_M) and use_more_bits(layer, q.n_layer):
+    elif f in (GgufQuant.Q4_K_M, GgufQuant.Q5_K_M) and use_more_bits(layer, n_layer):
         kind = GgmlType.Q6_K
     elif f is GgufQuant.Q4_K_S and layer < 4:
         kind = GgmlType.Q5_K
@@ -223,7 +245,8 @@ def _attn_v_type(q: Quantiser, layer: int, base: GgmlType) -> GgmlType:
 
 
 def _ffn_down_type(q: Quantiser, layer: int, base: GgmlType) -> GgmlType:
-    f, n = q.quant, q.n_layer
+    layer, n = q.position("ffn_down", layer)
+    f = q.quant
     if f is GgufQuant.Q2_K:
         return GgmlType.Q3_K
     if f is GgufQuant.Q2_K_S:
@@ -320,6 +343,8 @@ def layer_matrices(model: ModelSpec, layer: int = -1) -> tuple[tuple[str, int, i
     (``layer`` -1: a block with experts; only DeepSeek's dense first blocks differ)."""
     if model.latent_attention:
         return _latent_matrices(model, layer)
+    if model.hybrid is not None:
+        return hybrid_layer_matrices(model, layer)
     d, i, q, kv = model.hidden_size, model.intermediate_size, model.q_width, model.kv_width
     attn: tuple[tuple[str, int, int], ...]
     if model.fused_qkv:
@@ -378,7 +403,10 @@ def _latent_matrices(model: ModelSpec, layer: int) -> tuple[tuple[str, int, int]
 
 def layer_float32_params(model: ModelSpec, layer: int = -1) -> int:
     """Norms, biases, the router and attention sinks: llama.cpp keeps 1-D tensors and the MoE
-    router (``ffn_gate_inp``) in float32 (``layer``: as :func:`layer_matrices`)."""
+    router (``ffn_gate_inp``) in float32 (``layer``: as :func:`layer_matrices`; a hybrid's: spread evenly,
+    :func:`core.serving.llamacpp_hybrid.hybrid_float32_params`)."""
+    if model.hybrid is not None:
+        return hybrid_float32_params(model)
     matrices = sum(rows * row for _, row, rows in layer_matrices(model, layer))
     dense = 0 <= layer < model.first_k_dense_replace
     return max(0, (model.dense_layer_params() if dense else model.layer_params()) - matrices)
@@ -419,12 +447,19 @@ def device_of_layers(n_layer: int, gpu_layers: int, gpus: int, split: tuple[int,
     return devices, output
 
 
+def gguf_scale(model: ModelSpec) -> float:
+    """What the tensors' element counts are scaled by: a given parameter count's ratio to the shape's
+    (ModelSpec.params_scale); 1 for a hybrid, whose tensors are its exact shapes
+    (core.serving.llamacpp_hybrid)."""
+    return 1.0 if model.hybrid is not None else model.params_scale
+
+
 @lru_cache(maxsize=128)
 def gguf_tensor_bytes(model: ModelSpec, quant: GgufQuant) -> tuple[tuple[float, ...], float, float]:
     """(each layer's bytes, the token embeddings', the output layer's) of a ``quant`` file; the
     same for every plan of the model, so kept (an edit of the context reuses it)."""
     q = quantiser(model, quant)
-    scale = model.params_scale
+    scale = gguf_scale(model)
     d, vocab = model.hidden_size, model.vocab_size
     per_layer = tuple(
         layer_bytes(q, i, layer_matrices(model, i), layer_float32_params(model, i)) * scale
@@ -445,7 +480,7 @@ def matvec_weights_by_type(model: ModelSpec, quant: GgufQuant, head: bool = True
     block's 2-D weights (of an expert tensor, the share a token routes to) and, with ``head``, the
     output layer; the token embedding is a row lookup, not a product."""
     q = quantiser(model, quant)
-    scale = model.params_scale
+    scale = gguf_scale(model)
     routed = model.experts_per_token / model.num_experts if model.num_experts > 1 else 1.0
     totals: dict[GgmlType, float] = {}
     for layer in range(model.num_layers):
@@ -515,8 +550,11 @@ def cell_layer_bytes(model: ModelSpec, cache_type: CacheType) -> float:
 
 def kv_bytes_of_layers(plan: Plan, layers: tuple[int, ...], cells: int) -> float:
     """K and V of ``layers`` in the cache type; a sliding-window layer keeps only
-    ``min(n_ctx, pad(window × slots + n_ubatch))`` cells (llama_kv_cache_unified_iswa)."""
+    ``min(n_ctx, pad(window × slots + n_ubatch))`` cells (llama_kv_cache_unified_iswa). A hybrid's cache
+    holds its attention layers only (core.serving.llamacpp_hybrid: llama_memory_hybrid's ``filter_attn``)."""
     model, inf = plan.model, plan.inference
+    if model.hybrid is not None:
+        layers = tuple(i for i in layers if has_attention(model, i))
     row = cell_layer_bytes(model, inf.cache_type)
     swa_layers = sum(windowed(model, i) for i in layers) if model.sliding_window else 0
     pad = KV_PAD_FA if inf.flash_attention else KV_PAD
@@ -539,6 +577,8 @@ def compute_buffer_bytes(plan: Plan, cells: int, *, output: bool, split: bool) -
     peak = max(attention, ffn)
     if output:
         peak = max(peak, model.vocab_size * tokens * 4.0 + hidden)
+    if model.hybrid is not None:  # a recurrent layer's widest moment (core.serving.llamacpp_hybrid)
+        peak = max(peak, recurrent_graph_bytes(model, tokens, inf.concurrent))
     if split:
         peak += (SCHED_COPIES - 1) * mask + SCHED_COPIES * hidden
     return peak
@@ -553,13 +593,20 @@ class LlamaCppMemory:
     host_kv: float
     host_compute: float
     overhead: float = CUDA_CONTEXT_BYTES  # per GPU, beside the buffers (device_overhead_bytes)
+    # A hybrid's recurrent states, the "RS buffer" of each GPU and of the host (core.serving.llamacpp_hybrid);
+    # empty / 0 for an attention-only model.
+    device_rs: tuple[float, ...] = ()
+    host_rs: float = 0.0
 
     @property
     def device_totals(self) -> tuple[float, ...]:
-        return tuple(
+        totals = tuple(
             w + k + c + self.overhead
             for w, k, c in zip(self.layout.device_weights, self.device_kv, self.device_compute, strict=True)
         )
+        if not self.device_rs:
+            return totals
+        return tuple(t + r for t, r in zip(totals, self.device_rs, strict=True))
 
     @property
     def deciding(self) -> int:
@@ -568,7 +615,7 @@ class LlamaCppMemory:
 
     @property
     def host_bytes(self) -> float:
-        return self.layout.host_weights + self.host_kv + self.host_compute
+        return self.layout.host_weights + self.host_kv + self.host_compute + self.host_rs
 
 
 # ---- the prompt's matrix products by build ------------------------------------------------------
@@ -833,7 +880,12 @@ def llamacpp_buffers(
         host_compute = max(
             host_compute, compute_buffer_bytes(plan, cells, output=layout.output_device < 0, split=False)
         )
-    return LlamaCppMemory(layout, cells, tuple(kv), tuple(compute), host_kv, host_compute, overhead)
+    if model.hybrid is None:
+        return LlamaCppMemory(layout, cells, tuple(kv), tuple(compute), host_kv, host_compute, overhead)
+    # llama_memory_recurrent: max(1, n_seq_max) cells, on each layer's device (core.serving.llamacpp_hybrid)
+    rs = tuple(rs_bytes_of_layers(model, layers, inf.concurrent) for layers in layout.device_layers)
+    host_rs = rs_bytes_of_layers(model, layout.host_layers, inf.concurrent)
+    return LlamaCppMemory(layout, cells, tuple(kv), tuple(compute), host_kv, host_compute, overhead, rs, host_rs)
 
 
 # What Metal's device holds before llama.cpp's first buffer, from llama.cpp's own printouts, which compare
@@ -863,7 +915,8 @@ def llamacpp_memory(
     buffers = llamacpp_buffers(plan, overhead=overhead, split=split)
     g = buffers.deciding
     weights, kv, compute = buffers.layout.device_weights[g], buffers.device_kv[g], buffers.device_compute[g]
-    total = weights + kv + compute + overhead
+    rs = buffers.device_rs[g] if buffers.device_rs else 0.0
+    total = weights + kv + rs + compute + overhead
     capacity = card_left_bytes(gpu.memory_bytes, plan.hardware.held_by_others)  # less what others hold
     usable = capacity * (1.0 - plan.hardware.headroom)
     verdict = judge(total, capacity, plan.hardware.headroom).verdict
@@ -878,9 +931,12 @@ def llamacpp_memory(
     max_c = min(max(0, largest_fitting(fits, MAX_CONTEXT, inf.context)), model.max_position_embeddings)
     fits_slots = total <= usable and (not host_ram or buffers.host_bytes <= host_ram)
     cells = buffers.cells
+    kv_terms = [Term("KV buffer", _kv_words(model, cells, inf.cache_type.value), kv)]
+    if buffers.device_rs:  # a hybrid's recurrent states beside its attention layers' cache
+        kv_terms.append(Term("RS buffer", _rs_words(model, inf.concurrent), rs))
     parts = (
         make_bucket(BucketKey.WEIGHTS, [Term("model buffer", f"{inf.gguf_quant.value} tensors on this GPU", weights)]),
-        make_bucket(BucketKey.KV_CACHE, [Term("KV buffer", _kv_words(model, cells, inf.cache_type.value), kv)]),
+        make_bucket(BucketKey.KV_CACHE, kv_terms),
         make_bucket(
             BucketKey.ACTIVATIONS, [Term("compute buffer", f"one {min(inf.ubatch, cells)}-token batch", compute)]
         ),
@@ -891,7 +947,8 @@ def llamacpp_memory(
     # GB of MiB terms, and the context's term had no figure).
     formula = (
         f"llama.cpp, GPU {g}: model {weights / MiB:,.2f} MiB + KV {kv / MiB:,.2f} MiB ({_cells_words(model, cells)}) + "
-        f"compute "
+        + (f"RS {rs / MiB:,.2f} MiB ({_rs_cells(model, inf.concurrent)}) + " if buffers.device_rs else "")
+        + f"compute "
         f"{compute / MiB:,.2f} MiB + {context_name} {overhead / MiB:,.2f} MiB = {total / MiB:,.2f} MiB "
         f"({gb(total)} GB); host memory {host / MiB:,.2f} MiB ({gb(host)} GB: token embeddings"
         f"{_host_layers(buffers)})"
@@ -899,11 +956,11 @@ def llamacpp_memory(
     )
     return EngineMemory(
         weights_bytes=weights,
-        kv_cache_bytes=kv,
+        kv_cache_bytes=kv + rs,
         activation_bytes=compute,
         non_torch_bytes=0.0,
         overhead_bytes=overhead,
-        peak_bytes=weights + kv + compute,
+        peak_bytes=weights + kv + rs + compute,
         total_bytes=total,
         footprint_bytes=total,
         budget_bytes=usable,
@@ -931,7 +988,20 @@ def _kv_words(model: ModelSpec, cells: int, cache: str) -> str:
 def _cells_words(model: ModelSpec, cells: int) -> str:
     if model.latent_attention:
         return f"{cells:,} cells, K only: the {model.latent_width}-wide latent"
+    if model.hybrid is not None:
+        return f"{cells:,} cells, {model.kv_layers} attention layers"
     return f"{cells:,} cells"
+
+
+def _rs_cells(model: ModelSpec, slots: int) -> str:
+    cells = max(1, slots)
+    return f"{cells} cell{'s' if cells > 1 else ''} × {model.recurrent_layers} recurrent layers, f32"
+
+
+def _rs_words(model: ModelSpec, slots: int) -> str:
+    """The RS term's words: llama_memory_recurrent's R (conv) and S (scan) rows, one cell a sequence."""
+    mixer = MIXER_NAMES[model.recurrent_mixer]
+    return f"{mixer} states: {_rs_cells(model, slots)} (R + S; --cache-type does not apply)"
 
 
 def _host_layers(buffers: LlamaCppMemory) -> str:

@@ -88,6 +88,8 @@ from core.serving.llamacpp import (
     matvec_weights_by_type,
     vulkan_quantise_dispatches,
 )
+from core.serving.llamacpp_hybrid import expert_share as llamacpp_expert_share
+from core.serving.llamacpp_hybrid import state_bytes_per_sequence as llamacpp_state_bytes
 from core.serving.vllm_hybrid import state_bytes_per_request
 from core.serving.vllm_versions import era_of
 
@@ -804,9 +806,20 @@ class StepModel:
         return (chunk + (tokens - chunk) * self.prompt_interval) * per_token
 
 
+def _state_per_request(plan: Plan) -> float:
+    """One request's recurrent state (0 without one): llama.cpp keeps it in float32
+    (core.serving.llamacpp_hybrid), vLLM in the dtypes of core.serving.vllm_hybrid."""
+    if plan.model.hybrid is not None and plan.inference.engine is Engine.LLAMACPP:
+        return llamacpp_state_bytes(plan.model)
+    return state_bytes_per_request(plan)
+
+
 def _expert_share(plan: Plan, counts: ParamCounts) -> float:
-    """Fraction of the stored parameters that sit in experts (0 for dense models)."""
+    """Fraction of the stored parameters that sit in experts (0 for dense models; a hybrid's on llama.cpp
+    from its GGUF tensors, core.serving.llamacpp_hybrid.expert_share)."""
     model = plan.model
+    if model.hybrid is not None and plan.inference.engine is Engine.LLAMACPP:
+        return llamacpp_expert_share(model)
     if model.num_experts <= 1 or counts.total <= 0:
         return 0.0
     experts = model.num_layers * model.num_experts * model.expert_mlp_params() * model.params_scale
@@ -915,7 +928,7 @@ def step_model(
         graphs_alone=cuda_graphs_replayed(plan, gpu, 1),
         # a hybrid's recurrent state is read and written back whole each step (vLLM's selective_state_update
         # / fused recurrent kernels update it in place): core.serving.vllm_hybrid.state_bytes_per_request
-        kv_per_request=layout.kv_token_layer_bytes * layout.kv_layers * mean_cached + 2 * state_bytes_per_request(plan),
+        kv_per_request=layout.kv_token_layer_bytes * layout.kv_layers * mean_cached + 2 * _state_per_request(plan),
         expert_share=_expert_share(plan, counts),
         host_bytes=offload[0],
         device_bytes=offload[1],

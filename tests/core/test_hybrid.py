@@ -193,3 +193,11 @@ def test_falcon_h1_runs_both_in_every_layer() -> None:
     # mamba_d_ssm 3,072 is the inner width (not mamba_expand · 2,048): conv 3 · (3,072 + 2 · 256), temporal
     # 48 · 64 · 256 (vllm 02d71083 mamba2_state_shape).
     assert falcon.state_elements() == (3 * (3072 + 2 * 256), 48 * 64 * 256)
+
+
+def test_a_dense_nemotron_h_is_read_without_experts() -> None:
+    # Nemotron Nano 9B v2's config.json (meta_counts.json): no "E" in hybrid_override_pattern, intermediate_size
+    # 15,680; it still lists NemotronHConfig's default n_routed_experts 8 and moe_intermediate_size 7,688.
+    nano = model_from_hf_config(META["nemotron-nano-9b-v2"]["config"])
+    assert META["nemotron-nano-9b-v2"]["config"]["n_routed_experts"] == 8
+    assert (nano.num_experts, nano.intermediate_size, nano.gated_mlp) == (1, 15680, False)

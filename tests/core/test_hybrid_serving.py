@@ -80,7 +80,7 @@ def test_a_blackwell_card_aligns_a_256_wide_head_to_32() -> None:
     assert h100 % 16 == 0 and b200 % 32 == 0 and b200 >= h100
 
 
-@pytest.mark.parametrize("engine", [Engine.HF, Engine.SGLANG, Engine.LLAMACPP])
+@pytest.mark.parametrize("engine", [Engine.HF, Engine.SGLANG])  # llama.cpp: tests/core/test_llamacpp_hybrid.py
 def test_other_engines_are_refused_naming_what_is_missing(engine: Engine) -> None:
     plan = served("granite-4.0-h-tiny")
     with pytest.raises(PlanError) as info:
