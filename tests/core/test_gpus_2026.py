@@ -102,3 +102,26 @@ def test_a_unified_memory_pcs_engine_pool_is_shared_with_the_os() -> None:
         assert len(warnings) == 1 and "shares its 128 GB of RAM" in warnings[0]
     est = estimate(_plan(spark.id, Engine.VLLM))
     assert any("shares its 128 GB" in w for w in est.warnings_for(Mode.INFERENCE))
+
+
+def test_this_machines_card_is_found_by_what_its_driver_reports() -> None:
+    from core.files.gpu_match import match_catalogue
+    from core.units import MiB
+
+    # (name, vendor, total) as public captures show them: rocm-smi "Card Series" and "VRAM Total Memory (B)",
+    # nvidia-smi "name, memory.total" (GitHub code search via find_string, the entries' sources).
+    reported = {
+        ("AMD Radeon RX 7900 XTX", "amd", 25_753_026_560): "rx-7900-xtx",
+        ("Radeon RX 7900 XT", "amd", 21_458_059_264): "rx-7900-xt",
+        ("NVIDIA GeForce RTX 5060", "nvidia", 8151 * MiB): "rtx-5060",
+        ("NVIDIA B300 SXM6 AC", "nvidia", 275_040 * MiB): "b300-sxm",
+        ("NVIDIA GB200", "nvidia", 189_471 * MiB): "gb200",
+        ("NVIDIA GB300", "nvidia", 284_208 * MiB): "gb300",
+        ("NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition", "nvidia", 97_887 * MiB): (
+            "rtx-pro-6000-blackwell-max-q"
+        ),
+        ("NVIDIA RTX PRO 6000 Blackwell Workstation Edition", "nvidia", 97_887 * MiB): "rtx-pro-6000-blackwell",
+    }
+    for (name, vendor, total), gpu in reported.items():
+        found = match_catalogue(name, vendor, total)
+        assert found is not None and found.id == gpu, name
