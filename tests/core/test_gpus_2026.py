@@ -125,3 +125,38 @@ def test_this_machines_card_is_found_by_what_its_driver_reports() -> None:
     for (name, vendor, total), gpu in reported.items():
         found = match_catalogue(name, vendor, total)
         assert found is not None and found.id == gpu, name
+
+
+def test_offloading_on_a_unified_memory_pc_is_told_it_shares_the_machines_ram() -> None:
+    from core.inputs import Offload, Strategy
+    from core.plan import Method
+
+    # Llama 3.1 70B full fine-tuning keeps 16 B x 70.6e9 parameters (Meta's model card count) of float32 master and
+    # moments on the host under ZeRO-Offload: far past the 128 GB a DGX Spark or a Ryzen AI Max has in all, which
+    # its GPU's step shares. Linux, not macOS, is what swaps there.
+    model = find_model("llama-3.1-70b")
+    plan = (
+        default_plan_on(model.spec, model.id)
+        .with_method(Method.FULL)
+        .with_layout(strategy=Strategy.ZERO2, offload=Offload.OPTIMIZER)
+    )
+    for gpu in ("dgx-spark-gb10", "ryzen-ai-max-395-128gb"):
+        texts = estimate(plan.with_hardware(gpu=gpu)).warnings_for(Mode.TRAINING)
+        (shared,) = [t for t in texts if "share 128 GB of RAM" in t]
+        assert "Linux swaps" in shared and "macOS" not in shared
+    # A discrete card's host RAM is its own: no such warning.
+    assert not any("share" in t and "GB of RAM" in t for t in estimate(plan).warnings_for(Mode.TRAINING))
+
+
+def test_the_diagnosis_offers_offloading_where_it_frees_the_gpus_part_only() -> None:
+    from core.advice.remedies import _offload_optimizer
+    from core.plan import Method
+
+    # DGX Spark: CUDA allocates from all the RAM the OS manages (119.70 GiB of 128 GB, the entry's sources): the
+    # state on the CPU stays in the same memory. A Ryzen AI Max's GPU is held to half of the RAM (Linux's TTM
+    # limit): there the state leaves the GPU's part.
+    model = find_model("llama-3.1-8b")
+    plan = default_plan_on(model.spec, model.id).with_method(Method.FULL)
+    assert _offload_optimizer(plan.with_hardware(gpu="dgx-spark-gb10")) is None
+    assert _offload_optimizer(plan.with_hardware(gpu="ryzen-ai-max-395-128gb")) is not None
+    assert _offload_optimizer(plan.with_hardware(gpu="rtx-4090")) is not None
