@@ -56,6 +56,7 @@ class GpuGroup(StrEnum):
     DESKTOP = "desktop"
     DATACENTRE = "data-centre"
     APPLE = "apple"
+    UNIFIED = "unified"  # a PC whose GPU shares the system's RAM: DGX Spark, Ryzen AI Max (Strix Halo)
     CUSTOM = "custom"
 
 
@@ -64,6 +65,7 @@ GROUP_LABELS: Final = {
     GpuGroup.DESKTOP: "Desktop and workstation",
     GpuGroup.DATACENTRE: "Data centre and cloud",
     GpuGroup.APPLE: "Apple silicon (unified memory)",
+    GpuGroup.UNIFIED: "Unified-memory PCs (DGX Spark, Ryzen AI Max)",
     GpuGroup.CUSTOM: "Your own cards",
 }
 _SEGMENT_GROUPS: Final = {
@@ -72,6 +74,7 @@ _SEGMENT_GROUPS: Final = {
     "workstation": GpuGroup.DESKTOP,
     "datacenter": GpuGroup.DATACENTRE,
     "apple": GpuGroup.APPLE,
+    "unified": GpuGroup.UNIFIED,
 }
 
 
@@ -83,7 +86,7 @@ class Generation(StrEnum):
     AMPERE = "ampere"  # sm80 / sm86
     ADA = "ada"  # sm89
     HOPPER = "hopper"  # sm90
-    BLACKWELL = "blackwell"  # sm100 (B200), sm120 (RTX 50, RTX PRO 6000 Blackwell)
+    BLACKWELL = "blackwell"  # sm100 (B200, GB200), sm103 (B300, GB300), sm120 (RTX 50, RTX PRO 6000), sm121 (GB10)
     OTHER = "other"  # Volta, Turing, AMD, Apple, a custom card: not told apart
 
 
@@ -93,10 +96,16 @@ _GENERATION_PREFIXES: Final = (
     ("h200", Generation.HOPPER),
     ("gh200", Generation.HOPPER),
     ("h20", Generation.HOPPER),
+    ("h800", Generation.HOPPER),  # the H100 SXM's die (NVIDIA's H800 brief)
     ("b200", Generation.BLACKWELL),
+    ("b300", Generation.BLACKWELL),  # Blackwell Ultra, compute capability 10.3 (nvidia-smi captures)
+    ("gb200", Generation.BLACKWELL),  # the B200's GPU beside a Grace CPU (GB200 NVL72 datasheet)
+    ("gb300", Generation.BLACKWELL),  # the B300's GPU beside a Grace CPU (GB300 NVL72 datasheet)
+    ("dgx-spark", Generation.BLACKWELL),  # GB10: compute capability 12.1 (torch captures, dgx_spark_config #1)
     ("rtx-50", Generation.BLACKWELL),
     ("rtx-pro-6000-blackwell", Generation.BLACKWELL),
     ("a100", Generation.AMPERE),
+    ("a800", Generation.AMPERE),  # the A100's die (NVIDIA's A800 brief)
     ("a10", Generation.AMPERE),
     ("a30", Generation.AMPERE),
     ("a40", Generation.AMPERE),
@@ -109,11 +118,17 @@ _GENERATION_PREFIXES: Final = (
 )
 
 
-# AMD Instinct cards by LLVM target (AMD's "GPU hardware specifications" table in the ROCm
-# documentation, rocm.docs.amd.com reference/gpu-arch-specs: MI300X / MI325X gfx942, MI250X /
-# MI210 gfx90a): PyTorch's ROCm build picks its BLAS library and workspace by this target
-# (core.runtime).
+# AMD cards by LLVM target (AMD's "GPU hardware specifications" table in the ROCm documentation,
+# rocm.docs.amd.com reference/gpu-arch-specs: MI355X / MI350X gfx950, MI300X / MI325X gfx942, MI250X /
+# MI210 gfx90a, Radeon RX 7900 XTX / XT gfx1100, RX 9070 XT gfx1201; Ryzen AI Max+ 395's Radeon 8060S
+# gfx1151, as rocminfo names it in antirez/ds4 issue #475): PyTorch's ROCm build picks its BLAS library and
+# workspace by this target (core.runtime), and the serving checks which engines build for it (core.checks).
 _AMD_TARGET_PREFIXES: Final = (
+    ("mi355x", "gfx950"),
+    ("mi350x", "gfx950"),
+    ("rx-7900", "gfx1100"),
+    ("rx-9070", "gfx1201"),
+    ("ryzen-ai-max", "gfx1151"),
     ("mi300x", "gfx942"),
     ("mi325x", "gfx942"),
     ("mi250x", "gfx90a"),
@@ -178,7 +193,10 @@ class GpuSpec:
     price_source: str = ""
     price_date: str | None = None
     checked_two_sources: tuple[str, ...] = ()  # fields whose value two independent sources agree on
-    unified_memory_gb: float | None = None  # Apple silicon: the machine's RAM; memory_bytes is the GPU's share
+    # A unified-memory machine (Apple silicon, DGX Spark, Ryzen AI Max): its RAM; memory_bytes is the part
+    # the GPU may use by default, gpu_share that part's fraction where a rule sets one (Metal's working set,
+    # Linux's TTM limit), None where the driver reports the memory the OS manages (DGX Spark).
+    unified_memory_gb: float | None = None
     gpu_share: float | None = None
     # The link between two of these cards in one node (resources/links.json), from each
     # product's datasheet: NVLink 3 for A100 SXM, NVLink 4 for H100 / H200 SXM, GH200 and H20,
@@ -371,6 +389,20 @@ def load_gpus(path: str | None = None) -> tuple[GpuSpec, ...]:
         except (KeyError, TypeError, ValueError, OverflowError) as exc:
             raise PlanFileError(where, f"GPU entry {index} is malformed: {exc}") from None
     return tuple(gpus)
+
+
+@lru_cache(maxsize=1)
+def _share_rules() -> dict[str, str]:
+    data = _load_json(resource_path("gpus.json"))
+    return {str(entry["id"]): str(entry["share_rule"]) for entry in data["gpus"] if entry.get("share_rule")}
+
+
+def share_rule(gpu_id: str) -> str:
+    """How a non-Apple unified-memory machine's GPU share is set and raised, in a few lines (the catalogue
+    entry's ``share_rule``); "" for any other card (an Apple entry's rule is the window's own text about
+    iogpu.wired_limit_mb). Read from the shipped catalogue when the window first shows such a card: a text,
+    not a figure, so it is no field of GpuSpec (whose fields every estimate carries)."""
+    return _share_rules().get(gpu_id, "")
 
 
 def _optional_number(value: object) -> float | None:

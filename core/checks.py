@@ -7,9 +7,13 @@ rules live here so that the window, the command line and the tests read the same
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Final
 
+from core.catalogue import GpuGroup, amd_target, find_gpu
+from core.errors import PlanError
 from core.inputs import (
     TORCH_VERSION_LABELS,
+    Engine,
     Strategy,
     TorchVersion,
     deepspeed_bf16_master,
@@ -128,7 +132,50 @@ def plan_warnings(plan: Plan) -> tuple[PlanWarning, ...]:
     serving = mac_serving_warning(plan)
     if serving:
         warnings.append(PlanWarning(Mode.INFERENCE, serving))
+    warnings += [PlanWarning(Mode.INFERENCE, text) for text in card_serving_warnings(plan)]
     return tuple(warnings)
+
+
+# The AMD targets vLLM's ROCm build lists (vllm-project/vllm docs/getting_started/installation/gpu.rocm.inc.md,
+# "Requirements": MI210/MI250 gfx90a, MI300/MI325 gfx942, MI350/MI355 gfx950, Radeon RX 7900 series gfx1100/1101,
+# Radeon RX 9000 series gfx1200/1201). Strix Halo's gfx1151 is not among them.
+VLLM_ROCM_TARGETS: Final = frozenset({"gfx90a", "gfx942", "gfx950", "gfx1100", "gfx1101", "gfx1200", "gfx1201"})
+# The catalogue's Radeon and Ryzen AI targets (core.catalogue.amd_target): SGLang's own AMD page
+# (docs.sglang.io platforms/amd_gpu) and kernel build target Instinct cards (gfx942 / gfx950); the PyPI package
+# sglang-radeon-rdna3 says the build rejects RDNA 3, and AMD's ROCm documentation gives Radeon images only for
+# SGLang 0.5.13 on, with AITER turned off.
+RADEON_TARGETS: Final = frozenset({"gfx1100", "gfx1101", "gfx1151", "gfx1200", "gfx1201"})
+
+
+def card_serving_warnings(plan: Plan) -> tuple[str, ...]:
+    """What the plan's card does not promise its serving engine (an AMD target an engine does not list, a GPU
+    that shares the machine's RAM): the plan is still estimated as on a card the engine runs on, and says so."""
+    try:
+        card = find_gpu(plan.hardware.gpu)
+    except PlanError:  # a custom or saved card: nothing is known of its engines
+        return ()
+    engine = plan.inference.engine
+    target = amd_target(card.id)
+    out: list[str] = []
+    if target is not None and engine is Engine.VLLM and target not in VLLM_ROCM_TARGETS:
+        out.append(
+            f"vLLM's ROCm build does not list {card.name}'s {target} (its requirements name gfx90a, gfx942, gfx950, "
+            "gfx1100/1101 and gfx1200/1201): these figures are vLLM's pool as on a listed card, if a build of yours "
+            "starts. llama.cpp / Ollama (Vulkan or ROCm) run on it."
+        )
+    if target in RADEON_TARGETS and engine is Engine.SGLANG:
+        out.append(
+            f"SGLang's AMD build targets Instinct cards (gfx942 / gfx950); on {card.name} ({target}) it needs AMD's "
+            "Radeon images (SGLang 0.5.13 on, AITER off) or a community build: these figures are SGLang's token "
+            "pool as on an Instinct card."
+        )
+    if card.group is GpuGroup.UNIFIED and engine in (Engine.VLLM, Engine.SGLANG):
+        out.append(
+            f"{card.name} shares its {card.unified_memory_gb:g} GB of RAM with the OS: the engine's memory fraction "
+            "is taken of the GPU's part, which the OS, the page cache and host processes also use, and its start-up "
+            "check fails when less is free (drop the page cache; leave several GiB)."
+        )
+    return tuple(out)
 
 
 def _skip_warning(plan: Plan) -> str:

@@ -305,7 +305,7 @@ def estimate(plan: Plan, gpu: GpuSpec | None = None) -> Estimate:
         skips_vision_tower(plan.model, plan.inference)
     serving = partial(_serving, plan, counts, card)
     warnings = plan_warnings(plan) + _host_warnings(plan, host) + _mps_warnings(plan, card, capacity, worst.total_bytes)
-    warnings += _mps_offload_warnings(plan, card, host, worst.total_bytes)
+    warnings += _unified_offload_warnings(plan, card, host, worst.total_bytes)
     served = serving() if plan.inference.engine is Engine.LLAMACPP else None
     if served is not None:  # llama.cpp's host part is judged against the host RAM given
         warnings += _llamacpp_host_warnings(served)
@@ -416,21 +416,25 @@ def _mps_warnings(plan: Plan, card: GpuSpec, capacity: float, total: float) -> t
     return (*warnings, *paged)
 
 
-def _mps_offload_warnings(plan: Plan, card: GpuSpec, host: HostMemory, total: float) -> tuple[PlanWarning, ...]:
-    """A Mac's offloaded state and its GPU's step come out of one RAM (unified memory): the host check reads the
-    host RAM given, this says when the two together pass the machine's RAM (macOS then swaps)."""
-    if plan.parallel.offload is Offload.NONE or not runs_mps(plan.hardware.gpu) or not card.unified_memory_gb:
+def _unified_offload_warnings(plan: Plan, card: GpuSpec, host: HostMemory, total: float) -> tuple[PlanWarning, ...]:
+    """A unified-memory machine's offloaded state and its GPU's step come out of one RAM (a Mac, DGX Spark, a Ryzen
+    AI Max): the host check reads the host RAM given, this says when the two together pass the machine's RAM (macOS
+    swaps; Linux swaps or its OOM killer ends the run)."""
+    if plan.parallel.offload is Offload.NONE or not card.unified_memory_gb:
         return ()
     ram = card.unified_memory_gb * GiB  # RAM sizes are binary (core.runtime.pytorch_limit_bytes)
     if host.bytes + total <= ram:
         return ()
+    mac = runs_mps(plan.hardware.gpu)
+    happens = "macOS swaps and the step slows" if mac else "Linux swaps or its OOM killer ends the run"
+    frees = "Metal's working set" if mac else "the GPU's share"
     return (
         PlanWarning(
             Mode.TRAINING,
             f"On {card.name} the CPU and the GPU share {card.unified_memory_gb:g} GB of RAM: the host part "
             f"(offloaded state and the process, {memory(host.bytes)}) and the GPU's step ({memory(total)}) need "
-            f"{memory(host.bytes + total)} together, so macOS swaps and the step slows; offloading frees Metal's "
-            "working set, not the machine's memory.",
+            f"{memory(host.bytes + total)} together, so {happens}; offloading frees {frees}, not the machine's "
+            "memory.",
         ),
     )
 

@@ -9,7 +9,8 @@ with vLLM's defaults, Compute tab); ``--llamacpp`` Llama 3.1 8B as Q4_K_M on an 
 by side). ``--size 1280x720`` and ``--theme dark`` render the sizes and themes a README shows.
 ``--local`` shows what this machine would report (a stubbed RTX 4090 with 3,000 MiB held by
 another process, and two downloaded models), as the first start plans on it;
-``--export TARGET`` renders File → Export launch config… for that tool (docs/LOCAL_MACHINE.md).
+``--export TARGET`` renders File → Export launch config… for that tool (docs/LOCAL_MACHINE.md);
+``--gpu ID`` puts the catalogue card ID on the plan and scrolls the plan column to the Hardware section.
 No user settings are read or written (a temporary folder).
 """
 
@@ -40,6 +41,7 @@ def render(
     local: bool = False,
     export_target: str = "",
     llamacpp: bool = False,
+    gpu: str = "",
 ) -> None:
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     from PySide6.QtCore import QSettings
@@ -67,15 +69,17 @@ def render(
             parallel=parallel,
             local=local or bool(export_target),
         )
+        if gpu:
+            window.controller.update("hardware.gpu", lambda plan: plan.with_hardware(gpu=gpu))
         # The window sizes its docks itself (a share of the width, never below what the forms
         # need): a fixed [330, 470] squeezed the Diagnosis at 1920 px and the forms at 1280 px.
         window.show()
         for _ in range(5):
             app.processEvents()
-        if parallel or local:  # the plan column scrolled to the Parallelism (Hardware) section
+        if parallel or local or gpu:  # the plan column scrolled to the Parallelism (Hardware) section
             column = window.plan_dock.widget()
             if isinstance(column, QScrollArea):
-                column.ensureWidgetVisible(window.hardware_form if local else window.parallel_form, 0, 0)
+                column.ensureWidgetVisible(window.hardware_form if local or gpu else window.parallel_form, 0, 0)
                 for _ in range(3):
                     app.processEvents()
         if diagnosis:
@@ -242,6 +246,7 @@ def render_comparison(path: str, width: int = 1300, height: int = 1060) -> None:
 USAGE = (
     "usage: python -m gui.screenshot OUT.png [--size WIDTHxHEIGHT] [--theme light|dark]"
     " [--inference] [--diagnosis] [--serving] [--llamacpp] [--parallel] [--compare] [--local] [--export TARGET]"
+    " [--gpu ID]"
 )
 
 
@@ -279,6 +284,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         if export_target and export_target not in {t.value for t in Target}:
             raise ValueError(f"--export {export_target!r} is not one of {', '.join(t.value for t in Target)}")
+        gpu = _option(args, "--gpu", "")
+        if gpu:
+            from core.catalogue import load_gpus
+
+            if gpu not in {card.id for card in load_gpus()}:
+                raise ValueError(f"--gpu {gpu!r} is not a card id of `vramplan gpus`")
     except ValueError as error:
         print(f"gui.screenshot: {error}; {USAGE}", file=sys.stderr)
         return 2
@@ -294,6 +305,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         local="--local" in args,
         export_target=export_target,
         llamacpp="--llamacpp" in args,
+        gpu=gpu,
     )
     return 0
 

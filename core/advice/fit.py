@@ -287,6 +287,8 @@ class CountTried:
 ONE_PER_MACHINE_SEGMENTS: Final = {
     "laptop": "a laptop GPU comes one per machine",
     "apple": "an Apple GPU comes one per Mac, part of its chip",
+    # DGX Spark, Ryzen AI Max: the GPU is part of the machine's one chip (two Sparks over ConnectX-7 are two nodes).
+    "unified": "a unified-memory PC's GPU comes one per machine, part of its chip",
 }
 
 

@@ -25,7 +25,7 @@ from core.breakdown import BucketKey
 from core.catalogue import GpuSpec, load_gpus, load_models
 from core.dtypes import Dtype, Quant
 from core.errors import PlanError
-from core.estimate import Estimate, estimate
+from core.estimate import Estimate, estimate, gpu_for
 from core.format import hours as format_hours
 from core.inputs import CpRotate, torch_ring_rotate
 from core.parallel.layout import fsdp_no_sync
@@ -432,6 +432,12 @@ def _offload_optimizer(plan: Plan) -> tuple[Plan, str] | None:
     if runs_mps(plan.hardware.gpu):
         # A Mac's CPU and GPU share one RAM: the state would leave Metal's working set, not the machine, and it
         # needs a DeepSpeed build from after 2026-08-23 (core.mac._deepspeed): not a fix to offer.
+        return None
+    card = gpu_for(plan)
+    if card.unified_memory_gb is not None and card.gpu_share is None:
+        # DGX Spark: CUDA already allocates from all the RAM the OS manages (its catalogue entry), so the state on
+        # the CPU stays in the memory the GPU's step uses. (A Ryzen AI Max's GPU is held to half of it by Linux's
+        # TTM limit, gpu_share 0.5: there the state leaves the GPU's part, and offloading is offered.)
         return None
     strategy = plan.parallel.strategy
     if strategy in (Strategy.DDP, Strategy.FSDP):

@@ -15,7 +15,7 @@ from PySide6.QtCore import QSignalBlocker, QSize, Qt
 from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QPushButton, QToolButton, QVBoxLayout, QWidget
 
-from core.catalogue import GROUP_LABELS, GpuGroup, GpuSpec, load_gpus, search
+from core.catalogue import GROUP_LABELS, GpuGroup, GpuSpec, load_gpus, search, share_rule
 from core.estimate import Estimate, serving_utilisation_text
 from core.inputs import input_at
 from core.plan import Plan, Preset
@@ -34,7 +34,7 @@ if TYPE_CHECKING:  # this machine is looked at once the window has painted: not 
 CUSTOM = "custom"
 MINE = USER_PREFIX  # id prefix of the user's saved cards in the picker
 CUSTOM_LABEL = "Custom GPU (type memory and speed)"
-GROUP_ORDER = (GpuGroup.LAPTOP, GpuGroup.DESKTOP, GpuGroup.DATACENTRE, GpuGroup.APPLE)
+GROUP_ORDER = (GpuGroup.LAPTOP, GpuGroup.DESKTOP, GpuGroup.DATACENTRE, GpuGroup.APPLE, GpuGroup.UNIFIED)
 MAX_LOCAL_LINES = 8  # cards listed one a line; a machine with more says how many more
 
 
@@ -115,7 +115,7 @@ def _gpu_matches(entry_id: str, label: str, text: str) -> bool:
 
 
 def limits_text(gpu: GpuSpec) -> tuple[str, str]:
-    """What the card cannot run, Apple's GPU share and a typical price: (short text, details)."""
+    """What the card cannot run, a unified-memory machine's GPU share and a typical price: (short text, details)."""
     lines, details = [], []
     if gpu.unsupported_dtypes:
         lines.append("Cannot run: " + ", ".join(gpu.unsupported_dtypes))
@@ -124,7 +124,8 @@ def limits_text(gpu: GpuSpec) -> tuple[str, str]:
         share = f"{gpu.memory_bytes / GiB:.3g} GiB ({gpu.memory_bytes / GB:.1f} GB)"
         lines.append(f"By default the GPU may use {share} of the {gpu.unified_memory_gb:g} GB unified memory")
         details.append(
-            "macOS lets the GPU wire only part of unified memory. Raise the limit until the next restart with\n"
+            share_rule(gpu.id)
+            or "macOS lets the GPU wire only part of unified memory. Raise the limit until the next restart with\n"
             "sudo sysctl iogpu.wired_limit_mb=<MB> (leave several GB for macOS); 0 restores the default."
         )
     if gpu.price_per_hour_usd is not None:

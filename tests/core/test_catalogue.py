@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from core.catalogue import DTYPES, GROUP_LABELS, GpuGroup, GpuSpec, find_gpu, load_gpus, search
+from core.catalogue import DTYPES, GROUP_LABELS, GpuGroup, GpuSpec, find_gpu, load_gpus, search, share_rule
 from core.units import GB, GiB, MiB
 
 GPUS = load_gpus()
@@ -53,7 +53,7 @@ def test_every_entry_names_sources_and_dates_its_price(gpu: GpuSpec) -> None:
             assert gpu.tflops_dense[field.removeprefix("tflops_dense.")] is not None, field
 
 
-@pytest.mark.parametrize("gpu", [g for g in GPUS if g.group is not GpuGroup.APPLE], ids=lambda g: g.id)
+@pytest.mark.parametrize("gpu", [g for g in GPUS if g.unified_memory_gb is None], ids=lambda g: g.id)
 def test_reported_memory_is_a_little_under_the_marketing_size(gpu: GpuSpec) -> None:
     # Cards carry binary GiB of DRAM; the driver keeps a slice back (nvidia-smi shows 81,559 MiB
     # of an H100's 80 GiB, 46,068 MiB of an A40's 48 GiB with ECC on: about 1/16 lost to ECC).
@@ -72,6 +72,37 @@ def test_apple_memory_is_the_default_gpu_share_of_unified_memory(gpu: GpuSpec) -
     assert gpu.gpu_share == pytest.approx(share, abs=1e-4)
     assert gpu.memory_bytes == math.floor(gpu.unified_memory_gb * 1024 * share) * MiB
     assert "sudo sysctl iogpu.wired_limit_mb=" in gpu.notes, "tells the user how to raise the limit"
+
+
+def test_every_unified_memory_machine_names_its_share_and_how_to_raise_it() -> None:
+    # A GPU that shares the machine's RAM gives that RAM, the part the GPU may use by default as memory_bytes,
+    # and (outside Apple, whose rule the test above checks) the rule in share_rule; a discrete card neither.
+    for gpu in GPUS:
+        unified = gpu.group in (GpuGroup.APPLE, GpuGroup.UNIFIED)
+        assert (gpu.unified_memory_gb is not None) is unified, gpu.id
+        assert bool(share_rule(gpu.id)) is (gpu.group is GpuGroup.UNIFIED), gpu.id
+        if unified:
+            assert gpu.memory_bytes < gpu.unified_memory_gb * GiB, gpu.id
+
+
+def test_dgx_spark_gives_the_gpu_what_cuda_reports_of_the_systems_memory() -> None:
+    # GuigsEvt/dgx_spark_config issue #1 (torch 2.9 on GB10): "Total mem : 119.70 GB" (GiB, as torch prints it),
+    # "SM count : 48", "Compute cap : 12.1"; a PyTorch OOM message on a Spark: "total capacity of 119.70 GiB".
+    spark = find_gpu("dgx-spark-gb10")
+    assert round(spark.memory_bytes / GiB, 2) == 119.70
+    assert spark.unified_memory_gb == 128 and spark.gpu_share is None  # no share rule: the OS's memory, all of it
+    assert spark.sm_count == 48 and spark.vendor == "nvidia"
+    assert "nvidia-smi" in share_rule(spark.id)
+
+
+def test_strix_halo_gives_the_gpu_linuxs_default_gtt_limit() -> None:
+    # antirez/ds4 issue #475 (a 128 GB Ryzen AI Max+ 395 under Linux): "amdgpu ... 63968M of GTT memory ready";
+    # Linux's TTM limits GTT to half of system RAM by default (ttm_device.c ttm_global_init: num_pages / 2).
+    halo = find_gpu("ryzen-ai-max-395-128gb")
+    assert halo.memory_bytes == 63_968 * MiB
+    assert halo.gpu_share == 0.5 and halo.unified_memory_gb == 128
+    assert halo.memory_bytes <= halo.gpu_share * halo.unified_memory_gb * GiB
+    assert "ttm.pages_limit" in share_rule(halo.id) and "ttm.pages_limit" in halo.notes
 
 
 @pytest.mark.parametrize("gpu", GPUS, ids=lambda g: g.id)

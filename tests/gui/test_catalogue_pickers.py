@@ -91,6 +91,17 @@ def test_apple_cards_say_how_much_memory_the_gpu_gets(window: MainWindow) -> Non
     assert "sudo sysctl iogpu.wired_limit_mb=" in form.limits.toolTip()
 
 
+def test_a_unified_memory_pc_says_its_share_and_its_own_rule(window: MainWindow) -> None:
+    window.controller.update("hardware.gpu", lambda p: p.with_hardware(gpu="ryzen-ai-max-395-128gb"))
+    form = window.hardware_form
+    # antirez/ds4 issue #475: "63968M of GTT memory ready" on a 128 GB Strix Halo (Linux's default TTM limit).
+    assert "62.5 GiB" in form.limits.text() and "of the 128 GB unified memory" in form.limits.text()
+    assert "ttm.pages_limit" in form.limits.toolTip() and "iogpu" not in form.limits.toolTip()  # not a Mac's rule
+    picker = window.hardware_form.gpu
+    heading, spark = picker.findText(GROUP_LABELS[GpuGroup.UNIFIED]), picker.findData("dgx-spark-gb10")
+    assert heading < spark < picker.findText(GROUP_LABELS[GpuGroup.CUSTOM])
+
+
 def test_a_saved_card_joins_the_list_and_travels_with_the_plan(
     qtbot: Any, window: MainWindow, settings: Settings, fake_dialogs: Any
 ) -> None:

@@ -26,7 +26,9 @@ def test_renders_the_asked_size_and_theme(qapp: Any, tmp_path: Path) -> None:
         theme.apply_theme(qapp, "light")
 
 
-@pytest.mark.parametrize(("option", "value"), [("--size", "12x"), ("--size", "99999x720"), ("--theme", "blue")])
+@pytest.mark.parametrize(
+    ("option", "value"), [("--size", "12x"), ("--size", "99999x720"), ("--theme", "blue"), ("--gpu", "no-such-card")]
+)
 def test_bad_options_get_one_line(option: str, value: str, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     assert screenshot.main([str(tmp_path / "x.png"), option, value]) == 2
     err = capsys.readouterr().err
