@@ -47,7 +47,7 @@ def name_words(name: str) -> frozenset[str]:
 
 
 def _memory_matches(entry: GpuSpec, total_bytes: int, unified_bytes: int | None) -> bool:
-    if entry.unified_memory_gb is not None:  # an Apple machine: its RAM decides
+    if entry.unified_memory_gb is not None and entry.vendor == "apple":  # an Apple machine: its RAM decides
         return unified_bytes is not None and abs(unified_bytes / GiB - entry.unified_memory_gb) < 0.5
     return abs(entry.memory_bytes - total_bytes) <= MEMORY_TOLERANCE * entry.memory_bytes
 

@@ -5,7 +5,8 @@ Where each figure comes from:
 - NVIDIA: NVML through the ``pynvml`` module of ``nvidia-ml-py`` (optional: imported here,
   lazily, only if installed; ``nvmlDeviceGetMemoryInfo`` gives total, used and free bytes),
   else ``nvidia-smi --query-gpu=name,memory.total,memory.used,memory.free,driver_version
-  --format=csv,noheader,nounits`` (MiB).
+  --format=csv,noheader,nounits`` (MiB). A unified-memory chip (GB10, DGX Spark) reports no
+  memory either way; its total is the RAM ``/proc/meminfo`` gives and "free" its MemAvailable.
 - AMD: ``rocm-smi --showproductname --showmeminfo vram --showdriverversion --json``
   ("VRAM Total Memory (B)", "VRAM Total Used Memory (B)", per ``cardN``).
 - Apple silicon: ``sysctl -n hw.memsize machdep.cpu.brand_string``; the GPU may use only a
@@ -67,7 +68,7 @@ class LocalGpu:
     total_bytes: int  # what the driver reports (Apple: the GPU's default share of unified memory)
     used_bytes: int | None  # held by processes now; None where the source does not say
     free_bytes: int | None
-    source: str  # nvml | nvidia-smi | rocm-smi | sysctl
+    source: str  # nvml | nvidia-smi | rocm-smi | sysctl ("nvml + /proc/meminfo" and "nvidia-smi + ...": GB10)
     driver: str = ""
     catalogue: GpuSpec | None = None
     unified_memory_bytes: int | None = None  # Apple: the machine's RAM
@@ -145,6 +146,7 @@ class _Probe:
     gpus: list[LocalGpu] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     tried: list[str] = field(default_factory=list)
+    meminfo: Callable[[], tuple[int, int | None] | None] = field(default_factory=lambda: read_meminfo)
 
     def note(self, text: str) -> None:
         text = escape_controls(text)[:300]
@@ -234,11 +236,44 @@ def parse_nvidia_smi(output: str, probe: _Probe) -> None:
             continue
         parts = line.rsplit(",", 4)
         total = _mib(parts[1]) if len(parts) == 5 else None
+        if total is None and len(parts) == 5 and add_unified_nvidia(probe, parts[0], "nvidia-smi", parts[4].strip()):
+            continue
         if total is None or total <= 0:
             probe.note(f"nvidia-smi: a line that is not a GPU's memory was skipped ({line.strip()[:80]})")
             continue
         used, free = _mib(parts[2]), _mib(parts[3])
         probe.add(parts[0], "nvidia", total, used, free, source="nvidia-smi", driver=parts[4].strip()[:40])
+
+
+def read_meminfo(path: str = "/proc/meminfo") -> tuple[int, int | None] | None:
+    """Linux's MemTotal and MemAvailable in bytes, or None where the file is absent or unreadable."""
+    try:
+        with open(path, encoding="ascii", errors="replace") as handle:
+            text = handle.read(64 * 1024)
+    except OSError:
+        return None
+    fields = dict(re.findall(r"^(MemTotal|MemAvailable):\s+(\d+)\s*kB", text, re.MULTILINE))
+    if "MemTotal" not in fields or int(fields["MemTotal"]) <= 0:
+        return None
+    available = fields.get("MemAvailable")
+    return int(fields["MemTotal"]) * 1024, None if available is None else int(available) * 1024
+
+
+def add_unified_nvidia(probe: _Probe, name: str, source: str, driver: str) -> bool:
+    """A unified-memory NVIDIA chip (GB10: DGX Spark and its OEM twins) reports no memory total through
+    nvidia-smi ("[N/A]") or NVML ("Not Supported"): CUDA allocates from the RAM the Linux kernel manages
+    (resources/gpus.json, dgx-spark-gb10 sources), so that RAM is its total and MemAvailable what is free
+    now. True when the name is such a catalogue entry and the RAM was read; nothing is added otherwise."""
+    memory = probe.meminfo()
+    if memory is None:
+        return False
+    total, available = memory
+    entry = match_catalogue(escape_controls(name.strip())[:MAX_NAME_CHARS], "nvidia", total)
+    if entry is None or entry.unified_memory_gb is None:
+        return False
+    used = None if available is None else max(0, total - available)
+    probe.add(name, "nvidia", total, used, available, source=f"{source} + /proc/meminfo", driver=driver[:40])
+    return True
 
 
 def _load_nvml() -> Any | None:
@@ -260,8 +295,14 @@ def _read_nvml(nvml: Any) -> list[tuple[str, int, int, int, str]]:
         readings = []
         for index in range(min(int(nvml.nvmlDeviceGetCount()), MAX_GPUS)):
             handle = nvml.nvmlDeviceGetHandleByIndex(index)
-            memory = nvml.nvmlDeviceGetMemoryInfo(handle)
             name = _text(nvml.nvmlDeviceGetName(handle))
+            try:
+                memory = nvml.nvmlDeviceGetMemoryInfo(handle)
+            except Exception as exc:  # GB10 answers NVML_ERROR_NOT_SUPPORTED: its memory is the system's
+                if "NotSupported" not in type(exc).__name__:
+                    raise
+                readings.append((name, 0, 0, 0, driver))
+                continue
             readings.append((name, int(memory.total), int(memory.used), int(memory.free), driver))
         return readings
     finally:
@@ -294,6 +335,8 @@ def probe_nvml(nvml: Any, probe: _Probe) -> bool:
     for name, total, used, free, driver in result.get("readings", []):
         if total > 0:
             probe.add(name, "nvidia", total, used, free, source="nvml", driver=driver[:40])
+        elif not add_unified_nvidia(probe, name, "nvml", driver):
+            probe.note(f"NVML: {name[:80]} reports no memory total; skipped")
     return True
 
 
@@ -371,15 +414,17 @@ def detect_local_gpus(
     *,
     system: str | None = None,
     nvml_loader: Callable[[], Any | None] = _load_nvml,
+    meminfo: Callable[[], tuple[int, int | None] | None] = read_meminfo,
 ) -> LocalGpus:
     """This machine's GPUs within ``timeout_s`` seconds in all; never raises.
 
     ``system`` is ``platform.system()`` unless given (tests pass "Darwin" to read sysctl);
-    ``nvml_loader`` returns the ``pynvml`` module or None (tests pass a stand-in).
+    ``nvml_loader`` returns the ``pynvml`` module or None (tests pass a stand-in); ``meminfo`` the
+    RAM a unified-memory NVIDIA chip allocates from (:func:`read_meminfo`; tests pass a stand-in).
     """
     started = time.monotonic()
     budget = max(0.01, float(timeout_s))
-    probe = _Probe(deadline=started + budget, budget_s=budget)
+    probe = _Probe(deadline=started + budget, budget_s=budget, meminfo=meminfo)
     try:
         _nvidia(probe, nvml_loader())
         probe.tried.append("rocm-smi")

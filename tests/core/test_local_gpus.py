@@ -18,7 +18,7 @@ import pytest
 
 from core.catalogue import find_gpu, load_gpus
 from core.files.gpu_match import match_catalogue, name_words
-from core.files.local_gpus import LocalGpu, LocalGpus, detect_local_gpus
+from core.files.local_gpus import LocalGpu, LocalGpus, detect_local_gpus, read_meminfo
 from core.units import GiB, MiB
 from tests.stub_tools import printing, stub
 
@@ -314,3 +314,66 @@ def test_judging_against_free_memory_holds_what_others_hold_in_the_plan() -> Non
     # 23 of an A10's 24 GiB held (a made-up busy card): the plan holds all 23 GiB, not a headroom capped at 90 %.
     busy = LocalGpu(0, "NVIDIA A10", "nvidia", 24 * GiB, 23 * GiB, 1 * GiB, "nvidia-smi")
     assert busy.held_now_bytes == 23 * GiB and busy.held_fraction == pytest.approx(23 / 24)
+
+
+# ---- a unified-memory NVIDIA chip: GB10 (DGX Spark) -------------------------------------------------
+# GB10 reports no memory: nvidia-smi prints "[N/A]" for memory.total (unslothai/unsloth PR #10703) and NVML
+# answers Not Supported; CUDA allocates from the RAM the Linux kernel manages, which PyTorch reports as
+# 122,572 MiB (resources/gpus.json dgx-spark-gb10, memory_reported). The stand-in /proc/meminfo gives that.
+GB10_RAM = 122572 * MiB
+GB10_AVAILABLE = 100 * GiB
+
+
+def gb10_meminfo() -> tuple[int, int | None]:
+    return GB10_RAM, GB10_AVAILABLE
+
+
+class NVMLError_NotSupported(Exception):
+    pass
+
+
+class FakeGb10Nvml(FakeNvml):
+    def nvmlDeviceGetMemoryInfo(self, handle: int) -> SimpleNamespace:
+        if self.cards[handle][0] == "NVIDIA GB10":
+            raise NVMLError_NotSupported()
+        return super().nvmlDeviceGetMemoryInfo(handle)
+
+
+@posix_only
+def test_gb10_through_nvidia_smi_is_the_dgx_spark_with_the_ram_it_allocates_from(tools: Path) -> None:
+    printing(tools, "nvidia-smi", "NVIDIA GB10, [N/A], [N/A], [N/A], 580.95.05\n")
+    result = detect(meminfo=gb10_meminfo)
+    assert result.notes == () and len(result.gpus) == 1
+    gpu = result.gpus[0]
+    assert gpu.spec.id == "dgx-spark-gb10" and gpu.source == "nvidia-smi + /proc/meminfo"
+    assert (gpu.total_bytes, gpu.free_bytes, gpu.used_bytes) == (GB10_RAM, GB10_AVAILABLE, GB10_RAM - GB10_AVAILABLE)
+    assert gpu.driver == "580.95.05" and gpu.hardware_changes() == {"gpu": "dgx-spark-gb10"}
+
+
+@posix_only
+def test_gb10_through_nvml_is_read_the_same_way(tools: Path) -> None:
+    nvml = FakeGb10Nvml([("NVIDIA GB10", 0, 0)])
+    result = detect(nvml_loader=lambda: nvml, meminfo=gb10_meminfo)
+    assert [(g.spec.id, g.source) for g in result.gpus] == [("dgx-spark-gb10", "nvml + /proc/meminfo")]
+
+
+@posix_only
+def test_a_card_without_a_memory_total_is_still_skipped_unless_it_is_unified(tools: Path) -> None:
+    # A discrete card printing [N/A] is not given the machine's RAM; nor is GB10 where /proc/meminfo is unread.
+    printing(tools, "nvidia-smi", "NVIDIA GeForce RTX 3060, [N/A], [N/A], [N/A], 535.1\n")
+    assert detect(meminfo=gb10_meminfo).gpus == ()
+    printing(tools, "nvidia-smi", "NVIDIA GB10, [N/A], [N/A], [N/A], 580.95.05\n")
+    result = detect(meminfo=lambda: None)
+    assert result.gpus == () and "skipped" in result.notes[0]
+    nvml = FakeGb10Nvml([("NVIDIA GB10", 0, 0)])
+    assert "reports no memory total" in detect(nvml_loader=lambda: nvml, meminfo=lambda: None).notes[0]
+
+
+def test_meminfo_is_read_from_linux_s_file(tmp_path: Path) -> None:
+    # /proc/meminfo's format (Linux Documentation/filesystems/proc.rst): "MemTotal:  <n> kB".
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text("MemTotal:       125513728 kB\nMemFree:        1000 kB\nMemAvailable:   104857600 kB\n")
+    assert read_meminfo(str(meminfo)) == (125513728 * 1024, 104857600 * 1024)
+    meminfo.write_text("garbage\n")
+    assert read_meminfo(str(meminfo)) is None
+    assert read_meminfo(str(tmp_path / "absent")) is None
