@@ -181,7 +181,10 @@ def at_least(version: VllmVersion, first: VllmVersion) -> bool:
 # 0.22.0 (0b3ba88f1): Qwen3ForCausalLM, neither MoE nor quantised; 0.23.0 (0fc695fc6): also
 # Llama and Mistral; 0.24.0 (ee0da84ab): those three and DeepseekV2 / Qwen2Moe / GraniteMoe,
 # quantised or not; 0.25.0 (dd10e03f9) to 0.28.0 (2cf0a6915): those three MoE architectures and
-# every model that is not MoE (nor hybrid, which the planner cannot express).
+# every model that is not MoE nor hybrid ("if getattr(model_config, "is_hybrid", False): return False";
+# 0.27.0 and 0.28.0 unless the architecture is in the list, which names no hybrid). The lists of 0.22.0 -
+# 0.24.0 name no hybrid architecture either (granitemoe is GraniteMoeForCausalLM, not Granite 4.0-H's
+# GraniteMoeHybridForCausalLM), so a hybrid (core.hybrid) runs the V1 runner up to 0.28.
 V2_RUNNER_DENSE_0_22: Final = frozenset({"qwen3"})
 V2_RUNNER_DENSE_0_23: Final = frozenset({"llama", "mistral", "qwen3"})
 V2_RUNNER_MOE: Final = frozenset({"deepseek_v2", "qwen2_moe", "granitemoe"})
@@ -203,6 +206,8 @@ def v2_runner(inf: Inference, model: ModelSpec) -> bool:
         return False
     if at_least(version, V2_RUNNER_EVERY_MODEL_FROM):
         return True
+    if model.hybrid is not None:
+        return False
     moe, family = model.num_experts > 1, model.family
     plain = inf.weight_dtype in _UNQUANTISED
     if version is VllmVersion.V0_22:

@@ -20,7 +20,7 @@ from core.errors import PlanError
 from core.estimate import estimate
 from core.files.planfile import dumps, loads_saved
 from core.inputs import VllmVersion
-from core.plan import HYBRID_VLLM_LINES, Engine, Plan
+from core.plan import HYBRID_VLLM_LINES, HYBRID_VLLM_LINES_TEXT, HYBRID_VLLM_NEWEST, Engine, Plan
 from core.presets import default_plan
 from core.serving.vllm_hybrid import state_bytes_per_request
 from core.verdict import Mode
@@ -87,10 +87,10 @@ def test_other_engines_are_refused_naming_what_is_missing(engine: Engine) -> Non
         plan.with_inference(engine=engine)
     assert info.value.field == "inference.engine"
     message = str(info.value)
-    assert "vLLM 0.11 - 0.19" in message and "not modelled" in message and "training" in message
+    assert f"vLLM {HYBRID_VLLM_LINES_TEXT}" in message and "not modelled" in message and "training" in message
 
 
-@pytest.mark.parametrize("version", [VllmVersion.V0_10, VllmVersion.V0_20, VllmVersion.V0_34])
+@pytest.mark.parametrize("version", [VllmVersion.V0_6, VllmVersion.V0_9, VllmVersion.V0_10])
 def test_releases_whose_hybrid_rules_were_not_read_are_refused(version: VllmVersion) -> None:
     with pytest.raises(PlanError) as info:
         served("granite-4.0-h-tiny").with_inference(vllm_version=version)
@@ -107,7 +107,10 @@ def test_choosing_a_hybrid_moves_the_engine_to_vllm_keeping_a_read_release() -> 
     kept = hf.with_inference(engine=Engine.VLLM, vllm_version=VllmVersion.V0_15).on_model(entry.spec, entry.id)
     assert kept.inference.vllm_version is VllmVersion.V0_15
     newer = hf.with_inference(engine=Engine.VLLM, vllm_version=VllmVersion.V0_30).on_model(entry.spec, entry.id)
-    assert newer.inference.vllm_version is VllmVersion.V0_19
+    assert newer.inference.vllm_version is VllmVersion.V0_30
+    # A line whose hybrid rules were not read (before 0.11) moves to the newest that were (core.plan).
+    older = hf.with_inference(engine=Engine.VLLM, vllm_version=VllmVersion.V0_10).on_model(entry.spec, entry.id)
+    assert older.inference.vllm_version is HYBRID_VLLM_NEWEST is VllmVersion.V0_34
 
 
 def test_splits_a_hybrid_cannot_take() -> None:
