@@ -39,7 +39,7 @@ Release lines 0.20 - 0.34, read in the released wheels (0.20.0 b8160878f, 0.21.0
   for default-sized runs"). 0.32.0 adds a round-up to every backend's smallest block (16 here: no change) and
   0.33.0, in "align" mode, the lcm with the recurrent layers' prefill-checkpoint alignment
   (``get_mamba_prefill_checkpoint_alignment``: 64 for Gated DeltaNet under FlashInfer's prefill, none for
-  Mamba-2). The Blackwell head-256 alignment of 32 above is gone (FlashInfer's smallest block is 16).
+  Mamba-2). The Blackwell head-256 alignment of 32 above ends with 0.17.0 (FlashInfer's smallest block is 16).
 * Prefix caching — ``ModelConfig.is_prefix_caching_supported`` is False for hybrids up to 0.25.0 ("Hybrid
   models do not support prefix caching"), True from 0.26.0, but ``EngineArgs`` keeps it opt-in for hybrids in
   0.26.0 and 0.27.0 (``default_prefix_caching = ... and not model_config.is_hybrid``); from 0.28.0 it is on by
@@ -82,12 +82,14 @@ ATTENTION_BLOCK_ALIGN: Final = 16
 DEFAULT_BLOCK_SIZE: Final = 16  # CacheConfig.block_size on CUDA (core.serving.vllm_rules.VLLM_BLOCK_SIZE, 0.19.0)
 # From 0.11.1 the alignment is 32 on a compute-capability 10.0 card for a head size of 256 under FlashInfer, the
 # default backend there ("kernel_block_alignment_size = 32": vllm 0.11.1 / 0.12.0 wheels'
-# vllm/model_executor/models/config.py, is_device_capability(100); 0.13.0 - 0.19.0 is_device_capability_family(100)).
+# vllm/model_executor/models/config.py, is_device_capability(100); 0.13.0 - 0.17.0 is_device_capability_family(100)).
 # The 0.11 line is taken as 0.11.1 - 0.11.2 (0.11.0 aligns to 16 everywhere). Of the catalogue's cards the B200.
+# The 0.18.0 and 0.19.0 wheels have no such branch (HybridAttentionMambaModelConfig: "kernel_block_alignment_size =
+# 16" for every card), nor has any later line (the module): 16 there.
 BLACKWELL_ALIGN: Final = 32
 BLACKWELL_HEAD_SIZE: Final = 256
 SM100_CARDS: Final = ("b200",)
-BLACKWELL_ALIGN_UNTIL: Final = VllmVersion.V0_20  # the first line without it
+BLACKWELL_ALIGN_UNTIL: Final = VllmVersion.V0_18  # the first line without it
 # NemotronHForCausalLMConfig (0.13.0 - 0.19.0 wheels, vllm/model_executor/models/config.py): with
 # mamba_ssm_cache_dtype "auto" it takes the checkpoint's config.json value (float16 when the key is absent, the
 # same two bytes as bfloat16); 0.11.0 - 0.12.0 have no such rule and keep the model dtype.
