@@ -543,9 +543,9 @@ def vllm_pool(plan: Plan, gpu: GpuSpec, layout: RankLayout, fit: ServingFit) -> 
     # get_num_blocks: available // page // layers per group; every block serves one group.
     blocks = max(0, int(budget // page_bytes // groups.size)) if page_bytes > 0 else 0
     per_request = vllm_blocks_per_request(groups, inf.context, batched, block_size)
-    kv_tokens = blocks // groups.count * smallest_block  # _report_kv_cache_config (up to 0.23)
+    kv_tokens = blocks // groups.count * smallest_block  # _report_kv_cache_config (up to 0.20)
     if at_least(inf.vllm_version, CAPACITY_TOKENS_FROM) and per_request > 0:
-        kv_tokens = int(blocks / per_request * inf.context)  # get_kv_cache_capacity (0.24 on)
+        kv_tokens = int(blocks / per_request * inf.context)  # concurrency x max_model_len (0.21 on)
     return VllmPool(
         requested=requested,
         activation=activation,

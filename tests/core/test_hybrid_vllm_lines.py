@@ -84,7 +84,7 @@ def test_the_state_blocks_a_request_holds_on_each_line(version: VllmVersion, hel
     assert size == 4 and state_blocks(plan, "h100-sxm") == held
     per_request = math.ceil(32_768 / block) + 9 * held
     assert result.max_concurrency == pytest.approx(blocks / per_request)
-    # 0.21.0 on log "GPU KV cache size" as concurrency × max_model_len (the planner reads it so from 0.24).
+    # 0.21.0 on log "GPU KV cache size" as concurrency × max_model_len (kv_cache_utils._report_kv_cache_config).
     if version is not V.V0_20:
         assert result.kv_cache_tokens == int(blocks / per_request * 32_768)
     words = f"prefix caching on by default (mamba_cache_mode align): {held} state blocks a request"
