@@ -349,15 +349,15 @@ _LYCORIS: Final = frozenset((Method.LOHA, Method.LOKR))
 # (vllm-project/vllm 0.11.0 wheel vllm/model_executor/models/config.py MambaModelConfig: "disabling prefix
 # caching since it is not yet supported"; 0.12.0 - 0.19.0 vllm/config/model.py is_prefix_caching_supported:
 # "Hybrid models do not support prefix caching"), and HybridAttentionMambaModelConfig's page rule as
-# core.serving.vllm_hybrid has it (read in the 0.11.0, 0.11.1, 0.11.2, 0.12.0 - 0.19.0 wheels). 0.34.0 turns
-# prefix caching on for hybrids ("Generative hybrid models support prefix caching": one state page per
-# attention block in its "align" mode), which is not modelled; the lines between were not all read.
+# core.serving.vllm_hybrid has it (read in the 0.11.0, 0.11.1, 0.11.2, 0.12.0 - 0.19.0 wheels). 0.20.0 - 0.34.0
+# (every x.0 wheel read, branch h66v20): the platform sets the page, and from 0.28.0 prefix caching is on for
+# hybrids by default ("align" mode: two or three state blocks a request), as core.serving.vllm_hybrid models.
 _VLLM_LINES: Final = list(VllmVersion)
 HYBRID_VLLM_LINES: Final = frozenset(
-    _VLLM_LINES[_VLLM_LINES.index(VllmVersion.V0_11) : _VLLM_LINES.index(VllmVersion.V0_19) + 1]
+    _VLLM_LINES[_VLLM_LINES.index(VllmVersion.V0_11) : _VLLM_LINES.index(VllmVersion.V0_34) + 1]
 )
-HYBRID_VLLM_LINES_TEXT: Final = "0.11 - 0.19"
-HYBRID_VLLM_NEWEST: Final = VllmVersion.V0_19  # the line Plan.on_model moves a hybrid to from any other
+HYBRID_VLLM_LINES_TEXT: Final = "0.11 - 0.34"
+HYBRID_VLLM_NEWEST: Final = VllmVersion.V0_34  # the line Plan.on_model moves a hybrid to from any other
 
 
 def hybrid_refusal(model: ModelSpec) -> str:

@@ -55,7 +55,7 @@ from core.serving.kv import cached_positions, kv_bytes_per_token_layer, kv_formu
 from core.serving.sglang_versions import default_fraction
 from core.serving.sglang_weights import rope_bytes
 from core.serving.text_only import encoder_profile, skips_vision_tower
-from core.serving.vllm_hybrid import hybrid_groups, plan_pages
+from core.serving.vllm_hybrid import align_mode, hybrid_groups, plan_pages, state_blocks
 from core.serving.vllm_rules import (
     MOE_WORKSPACE_KEPT_FROM,
     VLLM_BLOCK_SIZE,
@@ -535,15 +535,17 @@ def vllm_pool(plan: Plan, gpu: GpuSpec, layout: RankLayout, fit: ServingFit) -> 
     if hybrid is not None:  # one page for attention blocks and recurrent states (core.serving.vllm_hybrid)
         pages = plan_pages(plan, gpu.id)
         size, attention, recurrent = hybrid_groups(hybrid.attention_layers, hybrid.recurrent_layers)
-        groups = KvGroups(size=size, full=attention, windowed=0, window=0, recurrent=recurrent)
+        held = state_blocks(plan, gpu.id)
+        groups = KvGroups(size=size, full=attention, windowed=0, window=0, recurrent=recurrent, recurrent_blocks=held)
         block_size, page_bytes = pages.block_size, float(pages.page_bytes)
-        smallest_block = min(block_size, inf.context)  # a recurrent group's block is max_model_len tokens
+        # a recurrent group's block is max_model_len tokens, or the attention block in "align" mode
+        smallest_block = block_size if align_mode(inf.vllm_version) else min(block_size, inf.context)
     # get_num_blocks: available // page // layers per group; every block serves one group.
     blocks = max(0, int(budget // page_bytes // groups.size)) if page_bytes > 0 else 0
     per_request = vllm_blocks_per_request(groups, inf.context, batched, block_size)
-    kv_tokens = blocks // groups.count * smallest_block  # _report_kv_cache_config (up to 0.23)
+    kv_tokens = blocks // groups.count * smallest_block  # _report_kv_cache_config (up to 0.20)
     if at_least(inf.vllm_version, CAPACITY_TOKENS_FROM) and per_request > 0:
-        kv_tokens = int(blocks / per_request * inf.context)  # get_kv_cache_capacity (0.24 on)
+        kv_tokens = int(blocks / per_request * inf.context)  # concurrency x max_model_len (0.21 on)
     return VllmPool(
         requested=requested,
         activation=activation,
@@ -737,10 +739,16 @@ def _vllm_formula(plan: Plan, gpu: GpuSpec, layout: RankLayout, pool: VllmPool, 
     hybrid = ""
     if plan.model.hybrid is not None:  # core.serving.vllm_hybrid: the common page of attention and state
         pages = plan_pages(plan, gpu.id)
+        held = pool.groups.recurrent_blocks
+        state = (
+            f"prefix caching on by default (mamba_cache_mode align): {held} state blocks a request"
+            if align_mode(inf.vllm_version)
+            else "one state block a request"
+        )
         hybrid = (
             f"; hybrid: attention block size {pages.block_size:,} tokens, mamba page padded by "
             f"{pages.padding_pct:.2f}%, {pool.groups.full} attention and {pool.groups.recurrent} recurrent-state "
-            "groups, one state block a request"
+            f"groups, {state}"
         )
     return (
         f"vLLM {inf.vllm_version.value} ({era.name}), in GiB as vLLM logs them: KV pool = {share}"

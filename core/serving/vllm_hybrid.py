@@ -23,12 +23,44 @@ Sources, read at the commits named:
   page without prefix caching).
 
 Prefix caching is off for these models in the lines whose logs are recorded (``enable_prefix_caching=False``
-in both); vLLM's later "align" mode keeps one state page per attention block and is not modelled.
+in both).
+
+Release lines 0.20 - 0.34, read in the released wheels (0.20.0 b8160878f, 0.21.0 ad7125a43 ... 0.28.0 2cf0a6915,
+0.32.0 5df63a720, 0.33.0 4ba787ec9, 0.34.0 62d4bc3c7: every x.0 release from 0.20.0 to 0.34.0 was compared):
+
+* Page rule — from 0.20.0 ``HybridAttentionMambaModelConfig`` only validates; the block is set by
+  vllm/platforms/interface.py ``Platform.update_block_size_for_backend`` → ``_align_hybrid_block_size``: the
+  alignment is ``max(the attention backend's smallest kernel block, the block size the backend prefers)`` and
+  the block ``alignment · cdiv(mamba page, alignment · attention page per token)``; the mamba page is padded to
+  it as before. Every CUDA backend a catalogue card picks for these models takes multiples of 16
+  (FlashAttention ``MultipleOf(16)``, FlashInfer ``[16, 32, 64]`` and up, Triton ``MultipleOf(16)``) and
+  prefers ``CacheConfig.DEFAULT_BLOCK_SIZE``: 16 up to 0.33, 64 in 0.34 (:data:`DEFAULT_BLOCK_SIZES`). ROCm's
+  first backend (``RocmAttentionBackend``) prefers 16 in 0.34 whatever the default ("Keep the native kernel
+  for default-sized runs"). 0.32.0 adds a round-up to every backend's smallest block (16 here: no change) and
+  0.33.0, in "align" mode, the lcm with the recurrent layers' prefill-checkpoint alignment
+  (``get_mamba_prefill_checkpoint_alignment``: 64 for Gated DeltaNet under FlashInfer's prefill, none for
+  Mamba-2). The Blackwell head-256 alignment of 32 above ends with 0.17.0 (FlashInfer's smallest block is 16).
+* Prefix caching — ``ModelConfig.is_prefix_caching_supported`` is False for hybrids up to 0.25.0 ("Hybrid
+  models do not support prefix caching"), True from 0.26.0, but ``EngineArgs`` keeps it opt-in for hybrids in
+  0.26.0 and 0.27.0 (``default_prefix_caching = ... and not model_config.is_hybrid``); from 0.28.0 it is on by
+  default, and ``MambaModelConfig`` then sets ``mamba_cache_mode`` "align" and ``mamba_block_size`` to the
+  attention block. The planner has no prefix-caching input: it plans the engine's default (:func:`align_mode`).
+* Blocks a request holds in each recurrent group (``MambaSpec.max_memory_usage_bytes``, read by
+  ``get_max_concurrency_for_kv_cache_config``): one without prefix caching; in "align" mode two (the running
+  state and the last block boundary's: earlier ones are freed, ``remove_skipped_blocks``) plus
+  ``num_prefill_checkpoint_blocks``, which ``MambaMixer2.get_kv_cache_spec`` sets to 1 from 0.32.0 and the
+  Gated DeltaNet layer (``QwenGatedDeltaNetAttention``) from 0.33.0 when FlashInfer runs its prefill
+  (:data:`CHECKPOINT_RULES`, :func:`state_blocks`).
+* Groups and pool — ``_get_kv_cache_groups_uniform_page_size`` keeps the same cut for two layer kinds through
+  0.34.0 (0.27.0 merges compatible specs of one kind only); the concurrency is blocks ÷ the sum of each group's
+  blocks a request (0.27.0 writes it per group: the same figure).
+* Nemotron-H's SSM state: ``NemotronHForCausalLMConfig.DEFAULT_MAMBA_SSM_CACHE_DTYPE`` is "float32" from
+  0.20.0 (float16 before) for a checkpoint that names none (:func:`state_bytes`).
 
 A plan reaches these rules through :func:`plan_pages` (the bytes and the alignment its release and card take)
 and core.serving.engines.vllm_pool, which sizes the pool in the common page and counts the recurrent groups'
-one block a request (core.serving.vllm_rules.KvGroups.recurrent). Which release lines take a hybrid:
-core.plan.HYBRID_VLLM_LINES.
+blocks a request (core.serving.vllm_rules.KvGroups.recurrent, :func:`state_blocks`). Which release lines take a
+hybrid: core.plan.HYBRID_VLLM_LINES.
 """
 
 from __future__ import annotations
@@ -37,8 +69,9 @@ import math
 from dataclasses import dataclass
 from typing import Final
 
+from core.catalogue import Generation, amd_target, generation
 from core.dtypes import KV_BYTES, WeightFormat
-from core.hybrid import HybridSpec
+from core.hybrid import GATED_DELTANET, MAMBA2, HybridSpec
 from core.inputs import VllmVersion
 from core.plan import Plan
 from core.serving.releases import at_least
@@ -49,15 +82,70 @@ ATTENTION_BLOCK_ALIGN: Final = 16
 DEFAULT_BLOCK_SIZE: Final = 16  # CacheConfig.block_size on CUDA (core.serving.vllm_rules.VLLM_BLOCK_SIZE, 0.19.0)
 # From 0.11.1 the alignment is 32 on a compute-capability 10.0 card for a head size of 256 under FlashInfer, the
 # default backend there ("kernel_block_alignment_size = 32": vllm 0.11.1 / 0.12.0 wheels'
-# vllm/model_executor/models/config.py, is_device_capability(100); 0.13.0 - 0.19.0 is_device_capability_family(100)).
+# vllm/model_executor/models/config.py, is_device_capability(100); 0.13.0 - 0.17.0 is_device_capability_family(100)).
 # The 0.11 line is taken as 0.11.1 - 0.11.2 (0.11.0 aligns to 16 everywhere). Of the catalogue's cards the B200.
+# The 0.18.0 and 0.19.0 wheels have no such branch (HybridAttentionMambaModelConfig: "kernel_block_alignment_size =
+# 16" for every card), nor has any later line (the module): 16 there.
 BLACKWELL_ALIGN: Final = 32
 BLACKWELL_HEAD_SIZE: Final = 256
 SM100_CARDS: Final = ("b200",)
+BLACKWELL_ALIGN_UNTIL: Final = VllmVersion.V0_18  # the first line without it
 # NemotronHForCausalLMConfig (0.13.0 - 0.19.0 wheels, vllm/model_executor/models/config.py): with
 # mamba_ssm_cache_dtype "auto" it takes the checkpoint's config.json value (float16 when the key is absent, the
 # same two bytes as bfloat16); 0.11.0 - 0.12.0 have no such rule and keep the model dtype.
 NEMOTRON_SSM_DTYPE_FROM: Final = VllmVersion.V0_13
+# From 0.20.0 the key's absence reads as float32 (DEFAULT_MAMBA_SSM_CACHE_DTYPE = "float32", "Only `float32` is
+# known to have no accuracy issues by default"; the same in 0.34.0). core.model.ModelSpec keeps only whether the
+# checkpoint names float32, so from this line a Nemotron-H state is taken as float32 either way: a checkpoint that
+# names a 16-bit SSM dtype is not told apart (none of the catalogue's does).
+NEMOTRON_SSM_FLOAT32_DEFAULT_FROM: Final = VllmVersion.V0_20
+# From 0.20.0 the platform aligns the hybrid block (vllm/platforms/interface.py _align_hybrid_block_size) to
+# max(the backend's smallest kernel block, its preferred block size), the preferred size being
+# CacheConfig.DEFAULT_BLOCK_SIZE where the backend takes it (vllm/v1/attention/backend.py get_preferred_block_size).
+BACKEND_ALIGN_FROM: Final = VllmVersion.V0_20
+KERNEL_BLOCK_MIN: Final = 16  # FlashAttention MultipleOf(16), FlashInfer [16, 32, 64, ...], Triton MultipleOf(16)
+# vllm/config/cache.py CacheConfig.DEFAULT_BLOCK_SIZE: 16 in 0.20.0 - 0.33.0, 64 in 0.34.0 (62d4bc3c7).
+DEFAULT_BLOCK_SIZES: Final = {VllmVersion.V0_34: 64}
+# vllm 0.34.0 vllm/v1/attention/backends/rocm_attn.py RocmAttentionBackend.get_preferred_block_size: "return 16",
+# the first backend vllm/platforms/rocm.py lists for an AMD Instinct card without a KV connector.
+ROCM_PREFERRED_BLOCK: Final = 16
+# The first line whose default turns prefix caching on for a hybrid, so mamba_cache_mode "align"
+# (vllm/engine/arg_utils.py _set_default_chunked_prefill_and_prefix_caching_args: 0.26.0 and 0.27.0 keep it opt-in
+# for hybrids, "not model_config.is_hybrid"; 0.28.0 - 0.34.0 take is_prefix_caching_supported, True for a
+# generative hybrid from 0.26.0; vllm/model_executor/models/config.py MambaModelConfig: "Mamba cache mode is set to
+# 'align' ... by default when prefix caching is enabled").
+PREFIX_CACHING_FROM: Final = VllmVersion.V0_28
+# MambaSpec.max_memory_usage_bytes in "align" mode: page · (2 + num_speculative_blocks + num_prefill_checkpoint_blocks)
+# (vllm/v1/kv_cache_interface.py, 0.26.0 - 0.34.0; the checkpoint term from 0.29.0).
+ALIGN_STATE_BLOCKS: Final = 2
+
+
+@dataclass(frozen=True)
+class CheckpointRule:
+    """When a recurrent mixer's layer keeps one more state block a request in "align" mode (a prefill checkpoint,
+    ``num_prefill_checkpoint_blocks=1``) and the token alignment its checkpoints add to the attention block."""
+
+    first: VllmVersion
+    flashinfer_prefill_only: bool  # only where FlashInfer runs the mixer's prefill (:func:`gdn_flashinfer_prefill`)
+    alignment: int  # lcm'd into the block alignment in "align" mode (0.33.0 on); 1: none
+
+
+# Keyed by mixer kind (core.hybrid), so a family with a mixer already here takes its rule. Mamba-2: vllm 0.32.0
+# vllm/model_executor/layers/mamba/mamba_mixer2.py MambaMixer2.get_kv_cache_spec ("replace(spec,
+# num_prefill_checkpoint_blocks=1, prefill_checkpoint_alignment=1)"), and no get_prefill_checkpoint_alignment of
+# its own (abstract.py's None). Gated DeltaNet: vllm 0.33.0 vllm/model_executor/layers/mamba/gdn/
+# qwen_gdn_linear_attn.py QwenGatedDeltaNetAttention (with mamba_cache_mode "align" and gdn_prefill_backend
+# "flashinfer": _checkpoint_alignment = FLASHINFER_GDN_CHECKPOINT_ALIGNMENT, 64 in v1/attention/backends/gdn_attn.py,
+# and num_prefill_checkpoint_blocks=1). The same in 0.34.0.
+CHECKPOINT_RULES: Final[dict[str, CheckpointRule]] = {
+    MAMBA2: CheckpointRule(VllmVersion.V0_32, flashinfer_prefill_only=False, alignment=1),
+    GATED_DELTANET: CheckpointRule(VllmVersion.V0_33, flashinfer_prefill_only=True, alignment=64),
+}
+# _resolve_gdn_prefill_backend (0.33.0, 0.34.0) picks FlashInfer on compute capability 9.0, and on 10.x / 12.x for a
+# key head dim of 128 under a CUDA 13 runtime: the PyPI wheels are CUDA 13 builds (their METADATA requires
+# nvidia-cutlass-dsl[cu13] and torch 2.14.0). Triton elsewhere (Ampere, Ada, ROCm without VLLM_ROCM_USE_AITER, whose
+# default is off). A custom card is taken as neither Hopper nor Blackwell.
+GDN_FLASHINFER_KEY_DIM: Final = 128
 
 
 @dataclass(frozen=True)
@@ -146,11 +234,66 @@ def hybrid_pool(pages: HybridPages, spec: HybridSpec, available_bytes: float) ->
 def state_bytes(plan: Plan) -> tuple[int, int]:
     """(conv, temporal) bytes an element of the plan's recurrent state takes under vLLM: the model dtype
     (``mamba_cache_dtype`` auto: 4 for an fp32 plan, else 2 — quantised checkpoints run in bf16), the temporal
-    state float32 where a Nemotron-H checkpoint asks for it on a release that reads it."""
+    state float32 where a Nemotron-H checkpoint asks for it on a release that reads it, and on every Nemotron-H
+    from 0.20 (:data:`NEMOTRON_SSM_FLOAT32_DEFAULT_FROM`)."""
     model, inf = plan.model, plan.inference
     conv = 4 if inf.weight_dtype is WeightFormat.FP32 else 2
-    nemotron = model.family == "nemotron_h" and at_least(inf.vllm_version, NEMOTRON_SSM_DTYPE_FROM)
-    return conv, 4 if nemotron and model.recurrent_state_float32 else conv
+    if model.family != "nemotron_h" or not at_least(inf.vllm_version, NEMOTRON_SSM_DTYPE_FROM):
+        return conv, conv
+    float32 = model.recurrent_state_float32 or at_least(inf.vllm_version, NEMOTRON_SSM_FLOAT32_DEFAULT_FROM)
+    return conv, 4 if float32 else conv
+
+
+def align_mode(version: VllmVersion) -> bool:
+    """Whether the release serves a hybrid with prefix caching on by default, its recurrent state in
+    ``mamba_cache_mode`` "align" (:data:`PREFIX_CACHING_FROM`)."""
+    return at_least(version, PREFIX_CACHING_FROM)
+
+
+def gdn_flashinfer_prefill(gpu_id: str, key_dim: int) -> bool:
+    """Whether vLLM 0.33 - 0.34 runs a Gated DeltaNet prefill with FlashInfer on this card (see
+    :data:`GDN_FLASHINFER_KEY_DIM`): every Hopper card of the catalogue is compute capability 9.0, its Blackwell
+    cards 10.0 (B200) or 12.0 (RTX 50, RTX PRO 6000)."""
+    arch = generation(gpu_id)
+    return arch is Generation.HOPPER or (arch is Generation.BLACKWELL and key_dim == GDN_FLASHINFER_KEY_DIM)
+
+
+def _checkpoint(plan: Plan, gpu_id: str) -> CheckpointRule | None:
+    """The plan's mixer's prefill-checkpoint rule where it applies on this release and card, else None."""
+    spec = plan.model.hybrid
+    version = plan.inference.vllm_version
+    if spec is None or not align_mode(version):
+        return None
+    rule = CHECKPOINT_RULES.get(spec.mixer.kind)
+    if rule is None or not at_least(version, rule.first):
+        return None
+    if rule.flashinfer_prefill_only and not gdn_flashinfer_prefill(gpu_id, spec.mixer.state):
+        return None
+    return rule
+
+
+def state_blocks(plan: Plan, gpu_id: str) -> int:
+    """Blocks one request holds in each recurrent group (``MambaSpec.max_memory_usage_bytes`` ÷ its page): one
+    without prefix caching, two in "align" mode plus the mixer's prefill-checkpoint block (:data:`CHECKPOINT_RULES`).
+    """
+    if not align_mode(plan.inference.vllm_version):
+        return 1
+    return ALIGN_STATE_BLOCKS + (1 if _checkpoint(plan, gpu_id) is not None else 0)
+
+
+def block_alignment(plan: Plan, gpu_id: str) -> int:
+    """The token multiple the attention block is rounded to on this release and card (see the module)."""
+    model, version = plan.model, plan.inference.vllm_version
+    if not at_least(version, BACKEND_ALIGN_FROM):
+        early = not at_least(version, BLACKWELL_ALIGN_UNTIL)
+        wide = early and gpu_id.startswith(SM100_CARDS) and model.head_dim == BLACKWELL_HEAD_SIZE
+        return BLACKWELL_ALIGN if wide else ATTENTION_BLOCK_ALIGN
+    preferred = ROCM_PREFERRED_BLOCK if amd_target(gpu_id) else DEFAULT_BLOCK_SIZES.get(version, DEFAULT_BLOCK_SIZE)
+    align = max(KERNEL_BLOCK_MIN, preferred)
+    rule = _checkpoint(plan, gpu_id)
+    if rule is not None and at_least(version, VllmVersion.V0_33):  # get_mamba_prefill_checkpoint_alignment
+        align = math.lcm(align, rule.alignment)
+    return align
 
 
 def plan_pages(plan: Plan, gpu_id: str) -> HybridPages:
@@ -160,10 +303,8 @@ def plan_pages(plan: Plan, gpu_id: str) -> HybridPages:
     if spec is None:
         raise ValueError(f"{model.name} is not a hybrid model")
     conv, temporal = state_bytes(plan)
-    wide = gpu_id.startswith(SM100_CARDS) and model.head_dim == BLACKWELL_HEAD_SIZE
-    align = BLACKWELL_ALIGN if wide else ATTENTION_BLOCK_ALIGN
     kv = int(KV_BYTES[inf.kv_dtype])
-    return hybrid_pages(spec, kv, conv, temporal, inf.tensor_parallel, align=align)
+    return hybrid_pages(spec, kv, conv, temporal, inf.tensor_parallel, align=block_alignment(plan, gpu_id))
 
 
 def state_bytes_per_request(plan: Plan) -> float:

@@ -283,8 +283,10 @@ class KvGroups:
     windowed: int  # groups of sliding-window (or chunked-local) layers
     window: int  # the window, or the chunk of chunked-local layers
     chunked: bool = False  # the windowed groups are ChunkedLocalAttentionSpec's (Llama 4)
-    # groups of a hybrid's recurrent layers (core.serving.vllm_hybrid): one state page, one block, a request
+    # groups of a hybrid's recurrent layers (core.serving.vllm_hybrid), and the blocks a request holds in each:
+    # one state page without prefix caching, more in vLLM's "align" mode (core.serving.vllm_hybrid.state_blocks)
     recurrent: int = 0
+    recurrent_blocks: int = 1
 
     @property
     def count(self) -> int:
@@ -331,9 +333,10 @@ def vllm_blocks_per_request(
     full_blocks = math.ceil(context / block_size)
     if groups.chunked:
         chunk_blocks = math.ceil(min(context, groups.window + batched_tokens) / block_size)
-        return groups.full * full_blocks + groups.windowed * chunk_blocks + groups.recurrent
+        return groups.full * full_blocks + groups.windowed * chunk_blocks + groups.recurrent * groups.recurrent_blocks
     win_tokens = min(context, groups.window - 1 + batched_tokens)
     win_blocks = math.ceil(win_tokens / block_size) + 1 if groups.windowed else 0
-    # a recurrent group: one block a request whatever its context (MambaSpec.max_memory_usage_bytes, one page
-    # without prefix caching: vllm-project/vllm 0.11.0 wheel vllm/v1/kv_cache_interface.py)
-    return groups.full * full_blocks + groups.windowed * win_blocks + groups.recurrent
+    # a recurrent group: the same blocks a request whatever its context (MambaSpec.max_memory_usage_bytes, one page
+    # without prefix caching: vllm-project/vllm 0.11.0 wheel vllm/v1/kv_cache_interface.py; two or three in "align"
+    # mode, 0.28.0 on: core.serving.vllm_hybrid.state_blocks)
+    return groups.full * full_blocks + groups.windowed * win_blocks + groups.recurrent * groups.recurrent_blocks

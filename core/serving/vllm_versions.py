@@ -47,10 +47,11 @@ or, where the source could not be read, the start-up lines that show the rule):
   (``vllm/config/cache.py`` ``resolved_gpu_memory_utilization``), so the free memory bounds
   the pool: the CUDA context and NCCL's buffers are taken as well. Blocks are 64 tokens
   (``CacheConfig.DEFAULT_BLOCK_SIZE``, kept by FlashAttention, which takes any multiple of 16).
-  From 0.24.0 (ee0da84ab) the logged *GPU KV cache size* is the maximum concurrency times
-  ``max_model_len`` (``kv_cache_utils.get_kv_cache_capacity``), not blocks per group times the
-  block size: the same for full attention at a multiple of the block size, larger for
-  sliding-window models, whose requests take fewer blocks.
+  From 0.21.0 (ad7125a43) the logged *GPU KV cache size* is the maximum concurrency times
+  ``max_model_len`` (``kv_cache_utils._report_kv_cache_config``, ``get_kv_cache_capacity`` from
+  0.24.0), not blocks per group times the block size: the same for full attention at a multiple
+  of the block size, larger for sliding-window and hybrid recurrent models, whose requests take
+  fewer blocks.
   Not checked against a start-up log: none of 0.34 is in the corpus.
 * **Model Runner V2 (0.22 on)**: the models these releases run on Model Runner V2 by
   default (:func:`v2_runner`; every model from 0.29.0) get no CUDA-graph estimate before the
@@ -134,10 +135,12 @@ ERAS: Final = (
 # get_batch_defaults (vllm/engine/arg_utils.py) gives cards of 160 GiB or more 16,384 batched
 # tokens under `vllm serve` from the 0.28.0 release (2cf0a6915; 0.27.0, 4bdc8a788, has no such tier).
 HUGE_CARD_DEFAULTS_FROM: Final = VllmVersion.V0_28
-# "GPU KV cache size" is max_concurrency x max_model_len from the 0.24.0 release (ee0da84ab,
-# vllm/v1/core/kv_cache_utils.py get_kv_cache_capacity: "handles hybrid layouts correctly");
-# up to 0.23.0 (0fc695fc6) _report_kv_cache_config printed num_blocks // groups x block size.
-CAPACITY_TOKENS_FROM: Final = VllmVersion.V0_24
+# "GPU KV cache size" is max_concurrency x max_model_len from the 0.21.0 release (ad7125a43,
+# vllm/v1/core/kv_cache_utils.py _report_kv_cache_config: "num_tokens = int(max_concurrency *
+# max_model_len)", "Sourcing this from the concurrency calculation handles hybrid layouts correctly";
+# the same in 0.22.0 and 0.23.0 (0fc695fc6), and through get_kv_cache_capacity from 0.24.0 (ee0da84ab));
+# 0.20.0 (b8160878f) printed num_blocks // len(groups) x the smallest block size.
+CAPACITY_TOKENS_FROM: Final = VllmVersion.V0_21
 # V0 without chunked prefill: chunked prefill is on by default only past this max_model_len.
 V0_CHUNKED_PREFILL_FROM: Final = 32_768
 
@@ -181,7 +184,10 @@ def at_least(version: VllmVersion, first: VllmVersion) -> bool:
 # 0.22.0 (0b3ba88f1): Qwen3ForCausalLM, neither MoE nor quantised; 0.23.0 (0fc695fc6): also
 # Llama and Mistral; 0.24.0 (ee0da84ab): those three and DeepseekV2 / Qwen2Moe / GraniteMoe,
 # quantised or not; 0.25.0 (dd10e03f9) to 0.28.0 (2cf0a6915): those three MoE architectures and
-# every model that is not MoE (nor hybrid, which the planner cannot express).
+# every model that is not MoE nor hybrid ("if getattr(model_config, "is_hybrid", False): return False";
+# 0.27.0 and 0.28.0 unless the architecture is in the list, which names no hybrid). The lists of 0.22.0 -
+# 0.24.0 name no hybrid architecture either (granitemoe is GraniteMoeForCausalLM, not Granite 4.0-H's
+# GraniteMoeHybridForCausalLM), so a hybrid (core.hybrid) runs the V1 runner up to 0.28.
 V2_RUNNER_DENSE_0_22: Final = frozenset({"qwen3"})
 V2_RUNNER_DENSE_0_23: Final = frozenset({"llama", "mistral", "qwen3"})
 V2_RUNNER_MOE: Final = frozenset({"deepseek_v2", "qwen2_moe", "granitemoe"})
@@ -203,6 +209,8 @@ def v2_runner(inf: Inference, model: ModelSpec) -> bool:
         return False
     if at_least(version, V2_RUNNER_EVERY_MODEL_FROM):
         return True
+    if model.hybrid is not None:
+        return False
     moe, family = model.num_experts > 1, model.family
     plain = inf.weight_dtype in _UNQUANTISED
     if version is VllmVersion.V0_22:

@@ -109,7 +109,7 @@ def plans(draw: st.DrawFn) -> Plan:
     # Chunked attention (Llama 4) is served on vLLM 0.8 or later only (Plan._check_chunked_attention).
     if spec.chunked_attention:
         engine = Engine.VLLM
-    # A hybrid recurrent model is served on vLLM 0.11 - 0.19, one stage, a TP its mixer splits (Plan._check_hybrid).
+    # A hybrid recurrent model is served on vLLM 0.11 - 0.34, one stage, a TP its mixer splits (Plan._check_hybrid).
     hybrid = spec.hybrid is not None
     if hybrid:
         engine = Engine.VLLM

@@ -407,7 +407,7 @@ def _random_plan(rng: random.Random) -> Plan:
         if drawn["parallel"].strategy is Strategy.FSDP:  # no FSDP on MPS (core.mac._fsdp)
             drawn["parallel"] = replace(drawn["parallel"], strategy=Strategy.DDP)
         drawn["inference"] = replace(drawn["inference"], tensor_parallel=1, pipeline_parallel=1)
-    if model.hybrid is not None:  # served on vLLM 0.11 - 0.19, one stage, a 16-bit or fp8 cache (Plan._check_hybrid)
+    if model.hybrid is not None:  # served on vLLM 0.11 - 0.34, one stage, a 16-bit or fp8 cache (Plan._check_hybrid)
         inf = drawn["inference"]
         kv = inf.kv_dtype if inf.kv_dtype not in (KvDtype.INT8, KvDtype.INT4) else KvDtype.BF16
         version = rng.choice(sorted(HYBRID_VLLM_LINES))  # the TP drawn above splits the state (strategies)

@@ -20,7 +20,7 @@ from core.errors import PlanError
 from core.estimate import estimate
 from core.files.planfile import dumps, loads_saved
 from core.inputs import VllmVersion
-from core.plan import HYBRID_VLLM_LINES, Engine, Plan
+from core.plan import HYBRID_VLLM_LINES, HYBRID_VLLM_LINES_TEXT, HYBRID_VLLM_NEWEST, Engine, Plan
 from core.presets import default_plan
 from core.serving.vllm_hybrid import state_bytes_per_request
 from core.verdict import Mode
@@ -70,14 +70,16 @@ def test_the_pool_counts_attention_blocks_and_one_state_block_a_request() -> Non
     assert result.weights_bytes == pytest.approx(META["granite-4.0-h-tiny"]["whole"] * 2)
 
 
-def test_a_blackwell_card_aligns_a_256_wide_head_to_32() -> None:
-    # vLLM 0.11.1 - 0.19.0 HybridAttentionMambaModelConfig: kernel_block_alignment_size 32 on a compute-capability
-    # 10.0 card for head size 256 (FlashInfer). Qwen3-Next's heads are 256 wide (config.json head_dim).
-    on_h100 = served("qwen3-next-80b-a3b-instruct", tensor_parallel=4)
+def test_a_blackwell_card_aligns_a_256_wide_head_to_32_up_to_0_17() -> None:
+    # vLLM 0.11.1 - 0.17.0 HybridAttentionMambaModelConfig: kernel_block_alignment_size 32 on a compute-capability
+    # 10.0 card for head size 256 (FlashInfer); the 0.18.0 and 0.19.0 wheels align to 16 on every card. Qwen3-Next's
+    # heads are 256 wide (config.json head_dim); on four ranks its state page is 274,432 B and one token's K and V
+    # 1,024 B (tests/core/test_hybrid_vllm_lines.py): 32 · cdiv(274,432, 32 · 1,024) = 288, 16 · 17 = 272.
+    on_h100 = served("qwen3-next-80b-a3b-instruct", tensor_parallel=4, vllm_version=VllmVersion.V0_17)
     on_b200 = on_h100.with_hardware(gpu="b200")
-    h100, _ = page_figures(on_h100)
-    b200, _ = page_figures(on_b200)
-    assert h100 % 16 == 0 and b200 % 32 == 0 and b200 >= h100
+    assert page_figures(on_h100)[0] == 272 and page_figures(on_b200)[0] == 288
+    for version in (VllmVersion.V0_18, VllmVersion.V0_19):
+        assert page_figures(on_b200.with_inference(vllm_version=version))[0] == 272
 
 
 @pytest.mark.parametrize("engine", [Engine.HF, Engine.SGLANG])  # llama.cpp: tests/core/test_llamacpp_hybrid.py
@@ -87,10 +89,10 @@ def test_other_engines_are_refused_naming_what_is_missing(engine: Engine) -> Non
         plan.with_inference(engine=engine)
     assert info.value.field == "inference.engine"
     message = str(info.value)
-    assert "vLLM 0.11 - 0.19" in message and "not modelled" in message and "training" in message
+    assert f"vLLM {HYBRID_VLLM_LINES_TEXT}" in message and "not modelled" in message and "training" in message
 
 
-@pytest.mark.parametrize("version", [VllmVersion.V0_10, VllmVersion.V0_20, VllmVersion.V0_34])
+@pytest.mark.parametrize("version", [VllmVersion.V0_6, VllmVersion.V0_9, VllmVersion.V0_10])
 def test_releases_whose_hybrid_rules_were_not_read_are_refused(version: VllmVersion) -> None:
     with pytest.raises(PlanError) as info:
         served("granite-4.0-h-tiny").with_inference(vllm_version=version)
@@ -107,7 +109,10 @@ def test_choosing_a_hybrid_moves_the_engine_to_vllm_keeping_a_read_release() -> 
     kept = hf.with_inference(engine=Engine.VLLM, vllm_version=VllmVersion.V0_15).on_model(entry.spec, entry.id)
     assert kept.inference.vllm_version is VllmVersion.V0_15
     newer = hf.with_inference(engine=Engine.VLLM, vllm_version=VllmVersion.V0_30).on_model(entry.spec, entry.id)
-    assert newer.inference.vllm_version is VllmVersion.V0_19
+    assert newer.inference.vllm_version is VllmVersion.V0_30
+    # A line whose hybrid rules were not read (before 0.11) moves to the newest that were (core.plan).
+    older = hf.with_inference(engine=Engine.VLLM, vllm_version=VllmVersion.V0_10).on_model(entry.spec, entry.id)
+    assert older.inference.vllm_version is HYBRID_VLLM_NEWEST is VllmVersion.V0_34
 
 
 def test_splits_a_hybrid_cannot_take() -> None:

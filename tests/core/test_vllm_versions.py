@@ -152,20 +152,22 @@ def test_0_34_with_a_share_given_keeps_it_as_a_cap() -> None:
     )
 
 
-def test_kv_size_is_concurrency_times_length_from_0_24() -> None:
-    # vllm-0.24.0 (ee0da84ab) kv_cache_utils.get_kv_cache_capacity: "GPU KV cache size" =
-    # int(max_concurrency * max_model_len); 0.23.0 (0fc695fc6) _report_kv_cache_config printed
-    # num_blocks // len(groups) * block_size. Gemma 3 12B (five sliding-window layers of 1,024
-    # tokens to each global one, in padded KV groups): a request of 32,768 tokens takes far fewer
-    # window blocks than full ones, so the capacity is above the blocks-per-group count.
+def test_kv_size_is_concurrency_times_length_from_0_21() -> None:
+    # vllm-0.21.0 (ad7125a43) kv_cache_utils._report_kv_cache_config: "GPU KV cache size" =
+    # int(max_concurrency * max_model_len) (0.22.0, 0.23.0 the same; get_kv_cache_capacity from 0.24.0);
+    # 0.20.0 (b8160878f) printed num_blocks // len(groups) * block_size. Gemma 3 12B (five sliding-window
+    # layers of 1,024 tokens to each global one, in padded KV groups): a request of 32,768 tokens takes far
+    # fewer window blocks than full ones, so the capacity is above the blocks-per-group count.
     plan = plan_for_model("gemma-3-12b").with_hardware(gpu="h100-sxm")
+    v020 = estimate(plan.with_inference(engine="vllm", context=32768, vllm_version="0.20")).inference
+    v021 = estimate(plan.with_inference(engine="vllm", context=32768, vllm_version="0.21")).inference
     v023 = estimate(plan.with_inference(engine="vllm", context=32768, vllm_version="0.23")).inference
-    v024 = estimate(plan.with_inference(engine="vllm", context=32768, vllm_version="0.24")).inference
-    assert v024.max_concurrency == pytest.approx(v023.max_concurrency)
-    assert v024.kv_cache_tokens == int(v024.max_concurrency * 32768)
-    assert v024.kv_cache_tokens > v023.kv_cache_tokens
+    assert v021.max_concurrency == pytest.approx(v020.max_concurrency)
+    assert v021.kv_cache_tokens == int(v021.max_concurrency * 32768)
+    assert v021.kv_cache_tokens > v020.kv_cache_tokens
+    assert v023.kv_cache_tokens == int(v023.max_concurrency * 32768)
     # Full attention at a multiple of 16: the two counts agree.
-    full = [estimate(vllm_plan(vllm_version=v)).inference.kv_cache_tokens for v in ("0.23", "0.24")]
+    full = [estimate(vllm_plan(vllm_version=v)).inference.kv_cache_tokens for v in ("0.20", "0.21")]
     assert full[0] == full[1]
 
 

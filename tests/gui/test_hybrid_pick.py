@@ -6,8 +6,10 @@ from typing import Any
 
 from PySide6.QtCore import Qt
 
+from core.inputs import VllmVersion
 from core.plan import Engine
 from gui.chart.geometry import bars_for
+from gui.forms.fields import ChoiceField
 from gui.main_window import MainWindow
 
 
@@ -35,5 +37,22 @@ def test_picking_granite_h_tiny_serves_it_and_refuses_its_training(qtbot: Any, w
     window.set_chart_mode("inference")
     assert window.verdict.badge.text().endswith("Serving fits")
     assert "attention block size 400 tokens" in window.controller.estimate.inference.formula
+    assert len(bars_for(window.controller.estimate, "inference", None, None)) == 1
+    assert not window.grab().isNull()
+
+
+def test_granite_h_small_on_the_newest_vllm_line(qtbot: Any, window: MainWindow) -> None:
+    _pick(qtbot, window, "granite 4.0 h-small")
+    window.set_chart_mode("inference")
+    versions = window.serving_form.fields["inference.vllm_version"]
+    assert isinstance(versions, ChoiceField)
+    versions.setCurrentIndex(versions.findData(VllmVersion.V0_34))  # the newest line core.inputs.VllmVersion knows
+    plan = window.controller.plan
+    assert (plan.model_id, plan.inference.vllm_version) == ("granite-4.0-h-small", VllmVersion.V0_34)
+    # vLLM 0.34.0 (core.serving.vllm_hybrid): a 64-token alignment, 64 · cdiv(2,147,840 B, 64 · 4,096 B) = 576 tokens
+    # (tests/core/test_hybrid_vllm_lines.py), and prefix caching on by default: three state blocks a request.
+    formula = window.controller.estimate.inference.formula
+    assert "attention block size 576 tokens" in formula and "3 state blocks a request" in formula
+    assert not window.verdict.badge.text().endswith("Not estimated")
     assert len(bars_for(window.controller.estimate, "inference", None, None)) == 1
     assert not window.grab().isNull()
