@@ -275,7 +275,7 @@ def serving_on(model: ModelSpec, inference: Inference) -> Inference:
     model (Plan._check_hybrid) at the newest of HYBRID_VLLM_LINES where the plan's is not one of them; any other
     model: ``inference`` itself."""
     if model.hybrid is not None:  # Plan._check_hybrid: the releases whose hybrid rules were read, else the newest
-        version = inference.vllm_version if inference.vllm_version in HYBRID_VLLM_LINES else HYBRID_VLLM_NEWEST
+        version = inference.vllm_version if inference.vllm_version in hybrid_vllm_lines(model) else HYBRID_VLLM_NEWEST
     elif model.chunked_attention:
         late = list(VllmVersion).index(inference.vllm_version) >= list(VllmVersion).index(LLAMA4_VLLM_FROM)
         version = inference.vllm_version if late else DEFAULTS["inference.vllm_version"]
@@ -357,13 +357,33 @@ HYBRID_VLLM_LINES_TEXT: Final = "0.11 - 0.19"
 HYBRID_VLLM_NEWEST: Final = VllmVersion.V0_19  # the line Plan.on_model moves a hybrid to from any other
 
 
+# The first release line that loads a hybrid family newer than 0.11, by core.hybrid's model_type: Qwen3.5 /
+# Qwen3.6 (vllm/model_executor/models/qwen3_5.py and the registry's Qwen3_5ForConditionalGeneration /
+# Qwen3_5MoeForConditionalGeneration are in the 0.17.0 wheel, not in 0.16.0's; 0.19.0 has them too).
+HYBRID_VLLM_FROM: Final = {"qwen3_5_text": VllmVersion.V0_17, "qwen3_5_moe_text": VllmVersion.V0_17}
+
+
+def hybrid_vllm_lines(model: ModelSpec) -> frozenset[VllmVersion]:
+    """The lines of HYBRID_VLLM_LINES that load the hybrid ``model`` (all of them but for HYBRID_VLLM_FROM; a
+    hybrid's ModelSpec.family is core.hybrid's model_type)."""
+    first = HYBRID_VLLM_FROM.get(model.family) if model.recurrent_mixer else None
+    if first is None:
+        return HYBRID_VLLM_LINES
+    return frozenset(v for v in HYBRID_VLLM_LINES if _VLLM_LINES.index(v) >= _VLLM_LINES.index(first))
+
+
+def _hybrid_lines_text(model: ModelSpec) -> str:
+    first = HYBRID_VLLM_FROM.get(model.family) if model.recurrent_mixer else None
+    return HYBRID_VLLM_LINES_TEXT if first is None else f"{first.value} - {HYBRID_VLLM_NEWEST.value}"
+
+
 def hybrid_refusal(model: ModelSpec) -> str:
     """Why a hybrid recurrent model is planned for vLLM serving only: what each other engine and training lack."""
     hybrid = model.hybrid
     mixer = MIXER_NAMES[hybrid.mixer.kind] if hybrid is not None else "recurrent"
     return (
         f"{model.name} is a hybrid of {mixer} and attention layers, planned for serving on vLLM "
-        f"{HYBRID_VLLM_LINES_TEXT} only: transformers' generate (its hybrid cache), SGLang's and llama.cpp's "
+        f"{_hybrid_lines_text(model)} only: transformers' generate (its hybrid cache), SGLang's and llama.cpp's "
         f"recurrent-state pools are not modelled, nor is training (what the {mixer} kernels save for the "
         "backward pass)"
     )
@@ -1048,7 +1068,11 @@ class Plan:
                 if inf.engine is not Engine.VLLM
                 else ("inference.vllm_version", inf.vllm_version.value)
             )
-            raise PlanError(field, value, f"vLLM {HYBRID_VLLM_LINES_TEXT}", hybrid_refusal(model))
+            raise PlanError(field, value, f"vLLM {_hybrid_lines_text(model)}", hybrid_refusal(model))
+        if inf.vllm_version not in hybrid_vllm_lines(model):
+            first = HYBRID_VLLM_FROM[model.family]
+            why = f"vLLM {inf.vllm_version.value} does not load {model.name}: vLLM {first.value} is the first that does"
+            raise PlanError("inference.vllm_version", inf.vllm_version.value, f"vLLM {_hybrid_lines_text(model)}", why)
         if inf.kv_dtype in (KvDtype.INT8, KvDtype.INT4):  # vLLM's --kv-cache-dtype: auto, bf16 / fp16, fp8
             why = "vLLM's KV cache has no int8 or int4 format; the hybrid page rule was read for 16-bit and fp8 caches"
             raise PlanError("inference.kv_dtype", inf.kv_dtype.value, "bf16, fp16, fp32 or fp8 for a hybrid model", why)

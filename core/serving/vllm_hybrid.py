@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from core.dtypes import KV_BYTES, WeightFormat
-from core.hybrid import HybridSpec
+from core.hybrid import WRAPPED_HYBRID_TYPES, HybridSpec
 from core.inputs import VllmVersion
 from core.plan import Plan
 from core.serving.releases import at_least
@@ -58,6 +58,12 @@ SM100_CARDS: Final = ("b200",)
 # mamba_ssm_cache_dtype "auto" it takes the checkpoint's config.json value (float16 when the key is absent, the
 # same two bytes as bfloat16); 0.11.0 - 0.12.0 have no such rule and keep the model dtype.
 NEMOTRON_SSM_DTYPE_FROM: Final = VllmVersion.V0_13
+# Qwen3_5ForConditionalGenerationConfig (0.17.0 and 0.19.0 wheels, vllm/model_executor/models/config.py, for
+# Qwen3_5ForConditionalGeneration and Qwen3_5MoeForConditionalGeneration): with mamba_ssm_cache_dtype "auto" it
+# takes the text config's mamba_ssm_dtype ("float32" in the released checkpoints); every line that loads Qwen3.5
+# (core.plan.HYBRID_VLLM_FROM) has it. Its state shapes and dtypes are Qwen3-Next's (qwen3_5.py
+# get_mamba_state_shape_from_config: gated_delta_net_state_shape of the text config's linear_* widths). Their
+# ModelSpec.family is core.hybrid's model_type (WRAPPED_HYBRID_TYPES).
 
 
 @dataclass(frozen=True)
@@ -146,11 +152,12 @@ def hybrid_pool(pages: HybridPages, spec: HybridSpec, available_bytes: float) ->
 def state_bytes(plan: Plan) -> tuple[int, int]:
     """(conv, temporal) bytes an element of the plan's recurrent state takes under vLLM: the model dtype
     (``mamba_cache_dtype`` auto: 4 for an fp32 plan, else 2 — quantised checkpoints run in bf16), the temporal
-    state float32 where a Nemotron-H checkpoint asks for it on a release that reads it."""
+    state float32 where a Nemotron-H checkpoint asks for it on a release that reads it, or a Qwen3.5 one does."""
     model, inf = plan.model, plan.inference
     conv = 4 if inf.weight_dtype is WeightFormat.FP32 else 2
     nemotron = model.family == "nemotron_h" and at_least(inf.vllm_version, NEMOTRON_SSM_DTYPE_FROM)
-    return conv, 4 if nemotron and model.recurrent_state_float32 else conv
+    qwen3_5 = model.family in WRAPPED_HYBRID_TYPES
+    return conv, 4 if (nemotron or qwen3_5) and model.recurrent_state_float32 else conv
 
 
 def plan_pages(plan: Plan, gpu_id: str) -> HybridPages:
