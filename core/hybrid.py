@@ -39,7 +39,7 @@ HYBRID_MODEL_TYPES: Final[dict[str, str]] = {
 }
 # The decoders read only from inside an image-text wrapper's text_config: vLLM 0.17 - 0.19 register their
 # checkpoints as Qwen3_5ForConditionalGeneration / Qwen3_5MoeForConditionalGeneration only
-# (vllm/model_executor/models/registry.py of the 0.17.0 and 0.19.0 wheels: no Qwen3_5ForCausalLM).
+# (vllm/model_executor/models/registry.py of the 0.17.0, 0.18.0 and 0.19.0 wheels: no Qwen3_5ForCausalLM).
 WRAPPED_HYBRID_TYPES: Final = frozenset(("qwen3_5_text", "qwen3_5_moe_text"))
 MIXER_NAMES: Final[dict[str, str]] = {MAMBA2: "Mamba-2", GATED_DELTANET: "Gated DeltaNet"}
 
@@ -378,9 +378,10 @@ def _qwen3_5(r: _Fields, model_type: str) -> HybridSpec:
     return _gated_deltanet_stack(r, model_type, mlp, idle, ssm32=ssm == "float32")
 
 
-# vLLM's --mamba-ssm-cache-dtype choices (MambaDType, vllm/config/cache.py of the 0.17.0 and 0.19.0 wheels), which
-# Qwen3_5ForConditionalGenerationConfig copies from the checkpoint's mamba_ssm_dtype.
-_SSM_DTYPES: Final = ("auto", "float32", "float16", "bfloat16")
+# vLLM's --mamba-ssm-cache-dtype choices (MambaDType, vllm/config/cache.py of the 0.17.0 and 0.19.0 wheels:
+# "auto", "float32", "float16"), which Qwen3_5ForConditionalGenerationConfig copies from the checkpoint's
+# mamba_ssm_dtype; any other value is refused rather than guessed.
+_SSM_DTYPES: Final = ("auto", "float32", "float16")
 
 
 def _qwen3_next_moe(r: _Fields, d: int) -> tuple[int, int]:

@@ -359,7 +359,7 @@ HYBRID_VLLM_NEWEST: Final = VllmVersion.V0_19  # the line Plan.on_model moves a 
 
 # The first release line that loads a hybrid family newer than 0.11, by core.hybrid's model_type: Qwen3.5 /
 # Qwen3.6 (vllm/model_executor/models/qwen3_5.py and the registry's Qwen3_5ForConditionalGeneration /
-# Qwen3_5MoeForConditionalGeneration are in the 0.17.0 wheel, not in 0.16.0's; 0.19.0 has them too).
+# Qwen3_5MoeForConditionalGeneration are in the 0.17.0 wheel, not in 0.16.0's; 0.18.0 and 0.19.0 have them too).
 HYBRID_VLLM_FROM: Final = {"qwen3_5_text": VllmVersion.V0_17, "qwen3_5_moe_text": VllmVersion.V0_17}
 
 

@@ -58,7 +58,7 @@ SM100_CARDS: Final = ("b200",)
 # mamba_ssm_cache_dtype "auto" it takes the checkpoint's config.json value (float16 when the key is absent, the
 # same two bytes as bfloat16); 0.11.0 - 0.12.0 have no such rule and keep the model dtype.
 NEMOTRON_SSM_DTYPE_FROM: Final = VllmVersion.V0_13
-# Qwen3_5ForConditionalGenerationConfig (0.17.0 and 0.19.0 wheels, vllm/model_executor/models/config.py, for
+# Qwen3_5ForConditionalGenerationConfig (0.17.0, 0.18.0 and 0.19.0 wheels, vllm/model_executor/models/config.py, for
 # Qwen3_5ForConditionalGeneration and Qwen3_5MoeForConditionalGeneration): with mamba_ssm_cache_dtype "auto" it
 # takes the text config's mamba_ssm_dtype ("float32" in the released checkpoints); every line that loads Qwen3.5
 # (core.plan.HYBRID_VLLM_FROM) has it. Its state shapes and dtypes are Qwen3-Next's (qwen3_5.py
