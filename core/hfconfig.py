@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 from core.errors import PlanError
-from core.hybrid import HYBRID_MODEL_TYPES, MOE, hybrid_from_hf_config
+from core.hybrid import HYBRID_MODEL_TYPES, MOE, WRAPPED_HYBRID_TYPES, hybrid_from_hf_config
 from core.model import MAX_NAME_CHARS, ModelSpec, is_int
 from core.units import finite_number
 from core.vision import TEXT_MODEL_TYPES, vision_tower
@@ -60,9 +60,10 @@ SUPPORTED_MODEL_TYPES: Final = (
 # Families whose layers keep a recurrent state (a state-space or linear-attention layer's convolution and
 # state tensors, fixed in size whatever the context) besides, or instead of, a KV cache, and whose config the
 # planner does not read: each is refused with what it lacks rather than planned as a transformer. Layer kinds
-# as transformers 5.25.0 builds them (models/<type>/modeling_<type>.py). The five hybrids core.hybrid reads
-# exactly (Granite 4.0-H, Bamba, Nemotron-H, Falcon-H1, Qwen3-Next) are planned (:func:`_hybrid_model`), for
-# serving on vLLM and llama.cpp only (core.plan.Plan._check_hybrid says why the rest is refused).
+# as transformers 5.25.0 builds them (models/<type>/modeling_<type>.py). The hybrids core.hybrid reads
+# exactly (Granite 4.0-H, Bamba, Nemotron-H, Falcon-H1, Qwen3-Next, and Qwen3.5 / Qwen3.6 inside their image-text
+# wrapper) are planned (:func:`_hybrid_model`), for serving on vLLM and llama.cpp only (core.plan.Plan._check_hybrid
+# says why the rest is refused).
 RECURRENT_MODEL_TYPES: Final[dict[str, str]] = {
     "lfm2": "LFM2's short-convolution layers (Lfm2ShortConv)",
     "jamba": "Jamba's Mamba layers (JambaMambaMixer)",
@@ -167,7 +168,18 @@ def _model_from_hf_config(config: Mapping[str, Any], name: str | None, *, nested
     if isinstance(model_type, str) and model_type in RECURRENT_MODEL_TYPES:
         why = f"{RECURRENT_MODEL_TYPES[model_type]} keep a recurrent state the planner does not model"
         raise PlanError("config.model_type", model_type, "a model of attention layers only", why)
-    if isinstance(model_type, str) and model_type in HYBRID_MODEL_TYPES and not nested:
+    if isinstance(model_type, str) and model_type in WRAPPED_HYBRID_TYPES and not nested:
+        why = (
+            "vLLM loads Qwen3.5 / Qwen3.6 as the image-text Qwen3_5ForConditionalGeneration / "
+            "Qwen3_5MoeForConditionalGeneration only (no Qwen3_5ForCausalLM in its registry): read the "
+            "checkpoint's whole config.json (model_type qwen3_5 or qwen3_5_moe, the decoder in text_config)"
+        )
+        raise PlanError("config.model_type", model_type, "qwen3_5 or qwen3_5_moe (the checkpoint's wrapper)", why)
+    if (
+        isinstance(model_type, str)
+        and model_type in HYBRID_MODEL_TYPES
+        and nested == (model_type in WRAPPED_HYBRID_TYPES)
+    ):
         given = config.get("_name_or_path")
         label = name or (given.strip()[:MAX_NAME_CHARS] if isinstance(given, str) and given.strip() else model_type)
         return _hybrid_model(config, model_type, label)
@@ -921,7 +933,8 @@ def _divide(a: int, b: int, where: str) -> int:
 # read of it — vLLM's profile run's working memory and fused-MoE workspace, which experts a decode step reads.
 # The parameters are core.hybrid's exact count, given (params_override, active_params_override).
 def _hybrid_mlp(r: _Reader, model_type: str, layers: tuple[str, ...]) -> dict[str, Any]:
-    if model_type == "qwen3_next":  # Qwen3NextSparseMoeBlock: routed experts, a shared expert with a sigmoid gate
+    # Qwen3NextSparseMoeBlock (Qwen3.5-MoE's too): routed experts, a shared expert with a sigmoid gate
+    if model_type in ("qwen3_next", "qwen3_5_moe_text"):
         return {
             "num_experts": r.get_int("num_experts"),
             "experts_per_token": r.get_int("num_experts_per_tok"),

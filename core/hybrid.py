@@ -3,7 +3,8 @@
 A hybrid keeps, besides the KV cache of its attention layers, a recurrent state per sequence in each
 recurrent layer: the causal convolution's last ``kernel - 1`` inputs and the state-space (or delta-rule)
 matrix, fixed in size whatever the context. This module reads the five families whose rules are exact
-here (Granite 4.0-H, Bamba, Nemotron-H, Falcon-H1, Qwen3-Next) from their ``config.json`` — the layer
+here (Granite 4.0-H, Bamba, Nemotron-H, Falcon-H1, Qwen3-Next, and the language model of Qwen3.5 / Qwen3.6,
+dense and MoE, from its ``text_config``) from their ``config.json`` — the layer
 pattern, the recurrent mixer's widths, the MLP or mixture of experts — into a :class:`HybridSpec`:
 parameters as transformers 5.25.0 builds the model (``models/<type>/modeling_<type>.py``; every count is
 checked against the library's own count of the model built on the meta device, tests/data/hybrid/
@@ -32,7 +33,15 @@ HYBRID_MODEL_TYPES: Final[dict[str, str]] = {
     "nemotron_h": MAMBA2,  # NemotronHMamba2Mixer
     "falcon_h1": MAMBA2,  # FalconH1Mixer, beside attention in every layer
     "qwen3_next": GATED_DELTANET,  # Qwen3NextGatedDeltaNet
+    # Qwen3.5 / Qwen3.6: the text_config of a qwen3_5 / qwen3_5_moe image-text checkpoint (core.hfconfig reads
+    # the wrapper and core.vision its tower). Qwen3_5GatedDeltaNet, Qwen3_5MoeGatedDeltaNet.
+    "qwen3_5_text": GATED_DELTANET,
+    "qwen3_5_moe_text": GATED_DELTANET,
 }
+# The decoders read only from inside an image-text wrapper's text_config: vLLM 0.17 - 0.19 register their
+# checkpoints as Qwen3_5ForConditionalGeneration / Qwen3_5MoeForConditionalGeneration only
+# (vllm/model_executor/models/registry.py of the 0.17.0, 0.18.0 and 0.19.0 wheels: no Qwen3_5ForCausalLM).
+WRAPPED_HYBRID_TYPES: Final = frozenset(("qwen3_5_text", "qwen3_5_moe_text"))
 MIXER_NAMES: Final[dict[str, str]] = {MAMBA2: "Mamba-2", GATED_DELTANET: "Gated DeltaNet"}
 
 # Layer kinds of a hybrid's stack. transformers 5.25.0 names them in ``layer_types`` /
@@ -149,6 +158,8 @@ def hybrid_from_hf_config(config: Mapping[str, Any]) -> HybridSpec:
         return _nemotron_h(r)
     if model_type == "qwen3_next":
         return _qwen3_next(r)
+    if model_type in WRAPPED_HYBRID_TYPES:
+        return _qwen3_5(r, model_type)
     if model_type == "falcon_h1":
         return _falcon_h1(r)
     return _granite_or_bamba(r, model_type)
@@ -343,6 +354,51 @@ def _qwen3_next(r: _Fields) -> HybridSpec:
     """Qwen3-Next: each layer Gated DeltaNet or gated attention (q_proj 2 · heads · head_dim, the output
     gate; per-head q / k RMSNorms), then a sparse MoE (router, experts' gate_up and down, a shared expert
     with its sigmoid gate), two RMSNorms (Qwen3NextDecoderLayer)."""
+    if r.config.get("mlp_only_layers") or r.int("decoder_sparse_step", 1) != 1:
+        raise PlanError("config.mlp_only_layers", r.config.get("mlp_only_layers"), "[] with decoder_sparse_step 1")
+    mlp, idle = _qwen3_next_moe(r, r.int("hidden_size"))
+    return _gated_deltanet_stack(r, "qwen3_next", mlp, idle, ssm32=False)
+
+
+def _qwen3_5(r: _Fields, model_type: str) -> HybridSpec:
+    """Qwen3.5 / Qwen3.6's language model (transformers 5.25.0 models/qwen3_5/modular_qwen3_5.py,
+    models/qwen3_5_moe/modular_qwen3_5_moe.py): Qwen3-Next's stack with Qwen3_5GatedDeltaNet, whose
+    in_proj_qkv (d → 2·hk·dk + hv·dv), in_proj_z (d → hv·dv), in_proj_b and in_proj_a (d → hv each) hold
+    exactly Qwen3-Next's in_proj_qkvz and in_proj_ba split apart. The dense decoder's MLP is Qwen3NextMLP
+    (gate, up, down without bias) on every layer; the MoE decoder's is Qwen3NextSparseMoeBlock on every layer
+    (its config has no mlp_only_layers / decoder_sparse_step). ``mamba_ssm_dtype`` "float32" (the released
+    configs') asks vLLM for a float32 delta-rule state (core.serving.vllm_hybrid)."""
+    d = r.int("hidden_size")
+    if model_type == "qwen3_5_moe_text":
+        mlp, idle = _qwen3_next_moe(r, d)
+    else:
+        mlp, idle = 3 * d * r.int("intermediate_size"), 0
+    ssm = r.config.get("mamba_ssm_dtype")
+    if ssm is not None and ssm not in _SSM_DTYPES:
+        raise PlanError("config.mamba_ssm_dtype", ssm, "one of " + ", ".join(_SSM_DTYPES))
+    return _gated_deltanet_stack(r, model_type, mlp, idle, ssm32=ssm == "float32")
+
+
+# vLLM's --mamba-ssm-cache-dtype choices (MambaDType, vllm/config/cache.py of the 0.17.0 and 0.19.0 wheels:
+# "auto", "float32", "float16"), which Qwen3_5ForConditionalGenerationConfig copies from the checkpoint's
+# mamba_ssm_dtype; any other value is refused rather than guessed.
+_SSM_DTYPES: Final = ("auto", "float32", "float16")
+
+
+def _qwen3_next_moe(r: _Fields, d: int) -> tuple[int, int]:
+    """Qwen3NextSparseMoeBlock (Qwen3.5-MoE's too): the router (E × d), experts' gate_up and down, a shared
+    expert with its sigmoid gate. Returns (the layer's parameters, the idle experts' for one token)."""
+    experts, m, top = r.int("num_experts"), r.int("moe_intermediate_size"), r.int("num_experts_per_tok")
+    if top > experts:
+        raise PlanError("config.num_experts_per_tok", top, f"at most num_experts ({experts})")
+    shared = r.int("shared_expert_intermediate_size", 0, low=0)
+    moe = experts * d + experts * 3 * d * m + (3 * d * shared + d if shared else 0)
+    return moe, (experts - top) * 3 * d * m
+
+
+def _gated_deltanet_stack(r: _Fields, model_type: str, mlp: int, idle: int, *, ssm32: bool) -> HybridSpec:
+    """Qwen3-Next's and Qwen3.5's stack: each layer Gated DeltaNet or gated attention, then ``mlp`` parameters
+    (``idle`` of them not reached by one token), two RMSNorms; the embeddings, the final norm, the head."""
     d, vocab, n = r.int("hidden_size"), r.int("vocab_size"), r.int("num_hidden_layers")
     if "layer_types" in r.config:
         layers = r.kinds("layer_types")
@@ -351,8 +407,6 @@ def _qwen3_next(r: _Fields) -> HybridSpec:
         layers = tuple(RECURRENT if (i + 1) % interval else ATTENTION for i in range(n))
     if len(layers) != n or any(kind not in (ATTENTION, RECURRENT) for kind in layers):
         raise PlanError("config.layer_types", list(layers), f"{n} linear_attention / full_attention layers")
-    if r.config.get("mlp_only_layers") or r.int("decoder_sparse_step", 1) != 1:
-        raise PlanError("config.mlp_only_layers", r.config.get("mlp_only_layers"), "[] with decoder_sparse_step 1")
     hk, dk, hv, dv = (
         r.int(k)
         for k in ("linear_num_key_heads", "linear_key_head_dim", "linear_num_value_heads", "linear_value_head_dim")
@@ -366,17 +420,11 @@ def _qwen3_next(r: _Fields) -> HybridSpec:
     delta += hv * dv * d
     heads, kv, head_dim = r.int("num_attention_heads"), r.int("num_key_value_heads"), r.int("head_dim")
     if r.flag("attention_bias", False):
-        raise PlanError("config.attention_bias", True, "false (Qwen3-Next's released checkpoints have none)")
+        raise PlanError("config.attention_bias", True, "false (the released checkpoints have none)")
     attention = d * 2 * heads * head_dim + 2 * d * kv * head_dim + heads * head_dim * d + 2 * head_dim
-    experts, m, top = r.int("num_experts"), r.int("moe_intermediate_size"), r.int("num_experts_per_tok")
-    if top > experts:
-        raise PlanError("config.num_experts_per_tok", top, f"at most num_experts ({experts})")
-    shared = r.int("shared_expert_intermediate_size", 0, low=0)
-    moe = experts * d + experts * 3 * d * m + (3 * d * shared + d if shared else 0)
-    blocks = sum(moe + 2 * d + (attention if kind == ATTENTION else delta) for kind in layers)
+    blocks = sum(mlp + 2 * d + (attention if kind == ATTENTION else delta) for kind in layers)
     total = _embeddings(r, d, vocab, False) + blocks + d
-    active = total - (experts - top) * 3 * d * m * n
-    return HybridSpec("qwen3_next", layers, d, vocab, heads, kv, head_dim, mixer, total, active)
+    return HybridSpec(model_type, layers, d, vocab, heads, kv, head_dim, mixer, total, total - idle * n, ssm32)
 
 
 def state_words(spec: HybridSpec) -> str:

@@ -278,7 +278,7 @@ def serving_on(model: ModelSpec, inference: Inference) -> Inference:
     if on_llamacpp and hybrid_llamacpp_refusal(model, inference) is None:
         return inference
     if model.hybrid is not None:  # Plan._check_hybrid: the releases whose hybrid rules were read, else the newest
-        version = inference.vllm_version if inference.vllm_version in HYBRID_VLLM_LINES else HYBRID_VLLM_NEWEST
+        version = inference.vllm_version if inference.vllm_version in hybrid_vllm_lines(model) else HYBRID_VLLM_NEWEST
     elif model.chunked_attention:
         late = list(VllmVersion).index(inference.vllm_version) >= list(VllmVersion).index(LLAMA4_VLLM_FROM)
         version = inference.vllm_version if late else DEFAULTS["inference.vllm_version"]
@@ -360,6 +360,41 @@ HYBRID_VLLM_LINES_TEXT: Final = "0.11 - 0.34"
 HYBRID_VLLM_NEWEST: Final = VllmVersion.V0_34  # the line Plan.on_model moves a hybrid to from any other
 
 
+# The first release line that loads a hybrid family newer than 0.11, by core.hybrid's model_type: Qwen3.5 /
+# Qwen3.6 (vllm/model_executor/models/qwen3_5.py and the registry's Qwen3_5ForConditionalGeneration /
+# Qwen3_5MoeForConditionalGeneration are in the 0.17.0 wheel, not in 0.16.0's; 0.18.0 and 0.19.0 have them too).
+HYBRID_VLLM_FROM: Final = {"qwen3_5_text": VllmVersion.V0_17, "qwen3_5_moe_text": VllmVersion.V0_17}
+
+
+def hybrid_vllm_lines(model: ModelSpec) -> frozenset[VllmVersion]:
+    """The lines of HYBRID_VLLM_LINES that load the hybrid ``model`` (all of them but for HYBRID_VLLM_FROM; a
+    hybrid's ModelSpec.family is core.hybrid's model_type)."""
+    first = HYBRID_VLLM_FROM.get(model.family) if model.recurrent_mixer else None
+    if first is None:
+        return HYBRID_VLLM_LINES
+    return frozenset(v for v in HYBRID_VLLM_LINES if _VLLM_LINES.index(v) >= _VLLM_LINES.index(first))
+
+
+def _hybrid_lines_text(model: ModelSpec) -> str:
+    first = HYBRID_VLLM_FROM.get(model.family) if model.recurrent_mixer else None
+    return HYBRID_VLLM_LINES_TEXT if first is None else f"{first.value} - {HYBRID_VLLM_NEWEST.value}"
+
+
+# Hybrid families llama.cpp serves from a GGUF layout core.serving.llamacpp_hybrid has not read: Qwen3.5 / Qwen3.6
+# (llama.cpp's qwen35 / qwen35moe architectures, whose tensors are not Qwen3-Next's qwen3next layout).
+HYBRID_LLAMACPP_UNREAD: Final = frozenset({"qwen3_5_text", "qwen3_5_moe_text"})
+
+
+def _hybrid_llamacpp_text(model: ModelSpec) -> str:
+    return "" if model.family in HYBRID_LLAMACPP_UNREAD else " and llama.cpp (a current build)"
+
+
+def _hybrid_other_pools(model: ModelSpec) -> str:
+    if model.family in HYBRID_LLAMACPP_UNREAD:
+        return ", SGLang's and llama.cpp's recurrent-state pools"
+    return " and SGLang's recurrent-state pool"
+
+
 def hybrid_refusal(model: ModelSpec) -> str:
     """Why a hybrid recurrent model is planned for serving on vLLM and llama.cpp only: what each other engine and
     training lack."""
@@ -367,9 +402,9 @@ def hybrid_refusal(model: ModelSpec) -> str:
     mixer = MIXER_NAMES[hybrid.mixer.kind] if hybrid is not None else "recurrent"
     return (
         f"{model.name} is a hybrid of {mixer} and attention layers, planned for serving on vLLM "
-        f"{HYBRID_VLLM_LINES_TEXT} and llama.cpp (a current build) only: transformers' generate (its hybrid cache) "
-        f"and SGLang's recurrent-state pool are not modelled, nor is training (what the {mixer} kernels save for "
-        "the backward pass)"
+        f"{_hybrid_lines_text(model)}{_hybrid_llamacpp_text(model)} only: transformers' generate (its hybrid cache)"
+        f"{_hybrid_other_pools(model)} are not modelled, nor is training (what the {mixer} kernels save for the "
+        "backward pass)"
     )
 
 
@@ -377,7 +412,11 @@ def hybrid_llamacpp_refusal(model: ModelSpec, inf: Inference) -> PlanError | Non
     """What llama.cpp's plan of a hybrid recurrent model (core.serving.llamacpp_hybrid) refuses: a build other
     than a current one (0), whose architectures and llama_memory_recurrent were not read; an Ollama line before
     0.30, whose own estimate of a recurrent model (GraphSize, createLayout) was not read; Qwen3-Next on Ollama,
-    whose runner for it was not read. None: planned."""
+    whose runner for it was not read; a family whose GGUF layout was not read (:data:`HYBRID_LLAMACPP_UNREAD`).
+    None: planned."""
+    if model.family in HYBRID_LLAMACPP_UNREAD:
+        why = f"llama.cpp's GGUF layout of {model.name} (its qwen35 / qwen35moe architectures) is not read"
+        return PlanError("inference.engine", Engine.LLAMACPP.value, f"vLLM {_hybrid_lines_text(model)}", why)
     if inf.llamacpp_build:
         why = (
             "the builds that first ran granitehybrid, nemotron_h, falcon-h1 and qwen3next, and "
@@ -1080,7 +1119,11 @@ class Plan:
                 if inf.engine is not Engine.VLLM
                 else ("inference.vllm_version", inf.vllm_version.value)
             )
-            raise PlanError(field, value, f"vLLM {HYBRID_VLLM_LINES_TEXT}", hybrid_refusal(model))
+            raise PlanError(field, value, f"vLLM {_hybrid_lines_text(model)}", hybrid_refusal(model))
+        if inf.vllm_version not in hybrid_vllm_lines(model):
+            first = HYBRID_VLLM_FROM[model.family]
+            why = f"vLLM {inf.vllm_version.value} does not load {model.name}: vLLM {first.value} is the first that does"
+            raise PlanError("inference.vllm_version", inf.vllm_version.value, f"vLLM {_hybrid_lines_text(model)}", why)
         if inf.kv_dtype in (KvDtype.INT8, KvDtype.INT4):  # vLLM's --kv-cache-dtype: auto, bf16 / fp16, fp8
             why = "vLLM's KV cache has no int8 or int4 format; the hybrid page rule was read for 16-bit and fp8 caches"
             raise PlanError("inference.kv_dtype", inf.kv_dtype.value, "bf16, fp16, fp32 or fp8 for a hybrid model", why)

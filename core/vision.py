@@ -2,7 +2,8 @@
 
 vLLM, SGLang and transformers' ``AutoModelForImageTextToText`` load an image-text checkpoint whole
 (Gemma3ForConditionalGeneration, Mistral3ForConditionalGeneration, Qwen2_5_VLForConditionalGeneration,
-Qwen3VLForConditionalGeneration, LlavaForConditionalGeneration, LlavaNextForConditionalGeneration,
+Qwen3VLForConditionalGeneration, Qwen3_5ForConditionalGeneration, Qwen3_5MoeForConditionalGeneration,
+LlavaForConditionalGeneration, LlavaNextForConditionalGeneration,
 LlavaOnevisionForConditionalGeneration), and fine-tuning one keeps the frozen tower
 on the GPU: its parameters are weights the plan holds beside the language model's. Every count follows the
 module's ``__init__`` in huggingface/transformers 5.25.0 (``models/<family>/modeling_<family>.py``) and was
@@ -179,13 +180,24 @@ def _qwen3_vl(v: _Vision) -> tuple[int, int]:
     """Qwen3VLVisionModel: Conv3d patches with a bias, a learned position table, blocks of two LayerNorms,
     qkv and proj with biases and linear_fc1 / fc2 with biases, the merger (LayerNorm over d) and one
     DeepStack merger per ``deepstack_visual_indexes`` entry (its LayerNorm over the merged width)."""
+    deepstack = v.count("deepstack_visual_indexes", 0) if "deepstack_visual_indexes" in v.config else 3
+    return _qwen3_vl_tower(v, deepstack)
+
+
+def _qwen3_5_vision(v: _Vision) -> tuple[int, int]:
+    """Qwen3_5VisionModel (Qwen3.5 / Qwen3.6, dense and MoE): Qwen3VLVisionModel without its DeepStack mergers
+    (transformers 5.25.0 models/qwen3_5/modular_qwen3_5.py ``del self.deepstack_merger_list``), whatever
+    ``deepstack_visual_indexes`` a config carries (the released ones carry [])."""
+    return _qwen3_vl_tower(v, 0)
+
+
+def _qwen3_vl_tower(v: _Vision, deepstack: int) -> tuple[int, int]:
     d, inner, depth = v.whole("hidden_size", 1152), v.whole("intermediate_size", 4304), v.whole("depth", 27)
     c, t, p = v.whole("in_channels", 3), v.whole("temporal_patch_size", 2), v.whole("patch_size", 16)
     merged, out = d * v.whole("spatial_merge_size", 2) ** 2, v.whole("out_hidden_size", 3584)
     block_linear = 4 * d * d + 2 * d * inner
     merger_linear = merged * merged + merged * out
     merger = merger_linear + merged + out
-    deepstack = v.count("deepstack_visual_indexes", 0) if "deepstack_visual_indexes" in v.config else 3
     params = c * t * p * p * d + d + v.whole("num_position_embeddings", 2304) * d
     params += depth * (block_linear + 4 * d + 3 * d + d + inner + d)
     params += 2 * d + merger + deepstack * (2 * merged + merger)
@@ -216,6 +228,7 @@ _TOWERS: Final[dict[str, tuple[str, Callable[[_Vision], tuple[int, int]]]]] = {
     "pixtral": ("Pixtral", _pixtral),
     "qwen2_5_vl": ("Qwen2.5-VL vision", _qwen2_5_vl),
     "qwen3_vl": ("Qwen3-VL vision", _qwen3_vl),
+    "qwen3_5_vision": ("Qwen3.5", _qwen3_5_vision),
     "llama4_vision_model": ("Llama 4", _llama4_vision),
 }
 # The wrapper's model_type, the towers it builds (vision_config.model_type; the first is the config
@@ -228,14 +241,21 @@ VISION_FAMILIES: Final = {
     "llava_onevision": ("siglip_vision_model",),
     "qwen2_5_vl": ("qwen2_5_vl",),
     "qwen3_vl": ("qwen3_vl",),
+    "qwen3_5": ("qwen3_5_vision",),
+    "qwen3_5_moe": ("qwen3_5_vision",),
     "llama4": ("llama4_vision_model",),
 }
 # vision_config.model_type as other writers spell it: transformers 5.25.0's Qwen2_5_VLVisionConfig /
 # Qwen3VLVisionConfig say qwen2_5_vl_vision / qwen3_vl_vision where older configs say the wrapper's name;
-# "siglip" is SiglipConfig's own name, whose vision part is the same SiglipVisionTransformer.
+# "siglip" is SiglipConfig's own name, whose vision part is the same SiglipVisionTransformer. Qwen3.5's
+# released configs name their tower "qwen3_5" / "qwen3_5_moe" (Qwen3_5Config.__post_init__ rewrites the first to
+# qwen3_5_vision); Qwen3_5MoeVisionConfig writes qwen3_5_moe_vision, the same Qwen3_5VisionModel.
 _VISION_TYPE_ALIASES: Final = {
     "qwen2_5_vl_vision": "qwen2_5_vl",
     "qwen3_vl_vision": "qwen3_vl",
+    "qwen3_5": "qwen3_5_vision",
+    "qwen3_5_moe": "qwen3_5_vision",
+    "qwen3_5_moe_vision": "qwen3_5_vision",
     "siglip": "siglip_vision_model",
 }
 

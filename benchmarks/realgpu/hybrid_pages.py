@@ -54,9 +54,21 @@ def plan_for(record: dict[str, Any]) -> Plan:
     family (alignment 16). The Nemotron 3 Nano checkpoint (vLLM 0.19.0, fp8 cache, float32 SSM state): the
     widths on Nemotron-H's class-default config with ``mamba_ssm_cache_dtype`` float32, which 0.13 on reads as
     the command line set it; bf16 weights (the NVFP4 weights do not enter the rule). Granite 4.0-H-Small (the
-    vllm-gaudi statement): the catalogue model on vLLM 0.19, bf16."""
+    vllm-gaudi statement): the catalogue model on vLLM 0.19, bf16. The Qwen3.5 / Qwen3.6 logs: the catalogue entry
+    on the 0.17 line (the first that loads them; a 0.16.1 development build is taken as it), the record's tensor
+    parallel size, cache dtype and context, the float32 delta-rule state the checkpoint's mamba_ssm_dtype asks for."""
     w = record["widths"]
     base = default_plan().with_hardware(gpu="h100-sxm")
+    if isinstance(w, str) and w.startswith("resources/models.json entry "):
+        entry, s = find_model(w.split()[-1]), record["settings"]
+        kv = KvDtype.FP8 if s["kv_cache_dtype"].startswith("fp8") else KvDtype.BF16
+        plan = base.on_model(entry.spec, entry.id)
+        return plan.with_inference(
+            vllm_version=VllmVersion.V0_17,
+            tensor_parallel=s["tensor_parallel_size"],
+            kv_dtype=kv,
+            context=s["max_model_len"],
+        )
     if isinstance(w, str):  # "tests/data/hybrid/meta_counts.json case granite-4.0-h-small": the catalogue entry
         entry = find_model("granite-4.0-h-small")
         return base.on_model(entry.spec, entry.id).with_inference(vllm_version=VllmVersion.V0_19)

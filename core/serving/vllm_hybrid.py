@@ -71,7 +71,7 @@ from typing import Final
 
 from core.catalogue import Generation, amd_target, generation
 from core.dtypes import KV_BYTES, WeightFormat
-from core.hybrid import GATED_DELTANET, MAMBA2, HybridSpec
+from core.hybrid import GATED_DELTANET, MAMBA2, WRAPPED_HYBRID_TYPES, HybridSpec
 from core.inputs import VllmVersion
 from core.plan import Plan
 from core.serving.releases import at_least
@@ -146,6 +146,12 @@ CHECKPOINT_RULES: Final[dict[str, CheckpointRule]] = {
 # nvidia-cutlass-dsl[cu13] and torch 2.14.0). Triton elsewhere (Ampere, Ada, ROCm without VLLM_ROCM_USE_AITER, whose
 # default is off). A custom card is taken as neither Hopper nor Blackwell.
 GDN_FLASHINFER_KEY_DIM: Final = 128
+# Qwen3_5ForConditionalGenerationConfig (0.17.0, 0.18.0 and 0.19.0 wheels, vllm/model_executor/models/config.py, for
+# Qwen3_5ForConditionalGeneration and Qwen3_5MoeForConditionalGeneration): with mamba_ssm_cache_dtype "auto" it
+# takes the text config's mamba_ssm_dtype ("float32" in the released checkpoints); every line that loads Qwen3.5
+# (core.plan.HYBRID_VLLM_FROM) has it. Its state shapes and dtypes are Qwen3-Next's (qwen3_5.py
+# get_mamba_state_shape_from_config: gated_delta_net_state_shape of the text config's linear_* widths). Their
+# ModelSpec.family is core.hybrid's model_type (WRAPPED_HYBRID_TYPES).
 
 
 @dataclass(frozen=True)
@@ -235,9 +241,12 @@ def state_bytes(plan: Plan) -> tuple[int, int]:
     """(conv, temporal) bytes an element of the plan's recurrent state takes under vLLM: the model dtype
     (``mamba_cache_dtype`` auto: 4 for an fp32 plan, else 2 — quantised checkpoints run in bf16), the temporal
     state float32 where a Nemotron-H checkpoint asks for it on a release that reads it, and on every Nemotron-H
-    from 0.20 (:data:`NEMOTRON_SSM_FLOAT32_DEFAULT_FROM`)."""
+    from 0.20 (:data:`NEMOTRON_SSM_FLOAT32_DEFAULT_FROM`); a Qwen3.5 one where its text config's mamba_ssm_dtype
+    says float32, on every line that loads it."""
     model, inf = plan.model, plan.inference
     conv = 4 if inf.weight_dtype is WeightFormat.FP32 else 2
+    if model.family in WRAPPED_HYBRID_TYPES:
+        return conv, 4 if model.recurrent_state_float32 else conv
     if model.family != "nemotron_h" or not at_least(inf.vllm_version, NEMOTRON_SSM_DTYPE_FROM):
         return conv, conv
     float32 = model.recurrent_state_float32 or at_least(inf.vllm_version, NEMOTRON_SSM_FLOAT32_DEFAULT_FROM)

@@ -352,6 +352,10 @@ TOWER_MODALITIES: Final = {
     "llava_onevision": ("image", "video"),
     "qwen2_5_vl": ("image", "video"),
     "qwen3_vl": ("image", "video"),
+    # Qwen3.5 / Qwen3.6 (qwen3_5.py, 0.17.0 - 0.19.0 wheels: ``_mark_tower_model(vllm_config, {"image",
+    # "video"})`` in both classes); every line that loads them (core.plan.HYBRID_VLLM_FROM) is past 0.15.
+    "qwen3_5": ("image", "video"),
+    "qwen3_5_moe": ("image", "video"),
 }
 
 

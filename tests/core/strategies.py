@@ -14,7 +14,6 @@ from core.inputs import LLAMA4_VLLM_FROM
 from core.mac import MAC_ATTENTION, MAC_OPTIMIZERS
 from core.model import LORA_TARGETS, ModelSpec
 from core.plan import (
-    HYBRID_VLLM_LINES,
     LN_TUNING_FAMILIES,
     Accounting,
     Attention,
@@ -37,6 +36,7 @@ from core.plan import (
     TransformersVersion,
     VllmVersion,
     Workload,
+    hybrid_vllm_lines,
     precision_fields,
 )
 from core.runtime import runs_mps
@@ -114,7 +114,7 @@ def plans(draw: st.DrawFn) -> Plan:
     if hybrid:
         engine = Engine.VLLM
     versions = (
-        sorted(HYBRID_VLLM_LINES)
+        sorted(hybrid_vllm_lines(spec))
         if hybrid
         else list(VllmVersion)[list(VllmVersion).index(LLAMA4_VLLM_FROM) :]
         if spec.chunked_attention

@@ -45,7 +45,6 @@ from core.mac import MAC_ATTENTION, MAC_OPTIMIZERS
 from core.model import LIMITS, LORA_TARGETS, MAX_PARAMS, ModelSpec
 from core.optimizer_stacks import optimizer_refusal, optimizer_stack
 from core.plan import (
-    HYBRID_VLLM_LINES,
     LN_TUNING_FAMILIES,
     Accounting,
     Attention,
@@ -64,6 +63,7 @@ from core.plan import (
     Strategy,
     VllmVersion,
     Workload,
+    hybrid_vllm_lines,
     precision_fields,
 )
 from core.presets import default_plan, plan_for_model
@@ -410,7 +410,7 @@ def _random_plan(rng: random.Random) -> Plan:
     if model.hybrid is not None:  # served on vLLM 0.11 - 0.34, one stage, a 16-bit or fp8 cache (Plan._check_hybrid)
         inf = drawn["inference"]
         kv = inf.kv_dtype if inf.kv_dtype not in (KvDtype.INT8, KvDtype.INT4) else KvDtype.BF16
-        version = rng.choice(sorted(HYBRID_VLLM_LINES))  # the TP drawn above splits the state (strategies)
+        version = rng.choice(sorted(hybrid_vllm_lines(model)))  # the TP drawn above splits the state (strategies)
         drawn["inference"] = replace(inf, engine=Engine.VLLM, vllm_version=version, kv_dtype=kv, pipeline_parallel=1)
     return Plan(**_prompt_learning_runs(drawn))
 

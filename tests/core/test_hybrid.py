@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from core.catalogue import find_model
 from core.errors import PlanError
 from core.hfconfig import model_from_hf_config
 from core.hybrid import (
@@ -112,6 +113,13 @@ def test_what_is_not_modelled_is_refused_by_key(case: str, change: dict[str, Any
 
 def _figure_spec(record: dict[str, Any]) -> tuple[HybridSpec, int, int, int]:
     """The widths a figure's record names, as a spec the page rule reads; (spec, kv, conv, temporal bytes)."""
+    if isinstance(record["widths"], str) and record["widths"].startswith("resources/models.json entry "):
+        # A Qwen3.5 / Qwen3.6 catalogue entry: its published config.json asks for a float32 delta-rule state
+        # (mamba_ssm_dtype), which vLLM 0.17 on reads (Qwen3_5ForConditionalGenerationConfig).
+        model = find_model(record["widths"].split()[-1]).spec.hybrid
+        assert model is not None and model.ssm_state_float32
+        kv = 1 if record["settings"]["kv_cache_dtype"].startswith("fp8") else 2
+        return model, kv, 2, 4
     if isinstance(record["widths"], str):
         return spec("granite-4.0-h-small"), 2, 2, 2
     w = record["widths"]
@@ -132,7 +140,7 @@ def _figure_spec(record: dict[str, Any]) -> tuple[HybridSpec, int, int, int]:
 @pytest.mark.parametrize("record", FIGURES, ids=[f["id"] for f in FIGURES])
 def test_page_rule_reproduces_the_published_figures(record: dict[str, Any]) -> None:
     hybrid, kv, conv, temporal = _figure_spec(record)
-    pages = hybrid_pages(hybrid, kv, conv, temporal)
+    pages = hybrid_pages(hybrid, kv, conv, temporal, record["settings"]["tensor_parallel_size"])
     assert pages.block_size == record["logged"]["block_size"]
     if "mamba_padding_pct" in record["logged"]:
         assert f"{pages.padding_pct:.2f}" == record["logged"]["mamba_padding_pct"]

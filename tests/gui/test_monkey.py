@@ -806,11 +806,13 @@ class Monkey:
         return done
 
     def reach_moe_dispatcher(self) -> list[str]:
-        """Megatron's MoE token dispatcher row (a mixture of experts on the Megatron stack, TP × EP > 1) when the walk
-        missed it, as the seeded path did once FSDP2's unit layout joined the Parallelism form (branch h65fsdp): File →
-        New, Qwen3-30B-A3B picked, the Megatron stack, 8 GPUs and TP 2 typed, the row edited once."""
-        key = "parallel.moe_dispatcher"
-        if self.done[key]:
+        """Megatron's MoE rows (the token dispatcher: a mixture of experts on the Megatron stack, TP × EP > 1; the
+        grouped GEMM box: any mixture of experts on it) when the walk missed them, as the seeded path did once FSDP2's
+        unit layout joined the Parallelism form (branch h65fsdp) and again once four Qwen3.5 / Qwen3.6 entries joined
+        the catalogue (branch h66q35, the walk ending with the advanced knobs hidden): File → New, Qwen3-30B-A3B
+        picked, the Megatron stack, 8 GPUs and TP 2 typed, the advanced knobs shown, each row edited once."""
+        keys = [key for key in ("parallel.moe_dispatcher", "moe_grouped_gemm") if not self.done[key]]
+        if not keys:
             return []
         window = self.window
         if not window.training_action.isChecked():
@@ -829,9 +831,13 @@ class Monkey:
             type_keys(self.qtbot, field.lineEdit(), text)
             self.qtbot.keyClick(field.lineEdit(), Qt.Key.Key_Return)
         done = ["File → New, model 'qwen3-30b-a3b', stack 'megatron', 8 GPUs, TP 2"]
-        widget = self.fields[key]
-        if widget.isVisibleTo(window) and widget.isEnabled():
-            done.append(self.edit(key, widget))
+        if not form.advanced.isChecked():  # the dispatcher is one of the advanced knobs
+            form.advanced.click()
+            done.append("advanced parallel settings shown")
+        for key in keys:
+            widget = self.fields[key]
+            if widget.isVisibleTo(window) and widget.isEnabled():
+                done.append(self.edit(key, widget))
         return done
 
     def plain_single_gpu(self) -> None:

@@ -1,5 +1,7 @@
 """Count the parameters of hybrid recurrent models as transformers builds them on the meta device, for
 tests/data/hybrid/meta_counts.json (core.hybrid's counts are checked against it in tests/core/test_hybrid.py).
+Qwen3.5 / Qwen3.6 ship as image-text checkpoints: those cases ("wrapped") build the whole model with
+AutoModelForImageTextToText and record the vision tower's and the language model's shares apart.
 
 Needs torch (the CPU build) and transformers==5.25.0 in one environment, e.g.
 
@@ -14,7 +16,7 @@ import sys
 
 import torch
 import transformers
-from transformers import AutoConfig, AutoModelForCausalLM
+from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForImageTextToText
 
 # fmt: off
 GRANITE_TYPES = ["mamba"] * 5 + ["attention"] + (["mamba"] * 9 + ["attention"]) * 3 + ["mamba"] * 4
@@ -55,7 +57,55 @@ CASES = {
       mamba_n_heads=128, mamba_d_head=64, mamba_d_state=128, mamba_n_groups=1, mamba_expand=2, mamba_d_conv=4,
       tie_word_embeddings=False)),
 }
+QWEN35_VISION = dict(depth=27, hidden_size=1152, intermediate_size=4304, num_heads=16, in_channels=3, patch_size=16,
+    spatial_merge_size=2, temporal_patch_size=2, num_position_embeddings=2304)
+QWEN35_TEXT = dict(vocab_size=248320, head_dim=256, linear_conv_kernel_dim=4, linear_key_head_dim=128,
+    linear_value_head_dim=128, linear_num_key_heads=16, full_attention_interval=4, max_position_embeddings=262144,
+    tie_word_embeddings=False, mamba_ssm_dtype="float32")
+WRAPPED = {
+  "qwen3.5-27b": ("qwen3_5", dict(QWEN35_TEXT, hidden_size=5120, num_hidden_layers=64, intermediate_size=17408,
+      num_attention_heads=24, num_key_value_heads=4, linear_num_value_heads=48),
+      dict(QWEN35_VISION, out_hidden_size=5120)),
+  "qwen3.5-9b": ("qwen3_5", dict(QWEN35_TEXT, hidden_size=4096, num_hidden_layers=32, intermediate_size=12288,
+      num_attention_heads=16, num_key_value_heads=4, linear_num_value_heads=32),
+      dict(QWEN35_VISION, out_hidden_size=4096)),
+  "qwen3.5-35b-a3b": ("qwen3_5_moe", dict(QWEN35_TEXT, hidden_size=2048, num_hidden_layers=40, num_attention_heads=16,
+      num_key_value_heads=2, linear_num_value_heads=32, num_experts=256, num_experts_per_tok=8,
+      moe_intermediate_size=512, shared_expert_intermediate_size=512), dict(QWEN35_VISION, out_hidden_size=2048)),
+  "qwen3_5-small-tied": ("qwen3_5", dict(vocab_size=1000, hidden_size=256, num_hidden_layers=6, intermediate_size=512,
+      num_attention_heads=4, num_key_value_heads=2, head_dim=64, linear_num_key_heads=2, linear_num_value_heads=4,
+      linear_key_head_dim=32, linear_value_head_dim=48, linear_conv_kernel_dim=3,
+      layer_types=["linear_attention", "full_attention"] * 3, tie_word_embeddings=True),
+      dict(depth=2, hidden_size=128, intermediate_size=256, num_heads=4, out_hidden_size=256,
+           num_position_embeddings=64)),
+  "qwen3_5_moe-default": ("qwen3_5_moe", dict(), dict()),
+}
 # fmt: on
+
+
+def wrapped_case(model_type: str, text: dict, vision: dict) -> dict:
+    """One image-text checkpoint: the whole model, its tower's share (everything outside model.language_model and
+    lm_head) with the nn.Linear weights among them, and the language model's share."""
+    tie = text.get("tie_word_embeddings", False)
+    cfg = AutoConfig.for_model(model_type, text_config=text, vision_config=vision, tie_word_embeddings=tie)
+    with torch.device("meta"):
+        model = AutoModelForImageTextToText.from_config(cfg)
+    whole = sum(p.numel() for p in model.parameters())
+    tower = linear = 0
+    for name, module in model.named_modules():
+        if not name.startswith("model.visual"):
+            continue
+        own = sum(p.numel() for p in module.parameters(recurse=False))
+        tower += own
+        if isinstance(module, torch.nn.Linear):
+            linear += module.weight.numel()
+    built = cfg.to_dict()
+    config = {k: v for k, v in built.items() if k not in ("text_config", "vision_config")}
+    config["text_config"] = {k: v for k, v in built["text_config"].items() if k != "layer_types"} | text
+    config["text_config"]["layer_types"] = list(built["text_config"]["layer_types"])
+    config["vision_config"] = built["vision_config"] | vision
+    config["model_type"] = model_type
+    return {"config": config, "whole": whole, "tower": tower, "linear": linear, "text": whole - tower}
 
 
 def main(target: str) -> None:
@@ -76,9 +126,15 @@ def main(target: str) -> None:
             config["layer_types"] = list(built["layer_types"])
         out[name] = {"config": config, "whole": whole}
         print(name, whole, file=sys.stderr)
+    wrapped = {}
+    for name, (model_type, text, vision) in WRAPPED.items():
+        wrapped[name] = wrapped_case(model_type, text, vision)
+        print(name, wrapped[name]["whole"], wrapped[name]["tower"], file=sys.stderr)
     doc = {
         "source": SOURCE,
         "cases": out,
+        "wrapped_source": WRAPPED_SOURCE,
+        "wrapped": wrapped,
     }
     with open(target, "w", encoding="utf-8") as handle:
         json.dump(doc, handle, indent=1, sort_keys=True)
@@ -96,6 +152,17 @@ SOURCE = (
     "copies (24 layers, hidden 2,048, mamba_d_ssm 3,072, 48 SSM heads of 64, state 256) with every bias "
     "and the gated norm switched on to exercise them; falcon_h1-default and nemotron_h-default are the "
     "class defaults (Nemotron-H's with a MoE layer in layers_block_type)."
+)
+
+WRAPPED_SOURCE = (
+    f"huggingface/transformers {transformers.__version__} (torch {torch.__version__} CPU): for each case "
+    "AutoConfig.for_model(model_type, text_config=text, vision_config=vision, tie_word_embeddings=text's); with "
+    "torch.device('meta'): AutoModelForImageTextToText.from_config(config); whole = every parameter's numel, "
+    "tower = the parameters under model.visual, linear = the nn.Linear weights among them, text = whole - tower. "
+    "'config' is the class defaults with the overrides. Overrides: qwen3.5-27b, qwen3.5-9b and qwen3.5-35b-a3b take "
+    "the text and vision dimensions of Qwen/Qwen3.5-27B, Qwen/Qwen3.5-9B and Qwen/Qwen3.5-35B-A3B (= Qwen3.6-35B-A3B) "
+    "config.json; qwen3_5-small-tied is a made-up small model with a tied head and its own layer_types; "
+    "qwen3_5_moe-default is the config classes' defaults."
 )
 
 
