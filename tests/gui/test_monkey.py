@@ -202,7 +202,7 @@ def check_chart(window: MainWindow) -> None:
     estimate = window.controller.estimate
     chart = window.chart
     scale = GiB if chart.unit == "GiB" else GB
-    if chart.mode == "training" and training_refusal(estimate.plan.model) is not None:
+    if chart.mode == "training" and training_refusal(estimate.plan) is not None:
         # A hybrid recurrent model's or Llama 4's training step is not estimated: no bars, "Not estimated"
         # (core.plan.training_refusal)
         assert chart.bars() == [] and window.verdict.badge.text().endswith("Not estimated")
@@ -309,6 +309,7 @@ def expected_values(window: MainWindow, plan: Plan) -> dict[str, Any]:
         "training_kv_cache": plan.training_kv_cache,
         "training_transformers": plan.training_transformers.value,
         "experts_loop": plan.experts_loop,
+        "mamba_kernels": plan.mamba_kernels,
         "moe_grouped_gemm": plan.moe_grouped_gemm,
         "unsloth": plan.unsloth,
         "lora.dropout": plan.lora.dropout,
