@@ -179,6 +179,8 @@ KIND_LABELS: Final = {
     "float8:te": "float8 linears (Transformer Engine)",
     "runtime:rocm": "an AMD card (ROCm's allocator and libraries)",
     "runtime:mps": "an Apple GPU (PyTorch's MPS allocator)",
+    "hybrid:mamba2-kernels": "a Mamba-2 hybrid's mixers on mamba_ssm's kernels (read from the source, never measured)",
+    "hybrid:mamba2-torch": "a Mamba-2 hybrid's mixers on transformers' torch path (fake tensors only)",
 }
 
 # A card whose runtime is not CUDA's: every figure of the corpus is from an NVIDIA card, so a plan
@@ -240,6 +242,8 @@ def plan_kinds(plan: Plan) -> tuple[str, ...]:
         kinds.append("stack:compile")
     if plan.float8 is not Float8.NONE:
         kinds.append(f"float8:{plan.float8.value}")
+    if plan.model.recurrent_mixer == "mamba2":  # core.training.mamba: no real-GPU figure of a hybrid's training
+        kinds.append("hybrid:mamba2-kernels" if plan.mamba_kernels else "hybrid:mamba2-torch")
     runtime = _RUNTIME_KINDS.get(_vendors().get(plan.hardware.gpu, ""))
     if runtime:
         kinds.append(runtime)

@@ -967,6 +967,15 @@ def _hybrid_mlp(r: _Reader, model_type: str, layers: tuple[str, ...]) -> dict[st
     return {"intermediate_size": r.get_int("intermediate_size")}  # Bamba, Falcon-H1: a gated MLP
 
 
+def _mamba_chunk(r: _Reader, model_type: str) -> int:
+    """The Mamba-2 scan's chunk (transformers 5.25.0: NemotronHConfig.chunk_size, default 128, which also takes a
+    ``mamba_chunk_size`` key; the other families' ``mamba_chunk_size``, default 256)."""
+    if model_type == "nemotron_h":
+        key = "mamba_chunk_size" if "mamba_chunk_size" in r.config else "chunk_size"
+        return r.get_int(key, default=128)
+    return r.get_int("mamba_chunk_size", default=256)
+
+
 def _hybrid_model(config: Mapping[str, Any], model_type: str, label: str) -> ModelSpec:
     """A hybrid recurrent model (core.hybrid, whose count is transformers 5.25.0's own on the meta device):
     the attention layers' widths, the recurrent mixer's, and the exact parameters."""
@@ -996,5 +1005,6 @@ def _hybrid_model(config: Mapping[str, Any], model_type: str, label: str) -> Mod
         recurrent_conv_kernel=mixer.conv_kernel,
         recurrent_inner=mixer.inner,
         recurrent_state_float32=hybrid.ssm_state_float32,
+        recurrent_chunk=_mamba_chunk(r, model_type) if mixer.kind == "mamba2" else 0,
         **_hybrid_mlp(r, model_type, hybrid.layers),
     )

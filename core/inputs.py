@@ -1538,6 +1538,20 @@ INPUTS: Final[tuple[Input, ...]] = (
           "experts run as grouped matmuls (transformers 5, MegaBlocks, Megatron-Core).",
           ("--experts-loop",), "MoE experts looped over stacked weights (transformers 4.55 gpt-oss training)",
           matters=lambda p: p.model.num_experts > 1 and p.stack is not Stack.MEGATRON, training_only=True),
+    # transformers 5.25.0's Mamba-2 mixers (Granite 4.0-H, Bamba, Nemotron-H) call mamba_ssm's
+    # mamba_split_conv1d_scan_combined in training when the package imports (integrations/hub_kernels.py
+    # use_kernel_func_from_hub_with_fallback; it needs causal-conv1d too), else their torch path. What each keeps:
+    # core.training.mamba.
+    Input("mamba_kernels", Kind.BOOL, "Mamba kernels installed (mamba_ssm, causal-conv1d)", "A hybrid's Mamba-2 "
+          "layers run mamba_ssm's fused kernels", True,
+          "The environment has mamba_ssm and causal-conv1d installed, so transformers runs a hybrid's Mamba-2 "
+          "layers through mamba_ssm's fused function in training: it keeps the in_proj output, the scan's output "
+          "and the norm's 1/rms, and recomputes the rest in the backward (read from its source, not measured). "
+          "Off: transformers' torch path, a chunked scan in plain torch ops whose chunk-by-chunk float32 "
+          "tensors are kept for the backward (measured on fake tensors): several times the memory.",
+          ("--mamba-kernels",), "a hybrid's Mamba-2 layers run mamba_ssm's fused kernels (transformers picks them "
+          "when mamba_ssm and causal-conv1d are installed)",
+          matters=lambda p: p.model.recurrent_mixer == "mamba2", training_only=True),
     Input("compiled_loss", Kind.BOOL, "Loss under torch.compile", "Cross-entropy under torch.compile", False,
           "The cross-entropy runs compiled (torchtitan since Feb 2025 compiles its loss with --training.compile; "
           "a model whose forward computes the loss compiles it with the model): Inductor keeps the 16-bit "

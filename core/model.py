@@ -43,8 +43,12 @@ ALL_LINEAR: Final = "all-linear"
 # 51c2ff66 src/peft/tuners/tuners_utils.py ``_maybe_include_all_linear_layers`` removes
 # ``model.get_output_embeddings()``'s name from the set.
 HEAD_TARGET: Final = "lm_head"
+# A hybrid's Mamba-2 mixer's projections (transformers 5.25.0 GraniteMoeHybridMambaLayer, BambaMixer,
+# NemotronHMamba2Mixer: ``in_proj``, ``out_proj``), which PEFT adapts by these names; no other model has them
+# (ModelSpec.adapter_targets), and ``all-linear`` does not name them (it means LORA_TARGETS here).
+MIXER_TARGETS: Final = ("in_proj", "out_proj")
 # Every name a plan may carry, in the order plans list them (the head last).
-ACCEPTED_TARGETS: Final = (*LORA_TARGETS, HEAD_TARGET)
+ACCEPTED_TARGETS: Final = (*LORA_TARGETS, *MIXER_TARGETS, HEAD_TARGET)
 # Other spellings people type or other families use for the same matrices.
 _TARGET_ALIASES: Final[dict[str, tuple[str, ...]]] = {
     "q": ("q_proj",),
@@ -115,7 +119,8 @@ def _normalise_targets(names: tuple[str, ...] | list[str]) -> tuple[str, ...]:
             raise PlanError(
                 "lora.targets",
                 raw,
-                "q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj, lm_head or all-linear",
+                "q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj, in_proj, out_proj, lm_head "
+                "or all-linear",
             )
     if not wanted:
         raise PlanError("lora.targets", list(names), "at least one target module")
@@ -252,6 +257,10 @@ class ModelSpec:
     recurrent_conv_kernel: int = 0
     recurrent_inner: int = 0
     recurrent_state_float32: bool = False
+    # The Mamba-2 scan's chunk of positions (transformers 5.25.0 mamba_chunk_size, Nemotron-H's chunk_size; the
+    # config classes' defaults 256 and 128), which sizes what the torch path keeps in training
+    # (core.training.mamba); 0: not read (a plan file written before it: core.plan.training_refusal says so).
+    recurrent_chunk: int = 0
     # Parameters one token passes through, given instead of derived (a hybrid's, from core.hybrid); None: derived.
     active_params_override: int | None = None
 
@@ -346,6 +355,8 @@ class ModelSpec:
             "recurrent_conv_kernel",
             "recurrent_inner",
         )
+        if not is_int(self.recurrent_chunk) or not 0 <= self.recurrent_chunk <= LIMITS["intermediate_size"]:
+            raise PlanError("model.recurrent_chunk", self.recurrent_chunk, f"0 to {LIMITS['intermediate_size']:,}")
         if not isinstance(self.recurrent_mixer, str) or self.recurrent_mixer not in ("", *MIXER_NAMES):
             raise PlanError("model.recurrent_mixer", self.recurrent_mixer, "'' (none), " + " or ".join(MIXER_NAMES))
         active = self.active_params_override
@@ -791,7 +802,38 @@ class ModelSpec:
             copies = self.num_experts if name in mlp_names else 1
             per_layer += copies * rank * (fan_in + fan_out)
         head = self.head_adapter_shape(targets)
-        return self.num_layers * per_layer + (rank * sum(head) if head else 0)
+        head_params = rank * sum(head) if head else 0
+        if self.recurrent_mixer:  # a hybrid: each target only in the layers that hold its matrix
+            return self._hybrid_lora_params(rank, chosen) + head_params
+        return self.num_layers * per_layer + head_params
+
+    def mixer_shapes(self) -> dict[str, tuple[int, int]]:
+        """(in, out) of a hybrid's Mamba-2 in_proj (d → 2·inner + 2·groups·state + heads) and out_proj
+        (inner → d), core.hybrid._mamba2_params' widths; empty for any other model."""
+        if self.recurrent_mixer != "mamba2":
+            return {}
+        inner = self.recurrent_inner
+        width = 2 * inner + 2 * self.recurrent_groups * self.recurrent_state + self.recurrent_heads
+        return {"in_proj": (self.hidden_size, width), "out_proj": (inner, self.hidden_size)}
+
+    def hybrid_layer_counts(self) -> tuple[int, int, int]:
+        """(attention layers, Mamba-2 layers, layers with an MLP) of a hybrid: Granite 4.0-H and Bamba run their
+        MLP in every layer, Nemotron-H (family nemotron_h) in the layers that hold neither mixer."""
+        a, r = self.attention_layers, self.recurrent_layers
+        return a, r, self.num_layers - a - r if self.family == "nemotron_h" else self.num_layers
+
+    def _hybrid_lora_params(self, rank: int, chosen: set[str]) -> int:
+        attention, recurrent, mlp = self.hybrid_layer_counts()
+        shapes = self.linear_shapes()
+        total = 0
+        for name in chosen:
+            if name in self.mixer_shapes():
+                total += recurrent * rank * sum(self.mixer_shapes()[name])
+            elif name in ("q_proj", "k_proj", "v_proj", "o_proj"):
+                total += attention * rank * sum(shapes[name])
+            elif name in shapes:  # the MLP's (a mixture of experts' matrices are 3-D parameters: not adapted)
+                total += (mlp * rank * sum(shapes[name])) if self.num_experts == 1 else 0
+        return total
 
     def head_adapter_shape(self, targets: tuple[str, ...]) -> tuple[int, int] | None:
         """(in, out) of the output head when a LoRA adapts it: (d, V), one matrix outside the blocks,

@@ -79,7 +79,7 @@ from core.inputs import (
 )
 from core.mac import mac_refusal
 from core.memo import last_answer, replaced
-from core.model import HEAD_TARGET, ModelSpec, check_text, normalise_lora_targets
+from core.model import HEAD_TARGET, MIXER_TARGETS, ModelSpec, check_text, normalise_lora_targets
 from core.optimizer_stacks import STACK_NAMES, OptimizerStack, built_labels, optimizer_refusal, optimizer_stack
 from core.units import GiB
 
@@ -293,7 +293,15 @@ def lora_on(model: ModelSpec, lora: LoraSettings) -> LoraSettings:
     """``lora`` on ``model``: a latent-attention model has no k_proj or v_proj (nor q_proj with a
     q_lora_rank), so targets it lacks give way to o_proj, the one attention matrix a target names there
     (Plan._check_latent_attention); picking such a model, or reading a run config onto it, shows the
-    targets that result. Any other model: ``lora`` itself."""
+    targets that result. A Mamba-2 hybrid: targets it lacks (its MLP's: :data:`HYBRID_TRAINED_TARGETS`) give way
+    and its mixer's in_proj and out_proj join them, the layers every released hybrid starts with (what
+    :func:`hybrid_training_refusal` asks for). Any other model: ``lora`` itself."""
+    if model.recurrent_mixer == "mamba2":
+        kept = tuple(t for t in lora.targets if t in HYBRID_TRAINED_TARGETS)
+        targets = normalise_lora_targets((*kept, *MIXER_TARGETS))
+        if targets == lora.targets:
+            return lora
+        return replace(lora, targets=targets, ia3_feedforward=tuple(t for t in lora.ia3_feedforward if t in targets))
     if not model.latent_attention:
         return lora
     reach = model.adapter_targets()
@@ -396,15 +404,13 @@ def _hybrid_other_pools(model: ModelSpec) -> str:
 
 
 def hybrid_refusal(model: ModelSpec) -> str:
-    """Why a hybrid recurrent model is planned for serving on vLLM and llama.cpp only: what each other engine and
-    training lack."""
+    """Why a hybrid recurrent model is served on vLLM and llama.cpp only: what each other engine lacks."""
     hybrid = model.hybrid
     mixer = MIXER_NAMES[hybrid.mixer.kind] if hybrid is not None else "recurrent"
     return (
         f"{model.name} is a hybrid of {mixer} and attention layers, planned for serving on vLLM "
         f"{_hybrid_lines_text(model)}{_hybrid_llamacpp_text(model)} only: transformers' generate (its hybrid cache)"
-        f"{_hybrid_other_pools(model)} are not modelled, nor is training (what the {mixer} kernels save for the "
-        "backward pass)"
+        f"{_hybrid_other_pools(model)} are not modelled"
     )
 
 
@@ -434,16 +440,21 @@ def hybrid_llamacpp_refusal(model: ModelSpec, inf: Inference) -> PlanError | Non
     return PlanError("inference.ollama_version", line.value, f"none or {fit} (llama-server's fit) for a hybrid", why)
 
 
-def training_refusal(model: ModelSpec) -> str | None:
-    """Why the training step of ``model`` is not estimated, or None where it is. Such a model is planned for
-    serving only, and every view says so in place of a training verdict (the window's training view, the command
-    line, comparisons, the diagnosis): a hybrid recurrent model (:func:`hybrid_refusal`), and Llama 4, whose
-    transformers 5.25.0 Llama4TextMoe runs every expert on every token (``hidden_states.repeat(router_scores.shape[1],
-    1)`` into Llama4TextExperts' torch.bmm over num_local_experts: activations and FLOPs num_local_experts times a
-    routed pass's) with chunked attention and a weightless q/k L2 norm on three layers in four, none of which the
-    training rules count."""
-    if model.hybrid is not None:
-        return hybrid_refusal(model)
+# A hybrid's LoRA targets whose training is modelled: attention's and the Mamba-2 mixer's projections. The MLP's
+# are left out: Granite 4.0-H's shared MLP is input_linear / output_linear and its experts 3-D parameters, which
+# no target names here.
+HYBRID_TRAINED_TARGETS: Final = ("q_proj", "k_proj", "v_proj", "o_proj", "in_proj", "out_proj")
+
+
+def training_refusal(subject: Plan | ModelSpec) -> str | None:
+    """Why the training step of a plan (or of any plan of a model) is not estimated, or None where it is. Every
+    view says so in place of a training verdict (the window's training view, the command line, comparisons, the
+    diagnosis). Llama 4, whose transformers 5.25.0 Llama4TextMoe runs every expert on every token
+    (``hidden_states.repeat(router_scores.shape[1], 1)`` into Llama4TextExperts' torch.bmm over
+    num_local_experts: activations and FLOPs num_local_experts times a routed pass's) with chunked attention and
+    a weightless q/k L2 norm on three layers in four, none of which the training rules count; a hybrid
+    recurrent model outside what :func:`hybrid_training_refusal` allows."""
+    model = subject if isinstance(subject, ModelSpec) else subject.model
     if model.chunked_attention:
         return (
             f"{model.name} is planned for serving on vLLM only: transformers' Llama4TextMoe runs all "
@@ -451,6 +462,86 @@ def training_refusal(model: ModelSpec) -> str | None:
             f"pass's), and its chunked attention ({model.chunked_layers} layers within {model.attention_chunk:,}-token "
             "chunks) and q/k L2 norm are not modelled for training"
         )
+    if model.hybrid is None:
+        return None
+    if isinstance(subject, ModelSpec):
+        return _hybrid_model_refusal(model)
+    return hybrid_training_refusal(subject)
+
+
+def _hybrid_model_refusal(model: ModelSpec) -> str | None:
+    """What no plan of this hybrid can train: Gated DeltaNet (Qwen3-Next), Falcon-H1's parallel layers, a
+    plan file that predates the scan's chunk."""
+    hybrid = model.hybrid
+    assert hybrid is not None
+    mixer = MIXER_NAMES[hybrid.mixer.kind]
+    if hybrid.mixer.kind != "mamba2":
+        return (
+            f"Training {model.name} is not estimated: what its {mixer} layers keep for the backward pass "
+            "(flash-linear-attention's kernels or transformers' torch path) is not modelled; it is planned for "
+            "serving only"
+        )
+    if model.attention_layers == model.recurrent_layers == model.num_layers:
+        return (
+            f"Training {model.name} is not estimated: its layers run {mixer} and attention side by side "
+            "(Falcon-H1), which the training rules do not model; it is planned for serving only"
+        )
+    if not model.recurrent_chunk:
+        return (
+            f"Training {model.name} is not estimated: this plan's model predates the {mixer} scan's chunk size "
+            "(mamba_chunk_size), which sizes what the mixer keeps; pick the model again"
+        )
+    return None
+
+
+def hybrid_training_refusal(plan: Plan) -> str | None:
+    """A Mamba-2 hybrid (Granite 4.0-H, Bamba, Nemotron-H) is trained here as transformers 5.25.0 + PEFT run it
+    on one GPU (core.training.mamba, measured on fake tensors: benchmarks/accuracy/cases_hybrid.json): full
+    fine-tuning or LoRA on attention's and the mixer's projections with in_proj among them (the first layer is
+    a Mamba-2 layer in every released hybrid: with its adapter there every layer needs its gradient, which is
+    what the rules count), 16-bit weights or autocast, no checkpointing or Hugging Face's per-layer one, PyTorch
+    eager. Everything else is refused with what is missing."""
+    model = plan.model
+    refused = _hybrid_model_refusal(model)
+    if refused is not None:
+        return refused
+    why = _hybrid_plan_gap(plan)
+    if why is None:
+        return None
+    return f"Training {model.name} (a Mamba-2 hybrid) is estimated for one GPU under transformers + PEFT only: {why}"
+
+
+def _hybrid_plan_gap(plan: Plan) -> str | None:
+    if plan.method not in (Method.FULL, Method.LORA):
+        return f"{METHOD_LABELS[plan.method]} is not modelled for it (full fine-tuning and LoRA are)"
+    targets = tuple(t for t in plan.lora.targets)
+    if plan.method is Method.LORA and (set(targets) - set(HYBRID_TRAINED_TARGETS) or "in_proj" not in targets):
+        return (
+            "LoRA is modelled on " + ", ".join(HYBRID_TRAINED_TARGETS) + " with in_proj among them; "
+            f"this plan targets {', '.join(targets)}"
+        )
+    if plan.world_size > 1:
+        return "its layout over several GPUs (DDP, FSDP, ZeRO, tensor or pipeline parallel) was not checked"
+    if plan.stack is not Stack.EAGER or plan.unsloth or plan.litgpt:
+        return (
+            "the software runs PyTorch eager under transformers (torch.compile, Megatron, Unsloth and LitGPT are "
+            "not modelled)"
+        )
+    if plan.checkpointing and plan.checkpoint_policy is not CheckpointPolicy.FULL:
+        return "checkpointing is Hugging Face's, every layer (selective policies are not modelled for it)"
+    weights = plan.base_dtype if plan.method is Method.LORA else plan.weight_dtype
+    if weights is Dtype.FP32 and plan.autocast is Autocast.NONE:
+        return "float32 training is not modelled for it (16-bit weights or autocast are)"
+    if plan.mamba_kernels and plan.training_kv_cache:
+        # transformers 5.25.0 GraniteMoeHybridMambaLayer.forward (Bamba's, Nemotron-H's the same): the fused
+        # function runs only when ``self.training and cache is None``; with use_cache the model makes a
+        # DynamicCache and the mixer calls causal_conv1d and mamba_chunk_scan_combined one by one.
+        return (
+            "with use_cache on (the K/V cache kept in training) and mamba_ssm installed, the mixers run its "
+            "kernels one by one, which is not modelled"
+        )
+    if plan.activation_offload or plan.optimizer_in_backward or plan.float8 is not Float8.NONE or plan.experts_loop:
+        return "activation offloading, optimizer-in-backward, float8 and the experts' loop are not modelled for it"
     return None
 
 
@@ -880,6 +971,7 @@ class Plan:
     megatron_ce_fusion: MegatronCeFusion = DEFAULTS["megatron_ce_fusion"]  # Megatron-Core's fused cross-entropy
     moe_grouped_gemm: bool = DEFAULTS["moe_grouped_gemm"]  # Megatron --moe-grouped-gemm (TE grouped GEMM)
     experts_loop: bool = DEFAULTS["experts_loop"]  # MoE experts looped over stacked weights (transformers 4.55)
+    mamba_kernels: bool = DEFAULTS["mamba_kernels"]  # a hybrid's Mamba-2 mixers run mamba_ssm's fused function
     workload: Workload = field(default_factory=Workload)
     hardware: Hardware = field(default_factory=Hardware)
     parallel: Parallelism = field(default_factory=Parallelism)

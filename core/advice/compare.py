@@ -352,7 +352,7 @@ def compare(named: Sequence[tuple[str, Plan]], mode: Mode = Mode.TRAINING) -> Co
     if not 1 <= len(named) <= MAX_PLANS:
         raise PlanError("plans", len(named), f"1 to {MAX_PLANS} plans")
     for name, plan in named:  # a hybrid recurrent model's training step is not estimated (core.plan)
-        refusal = training_refusal(plan.model)
+        refusal = training_refusal(plan)
         if mode is Mode.TRAINING and refusal is not None:
             raise PlanError("mode", "training", f"inference for {name}", refusal)
     return Comparison(tuple(ComparedPlan(check_name(n, i), estimate(p)) for i, (n, p) in enumerate(named)), mode)

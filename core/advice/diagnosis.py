@@ -203,7 +203,7 @@ class Diagnosis:
         if self.mode is Mode.INFERENCE and self.estimate.inference.refusal:
             return self.estimate.inference.refusal  # the engine does not start: its own check decides
         if _untrained(self.estimate.plan, self.mode):
-            return f"Training is not estimated: {training_refusal(self.estimate.plan.model)}."
+            return f"Training is not estimated: {training_refusal(self.estimate.plan)}."
         if self.failure is Failure.NONE:
             return f"{self._fit_in_words()}; the largest part is {self.largest[0].lower()}."
         cause = SYMPTOM_BY_FAILURE[self.failure].cause
@@ -340,7 +340,7 @@ def remedies_for_symptom(
 
 def _untrained(plan: Plan, mode: Mode) -> bool:
     """A training question about a model whose training is not estimated (core.plan.training_refusal)."""
-    return mode is Mode.TRAINING and training_refusal(plan.model) is not None
+    return mode is Mode.TRAINING and training_refusal(plan) is not None
 
 
 @dataclass(frozen=True)

@@ -54,7 +54,7 @@ def estimate_to_json(est: Estimate, mode: Mode = Mode.TRAINING) -> dict[str, Any
     judged = est.judgement(mode)
     # A hybrid recurrent model or Llama 4 is never trained here (core.plan.training_refusal): no training verdict,
     # and why.
-    refusal = training_refusal(plan.model)
+    refusal = training_refusal(plan)
     trained = refusal is None
     refused = {} if refusal is None else {"training_refused": refusal}
     return {

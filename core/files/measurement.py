@@ -22,6 +22,7 @@ from core.plan import (
     Attention,
     CheckpointPolicy,
     Hardware,
+    Inference,
     LoraSettings,
     Method,
     Optimizer,
@@ -30,6 +31,7 @@ from core.plan import (
     Precision,
     Workload,
     precision_fields,
+    serving_on,
 )
 from core.units import finite_number
 
@@ -196,6 +198,10 @@ def plan_for_case(case: Mapping[str, Any], model_config: Mapping[str, Any] | Non
             checkpoint_every=int(case.get("checkpoint_every", 1)),
             workload=Workload(micro_batch=int(case.get("micro_batch", 1)), seq_len=int(case.get("seq_len", 1024))),
             hardware=Hardware(gpu="h100-sxm"),
+            # A hybrid is served on vLLM only (core.plan.serving_on); its case says which path its Mamba-2 mixers
+            # ran (tools/measure on fake tensors: the torch path, ``"mamba_kernels": false``).
+            inference=serving_on(spec, Inference()),
+            mamba_kernels=bool(case.get("mamba_kernels", True)),
         )
         roles = _case_roles(case)
         return plan.with_changes(**roles) if roles else plan

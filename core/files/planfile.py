@@ -158,6 +158,9 @@ OPTIONAL_KEYS: Final = (
             # The experts' loop over stacked weights (branch h22p): a file without it reads as off, the
             # grouped matmuls every earlier release priced.
             "experts_loop",
+            # Mamba kernels for a hybrid's training (branch h66htrain): a file without it reads as installed,
+            # what transformers runs when mamba_ssm is there (training of a hybrid was refused before).
+            "mamba_kernels",
             # Megatron's MoE grouped GEMM (branch h22p): a file without it reads as off.
             "moe_grouped_gemm",
             # A loop's own cross-entropy on 16-bit logits (2026-12-04): a file without it reads as off,

@@ -10,6 +10,7 @@ loss are each a short function, and splitting them would only move the shared _C
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Final
 
@@ -18,7 +19,7 @@ from core.dtypes import DTYPE_BYTES, Dtype, Quant
 from core.format import sci
 from core.inputs import loss_16bit_matters, loss_code_runs
 from core.memo import fills_fields, last_answer
-from core.model import HEAD_TARGET, ModelSpec, normalise_ia3_feedforward, normalise_lora_targets
+from core.model import HEAD_TARGET, MIXER_TARGETS, ModelSpec, normalise_ia3_feedforward, normalise_lora_targets
 from core.params import lycoris_matrix_tensors, oft_blocks, oft_neumann_bmms
 from core.plan import Attention, CheckpointPolicy, MegatronCeFusion, Method, Optimizer, Plan, Stack, TransformersLoss
 from core.roles import adapter_dtype, compute_dtype, dtypes_for, model_dtype
@@ -31,6 +32,7 @@ from core.training.attention import (
     sdpa_kernel,
 )
 from core.training.extra_trained import head_copy_trains, merged_head_copy
+from core.training.mamba import MixerShape, kernel_path_terms, torch_path_terms
 from core.training.storage import litgpt_quantised_head
 
 # torch.compile's default partitioner for training, min_cut_rematerialization_partition
@@ -55,7 +57,19 @@ COMPILE_NOTE: Final = "torch.compile recomputes it"
 # modeling_olmo2.py; transformers 5.25.0 models/olmo3/modeling_olmo3.py Olmo3RMSNorm.forward:
 # ``(self.weight * hidden_states).to(input_dtype)``), so the tensor that multiply keeps is float32
 # whatever the input.
-FLOAT32_NORM_SCALE: Final = ("gemma", "gemma2", "gemma3_text", "olmo2", "olmo3")
+FLOAT32_NORM_SCALE: Final = ("gemma", "gemma2", "gemma3_text", "olmo2", "olmo3", "nemotron_h")
+# (NemotronHRMSNorm.forward in transformers 5.25.0 models/nemotron_h/modeling_nemotron_h.py:
+# ``(self.weight.to(torch.float32) * hidden_states).to(input_dtype)``.)
+
+# Families whose causal-LM forward upcasts its own logits, so the 16-bit lm_head output is freed before the loss
+# (transformers 5.25.0 models/nemotron_h/modeling_nemotron_h.py NemotronHForCausalLM.forward:
+# ``logits = self.lm_head(hidden_states).float()``), as every model did from 4.31 to 4.45 (_logits_terms).
+LOGITS_UPCAST: Final = ("nemotron_h",)
+
+# The token mixers a block may run (layer_activations' ``mixer``): attention, a hybrid's Mamba-2 mixer
+# (core.training.mamba), or "" for none (a Nemotron-H MLP layer).
+ATTENTION_MIXER: Final = "attention"
+MAMBA2_MIXER: Final = "mamba2"
 
 
 # Unsloth (docs/UNSLOTH.md). FastLanguageModel dispatches these model types to its own
@@ -706,6 +720,8 @@ def _adapters(plan: Plan, ctx: _Ctx) -> list[Term]:
         return _oft(plan, ctx)
     n = ctx.n
     shapes = model.linear_shapes()
+    if model.recurrent_mixer:  # a hybrid layer's own targets (layer_targets), the mixer's among them
+        shapes = {**shapes, **dict.fromkeys(MIXER_TARGETS, (0, 0))}
     rank_el = sum(n * plan.lora.rank for nm in ctx.lora if nm in shapes)
     ab = ctx.adapter_out
     items = [Term("LoRA A outputs (kept for B)", f"{len(ctx.lora)} × N·r × {ab:g}", rank_el * ab)]
@@ -959,20 +975,26 @@ def _litgpt_adapter(plan: Plan, ctx: _Ctx) -> list[Term]:
 
 
 @last_answer
-def layer_activations(plan: Plan, trainable_block: bool) -> LayerActs:
-    """Saved tensors of one transformer block for micro-batch B and sequence S."""
+def layer_activations(plan: Plan, trainable_block: bool, mixer: str = ATTENTION_MIXER, mlp: bool = True) -> LayerActs:
+    """Saved tensors of one transformer block for micro-batch B and sequence S.
+
+    A hybrid's layers (core.hybrid) differ in their parts: ``mixer`` is the token mixer after the first norm
+    (:data:`ATTENTION_MIXER`, :data:`MAMBA2_MIXER`, or "" for none: a Nemotron-H MLP layer), ``mlp`` whether the
+    MLP (or mixture of experts) and its norm follow (Granite 4.0-H and Bamba: every layer; Nemotron-H: its own
+    layers). An adapter is counted in a layer only where its target matrix is (:func:`layer_targets`)."""
     model = plan.model
     # The head's adapter (lm_head) is outside the blocks: outside_blocks keeps what it saves.
     # An adapter reading each target's input (LoHa / LoKr, OFT and AdaLoRA too).
     lora_like = plan.lora_adapters or plan.lycoris or plan.oft or plan.adalora
     block_targets = tuple(t for t in plan.lora.targets if t != HEAD_TARGET) if lora_like else ()
+    if model.recurrent_mixer:
+        block_targets = layer_targets(block_targets, mixer, mlp)
     ctx = _context(plan, trainable_block, block_targets)
     n, d = ctx.n, model.hidden_size
     kernels = unsloth_kernels(plan)
     qkv: tuple[str, ...] = ("q_proj", "k_proj", "v_proj")
     if model.latent_attention:  # the attention norm's output is read by the query's and the latent's projections
         qkv = ("q_a_proj" if model.q_lora_rank else "q_proj", "kv_a_proj_with_mqa")
-    mlp_in = ("gate_proj", "up_proj") if model.gated_mlp else ("up_proj",)
     items: list[Term] = []
     replicated: list[int] = []
     gathered: list[int] = []
@@ -986,7 +1008,12 @@ def layer_activations(plan: Plan, trainable_block: bool) -> LayerActs:
         items.extend(terms)
 
     attn_readers: list[Term] = []
-    if model.post_norm:
+    if mixer != ATTENTION_MIXER:
+        if mixer == MAMBA2_MIXER:
+            readers = _consumer_inputs(ctx, d, ("in_proj",), False, "mixer norm output (in_proj input)")
+            outside_tp(_norm(model, ctx, "mixer norm", []), readers)
+            items += _mamba2(plan, ctx)
+    elif model.post_norm:
         # OLMo-2: q/k/v and the MLP read the residual stream itself; the norms sit on the
         # sub-block outputs (o_proj's and down_proj's, in the compute dtype).
         outside_tp([], _consumer_inputs(ctx, d, qkv, model.fused_qkv, "block input (q/k/v input)"))
@@ -995,12 +1022,34 @@ def layer_activations(plan: Plan, trainable_block: bool) -> LayerActs:
         if "qkv" in kernels:
             attn_readers = [_unsloth_input("q/k/v input (Unsloth LoRA_QKV keeps X only)", ctx, d)]
         outside_tp(_norm(model, ctx, "attention norm", []), attn_readers)
-    if model.latent_attention:
+    if mixer == ATTENTION_MIXER and model.latent_attention:
         items += _latent_attention(plan, ctx)
-    else:
+    elif mixer == ATTENTION_MIXER:
         items += _unsloth_o(plan, ctx, _attention(plan, ctx)) if "o" in kernels else _attention(plan, ctx)
     if model.dropout:
         outside_tp([Term("residual dropout mask", "N·d × 1", n * d)])
+    if mlp:
+        _mlp_part(plan, ctx, kernels, attn_readers, outside_tp, items)
+    items += _adapters(plan, replace(ctx, lora=_unpatched(ctx.lora, kernels)) if kernels else ctx)
+    items += _ia3(plan, ctx)
+    items += _vera(plan, ctx)
+    items += _miss(plan, ctx)
+    items += _litgpt_adapter(plan, ctx)
+    items += _bnb_kept_inputs(plan, ctx)
+    return LayerActs(tuple(items), tuple(replicated), tuple(gathered))
+
+
+def _mlp_part(
+    plan: Plan,
+    ctx: _Ctx,
+    kernels: frozenset[str],
+    attn_readers: list[Term],
+    outside_tp: Callable[..., None],
+    items: list[Term],
+) -> None:
+    """The block's second half: the MLP's norm and readers, the MLP or experts, the post-norms."""
+    model, n, d = plan.model, ctx.n, plan.model.hidden_size
+    mlp_in = ("gate_proj", "up_proj") if model.gated_mlp else ("up_proj",)
     mlp_readers = []
     if model.num_experts == 1:
         mlp_readers = _consumer_inputs(ctx, d, mlp_in, model.fused_gate_up, "MLP input", _norm_output(model, ctx))
@@ -1028,13 +1077,63 @@ def layer_activations(plan: Plan, trainable_block: bool) -> LayerActs:
         outside_tp(_norm(model, ctx, "post-MLP norm", [], in_bytes=ctx.ca))
     elif model.norms_per_layer == 4:
         outside_tp(_norm(model, ctx, "post-MLP norm", []))
-    items += _adapters(plan, replace(ctx, lora=_unpatched(ctx.lora, kernels)) if kernels else ctx)
-    items += _ia3(plan, ctx)
-    items += _vera(plan, ctx)
-    items += _miss(plan, ctx)
-    items += _litgpt_adapter(plan, ctx)
-    items += _bnb_kept_inputs(plan, ctx)
-    return LayerActs(tuple(items), tuple(replicated), tuple(gathered))
+
+
+# A hybrid's adapter targets by the part of a layer their matrix is in (transformers 5.25.0 module names):
+# the Mamba-2 mixer's in_proj / out_proj, attention's q / k / v / o, the MLP's.
+_MIXER_TARGETS: Final = {ATTENTION_MIXER: ("q_proj", "k_proj", "v_proj", "o_proj"), MAMBA2_MIXER: MIXER_TARGETS}
+
+
+def layer_targets(targets: tuple[str, ...], mixer: str, mlp: bool) -> tuple[str, ...]:
+    """The adapter targets a hybrid's layer of this kind has a matrix for."""
+    mine = _MIXER_TARGETS.get(mixer, ()) + (("gate_proj", "up_proj", "down_proj") if mlp else ())
+    return tuple(t for t in targets if t in mine)
+
+
+def mixer_shape(plan: Plan) -> MixerShape:
+    """The plan's Mamba-2 mixer (the recurrent fields of its ModelSpec) at its micro-batch and sequence."""
+    model, w = plan.model, plan.workload
+    return MixerShape(
+        w.micro_batch,
+        w.seq_len,
+        model.recurrent_heads,
+        model.recurrent_head_dim,
+        model.recurrent_state,
+        model.recurrent_groups,
+        model.recurrent_conv_kernel,
+        model.recurrent_chunk,
+    )
+
+
+def hybrid_stack(plan: Plan, trainable: bool) -> tuple[tuple[int, LayerActs], ...]:
+    """A Mamba-2 hybrid's layers by kind, each kind's count and one layer's saved tensors: Granite 4.0-H and
+    Bamba run attention or the mixer, then the MLP, in every layer; Nemotron-H one of attention, the mixer or
+    the MLP (ModelSpec.hybrid_layer_counts)."""
+    attention, recurrent, mlp = plan.model.hybrid_layer_counts()
+    kinds: tuple[tuple[int, LayerActs], ...]
+    if plan.model.family == "nemotron_h":
+        kinds = (
+            (attention, layer_activations(plan, trainable, ATTENTION_MIXER, False)),
+            (recurrent, layer_activations(plan, trainable, MAMBA2_MIXER, False)),
+            (mlp, layer_activations(plan, trainable, "", True)),
+        )
+    else:
+        kinds = (
+            (attention, layer_activations(plan, trainable)),
+            (recurrent, layer_activations(plan, trainable, MAMBA2_MIXER)),
+        )
+    return tuple((count, acts) for count, acts in kinds if count)
+
+
+def _mamba2(plan: Plan, ctx: _Ctx) -> list[Term]:
+    """A Mamba-2 mixer's saved tensors after in_proj (core.training.mamba): mamba_ssm's fused function keeps
+    out_proj inside it (its input recomputed in the backward); the torch path's out_proj keeps its input as any
+    projection (the ``.to(dtype)`` copy of the gated norm's float32 output, in the model's dtype)."""
+    m = mixer_shape(plan)
+    if plan.mamba_kernels:
+        return kernel_path_terms(m, ctx.ca)
+    terms = torch_path_terms(m, ctx.ca, ctx.autocast, ctx.trainable, ctx.mode == "mixed")
+    return terms + _consumer_inputs(ctx, m.inner, ("out_proj",), False, "Mamba-2: out_proj input")
 
 
 def _shared_norm_readers(model: ModelSpec, ctx: _Ctx, attn_readers: list[Term], mlp_readers: list[Term]) -> list[Term]:
@@ -1195,7 +1294,7 @@ def kv_cache_terms(plan: Plan) -> tuple[Term, ...]:
         return ()
     ca = dtypes_for(plan).compute
     n = plan.workload.micro_batch * plan.workload.seq_len
-    layers = model.num_layers
+    layers = model.kv_layers  # a hybrid's attention layers; its recurrent states are small beside them
     return (
         Term(
             "key/value cache returned by the forward (past_key_values), every layer",
@@ -1278,7 +1377,8 @@ def _logits_terms(plan: Plan, nv: int, ca: float, half: bool, release: Transform
 
     The shifted copy has (S − 1)/S of the logits' rows; it is counted at N·V, as the log-softmax is."""
     f = f"N·V × 4 = {sci(nv)} × 4"
-    rebound = release is TransformersLoss.V4_31_TO_4_45 and ca == 2
+    upcasts = release is TransformersLoss.V4_31_TO_4_45 or (release is not None and plan.model.family in LOGITS_UPCAST)
+    rebound = upcasts and ca == 2
     if rebound:
         terms = [Term("logits rebound to float32 (logits.float(); the 16-bit ones freed)", f, nv * 4)]
     else:

@@ -54,10 +54,13 @@ from core.params import ParamCounts, param_counts
 from core.plan import CheckpointPolicy, Float8, Method, Offload, Plan, Strategy
 from core.roles import Dtypes, dtypes_for, runs_grad_scaler
 from core.training.activations import (
+    MAMBA2_MIXER,
     LossMemory,
     core_attention_bytes,
+    hybrid_stack,
     layer_activations,
     loss_memory,
+    mixer_shape,
     outside_blocks,
     selective_saved,
     unsloth_kernels,
@@ -73,6 +76,7 @@ from core.training.extra_trained import (
     trained_tensors,
 )
 from core.training.flops import ADAPTER_GEMMS, block_gemms
+from core.training.mamba import kernel_path_backward, torch_path_backward
 from core.training.optimizer import (
     PAGED,
     clip_terms,
@@ -161,6 +165,8 @@ class _Common:
     head_grad: list[Term]
     outside: list[Term]
     loss: LossMemory
+    # A hybrid's layers by kind (count, one layer's saved tensors); ``block`` is then the largest kind's.
+    stack: tuple[tuple[int, LayerActs], ...] = ()
 
 
 _LAST_COMMON: tuple[Plan | None, bool, _Common | None] = (None, False, None)
@@ -240,6 +246,9 @@ def _common(plan: Plan, counts: ParamCounts, dt: Dtypes, lay: Layout | None) -> 
         layer_grads = _with_all_to_all_buffer(plan, layer_grads, ca)
     layer_grads = _with_float8_casts(plan, layer_grads, lay)
     layer_grads = _with_experts_loop_gradient(plan, layer_grads, adt.grad)
+    stack: tuple[tuple[int, LayerActs], ...] = ()
+    if model.recurrent_mixer and lay is None:  # a Mamba-2 hybrid on one GPU (core.plan.hybrid_training_refusal)
+        stack, block, layer_grads = _hybrid_layers(plan, ap, layer_grads)
     common = _Common(
         # PEFT's modules_to_save copies and trainable tokens beside the adapters (core.training.extra_trained).
         weights=weight_terms(plan, counts, dt) + extra_weight_terms(plan, dt),
@@ -253,9 +262,36 @@ def _common(plan: Plan, counts: ParamCounts, dt: Dtypes, lay: Layout | None) -> 
         head_grad=head_grad,
         outside=list(outside.items),
         loss=loss_memory(ap, lay is not None and loss_parallel(plan, lay)),
+        stack=stack,
     )
     _LAST_COMMON = (plan, lay is not None, common)
     return common
+
+
+def _hybrid_layers(
+    plan: Plan, ap: Plan, layer_grads: Term
+) -> tuple[tuple[tuple[int, LayerActs], ...], LayerActs, Term]:
+    """A hybrid's layers by kind, its largest layer (the one a checkpointed backward recomputes) and the
+    backward's transient over it: a layer's backward reaches its mixer once the MLP above it is done and its
+    tensors are freed."""
+    trains = plan.method in (Method.FULL, Method.FROZEN)
+    stack = hybrid_stack(ap, trains)
+    block = max((acts for _, acts in stack), key=lambda acts: acts.bytes)
+    freed = block.bytes - layer_activations(ap, trains, MAMBA2_MIXER, False).bytes
+    return stack, block, _with_mixer_backward(plan, layer_grads, freed)
+
+
+def _with_mixer_backward(plan: Plan, layer_grads: Term, freed: float) -> Term:
+    """A hybrid's backward transient over its largest layer's saved tensors: the larger of an attention / MLP
+    layer's and a Mamba-2 mixer's (core.training.mamba: the torch path's float32 gradients, or mamba_ssm's
+    backward buffers), less what the layer's MLP kept (``freed``: its backward has run by then)."""
+    m = mixer_shape(plan)
+    ca = dtypes_for(plan).compute
+    mixer = kernel_path_backward(m, ca) if plan.mamba_kernels else torch_path_backward(m, plan.method is Method.FULL)
+    if mixer.bytes - freed <= layer_grads.bytes:
+        return layer_grads
+    label = f"{mixer.label}, less the MLP's freed tensors (more than {layer_grads.label})"
+    return Term(label, f"{mixer.formula} − {gb(freed)} GB", mixer.bytes - freed)
 
 
 def _largest_matrix(plan: Plan) -> int:
@@ -525,7 +561,11 @@ def _kept_activations(
             max(0.0, block.bytes - saved),
         )
         return kept, [recompute]
-    if policy is None or whole:
+    if c.stack and policy is None:  # a hybrid: every layer of each kind (core.training.activations.hybrid_stack)
+        formula = " + ".join(f"{count} × {gb(acts.bytes)} GB" for count, acts in c.stack)
+        total = sum(count * acts.bytes for count, acts in c.stack)
+        kept.append(Term("layers × saved tensors per layer, by kind", formula, total))
+    elif policy is None or whole:
         formula = f"{whole} × {gb(block.bytes)} GB{flight}"
         kept.append(Term(f"{whole} blocks × saved tensors per block", formula, whole * block.bytes * in_flight))
     top_is_checkpointed = policy is not CheckpointPolicy.LAYER or layers % plan.checkpoint_every == 0

@@ -270,6 +270,8 @@ def token_flops(plan: Plan) -> TokenFlops:
     prefix = plan.prefix_tokens
     attn_full = 4.0 * q * (attended_keys(model, s, causal=False) + prefix)  # forward, one layer
     attn_causal = 4.0 * q * (attended_keys(model, s, causal=True) + prefix)
+    if model.recurrent_mixer:  # a hybrid: attention in its attention layers only, as a share of every layer
+        attn_full, attn_causal = (a * model.kv_layers / layers for a in (attn_full, attn_causal))
     vd = float(model.vocab_size * model.hidden_size)
     head_passes = 3 if head_trains(plan) else 2
     head = 2.0 * vd * head_passes
@@ -313,7 +315,7 @@ def token_flops(plan: Plan) -> TokenFlops:
                 _said(f"2 · {per} summed over targets = 2 × {sci(w_adapt)} × ({layers} + {grads} × {passes.backward})"),
             )
         )
-    terms += _adalora_scaling(plan) + _method_builds(plan, passes)
+    terms += _adalora_scaling(plan) + _method_builds(plan, passes) + _mamba2_scan(plan, passes)
     recompute = _recompute(plan, w_base + w_adapt, attn_causal, passes)
     if recompute is not None:
         terms.append(recompute)
@@ -321,6 +323,24 @@ def token_flops(plan: Plan) -> TokenFlops:
     causal_count = model_count - (attn_full - attn_causal) * (layers + 2 * passes.backward)
     forward = 2.0 * (w_base + w_adapt) * layers + attn_causal * layers + 2.0 * (vd + w_head_adapt)
     return TokenFlops(tuple(terms), model_count, causal_count, forward)
+
+
+def _mamba2_scan(plan: Plan, passes: _Passes) -> list[FlopTerm]:
+    """A Mamba-2 hybrid's chunked scan (state-space duality) beside its projections, whose matmuls the block
+    weights count: per token and head, C·Bᵀ and its product with x over the chunk (2·chunk·(S + P)), the chunk
+    states and their read-out (2 × 2·S·P), forward; the backward twice that where it runs. Convention: whole
+    chunk × chunk blocks, as transformers' torch path computes them (mamba_ssm's kernels skip about half of each
+    causal block: the count is then an upper bound); the elementwise decays and the convolution are left out."""
+    model = plan.model
+    if model.recurrent_mixer != "mamba2" or not model.recurrent_chunk:
+        return []
+    h, p, n, c = model.recurrent_heads, model.recurrent_head_dim, model.recurrent_state, model.recurrent_chunk
+    per_layer = 2.0 * h * (c * (n + p) + 2 * n * p)
+    layers = model.recurrent_layers
+    backward = layers * passes.backward / model.num_layers
+    runs = layers + 2 * backward
+    formula = f"2·H·(chunk·(S + P) + 2·S·P) × ({layers} + 2 × {backward:g}) = {sci(per_layer)} × {runs:g}"
+    return [FlopTerm("Mamba-2 chunked scan (whole chunk blocks)", per_layer * runs, _said(formula))]
 
 
 def _adalora_scaling(plan: Plan) -> list[FlopTerm]:

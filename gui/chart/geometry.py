@@ -76,7 +76,7 @@ Segments = tuple[tuple[float, ...], tuple[float, ...]]
 def training_bars(estimate: Estimate, measurement: Measurement | None, rank: int | None = None) -> list[BarSpec]:
     """The phases and the peak of one rank (the worst by default), then a measurement; none for a model
     whose training step the core does not estimate (a hybrid recurrent one, Llama 4: core.plan.training_refusal)."""
-    if training_refusal(estimate.plan.model) is not None:
+    if training_refusal(estimate.plan) is not None:
         return []
     source = estimate.for_rank(rank)
     bars: list[BarSpec] = []

@@ -12,7 +12,7 @@ from PySide6.QtWidgets import QCheckBox, QGridLayout, QLabel, QWidget
 from core.inputs import OPTIMIZER_TOOLTIPS, input_at
 from core.losses import LOSS_INPUTS, ROW_TOOLTIP, LossChoice, LossOption, loss_choice, loss_conflicts, loss_options
 from core.losses import with_loss as _with_loss
-from core.model import ACCEPTED_TARGETS, HEAD_TARGET, LORA_TARGETS
+from core.model import ACCEPTED_TARGETS, HEAD_TARGET, LORA_TARGETS, MIXER_TARGETS
 from core.optimizer_stacks import OptimizerStack, optimizer_refusal, optimizer_stack
 from core.plan import Method, Optimizer, Plan, ia3_feedforward_within
 from gui import colours
@@ -29,6 +29,8 @@ TARGET_TIPS = {
     "gate_proj": "MLP gate projection (gated MLPs only)",
     "up_proj": "MLP up projection",
     "down_proj": "MLP down projection",
+    "in_proj": "Mamba-2 mixer's input projection (hybrid models only)",
+    "out_proj": "Mamba-2 mixer's output projection (hybrid models only)",
     HEAD_TARGET: "output head, hidden to vocabulary (LoRA and DoRA; all-linear leaves it out, as PEFT does)",
 }
 
@@ -82,7 +84,9 @@ class TargetsField(QWidget):
                 box.setAccessibleName(f"IA3 feedforward {name}")
                 box.setToolTip(f"IA3 scales the input of {name} (the {TARGET_TIPS[name]}), not its output.")
             if name == HEAD_TARGET:  # a row of its own, across the columns: it widens none of them
-                grid.addWidget(box, 2, 0, 1, 4)
+                grid.addWidget(box, 3, 0, 1, 4)
+            elif name in MIXER_TARGETS:  # a hybrid's mixer (shown for one only: show_plan), a row under the rest
+                grid.addWidget(box, 2, MIXER_TARGETS.index(name))
             else:
                 grid.addWidget(box, index // 4, index % 4)
             self.boxes[name] = box
@@ -178,6 +182,7 @@ class MethodForm(PlanForm):
         self.litgpt = self.add_input("litgpt")
         self.unsloth = self.add_input("unsloth")
         self.experts_loop = self.add_input("experts_loop")
+        self.mamba_kernels = self.add_input("mamba_kernels")
         self.optimizer_in_backward = self.add_input("optimizer_in_backward")
         self.activation_offload = self.add_input("activation_offload")
         self.grad_clip = self.add_input("grad_clip")
@@ -221,6 +226,8 @@ class MethodForm(PlanForm):
             box.setChecked(name in plan.lora.targets)
             usable = name != "gate_proj" or plan.model.gated_mlp
             box.setEnabled(usable and (name != HEAD_TARGET or plan.lora_adapters))
+            if name in MIXER_TARGETS:
+                box.setVisible(plan.model.recurrent_mixer == "mamba2")
         self.set_widget_row_visible(self.targets, input_at("lora.targets").matters(plan))
         for name, box in self.feedforward.boxes.items():
             box.setChecked(name in plan.lora.ia3_feedforward)

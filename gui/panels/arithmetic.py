@@ -92,7 +92,7 @@ class ArithmeticPanel(QWidget):
     def show_estimate(self, estimate: Estimate) -> None:
         self._estimate = estimate
         serving = self.mode is Mode.INFERENCE
-        untrained = not serving and training_refusal(estimate.plan.model) is not None
+        untrained = not serving and training_refusal(estimate.plan) is not None
         summary = estimate.inference.summary_in(self.unit) if serving else estimate.summary_in(self.unit)
         self.summary.setText(UNTRAINED_SUMMARY if untrained else summary)
         if serving:

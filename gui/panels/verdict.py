@@ -260,13 +260,13 @@ class VerdictPanel(QFrame):
             self.badge.ensurePolished()
             self.badge.setMinimumWidth(self._badge_width())
         self.headline.setText(f"<span style='font-size:13pt'><b>{UNTRAINED_HEADLINE}</b></span>")
-        why = escape(training_refusal(estimate.plan.model) or "")
+        why = escape(training_refusal(estimate.plan) or "")
         self.detail.setText(f"{why}. Switch to <b>Inference</b> for its figures.")
         self.detail.setToolTip("")
         self._describe(f"{UNTRAINED_LABEL}. {UNTRAINED_HEADLINE}.")
 
     def _show_training(self, estimate: Estimate) -> None:
-        if training_refusal(estimate.plan.model) is not None:
+        if training_refusal(estimate.plan) is not None:
             self._show_untrained(estimate)
             return
         judged = estimate.judgement(Mode.TRAINING)

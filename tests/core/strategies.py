@@ -12,7 +12,7 @@ from core.dtypes import Autocast, CacheType, Dtype, GgufQuant, KvDtype, Quant, W
 from core.errors import PlanError
 from core.inputs import LLAMA4_VLLM_FROM
 from core.mac import MAC_ATTENTION, MAC_OPTIMIZERS
-from core.model import LORA_TARGETS, ModelSpec
+from core.model import LORA_TARGETS, MIXER_TARGETS, ModelSpec
 from core.plan import (
     LN_TUNING_FAMILIES,
     Accounting,
@@ -37,6 +37,7 @@ from core.plan import (
     VllmVersion,
     Workload,
     hybrid_vllm_lines,
+    lora_on,
     precision_fields,
 )
 from core.runtime import runs_mps
@@ -104,6 +105,8 @@ def plans(draw: st.DrawFn) -> Plan:
     # and no llama.cpp cache in the planner: Plan refuses those (Plan._check_latent_attention).
     reachable = spec.adapter_targets() if spec.latent_attention else LORA_TARGETS
     targets = draw(st.lists(st.sampled_from(reachable), min_size=1, unique=True))
+    if spec.recurrent_mixer == "mamba2":  # a Mamba-2 hybrid: the targets picking it leaves (core.plan.lora_on)
+        targets = list(lora_on(spec, LoraSettings(targets=tuple(targets))).targets)
     if spec.latent_attention and engine is Engine.LLAMACPP:
         engine = Engine.VLLM
     # Chunked attention (Llama 4) is served on vLLM 0.8 or later only (Plan._check_chunked_attention).
@@ -133,7 +136,7 @@ def plans(draw: st.DrawFn) -> Plan:
             rank=draw(st.integers(1, 1024)),
             alpha=draw(st.floats(0.5, 512)),
             # The output head: a LoRA / DoRA target (IA3 on it is refused).
-            targets=tuple(t for t in LORA_TARGETS if t in targets) + (("lm_head",) if head else ()),
+            targets=tuple(t for t in (*LORA_TARGETS, *MIXER_TARGETS) if t in targets) + (("lm_head",) if head else ()),
             ia3_feedforward=_some_of(draw, tuple(t for t in LORA_TARGETS if t in targets)),
             # LitGPT's adapters (branch h41adapt): Adapter v1 refuses a start layer with no block above it.
             adapter_prompt_length=draw(st.integers(1, 64)),

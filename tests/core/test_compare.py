@@ -159,7 +159,7 @@ def test_cli_compare(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None
 def test_comparison_file_round_trips_any_plans(named: list[tuple[str, Plan]]) -> None:
     # A hybrid recurrent model's or Llama 4's training is not estimated (core.advice.compare refuses it,
     # core.plan.training_refusal): its plans are compared served.
-    mode = Mode.INFERENCE if any(training_refusal(plan.model) is not None for _, plan in named) else Mode.TRAINING
+    mode = Mode.INFERENCE if any(training_refusal(plan) is not None for _, plan in named) else Mode.TRAINING
     comparison = compare(named, mode)
     again = from_dict(json.loads(dumps(comparison)))
     assert again.mode is mode

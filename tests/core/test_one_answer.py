@@ -28,7 +28,7 @@ FEW = settings(max_examples=12, deadline=None, suppress_health_check=[HealthChec
 def judged_modes(plan: Plan) -> tuple[Mode, ...]:
     """The modes a plan is judged in: a hybrid recurrent model's and Llama 4's training step is not estimated
     (core.plan.training_refusal: the command line, comparisons and reports refuse it), so it is judged served only."""
-    return (Mode.INFERENCE,) if training_refusal(plan.model) is not None else tuple(Mode)
+    return (Mode.INFERENCE,) if training_refusal(plan) is not None else tuple(Mode)
 
 
 @SOME
@@ -44,7 +44,7 @@ def test_the_command_line_states_the_judgement(plan: Plan) -> None:
         line = f"{judged.label}: {memory(judged.total_bytes)} of {memory(judged.capacity_bytes)}"
         assert line in text and f"margin {memory(judged.margin_bytes)}" in text
     training = estimate_to_json(est)["training"]
-    if training_refusal(plan.model) is not None:
+    if training_refusal(plan) is not None:
         assert training is None  # no training verdict for it (core.cli.render: training_refused says why)
     else:
         assert training["verdict"] == est.judgement(Mode.TRAINING).verdict.value

@@ -17,7 +17,7 @@ from core.files.planfile import dumps, loads_saved
 from core.hfconfig import model_from_hf_config
 from core.hybrid import ATTENTION, GATED_DELTANET, hybrid_from_hf_config
 from core.inputs import VllmVersion
-from core.plan import Engine, Plan, hybrid_vllm_lines, serving_on, training_refusal
+from core.plan import Engine, Plan, hybrid_refusal, hybrid_vllm_lines, serving_on, training_refusal
 from core.presets import default_plan
 from core.serving.text_only import skips_vision_tower
 from core.serving.vllm_hybrid import plan_pages, state_bytes
@@ -172,8 +172,9 @@ def test_training_is_refused_naming_the_lines() -> None:
     model = find_model("qwen3.6-35b-a3b").spec
     why = training_refusal(model)
     assert why is not None
-    assert why.startswith("Qwen3.6 35B-A3B (hybrid MoE) is a hybrid of Gated DeltaNet and attention")
-    assert "vLLM 0.17 - 0.34 only" in why and "backward pass" in why and "llama.cpp's recurrent-state pools" in why
+    assert "Qwen3.6 35B-A3B (hybrid MoE)" in why and "Gated DeltaNet" in why and "backward pass" in why
+    served_why = hybrid_refusal(model)  # where it is served: vLLM from 0.17, not llama.cpp
+    assert "vLLM 0.17 - 0.34 only" in served_why and "llama.cpp's recurrent-state pools" in served_why
 
 
 def test_llama_cpp_is_refused_and_a_pick_there_moves_to_vllm() -> None:

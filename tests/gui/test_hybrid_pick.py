@@ -1,16 +1,23 @@
-"""A hybrid recurrent model picked from the model list: served on vLLM, its training said not estimated."""
+"""A hybrid recurrent model picked from the model list: served on vLLM; a Mamba-2 hybrid's training estimated
+(core.training.mamba), Qwen3-Next's still said not estimated."""
 
 from __future__ import annotations
 
+import os
+from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import Qt
 
 from core.inputs import VllmVersion
-from core.plan import Engine
+from core.plan import Engine, Method
+from core.presets import plan_for_model
 from gui.chart.geometry import bars_for
 from gui.forms.fields import ChoiceField
 from gui.main_window import MainWindow
+
+SHOTS = os.environ.get("VRAMPLAN_SHOTS", "")
 
 
 def _pick(qtbot: Any, window: MainWindow, text: str) -> None:
@@ -20,19 +27,38 @@ def _pick(qtbot: Any, window: MainWindow, text: str) -> None:
     qtbot.keyClick(picker.lineEdit(), Qt.Key.Key_Return)
 
 
-def test_picking_granite_h_tiny_serves_it_and_refuses_its_training(qtbot: Any, window: MainWindow) -> None:
+def test_picking_granite_h_tiny_serves_it_and_estimates_its_training(qtbot: Any, window: MainWindow) -> None:
+    window.show()
+    qtbot.waitExposed(window)
     assert window.controller.plan.inference.engine is Engine.HF  # the first-start plan
+    assert not window.method_form.fields["mamba_kernels"].isVisibleTo(window.method_form)  # no Mamba-2 layers
     _pick(qtbot, window, "granite 4.0 h-tiny")
     plan = window.controller.plan
     # resources/models.json "granite-4.0-h-tiny": 36 Mamba-2 and 4 attention layers; the engine moved to vLLM.
     assert (plan.model_id, plan.inference.engine) == ("granite-4.0-h-tiny", Engine.VLLM)
     summary = window.model_form.summary.text()
     assert "(from its config)" in summary and "40 layers (36 Mamba-2, 4 attention)" in summary
-    # Training: no verdict, no bars, the reason.
+    # Training: estimated, with the Mamba kernels control shown (installed: transformers' pick when they are).
     window.set_chart_mode("training")
-    assert window.verdict.badge.text().endswith("Not estimated")
-    assert "nor is training" in window.verdict.detail.text()
-    assert bars_for(window.controller.estimate, "training", None, None) == []
+    assert window.method_form.fields["mamba_kernels"].isVisibleTo(window.method_form)
+    assert plan.mamba_kernels
+    assert not window.verdict.badge.text().endswith("Not estimated")
+    assert bars_for(window.controller.estimate, "training", None, None) != []
+    # LoRA on attention and the mixer's in_proj / out_proj (core.plan.lora_on adds those two on the pick).
+    lora = replace(plan_for_model("granite-4.0-h-tiny"), method=Method.LORA)
+    lora = replace(lora, lora=replace(lora.lora, targets=("q_proj", "v_proj", "in_proj", "out_proj")))
+    window.controller.set_plan(lora)
+    kernels = window.controller.estimate.peak_bytes
+    assert bars_for(window.controller.estimate, "training", None, None) != []
+    assert not window.verdict.badge.text().endswith("Not estimated")
+    assert window.method_form.targets.boxes["in_proj"].isChecked()
+    window.controller.set_plan(replace(lora, mamba_kernels=False))
+    # transformers' torch path keeps the scan's chunk-by-chunk float32 tensors: more than the fused kernels.
+    assert window.controller.estimate.peak_bytes > kernels
+    shot = window.grab()
+    assert not shot.isNull()
+    if SHOTS:
+        shot.save(str(Path(SHOTS) / "model_granite_h_tiny_lora.png"))
     # Serving: the verdict and the vLLM bar, with the hybrid's page in the engine's words.
     window.set_chart_mode("inference")
     assert window.verdict.badge.text().endswith("Serving fits")
@@ -56,3 +82,11 @@ def test_granite_h_small_on_the_newest_vllm_line(qtbot: Any, window: MainWindow)
     assert not window.verdict.badge.text().endswith("Not estimated")
     assert len(bars_for(window.controller.estimate, "inference", None, None)) == 1
     assert not window.grab().isNull()
+
+
+def test_qwen3_next_training_is_said_not_estimated(window: MainWindow) -> None:
+    window.controller.set_plan(plan_for_model("qwen3-next-80b-a3b-instruct"))
+    window.set_chart_mode("training")
+    assert window.verdict.badge.text().endswith("Not estimated")
+    assert "Gated DeltaNet" in window.verdict.detail.text()
+    assert bars_for(window.controller.estimate, "training", None, None) == []

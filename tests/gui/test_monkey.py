@@ -31,7 +31,7 @@ from PySide6.QtWidgets import QAbstractSpinBox, QApplication, QCheckBox, QComboB
 from core.files import planfile
 from core.inputs import INPUTS
 from core.losses import loss_choice
-from core.plan import Plan, training_refusal
+from core.plan import Method, Plan, training_refusal
 from core.units import GB, GiB
 from core.verdict import Mode
 from gui.chart.geometry import inference_bars, training_bars
@@ -61,6 +61,8 @@ LATENT_ROWS = tuple(f"model.{name}" for name, _label, _tip in LATENT_DIMENSIONS)
 MEGATRON_ROWS = ("parallel.grad_accum_fusion", "parallel.grad_reduce_in_fp32")
 # The Serving form's row an image-text checkpoint alone shows (core.inputs: inference.text_only's ``matters``).
 VISION_ROWS = ("inference.text_only",)
+# The rows a Mamba-2 hybrid alone shows (branch h66htrain): its mixer's LoRA targets and the Mamba kernels switch.
+HYBRID_ROWS = ("lora.targets.in_proj", "lora.targets.out_proj", "mamba_kernels")
 # About 40 edits per input of the one table, so that each is reached: a fixed 2,000 stopped
 # reaching the frozen-layers field (shown only for that method) once the table grew to 84, and
 # 30 per input missed FSDP2's float8 all-gather (shown only for FSDP with float8 linears); 40
@@ -202,7 +204,7 @@ def check_chart(window: MainWindow) -> None:
     estimate = window.controller.estimate
     chart = window.chart
     scale = GiB if chart.unit == "GiB" else GB
-    if chart.mode == "training" and training_refusal(estimate.plan.model) is not None:
+    if chart.mode == "training" and training_refusal(estimate.plan) is not None:
         # A hybrid recurrent model's or Llama 4's training step is not estimated: no bars, "Not estimated"
         # (core.plan.training_refusal)
         assert chart.bars() == [] and window.verdict.badge.text().endswith("Not estimated")
@@ -309,6 +311,7 @@ def expected_values(window: MainWindow, plan: Plan) -> dict[str, Any]:
         "training_kv_cache": plan.training_kv_cache,
         "training_transformers": plan.training_transformers.value,
         "experts_loop": plan.experts_loop,
+        "mamba_kernels": plan.mamba_kernels,
         "moe_grouped_gemm": plan.moe_grouped_gemm,
         "unsloth": plan.unsloth,
         "lora.dropout": plan.lora.dropout,
@@ -750,6 +753,22 @@ class Monkey:
                 done.append(self.edit(key, widget))
         return done
 
+    def reach_hybrid_rows(self) -> list[str]:
+        """The rows a Mamba-2 hybrid alone shows that the walk missed: File → New, Granite 4.0 H-Tiny picked, LoRA
+        chosen (its targets row), each row edited once (the model picked again whenever an edit moved off it)."""
+        done = []
+        for key in [key for key in HYBRID_ROWS if not self.done[key]]:
+            plan = self.window.controller.plan
+            if plan.model.recurrent_mixer != "mamba2":
+                done.append(self.new_plan_on("granite-4.0-h-tiny"))
+            if self.window.controller.plan.method is not Method.LORA:
+                self.window.controller.set_plan(dataclasses.replace(self.window.controller.plan, method=Method.LORA))
+                done.append("method LoRA")
+            widget = self.fields[key]
+            if widget.isVisibleTo(self.window) and widget.isEnabled():
+                done.append(self.edit(key, widget))
+        return done
+
     def new_plan_on(self, model_id: str) -> str:
         """File → New, then the catalogue model picked from the Model form's list."""
         picker = self.window.model_form.picker
@@ -933,6 +952,7 @@ def test_monkey(qtbot: Any, window: MainWindow) -> None:
             *monkey.reach_galore_rows(),
             *monkey.reach_moe_dispatcher(),
             *monkey.reach_vision_rows(),
+            *monkey.reach_hybrid_rows(),
         ]:
             monkey.log.append(what)
             assert not escaped, f"seed {SEED}, after the walk: {what} raised {escaped[0]!r}"

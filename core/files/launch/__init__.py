@@ -80,7 +80,7 @@ def export(
     """
     kind = Target(target)
     result = _export(plan, kind, model_ref, command)
-    refusal = training_refusal(plan.model)
+    refusal = training_refusal(plan)
     if kind in SERVING_TARGETS or refusal is None:
         return result
     note = f"the planner does not estimate this model's training step, so nothing here was judged to fit: {refusal}"

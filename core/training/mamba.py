@@ -1,0 +1,179 @@
+"""What one Mamba-2 mixer keeps for the backward pass in training, on either path transformers 5.25.0 runs.
+
+transformers 5.25.0 (models/granitemoehybrid, bamba and nemotron_h modeling files: GraniteMoeHybridMambaLayer,
+BambaMixer, NemotronHMamba2Mixer, the same code) calls ``mamba2_split_conv1d_scan_combined`` in training; with
+mamba_ssm installed that is mamba_ssm's fused autograd function (integrations/hub_kernels.py
+``use_kernel_func_from_hub_with_fallback``: the package's function when it imports, on CUDA tensors), else a stub
+that returns None and the mixer runs its torch path: a depthwise ``F.conv1d``, then ``mamba2_chunk_scan``, the
+chunked state-space-duality scan in plain torch ops, then the gated RMSNorm and ``out_proj``.
+
+The torch path (:func:`torch_path_terms`) is what autograd saves op by op; every term was counted with torch
+2.13's ``saved_tensors_hooks`` on one mixer under fake CUDA (tools/measure/mamba_saved.py) and the whole step is
+held to tools.measure's fake-tensor runs (benchmarks/accuracy/cases_hybrid.json, tests/core/test_hybrid_training.py).
+The kernel path (:func:`kernel_path_terms`) is read from state-spaces/mamba ``mamba_ssm/ops/triton/ssd_combined.py``
+``MambaSplitConv1dScanCombinedFn.forward`` (``ctx.save_for_backward(zxbcdt, conv1d_weight, conv1d_bias, out_x, A,
+D, dt_bias, initial_states, seq_idx, rmsnorm_weight, rstd, outproj_weight, outproj_bias)``: the in_proj output,
+the scan's output before the norm and the norm's 1/rms; the backward recomputes the convolution and the norm's
+output) and was never measured here (no GPU with mamba_ssm): core.evidence widens its range.
+
+Not here: the in_proj input (the block norm's output, counted with its readers by core.training.activations)
+and the adapters (core.training.activations ``_adapters``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import ceil
+
+from core.breakdown import Term
+from core.format import sci
+
+
+@dataclass(frozen=True)
+class MixerShape:
+    """One Mamba-2 mixer's widths and the micro-batch it runs (core.hybrid.RecurrentMixer's names)."""
+
+    b: int
+    s: int
+    heads: int
+    head_dim: int
+    state: int
+    groups: int
+    conv_kernel: int
+    chunk: int  # mamba_chunk_size / chunk_size: the scan's block of positions
+
+    @property
+    def inner(self) -> int:
+        return self.heads * self.head_dim
+
+    @property
+    def conv_dim(self) -> int:
+        return self.inner + 2 * self.groups * self.state
+
+    @property
+    def in_width(self) -> int:
+        """in_proj's output: gate (inner), x·B·C (conv_dim) and dt (heads)."""
+        return self.inner + self.conv_dim + self.heads
+
+    @property
+    def chunks(self) -> int:
+        return ceil(self.s / self.chunk)
+
+    @property
+    def padded(self) -> int:
+        """Positions of the scan after ``pad_tensor_by_size`` pads the sequence to whole chunks, × batch."""
+        return self.b * self.chunks * self.chunk
+
+
+def torch_path_terms(m: MixerShape, ca: float, autocast: bool, trainable: bool, mixed: bool) -> list[Term]:
+    """The tensors ``torch_forward`` keeps, dtype by dtype (``ca``: a 16-bit activation's bytes).
+
+    ``autocast``: the scan's einsums run as bmm in the autocast dtype (their operands' copies are 16-bit), and
+    dt's softplus runs in float32; without it the scan's ``.float()`` casts make every einsum float32.
+    ``trainable``: the mixer's own weights train (A_log, D and the gated norm's weight keep inputs of their own).
+    ``mixed``: float32 weights under autocast, so the conv reads a 16-bit cast of its input rather than a view
+    of in_proj's output. ``out_proj``'s input is left to the caller (the block's readers' rule)."""
+    n, np_, h, i, k = m.b * m.s, m.padded, m.heads, m.inner, m.conv_kernel
+    e = ca if autocast else 4.0  # the einsums' operand copies
+    hn = h * m.state
+    blocks = m.b * h * m.chunks * m.chunk * m.chunk  # (b, h, chunks, chunk, chunk)
+    edges = m.b * h * (m.chunks + 1) ** 2  # the chunk recurrence's (chunks + 1)² decays
+    dt = 4.0 if autocast else ca
+    conv_in = m.b * m.conv_dim * m.s if mixed else n * m.in_width
+    terms = [
+        Term(
+            "Mamba-2: conv1d input" + (" (autocast's cast)" if mixed else " (in_proj output)"),
+            "N·conv" if mixed else "N·(2I + 2GS + H)",
+            conv_in * ca,
+        ),
+        Term(
+            "Mamba-2: conv1d output, padded by kernel − 1 (silu's input)",
+            f"B·conv·(S + {k - 1})",
+            m.b * m.conv_dim * (m.s + k - 1) * ca,
+        ),
+        Term("Mamba-2: dt + dt_bias and softplus(dt)", f"2 × N·H × {dt:g}", 2 * n * h * dt),
+        Term("Mamba-2: x and dt in float32 (x·dt)", "N·I × 4 + N·H × 4", n * i * 4 + n * h * 4),
+        Term(
+            "Mamba-2: segment-sum masks (bool)",
+            "2 × chunk² + 2 × (chunks + 1)²",
+            2 * m.chunk**2 + 2 * (m.chunks + 1) ** 2,
+        ),
+        Term("Mamba-2: L = exp(segsum) (float32)", f"B·H·chunks·chunk² × 4 = {sci(blocks)} × 4", blocks * 4),
+        Term(
+            "Mamba-2: G = C·Bᵀ, its operands and M = G·L's bmm copy",
+            f"2 × B·H·chunks·chunk² × {e:g} + 2 × N·HS × {e:g}",
+            2 * blocks * e + 2 * np_ * hn * e,
+        ),
+        Term("Mamba-2: x copies for Y_diag and the chunk states", f"2 × N·I × {e:g}", 2 * np_ * i * e),
+        Term("Mamba-2: decays exp(A_cumsum) (float32)", "2 × N·H × 4", 2 * np_ * h * 4),
+        Term(
+            "Mamba-2: B chunked (float32) and B·decay's copy", f"N·HS × 4 + N·HS × {e:g}", np_ * hn * 4 + np_ * hn * e
+        ),
+        Term(
+            "Mamba-2: chunk recurrence (decays, states copy)",
+            f"B·H·(chunks + 1)² × {4 + (ca if autocast else 0):g} + B·H·(chunks + 1)·P·S × {e:g}",
+            edges * (4 + (ca if autocast else 0)) + m.b * h * (m.chunks + 1) * m.head_dim * m.state * e,
+        ),
+        Term(
+            "Mamba-2: C·states (C's copy, the states' copy, the product)",
+            f"N·HS × {e:g} + B·chunks·H·P·S × {e:g} + N·I × {e:g}",
+            np_ * hn * e + m.b * m.chunks * h * m.head_dim * m.state * e + np_ * i * e,
+        ),
+        Term(
+            "Mamba-2: gated RMSNorm (scan output, gate, silu(gate), product; float32) and 1/rms",
+            "4 × N·I × 4 + N·G × 4",
+            4 * n * i * 4 + n * m.groups * 4,
+        ),
+    ]
+    if trainable:
+        a_copy = 0.0 if autocast else n * h * 4  # A·dt's dt.float(): a copy unless softplus ran in float32
+        terms.append(
+            Term(
+                "Mamba-2: D's padded x, A's dt, the norm's normalised output (float32)",
+                "2 × N·I × 4 + N·H × 4",
+                np_ * i * 4 + a_copy + n * i * 4,
+            )
+        )
+    return terms
+
+
+def kernel_path_terms(m: MixerShape, ca: float) -> list[Term]:
+    """What mamba_ssm's MambaSplitConv1dScanCombinedFn keeps (module docstring): zxbcdt, the in_proj output in
+    the autocast / model dtype; out_x, the scan's output before the gated norm, in x's dtype; rstd, float32 per
+    group and token. out_proj runs inside the function, which recomputes its input in the backward."""
+    n = m.b * m.s
+    return [
+        Term("Mamba-2 kernel: in_proj output (zxbcdt)", f"N·(2I + 2GS + H) × {ca:g}", n * m.in_width * ca),
+        Term("Mamba-2 kernel: scan output before the norm (out_x)", f"N·I × {ca:g}", n * m.inner * ca),
+        Term("Mamba-2 kernel: the gated norm's 1/rms (float32)", "N·G × 4", n * m.groups * 4),
+    ]
+
+
+def torch_path_backward(m: MixerShape, trainable: bool) -> Term:
+    """The torch path's transient in the backward, above what the mixer keeps: measured, not derived, with
+    tools/measure/mamba_saved.py ``--backward`` (live storage bytes over one mixer's backward on CPU, bf16,
+    torch 2.13.0, transformers 5.25.0): its high point is in the gated norm's and the scan output's float32
+    gradients, 15,983,616 B over the saved tensors for the tiny Granite 4.0-H mixer at B·S 2,048 and I 512
+    (3.8 × N·I × 4; 4.05 for the tiny Nemotron-H's), the same at chunk 128 and 256 — 5.25 × N·I × 4 with the
+    mixer's weights frozen (LoRA), whose norm keeps less and frees later. Counted as 4 and 5.25 × N·I × 4."""
+    per = 4.0 if trainable else 5.25
+    n = m.b * m.s
+    return Term(
+        "Mamba-2 torch path: the backward's float32 gradients (norm, scan output)",
+        f"{per:g} × N·I × 4",
+        per * n * m.inner * 4,
+    )
+
+
+def kernel_path_backward(m: MixerShape, ca: float) -> Term:
+    """mamba_ssm's backward (MambaSplitConv1dScanCombinedFn.backward, module docstring): the gradient of zxbcdt
+    (``torch.empty_like``), the convolution recomputed and its input's gradient (``dxBC``), the norm's output
+    recomputed for out_proj's weight gradient and out_proj's input gradient, at once; the Triton scan's own
+    chunk-state buffers are left out. Read, never measured."""
+    n = m.b * m.s
+    el = n * m.in_width + 2 * n * m.conv_dim + 2 * n * m.inner
+    return Term(
+        "Mamba-2 kernel backward: dzxbcdt, conv recomputed and dxBC, norm output and dout",
+        f"N·(2I + 2GS + H) + 2 × N·conv + 2 × N·I, × {ca:g}",
+        el * ca,
+    )
