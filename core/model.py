@@ -676,6 +676,13 @@ class ModelSpec:
         derived = self.architecture_params()
         return self.total_params() / derived if self.params_override and derived else 1.0
 
+    @property
+    def shape_scale(self) -> float:
+        """What a tensor counted from the model's own shapes (the embedding, the head, a GGUF tensor) is scaled by:
+        :attr:`params_scale` for a typed P, 1 for a hybrid recurrent model, whose given count is its exact one
+        (core.hybrid) and whose embedding and head are their shapes, not a share of a typed whole."""
+        return 1.0 if self.recurrent_mixer else self.params_scale
+
     def active_params(self) -> int:
         """Parameters one token passes through (MoE: only the routed experts)."""
         if self.active_params_override is not None:

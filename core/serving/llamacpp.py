@@ -447,19 +447,12 @@ def device_of_layers(n_layer: int, gpu_layers: int, gpus: int, split: tuple[int,
     return devices, output
 
 
-def gguf_scale(model: ModelSpec) -> float:
-    """What the tensors' element counts are scaled by: a given parameter count's ratio to the shape's
-    (ModelSpec.params_scale); 1 for a hybrid, whose tensors are its exact shapes
-    (core.serving.llamacpp_hybrid)."""
-    return 1.0 if model.hybrid is not None else model.params_scale
-
-
 @lru_cache(maxsize=128)
 def gguf_tensor_bytes(model: ModelSpec, quant: GgufQuant) -> tuple[tuple[float, ...], float, float]:
     """(each layer's bytes, the token embeddings', the output layer's) of a ``quant`` file; the
     same for every plan of the model, so kept (an edit of the context reuses it)."""
     q = quantiser(model, quant)
-    scale = gguf_scale(model)
+    scale = model.shape_scale
     d, vocab = model.hidden_size, model.vocab_size
     per_layer = tuple(
         layer_bytes(q, i, layer_matrices(model, i), layer_float32_params(model, i)) * scale
@@ -480,7 +473,7 @@ def matvec_weights_by_type(model: ModelSpec, quant: GgufQuant, head: bool = True
     block's 2-D weights (of an expert tensor, the share a token routes to) and, with ``head``, the
     output layer; the token embedding is a row lookup, not a product."""
     q = quantiser(model, quant)
-    scale = gguf_scale(model)
+    scale = model.shape_scale
     routed = model.experts_per_token / model.num_experts if model.num_experts > 1 else 1.0
     totals: dict[GgmlType, float] = {}
     for layer in range(model.num_layers):

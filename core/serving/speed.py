@@ -429,7 +429,7 @@ PROMPT_HEAD_ROWS: Final = 1
 def head_params(plan: Plan) -> float:
     """Weights of the output head's product (vocabulary × hidden, tied to the embedding or not)."""
     model = plan.model
-    return model.vocab_size * model.hidden_size * model.params_scale
+    return model.vocab_size * model.hidden_size * model.shape_scale
 
 
 def block_params(plan: Plan, counts: ParamCounts) -> float:
@@ -437,7 +437,7 @@ def block_params(plan: Plan, counts: ParamCounts) -> float:
     learned position) embedding, a row lookup, and an untied head, costed per sampled row
     (:data:`PROMPT_HEAD_ROWS`)."""
     model = plan.model
-    lookups = (model.embedding_params() + model.head_params()) * model.params_scale
+    lookups = (model.embedding_params() + model.head_params()) * model.shape_scale
     return max(0.0, counts.active - lookups)
 
 

@@ -20,8 +20,10 @@ from core.errors import PlanError
 from core.estimate import estimate
 from core.files.planfile import dumps, loads_saved
 from core.inputs import VllmVersion
+from core.params import param_counts
 from core.plan import HYBRID_VLLM_LINES, HYBRID_VLLM_LINES_TEXT, HYBRID_VLLM_NEWEST, Engine, Plan
 from core.presets import default_plan
+from core.serving.speed import block_params, head_params
 from core.serving.vllm_hybrid import state_bytes_per_request
 from core.verdict import Mode
 
@@ -158,3 +160,19 @@ def test_the_command_line_serves_a_hybrid_and_refuses_its_training(capsys: pytes
     code = main(["estimate", "--mode", "inference", "--model", "qwen3-next-80b-a3b-instruct", "--json"])
     document = json.loads(capsys.readouterr()[0])
     assert document["training"] is None and "not modelled" in document["training_refused"]
+
+
+def test_the_head_and_lookups_a_step_costs_are_the_hybrid_s_own_shapes() -> None:
+    # A hybrid's parameter count is given exactly (core.hybrid), so ModelSpec.params_scale is that count over the
+    # attention-model formula's (0.73 for Nemotron Nano 9B v2, 1.22 for Bamba 9B), not a typed P: the head's
+    # product is vocabulary × hidden as the published config.json gives them (Nemotron Nano 9B v2: 131,072 ×
+    # 4,480), and the blocks' parameters are the active count less the embedding and the untied head.
+    for model_id in ("nemotron-nano-9b-v2", "bamba-9b"):
+        model = find_model(model_id).spec
+        assert model.params_scale != pytest.approx(1.0, abs=0.05)
+        plan = default_plan().on_model(model)
+        assert head_params(plan) == model.vocab_size * model.hidden_size
+        counts = param_counts(plan)
+        assert block_params(plan, counts) == counts.active - model.embedding_params() - model.head_params()
+    nemotron = find_model("nemotron-nano-9b-v2").spec
+    assert (nemotron.vocab_size, nemotron.hidden_size) == (131_072, 4_480)
