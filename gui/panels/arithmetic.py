@@ -128,6 +128,9 @@ class ArithmeticPanel(QWidget):
             return
         u = self.unit
         parts: list[str] = []
+        if not self._entries:  # a training step that is not estimated (core.plan.training_refusal): no terms
+            self._set_terms("")
+            return
         if self.selected.startswith(SERVING):
             inf = estimate.inference
             key = self.selected.removeprefix(SERVING)
@@ -161,8 +164,8 @@ class ArithmeticPanel(QWidget):
 
 
 SERVING = "serving."  # the picker's keys for the serving figure's buckets
-# The training sum of a model whose step is not estimated (a hybrid recurrent one): none, and where its figures are.
-UNTRAINED_SUMMARY = "Training is not estimated for this model: switch to Inference for its serving figures."
+# The training sum of a plan whose step is not estimated (core.plan.training_refusal): none, and where its figures are.
+UNTRAINED_SUMMARY = "Training is not estimated for this plan: switch to Inference for its serving figures."
 
 
 def _term(label: str, formula: str, size: str) -> str:

@@ -59,7 +59,7 @@ SERVING_LABELS = {
 # The training view of a model whose step is not estimated (a hybrid recurrent model): grey, no verdict.
 UNTRAINED_SYMBOL = "–"
 UNTRAINED_LABEL = "Not estimated"
-UNTRAINED_HEADLINE = "Training is not estimated for this model"
+UNTRAINED_HEADLINE = "Training is not estimated for this plan"
 UNTRAINED_STYLE = (
     f"QLabel {{ background: {colours.OKABE_ITO['grey']}; color: #000000;"
     " border-radius: 6px; padding: 8px 14px; font-size: 17pt; font-weight: 600; }"

@@ -90,3 +90,18 @@ def test_qwen3_next_training_is_said_not_estimated(window: MainWindow) -> None:
     assert window.verdict.badge.text().endswith("Not estimated")
     assert "Gated DeltaNet" in window.verdict.detail.text()
     assert bars_for(window.controller.estimate, "training", None, None) == []
+
+
+def test_a_plan_not_estimated_shows_no_terms_of_a_bucket(qtbot: Any, window: MainWindow) -> None:
+    # core.plan.hybrid_training_refusal: a Mamba-2 hybrid's LoRA is estimated only with in_proj among the targets.
+    # After a plan that was estimated (its weights' terms shown), the same model with q_proj / v_proj only is not,
+    # and the Sums tab must not keep the earlier bucket's terms under its "not estimated" summary.
+    window.controller.set_plan(plan_for_model("granite-4.0-h-tiny"))
+    window.set_chart_mode("training")
+    qtbot.waitUntil(lambda: bool(window.arithmetic._terms_html))
+    lora = plan_for_model("granite-4.0-h-tiny").with_method(Method.LORA)
+    window.controller.set_plan(replace(lora, lora=replace(lora.lora, targets=("q_proj", "v_proj"))))
+    qtbot.waitUntil(lambda: window.verdict.badge.text().endswith("Not estimated"))
+    assert "in_proj" in window.verdict.detail.text()
+    assert window.arithmetic.summary.text().startswith("Training is not estimated for this plan")
+    assert window.arithmetic._terms_html == "" and window.arithmetic.picker.count() == 0
