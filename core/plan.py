@@ -494,6 +494,15 @@ def _hybrid_model_refusal(model: ModelSpec) -> str | None:
     return None
 
 
+def check_trainable(plan: Plan, expected: str) -> None:
+    """Raise the one error a training question about ``plan`` gets where its step is not estimated
+    (:func:`training_refusal`); ``expected`` names what to ask instead (the command line's flag, a comparison's
+    plan)."""
+    refusal = training_refusal(plan)
+    if refusal is not None:
+        raise PlanError("mode", "training", expected, refusal)
+
+
 def hybrid_training_refusal(plan: Plan) -> str | None:
     """A Mamba-2 hybrid (Granite 4.0-H, Bamba, Nemotron-H) is trained here as transformers 5.25.0 + PEFT run it
     on one GPU (core.training.mamba, measured on fake tensors: benchmarks/accuracy/cases_hybrid.json): full

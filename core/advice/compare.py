@@ -28,7 +28,7 @@ from core.plan import (
     QUANT_LABELS,
     STRATEGY_LABELS,
     Plan,
-    training_refusal,
+    check_trainable,
 )
 from core.verdict import cheapest_fit_words
 
@@ -351,8 +351,7 @@ def compare(named: Sequence[tuple[str, Plan]], mode: Mode = Mode.TRAINING) -> Co
     """Estimate each plan, for a training step or for serving; 1 to 4 of them (a PlanError otherwise)."""
     if not 1 <= len(named) <= MAX_PLANS:
         raise PlanError("plans", len(named), f"1 to {MAX_PLANS} plans")
-    for name, plan in named:  # a hybrid recurrent model's training step is not estimated (core.plan)
-        refusal = training_refusal(plan)
-        if mode is Mode.TRAINING and refusal is not None:
-            raise PlanError("mode", "training", f"inference for {name}", refusal)
+    for name, plan in named:  # a plan whose training step is not estimated (core.plan.training_refusal)
+        if mode is Mode.TRAINING:
+            check_trainable(plan, f"inference for {name}")
     return Comparison(tuple(ComparedPlan(check_name(n, i), estimate(p)) for i, (n, p) in enumerate(named)), mode)

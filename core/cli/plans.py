@@ -46,8 +46,8 @@ from core.plan import (
     Precision,
     Preset,
     Strategy,
+    check_trainable,
     preset_matching,
-    training_refusal,
 )
 from core.presets import default_plan
 from core.serving.ollama import ollama_defaults
@@ -219,10 +219,8 @@ def plan_from_args(args: argparse.Namespace, base: Plan | None = None) -> Plan:
     )
     if "inference.ollama_version" in given:  # the release's num_ctx, parallel and flash attention
         plan = ollama_defaults(plan, gpu_for(plan), frozenset(given))
-    refusal = training_refusal(plan)
-    if refusal is not None and mode_for(args) is Mode.TRAINING:
-        # core.plan.training_refusal: a hybrid recurrent model or Llama 4 is served on vLLM, never trained, here
-        raise PlanError("mode", "training", "inference (--mode inference)", refusal)
+    if mode_for(args) is Mode.TRAINING:  # Llama 4, Gated DeltaNet hybrids, a hybrid's unmodelled recipe
+        check_trainable(plan, "inference (--mode inference)")
     return plan
 
 
