@@ -65,7 +65,7 @@ GROUP_LABELS: Final = {
     GpuGroup.DESKTOP: "Desktop and workstation",
     GpuGroup.DATACENTRE: "Data centre and cloud",
     GpuGroup.APPLE: "Apple silicon (unified memory)",
-    GpuGroup.UNIFIED: "Unified-memory PCs (DGX Spark, Ryzen AI Max)",
+    GpuGroup.UNIFIED: "Unified-memory PCs",  # DGX Spark, Ryzen AI Max: short, so the picker keeps its width
     GpuGroup.CUSTOM: "Your own cards",
 }
 _SEGMENT_GROUPS: Final = {
