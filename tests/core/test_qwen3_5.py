@@ -210,6 +210,18 @@ def test_llama_cpp_plans_the_qwen35_gguf_as_the_log_prints_it() -> None:
     assert total == pytest.approx(M4_LOG_SIZE, rel=0.01)
 
 
+def test_a_qwen36_moe_caches_its_ten_attention_layers() -> None:
+    # ggml-org/llama.cpp PR 22673 (https://github.com/ggml-org/llama.cpp/pull/22673, a 40-layer qwen35moe GGUF, -c
+    # 131072, f16 cache): "llama_kv_cache: CUDA0 KV buffer size = 2560.00 MiB", "(131072 cells, 10 layers".
+    plan = Plan(
+        model=find_model("qwen3.6-35b-a3b").spec,
+        hardware=Hardware(gpu="h100-sxm"),
+        inference=Inference(engine=Engine.LLAMACPP, gguf_quant=GgufQuant.Q8_0, context=131_072),
+    )
+    buffers = llamacpp_buffers(plan)
+    assert (sum(buffers.device_kv) + buffers.host_kv) / MiB == 2560.00
+
+
 def test_the_qwen35_layer_holds_llama_cpps_tensors() -> None:
     # src/models/qwen35.cpp (ggml-org/llama.cpp 06e514f6) load_arch_tensors: attn_qkv {d, 2·key + value}, attn_gate
     # {d, value}, ssm_beta / ssm_alpha {d, value heads}, ssm_out {value, d}; the attention layer's attn_q {d, 2·H·hd}.
