@@ -388,9 +388,17 @@ def _hybrid_lines_text(model: ModelSpec) -> str:
     return HYBRID_VLLM_LINES_TEXT if first is None else f"{first.value} - {HYBRID_VLLM_NEWEST.value}"
 
 
-# Hybrid families llama.cpp serves from a GGUF layout core.serving.llamacpp_hybrid has not read: Qwen3.5 / Qwen3.6
-# (llama.cpp's qwen35 / qwen35moe architectures, whose tensors are not Qwen3-Next's qwen3next layout).
-HYBRID_LLAMACPP_UNREAD: Final = frozenset({"qwen3_5_text", "qwen3_5_moe_text"})
+# Hybrid families llama.cpp serves from a GGUF layout core.serving.llamacpp_hybrid has not read: none since Qwen3.5 /
+# Qwen3.6's qwen35 / qwen35moe tensors were read (core.serving.llamacpp_hybrid); kept for the next family that comes.
+HYBRID_LLAMACPP_UNREAD: Final[frozenset[str]] = frozenset()
+# Hybrid families Ollama serves on its own Go engine (ollamarunner), whose cache and estimate were not read:
+# Qwen3-Next, and Qwen3.5 / Qwen3.6, whose qwen35 / qwen35moe GGUFs Ollama's model/models/qwen3next package loads
+# (ollama/ollama cc90a035, model/models/qwen3next/model.go: model.Register for "qwen35", "qwen35moe", "qwen3next").
+HYBRID_OLLAMA_ENGINE: Final = {
+    "qwen3_next": "Qwen3-Next",
+    "qwen3_5_text": "Qwen3.5 / Qwen3.6",
+    "qwen3_5_moe_text": "Qwen3.5 / Qwen3.6",
+}
 
 
 def _hybrid_llamacpp_text(model: ModelSpec) -> str:
@@ -417,8 +425,9 @@ def hybrid_refusal(model: ModelSpec) -> str:
 def hybrid_llamacpp_refusal(model: ModelSpec, inf: Inference) -> PlanError | None:
     """What llama.cpp's plan of a hybrid recurrent model (core.serving.llamacpp_hybrid) refuses: a build other
     than a current one (0), whose architectures and llama_memory_recurrent were not read; an Ollama line before
-    0.30, whose own estimate of a recurrent model (GraphSize, createLayout) was not read; Qwen3-Next on Ollama,
-    whose runner for it was not read; a family whose GGUF layout was not read (:data:`HYBRID_LLAMACPP_UNREAD`).
+    0.30, whose own estimate of a recurrent model (GraphSize, createLayout) was not read; Qwen3-Next and Qwen3.5 /
+    Qwen3.6 on Ollama, whose Go engine runs them (:data:`HYBRID_OLLAMA_ENGINE`); a family whose GGUF layout was not
+    read (:data:`HYBRID_LLAMACPP_UNREAD`).
     None: planned."""
     if model.family in HYBRID_LLAMACPP_UNREAD:
         why = f"llama.cpp's GGUF layout of {model.name} (its qwen35 / qwen35moe architectures) is not read"
@@ -430,11 +439,12 @@ def hybrid_llamacpp_refusal(model: ModelSpec, inf: Inference) -> PlanError | Non
         )
         return PlanError("inference.llamacpp_build", inf.llamacpp_build, "0 (a current build) for a hybrid model", why)
     line = inf.ollama_version
-    if line is OllamaVersion.NONE or (line in OLLAMA_LLAMA_FIT and model.family != "qwen3_next"):
+    own = HYBRID_OLLAMA_ENGINE.get(model.family)
+    if line is OllamaVersion.NONE or (line in OLLAMA_LLAMA_FIT and own is None):
         return None
-    if model.family == "qwen3_next":
-        why = "which of Ollama's runners serves Qwen3-Next, and its GGUF's tensors, are not read"
-        return PlanError("inference.ollama_version", line.value, "none (llama-server) for Qwen3-Next", why)
+    if own is not None:
+        why = f"Ollama runs {own} on its own Go engine (model/models/qwen3next), whose cache and estimate are not read"
+        return PlanError("inference.ollama_version", line.value, f"none (llama-server) for {own}", why)
     fit = ", ".join(sorted(v.value for v in OLLAMA_LLAMA_FIT))
     why = "before 0.30 Ollama places layers by its own estimate, whose recurrent state was not read"
     return PlanError("inference.ollama_version", line.value, f"none or {fit} (llama-server's fit) for a hybrid", why)

@@ -28,9 +28,9 @@ Each is modelled from the source:
   device the float32 logits of ``n_ubatch`` rows; with several GPUs the scheduler's four
   copies of each split's inputs (``pipeline parallelism enabled (n_copies=4)``). This is the
   ggml graph's arithmetic, checked on the printed buffers of four sources (benchmarks/realgpu).
-* **Hybrid recurrent models** (Granite 4.0-H, Bamba, Nemotron-H, Falcon-H1, Qwen3-Next): their KV cache holds the
-  attention layers only, an RS buffer holds each recurrent layer's float32 states, one cell a slot, and their
-  tensors and graph have their own shapes (:mod:`core.serving.llamacpp_hybrid`).
+* **Hybrid recurrent models** (Granite 4.0-H, Bamba, Nemotron-H, Falcon-H1, Qwen3-Next, Qwen3.5 / 3.6): their KV
+  cache holds the attention layers only, an RS buffer holds each recurrent layer's float32 states, one cell a slot,
+  and their tensors and graph have their own shapes (:mod:`core.serving.llamacpp_hybrid`).
 * **Overhead.** Each GPU holds its CUDA context (:data:`core.runtime.CUDA_CONTEXT_BYTES`); on Apple
   silicon Metal's device holds next to nothing before the first buffer (:data:`METAL_DEVICE_BYTES`).
 """
@@ -294,6 +294,10 @@ def _mixed_type(q: Quantiser, kind: str, layer: int) -> GgmlType:
     if q.quant is GgufQuant.MXFP4_MOE:
         return GgmlType.MXFP4 if kind.endswith("_exps") else GgmlType.Q8_0
     plain = kind.removesuffix("_exps")
+    if plain == "attn_qkv" and q.hybrid is not None:
+        # 007dbbf3's category_is_attn_v takes ATTENTION_QKV into the attn_v branch first (its own attn_qkv branch
+        # comes later and is not reached): a qwen35 linear-attention layer's attn_qkv is typed as an attn_v.
+        plain = "attn_v"
     if q.quant in _LOW_IQ:
         return _low_iq_type(q, plain, layer, base)
     if plain == "attn_v":

@@ -1,9 +1,10 @@
 """llama.cpp's hybrid recurrent models: their GGUF tensors, the recurrent-state ("RS") buffer, the graph.
 
-The five families core.hybrid reads run in llama.cpp under four GGUF architectures: ``granitehybrid``
+The families core.hybrid reads run in llama.cpp under six GGUF architectures: ``granitehybrid``
 (Granite 4.0-H, and Bamba, which convert_hf_to_gguf maps to it), ``nemotron_h`` (Nemotron-H / Nano 2;
-``nemotron_h_moe`` for Nemotron 3), ``falcon-h1`` and ``qwen3next``. Read at ggml-org/llama.cpp (the index's
-stored copies; commits named where they are used):
+``nemotron_h_moe`` for Nemotron 3), ``falcon-h1``, ``qwen3next`` and ``qwen35`` / ``qwen35moe`` (Qwen3.5 /
+Qwen3.6's language model; the vision tower is a separate mmproj file the plan leaves out). Read at
+ggml-org/llama.cpp (the index's stored copies; commits named where they are used):
 
 * **Memory.** ``llama_model::create_memory`` (src/llama-model.cpp) gives a hybrid a ``llama_memory_hybrid``: a
   ``llama_kv_cache`` over the layers ``filter_attn`` keeps, ``n_ctx`` cells in the ``--cache-type-k/v`` types, and
@@ -24,12 +25,18 @@ stored copies; commits named where they are used):
   ``ssm_d`` / ``ssm_norm``; a Qwen3-Next linear-attention layer (the file layout its first GGUFs have:
   ``ssm_in`` for the fused q, k, v, z projection, which later files split into ``attn_qkv`` and ``attn_gate``)
   ``ssm_in`` {d, 2·key + 2·value}, ``ssm_beta_alpha`` {d, 2·value heads}, ``ssm_out`` {value, d}; its gated
-  attention's ``attn_q`` is {d, 2·heads·head_dim} (query and gate). src/llama-quant.cpp (007dbbf3):
+  attention's ``attn_q`` is {d, 2·heads·head_dim} (query and gate). A ``qwen35`` / ``qwen35moe`` linear-attention
+  layer (src/models/qwen35.cpp, 06e514f6, ``load_arch_tensors``) holds the same values split apart: ``attn_qkv``
+  {d, 2·key + value}, ``attn_gate`` {d, value}, ``ssm_beta`` and ``ssm_alpha`` {d, value heads}, ``ssm_out``
+  {value, d}; its attention layer is Qwen3-Next's. src/llama-quant.cpp (007dbbf3):
   ``tensor_allows_quantization`` keeps ``ssm_conv1d`` as stored (convert_hf_to_gguf writes it in float32),
   ``ssm_a`` / ``ssm_d`` end in no ``weight`` and the norms are ``_norm.weight``: none is quantised; ``ssm_in``,
   ``ssm_out`` and ``ssm_beta_alpha`` fall in ``tensor_category::OTHER``, the file type's default (Q4_K in a
   Q4_K_M file, no bump); ``attn_v`` counts only the attention layers (``n_attention_wv``, ``i_attention_wv``),
   so ``use_more_bits`` runs over them; a dense ``ffn_down`` counts its own tensors against ``n_layer``.
+  ``category_is_attn_v`` puts ``attn_qkv`` in the ``attn_v`` branch (ahead of its own, unreached one): in a
+  ``qwen35`` file each layer holds one ``attn_v`` or ``attn_qkv``, so that counter runs over every layer in order;
+  ``attn_gate``, ``ssm_beta`` and ``ssm_alpha`` fall in ``OTHER``.
 * **The graph.** ``build_mamba2_layer`` (and the chunked delta-net of ``qwen3next``): the in-projection of
   the micro-batch, the convolution's input with the carried state, its output, the scan's output with the new
   state, beside the layer's input — all float32.
@@ -37,7 +44,8 @@ stored copies; commits named where they are used):
 Not read: the exact order of a hybrid's layers (the plan's model keeps only how many of each kind: they are
 spread evenly, the attention layers last in their stretch, as Qwen3-Next's every fourth layer is; it moves
 layers between devices only with a partial offload or several GPUs), the build in which each architecture
-arrived (a hybrid is planned at a current build only: core.plan), Ollama's own runners for them (core.plan).
+arrived (a hybrid is planned at a current build only: core.plan), Ollama's own runners for them (core.plan), the
+NextN (MTP) block later Qwen3.5 / 3.6 GGUFs append (``nextn_predict_layers``).
 """
 
 from __future__ import annotations
@@ -59,7 +67,14 @@ HYBRID_ARCH: Final = {
     "nemotron_h": "nemotron_h",
     "falcon_h1": "falcon-h1",
     "qwen3_next": "qwen3next",
+    "qwen3_5_text": "qwen35",
+    "qwen3_5_moe_text": "qwen35moe",
 }
+# The families whose linear-attention layers hold llama.cpp's qwen35 / qwen35moe tensors (attn_qkv, attn_gate,
+# ssm_beta, ssm_alpha: the module docstring) rather than Qwen3-Next's first layout (ssm_in, ssm_beta_alpha).
+QWEN35_FAMILIES: Final = frozenset({"qwen3_5_text", "qwen3_5_moe_text"})
+# Families whose gated attention's attn_q carries the output gate ({d, 2 · heads · head_dim}).
+_GATED_Q: Final = frozenset({"qwen3_next"}) | QWEN35_FAMILIES
 
 
 def _spread(count: int, positions: int, index: int) -> bool:
@@ -100,6 +115,15 @@ def _mixer_matrices(model: ModelSpec) -> tuple[tuple[str, int, int], ...]:
     if m is None:
         return ()
     d = model.hidden_size
+    if m.kind == GATED_DELTANET and model.family in QWEN35_FAMILIES:
+        key = m.groups * m.state
+        return (
+            ("attn_qkv", d, 2 * key + m.inner),
+            ("attn_gate", d, m.inner),
+            ("ssm_beta", d, m.heads),
+            ("ssm_alpha", d, m.heads),
+            ("ssm_out", m.inner, d),
+        )
     if m.kind == GATED_DELTANET:
         key = m.groups * m.state
         return (("ssm_in", d, 2 * key + 2 * m.inner), ("ssm_beta_alpha", d, 2 * m.heads), ("ssm_out", m.inner, d))
@@ -108,7 +132,7 @@ def _mixer_matrices(model: ModelSpec) -> tuple[tuple[str, int, int], ...]:
 
 def _attention_matrices(model: ModelSpec) -> tuple[tuple[str, int, int], ...]:
     d, q, kv = model.hidden_size, model.q_width, model.kv_width
-    gate = 2 if model.family == "qwen3_next" else 1  # Qwen3-Next's q_proj carries the output gate
+    gate = 2 if model.family in _GATED_Q else 1  # Qwen3-Next's and Qwen3.5's q_proj carry the output gate
     return (("attn_q", d, gate * q), ("attn_k", d, kv), ("attn_v", d, kv), ("attn_output", q, d))
 
 
@@ -213,6 +237,8 @@ def quant_position(model: ModelSpec, kind: str, layer: int) -> tuple[int, int]:
     ``attn_v``'s among the attention layers; a dense ``ffn_down``'s among its own tensors against ``n_layer``
     (Nemotron-H's MLP layers); else the layer's (src/llama-quant.cpp 007dbbf3, ``init_quantize_state_counters``)."""
     kinds = layer_kinds(model)
+    if model.family in QWEN35_FAMILIES and kind in ("attn_v", "attn_qkv"):
+        return layer, model.num_layers  # one attn_v-like tensor a layer, counted in layer order
     if kind == "attn_v":
         attention = [i for i, k in enumerate(kinds) if k in (ATTENTION, PARALLEL)]
         return (attention.index(layer) if layer in attention else 0), len(attention)

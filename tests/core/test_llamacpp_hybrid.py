@@ -112,7 +112,15 @@ def test_a_partial_offload_leaves_the_first_layers_states_in_host_memory() -> No
 
 
 @pytest.mark.parametrize(
-    "model_id", ["granite-4.0-h-tiny", "granite-4.0-h-small", "nemotron-nano-9b-v2", "qwen3-next-80b-a3b-instruct"]
+    "model_id",
+    [
+        "granite-4.0-h-tiny",
+        "granite-4.0-h-small",
+        "nemotron-nano-9b-v2",
+        "qwen3-next-80b-a3b-instruct",
+        "qwen3.5-9b",
+        "qwen3.5-35b-a3b",
+    ],
 )
 def test_the_gguf_tensors_hold_transformers_exact_count(model_id: str) -> None:
     # tests/data/hybrid/meta_counts.json: the spec's params are transformers 5.25.0's own count; the GGUF's matrices,

@@ -11,17 +11,21 @@ import pytest
 
 from core.catalogue import find_model
 from core.cli.app import main
+from core.dtypes import CacheType, GgmlType, GgufQuant
 from core.errors import PlanError
 from core.estimate import estimate
 from core.files.planfile import dumps, loads_saved
 from core.hfconfig import model_from_hf_config
 from core.hybrid import ATTENTION, GATED_DELTANET, hybrid_from_hf_config
 from core.inputs import VllmVersion
-from core.plan import Engine, Plan, hybrid_refusal, hybrid_vllm_lines, serving_on, training_refusal
+from core.plan import Engine, Hardware, Inference, Plan, hybrid_refusal, hybrid_vllm_lines, serving_on, training_refusal
 from core.presets import default_plan
+from core.serving.llamacpp import llamacpp_buffers, quantiser, tensor_type
+from core.serving.llamacpp_hybrid import hybrid_layer_matrices
 from core.serving.text_only import skips_vision_tower
 from core.serving.vllm_hybrid import plan_pages, state_bytes
 from core.serving.vllm_versions import limit_mm_json
+from core.units import MiB
 from core.verdict import Mode
 
 DATA = Path(__file__).parents[1] / "data" / "hybrid"
@@ -173,20 +177,88 @@ def test_training_is_refused_naming_the_lines() -> None:
     why = training_refusal(model)
     assert why is not None
     assert "Qwen3.6 35B-A3B (hybrid MoE)" in why and "Gated DeltaNet" in why and "backward pass" in why
-    served_why = hybrid_refusal(model)  # where it is served: vLLM from 0.17, not llama.cpp
-    assert "vLLM 0.17 - 0.34 only" in served_why and "llama.cpp's recurrent-state pools" in served_why
+    served_why = hybrid_refusal(model)  # where it is served: vLLM from 0.17 and llama.cpp
+    assert "vLLM 0.17 - 0.34 and llama.cpp (a current build) only" in served_why
 
 
-def test_llama_cpp_is_refused_and_a_pick_there_moves_to_vllm() -> None:
-    # core.plan.HYBRID_LLAMACPP_UNREAD: llama.cpp's qwen35 / qwen35moe GGUF layout was not read (Qwen3-Next's was).
-    plan = served("qwen3.5-9b")
-    with pytest.raises(PlanError) as info:
-        plan.with_inference(engine=Engine.LLAMACPP)
-    assert info.value.field == "inference.engine" and "qwen35" in str(info.value)
+# A llama-server log of unsloth's Qwen3.5-9B "Q4_K_S" GGUF on an Apple M4 Pro (-c 262144, -ctk/-ctv q8_0, -fa on,
+# one slot), stored in the code index as a Russian write-up (index file 61338146820; repository not resolved):
+# "CPU_Mapped model buffer size = 545.62 MiB", "KV buffer size = 4352.00 MiB (262144 cells, 8 layers ...)",
+# "RS buffer size = 50.25 MiB ... R (f32): 2.25 MiB, S (f32): 48.00 MiB", /v1/models "size": 5383129088.
+M4_LOG_MIB = {"host": 545.62, "kv": 4352.00, "rs": 50.25}
+M4_LOG_SIZE = 5_383_129_088
+
+
+def m4_plan() -> Plan:
+    return Plan(
+        model=find_model("qwen3.5-9b").spec,
+        hardware=Hardware(gpu="apple-m4-pro-48gb"),
+        inference=Inference(
+            engine=Engine.LLAMACPP, gguf_quant=GgufQuant.Q4_K_S, cache_type=CacheType.Q8_0, context=262_144
+        ),
+    )
+
+
+def test_llama_cpp_plans_the_qwen35_gguf_as_the_log_prints_it() -> None:
+    buffers = llamacpp_buffers(m4_plan())
+    assert buffers.layout.host_weights / MiB == pytest.approx(M4_LOG_MIB["host"], abs=0.005)  # token_embd
+    assert buffers.device_kv[0] / MiB == M4_LOG_MIB["kv"]  # 8 attention layers only
+    assert buffers.device_rs[0] / MiB == M4_LOG_MIB["rs"]  # 24 Gated DeltaNet layers, f32
+    # unsloth's file is its own mix (the log's type counts: 48 q8_0, 32 q5_K), not llama-quantize's Q4_K_S recipe:
+    # the tensors are compared to 1 %, not exactly.
+    total = buffers.layout.host_weights + sum(buffers.layout.device_weights)
+    assert total == pytest.approx(M4_LOG_SIZE, rel=0.01)
+
+
+def test_a_qwen36_moe_caches_its_ten_attention_layers() -> None:
+    # ggml-org/llama.cpp PR 22673 (https://github.com/ggml-org/llama.cpp/pull/22673, a 40-layer qwen35moe GGUF, -c
+    # 131072, f16 cache): "llama_kv_cache: CUDA0 KV buffer size = 2560.00 MiB", "(131072 cells, 10 layers".
+    plan = Plan(
+        model=find_model("qwen3.6-35b-a3b").spec,
+        hardware=Hardware(gpu="h100-sxm"),
+        inference=Inference(engine=Engine.LLAMACPP, gguf_quant=GgufQuant.Q8_0, context=131_072),
+    )
+    buffers = llamacpp_buffers(plan)
+    assert (sum(buffers.device_kv) + buffers.host_kv) / MiB == 2560.00
+
+
+def test_the_qwen35_layer_holds_llama_cpps_tensors() -> None:
+    # src/models/qwen35.cpp (ggml-org/llama.cpp 06e514f6) load_arch_tensors: attn_qkv {d, 2·key + value}, attn_gate
+    # {d, value}, ssm_beta / ssm_alpha {d, value heads}, ssm_out {value, d}; the attention layer's attn_q {d, 2·H·hd}.
+    model = find_model("qwen3.5-9b").spec  # Qwen/Qwen3.5-9B: d 4096, 16 key heads × 128, 32 value heads × 128
+    recurrent, attention = hybrid_layer_matrices(model, 0), hybrid_layer_matrices(model, 3)
+    assert recurrent[:5] == (
+        ("attn_qkv", 4096, 2 * 16 * 128 + 32 * 128),
+        ("attn_gate", 4096, 32 * 128),
+        ("ssm_beta", 4096, 32),
+        ("ssm_alpha", 4096, 32),
+        ("ssm_out", 32 * 128, 4096),
+    )
+    assert attention[0] == ("attn_q", 4096, 2 * 16 * 256)  # 16 heads of 256, query and gate
+    # src/llama-quant.cpp (007dbbf3): category_is_attn_v takes attn_qkv into the attn_v branch, whose counter runs
+    # over every layer (one attn_v or attn_qkv each): Q4_K_M gives Q6_K where use_more_bits(layer, 32), else Q4_K.
+    q = quantiser(model, GgufQuant.Q4_K_M)
+    assert [tensor_type(q, "attn_qkv", i, 4096) for i in (0, 4, 6)] == [GgmlType.Q6_K, GgmlType.Q4_K, GgmlType.Q6_K]
+    assert tensor_type(q, "attn_v", 3, 4096) is GgmlType.Q6_K and tensor_type(q, "attn_v", 7, 4096) is GgmlType.Q4_K
+
+
+def test_llama_cpp_keeps_qwen35_and_ollama_is_refused() -> None:
+    plan = served("qwen3.5-9b").with_inference(engine=Engine.LLAMACPP)
+    assert plan.inference.engine is Engine.LLAMACPP and estimate(plan).inference.buckets
     on_llamacpp = default_plan().with_inference(engine=Engine.LLAMACPP).inference
-    assert serving_on(plan.model, on_llamacpp).engine is Engine.VLLM
-    next_model = find_model("qwen3-next-80b-a3b-instruct").spec
-    assert serving_on(next_model, on_llamacpp).engine is Engine.LLAMACPP
+    assert serving_on(plan.model, on_llamacpp).engine is Engine.LLAMACPP
+    with pytest.raises(PlanError) as info:
+        plan.with_inference(ollama_version="0.30")
+    assert info.value.field == "inference.ollama_version" and "Go engine" in str(info.value)
+
+
+def test_the_command_line_plans_qwen35_on_llama_cpp(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["estimate", "--mode", "inference", "--model", "qwen3.5-9b", "--engine", "llamacpp", "--gpu", "rtx-4090"]
+    assert main([*args, "--context", "8192"]) == 0
+    out = capsys.readouterr().out
+    # 8,192 cells × 8 attention layers × (K + V) × 4 KV heads × 256 × 2 B (f16) = 256 MiB; RS as the M4 log prints.
+    assert "KV 256.00 MiB (8,192 cells, 8 attention layers)" in out
+    assert "RS 50.25 MiB (1 cell × 24 recurrent layers, f32)" in out
 
 
 def test_a_saved_plan_reads_back_equal() -> None:
