@@ -294,10 +294,11 @@ def lora_on(model: ModelSpec, lora: LoraSettings) -> LoraSettings:
     q_lora_rank), so targets it lacks give way to o_proj, the one attention matrix a target names there
     (Plan._check_latent_attention); picking such a model, or reading a run config onto it, shows the
     targets that result. A Mamba-2 hybrid: targets it lacks (its MLP's: :data:`HYBRID_TRAINED_TARGETS`) give way
-    and its mixer's in_proj and out_proj join them, the layers every released hybrid starts with (what
-    :func:`hybrid_training_refusal` asks for). Any other model: ``lora`` itself."""
-    if model.recurrent_mixer == "mamba2":
-        kept = tuple(t for t in lora.targets if t in HYBRID_TRAINED_TARGETS)
+    (the output head stays, as a run config read onto it names it), and its mixer's in_proj and out_proj join them,
+    the layers every released hybrid starts with (what :func:`hybrid_training_refusal` asks for). Any other model:
+    ``lora`` itself."""
+    if model.recurrent_mixer == "mamba2":  # the head is kept as a target (hybrid_training_refusal names it)
+        kept = tuple(t for t in lora.targets if t in HYBRID_TRAINED_TARGETS or t == HEAD_TARGET)
         targets = normalise_lora_targets((*kept, *MIXER_TARGETS))
         if targets == lora.targets:
             return lora

@@ -14,7 +14,7 @@ from core.cli.app import main
 from core.estimate import estimate
 from core.files.measurement import load_measurement, plan_for_case
 from core.files.planfile import dumps, loads_saved
-from core.plan import Method, Plan, training_refusal
+from core.plan import LoraSettings, Method, Plan, lora_on, training_refusal
 from core.presets import plan_for_model
 from core.training.flops import token_flops
 from core.training.mamba import MixerShape, kernel_path_terms, torch_path_terms
@@ -143,3 +143,14 @@ def test_flops_count_the_scan_and_attention_in_attention_layers_only() -> None:
     # Attention's scores in the attention layers only: twice the layers, twice the FLOPs.
     doubled = replace(plan, model=replace(plan.model, attention_layers=8, recurrent_layers=32))
     assert {t.label: t.per_token for t in token_flops(doubled).terms}[attention] == pytest.approx(2 * terms[attention])
+
+
+def test_the_head_stays_a_target_when_a_hybrid_is_picked_or_read() -> None:
+    # A run config read onto a Mamba-2 hybrid (tests/core/test_launch_roundtrip.py, LLaMA-Factory's lora_target
+    # "q_proj,in_proj,out_proj,lm_head") lost lm_head on the way back: core.plan.lora_on kept only the targets
+    # whose training is modelled. The head stays, and the training refusal names it instead of dropping it.
+    granite = plan_for_model("granite-4.0-h-tiny")
+    picked = lora_on(granite.model, LoraSettings(targets=("q_proj", "up_proj", "lm_head")))
+    assert picked.targets == ("q_proj", "in_proj", "out_proj", "lm_head")
+    plan = replace(granite, method=Method.LORA, lora=picked)
+    assert "lm_head" in (training_refusal(plan) or "")
