@@ -375,23 +375,25 @@ HYBRID_VLLM_NEWEST: Final = VllmVersion.V0_34  # the line Plan.on_model moves a 
 HYBRID_VLLM_FROM: Final = {"qwen3_5_text": VllmVersion.V0_17, "qwen3_5_moe_text": VllmVersion.V0_17}
 
 
+def _hybrid_first_line(model: ModelSpec) -> VllmVersion | None:
+    """The first vLLM line that loads the hybrid ``model`` where it is newer than 0.11 (HYBRID_VLLM_FROM), else
+    None; a hybrid's ModelSpec.family is core.hybrid's model_type."""
+    return HYBRID_VLLM_FROM.get(model.family) if model.recurrent_mixer else None
+
+
 def hybrid_vllm_lines(model: ModelSpec) -> frozenset[VllmVersion]:
-    """The lines of HYBRID_VLLM_LINES that load the hybrid ``model`` (all of them but for HYBRID_VLLM_FROM; a
-    hybrid's ModelSpec.family is core.hybrid's model_type)."""
-    first = HYBRID_VLLM_FROM.get(model.family) if model.recurrent_mixer else None
+    """The lines of HYBRID_VLLM_LINES that load the hybrid ``model`` (all of them but for HYBRID_VLLM_FROM)."""
+    first = _hybrid_first_line(model)
     if first is None:
         return HYBRID_VLLM_LINES
     return frozenset(v for v in HYBRID_VLLM_LINES if _VLLM_LINES.index(v) >= _VLLM_LINES.index(first))
 
 
 def _hybrid_lines_text(model: ModelSpec) -> str:
-    first = HYBRID_VLLM_FROM.get(model.family) if model.recurrent_mixer else None
+    first = _hybrid_first_line(model)
     return HYBRID_VLLM_LINES_TEXT if first is None else f"{first.value} - {HYBRID_VLLM_NEWEST.value}"
 
 
-# Hybrid families llama.cpp serves from a GGUF layout core.serving.llamacpp_hybrid has not read: none since Qwen3.5 /
-# Qwen3.6's qwen35 / qwen35moe tensors were read (core.serving.llamacpp_hybrid); kept for the next family that comes.
-HYBRID_LLAMACPP_UNREAD: Final[frozenset[str]] = frozenset()
 # Hybrid families Ollama serves on its own Go engine (ollamarunner), whose cache and estimate were not read:
 # Qwen3-Next, and Qwen3.5 / Qwen3.6, whose qwen35 / qwen35moe GGUFs Ollama's model/models/qwen3next package loads
 # (ollama/ollama cc90a035, model/models/qwen3next/model.go: model.Register for "qwen35", "qwen35moe", "qwen3next").
@@ -402,24 +404,14 @@ HYBRID_OLLAMA_ENGINE: Final = {
 }
 
 
-def _hybrid_llamacpp_text(model: ModelSpec) -> str:
-    return "" if model.family in HYBRID_LLAMACPP_UNREAD else " and llama.cpp (a current build)"
-
-
-def _hybrid_other_pools(model: ModelSpec) -> str:
-    if model.family in HYBRID_LLAMACPP_UNREAD:
-        return ", SGLang's and llama.cpp's recurrent-state pools"
-    return " and SGLang's recurrent-state pool"
-
-
 def hybrid_refusal(model: ModelSpec) -> str:
     """Why a hybrid recurrent model is served on vLLM and llama.cpp only: what each other engine lacks."""
     hybrid = model.hybrid
     mixer = MIXER_NAMES[hybrid.mixer.kind] if hybrid is not None else "recurrent"
     return (
         f"{model.name} is a hybrid of {mixer} and attention layers, planned for serving on vLLM "
-        f"{_hybrid_lines_text(model)}{_hybrid_llamacpp_text(model)} only: transformers' generate (its hybrid cache)"
-        f"{_hybrid_other_pools(model)} are not modelled"
+        f"{_hybrid_lines_text(model)} and llama.cpp (a current build) only: transformers' generate (its hybrid "
+        "cache) and SGLang's recurrent-state pool are not modelled"
     )
 
 
@@ -427,12 +419,7 @@ def hybrid_llamacpp_refusal(model: ModelSpec, inf: Inference) -> PlanError | Non
     """What llama.cpp's plan of a hybrid recurrent model (core.serving.llamacpp_hybrid) refuses: a build other
     than a current one (0), whose architectures and llama_memory_recurrent were not read; an Ollama line before
     0.30, whose own estimate of a recurrent model (GraphSize, createLayout) was not read; Qwen3-Next and Qwen3.5 /
-    Qwen3.6 on Ollama, whose Go engine runs them (:data:`HYBRID_OLLAMA_ENGINE`); a family whose GGUF layout was not
-    read (:data:`HYBRID_LLAMACPP_UNREAD`).
-    None: planned."""
-    if model.family in HYBRID_LLAMACPP_UNREAD:
-        why = f"llama.cpp's GGUF layout of {model.name} (its qwen35 / qwen35moe architectures) is not read"
-        return PlanError("inference.engine", Engine.LLAMACPP.value, f"vLLM {_hybrid_lines_text(model)}", why)
+    Qwen3.6 on Ollama, whose Go engine runs them (:data:`HYBRID_OLLAMA_ENGINE`). None: planned."""
     if inf.llamacpp_build:
         why = (
             "the builds that first ran granitehybrid, nemotron_h, falcon-h1 and qwen3next, and "
