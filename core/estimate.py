@@ -21,7 +21,7 @@ from core.format import amount, memory
 from core.memo import fills_fields
 from core.params import ParamCounts, param_counts
 from core.plan import Accounting, Engine, Offload, Plan
-from core.runtime import card_left_bytes, mps_high_watermark_bytes, pytorch_limit_bytes, runs_mps
+from core.runtime import card_left_bytes, mps_high_watermark_bytes, pytorch_limit_bytes, runs_mps, runtime_names
 from core.training.compute import MFU_CONVENTION, Compute, UtilisationSource, compute_estimate
 from core.training.host import HostMemory, host_memory
 from core.training.ranks import RankMemory, rank_memories
@@ -57,18 +57,33 @@ MPS_JUDGED_WHY: Final = (
 )
 
 
+# On an AMD card the same figure is amd-smi's (core.runtime.runtime_names): ROCm's PyTorch runs the same
+# caching allocator, its context is the HIP runtime's and its collectives RCCL's.
+AMD_JUDGED_FIGURE: Final = "amd-smi"
+AMD_JUDGED_WHY: Final = (
+    "the card runs out of memory when the process can get no more from it; amd-smi counts all it holds: the "
+    "caching allocator's segments (max_memory_reserved; ROCm's PyTorch runs the same allocator), the HIP "
+    "context and RCCL's buffers"
+)
+
+
 def judged_figure(gpu_id: str) -> str:
-    """The name of the figure the verdict reads on the card ``gpu_id``: nvidia-smi's, or on an Apple GPU
-    the MPS driver's."""
-    return MPS_JUDGED_FIGURE if runs_mps(gpu_id) else JUDGED_FIGURE
+    """The name of the figure the verdict reads on the card ``gpu_id``: nvidia-smi's, amd-smi's on an AMD
+    card, or on an Apple GPU the MPS driver's."""
+    if runs_mps(gpu_id):
+        return MPS_JUDGED_FIGURE
+    return AMD_JUDGED_FIGURE if runtime_names(gpu_id).smi == AMD_JUDGED_FIGURE else JUDGED_FIGURE
 
 
 def judged_why(gpu_id: str) -> str:
     """Why that figure decides an out-of-memory error on ``gpu_id``."""
-    return MPS_JUDGED_WHY if runs_mps(gpu_id) else JUDGED_WHY
+    if runs_mps(gpu_id):
+        return MPS_JUDGED_WHY
+    return AMD_JUDGED_WHY if runtime_names(gpu_id).smi == AMD_JUDGED_FIGURE else JUDGED_WHY
 
 
 __all__ = [
+    "AMD_JUDGED_FIGURE",
     "JUDGED_FIGURE",
     "JUDGED_WHY",
     "MFU_CONVENTION",
@@ -230,8 +245,8 @@ class Estimate:
 
     @property
     def judged_figure(self) -> str:
-        """The name of the figure the verdict reads: "nvidia-smi", or "MPS driver" on an Apple GPU; in
-        lesson accounting the lesson's sum."""
+        """The name of the figure the verdict reads: "nvidia-smi", "amd-smi" on an AMD card or "MPS driver"
+        on an Apple GPU; in lesson accounting the lesson's sum."""
         if self.plan.accounting is Accounting.LESSON:
             return LESSON_JUDGED_FIGURE
         return judged_figure(self.gpu.id)

@@ -251,6 +251,31 @@ def runs_mps(gpu_id: str) -> bool:
     return gpu_id in _catalogue_apple_ids()
 
 
+class RuntimeNames(NamedTuple):
+    """What the runtime's own pieces are called on a card: PyTorch's ROCm build runs the same caching
+    allocator and reserve rules (HIPified from c10/cuda/CUDACachingAllocator.cpp), but the context is
+    the HIP runtime's, the collectives are RCCL's (the NCCL API, ROCm/rccl) and the tool that shows
+    the process's whole memory is amd-smi (rocm-smi on older ROCm): AMD's "AMD SMI" documentation,
+    ``amd-smi monitor --vram`` / ``amd-smi process`` ("VRAM_MEM")."""
+
+    context: str  # "CUDA context" / "HIP context"
+    collectives: str  # "NCCL" / "RCCL"
+    smi: str  # "nvidia-smi" / "amd-smi"
+
+
+CUDA_RUNTIME_NAMES: Final = RuntimeNames("CUDA context", "NCCL", "nvidia-smi")
+# The HIP context's size is not measured here: the CUDA figure (CUDA_CONTEXT_BYTES) stands for it and
+# its label says so where it is shown.
+ROCM_RUNTIME_NAMES: Final = RuntimeNames("HIP context", "RCCL", "amd-smi")
+
+
+def runtime_names(gpu_id: str) -> RuntimeNames:
+    """The names of the context, the collectives library and the whole-process figure on ``gpu_id``: an AMD
+    card (core.catalogue.amd_target) runs ROCm's, every other card CUDA's (an Apple GPU has none of
+    them: callers ask runs_mps first)."""
+    return ROCM_RUNTIME_NAMES if amd_target(gpu_id) is not None else CUDA_RUNTIME_NAMES
+
+
 def mps_high_watermark_bytes(working_set_bytes: float) -> float:
     """The MPS allocator's limit at the default ratio: int(1.7 × recommendedMaxWorkingSetSize), the
     "max allowed" of its out-of-memory message (setHighWatermarkRatio's static_cast<size_t>)."""

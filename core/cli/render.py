@@ -25,6 +25,7 @@ from core.format import count as format_count
 from core.format import counted, hours, latency, money, scientific
 from core.format import memory as format_memory
 from core.plan import ENGINE_LABELS, Accounting, Engine, Plan, training_refusal
+from core.runtime import runtime_names
 from core.training.extra_trained import extra_elements
 
 
@@ -476,7 +477,10 @@ def _judged_line(est: Estimate) -> str:
 
 def _judged_adds(est: Estimate) -> str:
     """What the judged figure holds beyond max_memory_reserved, as the runtime has it."""
-    return "+ the MPS heaps' room" if est.judged_figure == MPS_JUDGED_FIGURE else "+ CUDA context, NCCL"
+    if est.judged_figure == MPS_JUDGED_FIGURE:
+        return "+ the MPS heaps' room"
+    names = runtime_names(est.gpu.id)
+    return f"+ {names.context}, {names.collectives}"
 
 
 def _step_lines(est: Estimate) -> list[str]:

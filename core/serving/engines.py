@@ -49,6 +49,7 @@ from core.runtime import (
     cublas_workspace,
     pytorch_limit_bytes,
     runs_mps,
+    runtime_names,
 )
 from core.serving.fit import DEFAULT_FIT, ServingFit, link_class
 from core.serving.kv import cached_positions, kv_bytes_per_token_layer, kv_formula, kv_heads_per_rank
@@ -382,7 +383,7 @@ def hf_overhead_terms(gpu_id: str) -> tuple[Term, ...]:
         )
     workspace = cublas_workspace(gpu_id)
     return (
-        Term("CUDA context", "per process", SERVING_OVERHEAD_BYTES),
+        Term(runtime_names(gpu_id).context, "per process", SERVING_OVERHEAD_BYTES),
         Term(
             f"{workspace.library} workspace (PyTorch: the generating thread's handle){workspace.note}",
             f"1 handle × {workspace.label}",

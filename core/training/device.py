@@ -38,6 +38,7 @@ from core.runtime import (
     ALLOCATOR_FRAGMENTATION,
     CUBLAS_TRAINING_HANDLES,
     CUDA_CONTEXT_BYTES,
+    CUDA_RUNTIME_NAMES,
     EXPANDABLE_FRAGMENTATION,
     MPS_LARGE_HEAP_BYTES,
     MPS_OPEN_HEAPS_BYTES,
@@ -49,8 +50,10 @@ from core.runtime import (
     NCCL_CONNECTIONS_PER_CHANNEL,
     SEGMENT_ROUNDING_PER_TENSOR_BYTES,
     TE_GROUPED_GEMM_STREAMS,
+    RuntimeNames,
     cublas_workspace,
     runs_mps,
+    runtime_names,
     te_workspace,
 )
 from core.training.optimizer import head_adapter_tensor_sizes
@@ -75,6 +78,9 @@ class CardTerms:
     workspace: tuple[Term, ...] = ()
     wrap_cache: float = 0.0  # of ``reserve``'s terms: what an FSDP1 wrap left cached before the step
     mps: bool = False  # PyTorch's MPS backend on an Apple GPU: its heaps, no CUDA runtime
+    # What the context, the collectives and the whole-process figure are called on the card (ROCm's on an
+    # AMD card): words of the note only, so not a figure (a leading underscore keeps it out of tests.golden).
+    _names: RuntimeNames = CUDA_RUNTIME_NAMES
 
     @property
     def workspace_bytes(self) -> float:
@@ -102,7 +108,7 @@ class CardTerms:
         return (
             "the libraries' workspaces (counted in the allocated peak: max_memory_allocated() shows them), "
             "what the caching allocator reserves beyond the allocated peak, and the runtime's own memory "
-            "(CUDA context, NCCL): nvidia-smi shows it all"
+            f"({self._names.context}, {self._names.collectives}): {self._names.smi} shows it all"
         )
 
 
@@ -235,12 +241,13 @@ def card_terms(
         runtime: list[Term] = []
     else:
         reserve, fraction = _cuda_reserve(plan, basis, layers, embedding, head)
-        runtime = [Term("CUDA context (driver, kernels)", "≈ 512 MiB per process", CUDA_CONTEXT_BYTES)]
+        names = runtime_names(plan.hardware.gpu)
+        runtime = [Term(f"{names.context} (driver, kernels)", _context_formula(names), CUDA_CONTEXT_BYTES)]
     reserve.extend(stream_cache)
     reserve.extend(wrap)
     nccl, formula = nccl_bytes(plan)
     if nccl:
-        runtime.append(Term("NCCL buffers", formula, nccl))
+        runtime.append(Term(f"{runtime_names(plan.hardware.gpu).collectives} buffers", formula, nccl))
     return CardTerms(
         tuple(t for t in reserve if t.bytes),
         tuple(runtime),
@@ -249,7 +256,15 @@ def card_terms(
         allocator_workspaces(plan),
         float(sum(t.bytes for t in wrap)),
         mps,
+        runtime_names(plan.hardware.gpu),
     )
+
+
+def _context_formula(names: RuntimeNames) -> str:
+    """How the context term is sized: measured for CUDA; on ROCm the CUDA figure stands in."""
+    if names.context == "CUDA context":
+        return "≈ 512 MiB per process"
+    return f"≈ 512 MiB per process (the CUDA context's figure: the {names.context}'s own is not measured here)"
 
 
 def _fragmentation_term(fraction: float, basis: float, source: str) -> list[Term]:

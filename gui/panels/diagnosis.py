@@ -154,8 +154,8 @@ class DiagnosisPanel(QScrollArea):
                 "total",
                 "nvidia-smi (judged)",
                 "The training step's allocated peak plus what the caching allocator "
-                "reserves beyond it and the runtime's own memory (CUDA context, NCCL): what nvidia-smi shows (on "
-                "a Mac, the MPS driver), the figure the verdict reads",
+                "reserves beyond it and the runtime's own memory (CUDA context, NCCL): what nvidia-smi shows (amd-smi "
+                "on an AMD card, on a Mac the MPS driver), the figure the verdict reads",
             ),
             ("eval", "Evaluation pass", "An evaluation forward with the plan's evaluation batch"),
             ("usable", "Usable", "The card's capacity less the headroom kept free"),

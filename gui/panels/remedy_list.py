@@ -156,7 +156,9 @@ class _RemedyRow(QFrame):
         self.title.setText(wrappable(entry.title))  # a long word breaks inside the dock, never widens it
         self.total.setText(memory(entry.total_bytes, unit))
         self.total.setToolTip(
-            "New serving total" if entry.serving else "New judged figure (nvidia-smi; on a Mac the MPS driver's)"
+            "New serving total"
+            if entry.serving
+            else "New judged figure (nvidia-smi; amd-smi on an AMD card, the MPS driver's on a Mac)"
         )
         self.status.setText(_verdict_html(entry))
         self.cost.setText(entry.cost)
