@@ -82,6 +82,7 @@ from core.serving.vllm_versions import (
     chunked_groups,
     compiles_in_profile,
     counts_others_as_non_torch,
+    default_block_size,
     era_of,
     graphs_before_kv,
     profile_tokens,
@@ -529,7 +530,7 @@ def vllm_pool(plan: Plan, gpu: GpuSpec, layout: RankLayout, fit: ServingFit) -> 
     # Chunked-local layers get groups of their own only where the release does so by default (vllm_versions).
     grouped = era.kv_groups and (not model.chunked_attention or chunked_groups(inf.vllm_version))
     groups = vllm_kv_groups(model, layout.layers, grouped)
-    block_size = era.block_size
+    block_size = default_block_size(model, gpu.id, inf.vllm_version)
     page_bytes = block_size * layout.kv_token_layer_bytes
     smallest_block = block_size
     hybrid = model.hybrid

@@ -34,9 +34,11 @@ Release lines 0.20 - 0.34, read in the released wheels (0.20.0 b8160878f, 0.21.0
   the block ``alignment · cdiv(mamba page, alignment · attention page per token)``; the mamba page is padded to
   it as before. Every CUDA backend a catalogue card picks for these models takes multiples of 16
   (FlashAttention ``MultipleOf(16)``, FlashInfer ``[16, 32, 64]`` and up, Triton ``MultipleOf(16)``) and
-  prefers ``CacheConfig.DEFAULT_BLOCK_SIZE``: 16 up to 0.33, 64 in 0.34 (:data:`DEFAULT_BLOCK_SIZES`). ROCm's
-  first backend (``RocmAttentionBackend``) prefers 16 in 0.34 whatever the default ("Keep the native kernel
-  for default-sized runs"). 0.32.0 adds a round-up to every backend's smallest block (16 here: no change) and
+  prefers ``CacheConfig.DEFAULT_BLOCK_SIZE``: 16 up to 0.33, 64 in 0.34. ROCm's first backend
+  (``RocmAttentionBackend``) prefers 16 in 0.34 whatever the default ("Keep the native kernel for default-sized
+  runs"), except on gfx1100 / gfx1201 where Triton comes first and takes the 64
+  (core.serving.vllm_versions.default_block_size).
+  0.32.0 adds a round-up to every backend's smallest block (16 here: no change) and
   0.33.0, in "align" mode, the lcm with the recurrent layers' prefill-checkpoint alignment
   (``get_mamba_prefill_checkpoint_alignment``: 64 for Gated DeltaNet under FlashInfer's prefill, none for
   Mamba-2). The Blackwell head-256 alignment of 32 above ends with 0.17.0 (FlashInfer's smallest block is 16).
@@ -69,12 +71,13 @@ import math
 from dataclasses import dataclass
 from typing import Final
 
-from core.catalogue import Generation, amd_target, generation
+from core.catalogue import Generation, generation
 from core.dtypes import KV_BYTES, WeightFormat
 from core.hybrid import GATED_DELTANET, MAMBA2, WRAPPED_HYBRID_TYPES, HybridSpec
 from core.inputs import VllmVersion
 from core.plan import Plan
 from core.serving.releases import at_least
+from core.serving.vllm_versions import default_block_size
 
 # HybridAttentionMambaModelConfig's alignment: FlashAttention needs block sizes that are multiples of 16
 # (vllm-project/vllm 0144dd5b vllm/model_executor/models/config.py, "16 * cdiv(mamba_page_size, 16 * ...)").
@@ -104,11 +107,10 @@ NEMOTRON_SSM_FLOAT32_DEFAULT_FROM: Final = VllmVersion.V0_20
 # CacheConfig.DEFAULT_BLOCK_SIZE where the backend takes it (vllm/v1/attention/backend.py get_preferred_block_size).
 BACKEND_ALIGN_FROM: Final = VllmVersion.V0_20
 KERNEL_BLOCK_MIN: Final = 16  # FlashAttention MultipleOf(16), FlashInfer [16, 32, 64, ...], Triton MultipleOf(16)
-# vllm/config/cache.py CacheConfig.DEFAULT_BLOCK_SIZE: 16 in 0.20.0 - 0.33.0, 64 in 0.34.0 (62d4bc3c7).
-DEFAULT_BLOCK_SIZES: Final = {VllmVersion.V0_34: 64}
-# vllm 0.34.0 vllm/v1/attention/backends/rocm_attn.py RocmAttentionBackend.get_preferred_block_size: "return 16",
-# the first backend vllm/platforms/rocm.py lists for an AMD Instinct card without a KV connector.
-ROCM_PREFERRED_BLOCK: Final = 16
+# vllm/config/cache.py CacheConfig.DEFAULT_BLOCK_SIZE: 16 in 0.20.0 - 0.33.0, 64 in 0.34.0 (62d4bc3c7), read from
+# core.serving.vllm_versions.default_block_size (VllmEra.block_size),
+# which on an AMD card gives ROCM_ATTN's 16 (vllm 0.34.0 rocm_attn.py get_preferred_block_size: "return 16") or
+# Triton's 64 on gfx1100 / gfx1201.
 # The first line whose default turns prefix caching on for a hybrid, so mamba_cache_mode "align"
 # (vllm/engine/arg_utils.py _set_default_chunked_prefill_and_prefix_caching_args: 0.26.0 and 0.27.0 keep it opt-in
 # for hybrids, "not model_config.is_hybrid"; 0.28.0 - 0.34.0 take is_prefix_caching_supported, True for a
@@ -297,7 +299,7 @@ def block_alignment(plan: Plan, gpu_id: str) -> int:
         early = not at_least(version, BLACKWELL_ALIGN_UNTIL)
         wide = early and gpu_id.startswith(SM100_CARDS) and model.head_dim == BLACKWELL_HEAD_SIZE
         return BLACKWELL_ALIGN if wide else ATTENTION_BLOCK_ALIGN
-    preferred = ROCM_PREFERRED_BLOCK if amd_target(gpu_id) else DEFAULT_BLOCK_SIZES.get(version, DEFAULT_BLOCK_SIZE)
+    preferred = default_block_size(model, gpu_id, version)
     align = max(KERNEL_BLOCK_MIN, preferred)
     rule = _checkpoint(plan, gpu_id)
     if rule is not None and at_least(version, VllmVersion.V0_33):  # get_mamba_prefill_checkpoint_alignment

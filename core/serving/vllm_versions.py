@@ -66,6 +66,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final
 
+from core.catalogue import amd_target
 from core.dtypes import WeightFormat
 from core.inputs import VLLM_V1_FROM
 from core.model import ModelSpec
@@ -168,6 +169,30 @@ def chunked_groups(version: VllmVersion) -> bool:
 
 def era_of(version: VllmVersion) -> VllmEra:
     return releases.era_of(version, ERAS)
+
+
+# vLLM 0.34.0 on ROCm (vllm/platforms/interface.py update_block_size_for_backend: without --block-size the block is
+# the attention backend's get_preferred_block_size(CacheConfig.DEFAULT_BLOCK_SIZE = 64)). vllm/platforms/rocm.py
+# _get_backend_priorities lists ROCM_ATTN first for a non-MLA model (VLLM_ROCM_USE_AITER is off by default,
+# vllm/envs.py), and vllm/v1/attention/backends/rocm_attn.py RocmAttentionBackend.get_preferred_block_size returns
+# 16 ("Only 16 (and 32 ...) runs on the native C++ paged-attention kernel"); it refuses attention sinks
+# (supports_sink False) and head sizes outside get_supported_head_sizes, and get_valid_backends puts TRITON_ATTN
+# first on gfx1100 and gfx1201 (RDNA 3 / 4). Triton (MultipleOf(16)), AITER's unified attention ("return 64") and
+# TRITON_MLA all take the 64. Up to 0.33 the default is 16 whatever the backend, so only 0.34 differs.
+ROCM_NATIVE_BLOCK: Final = 16
+ROCM_NATIVE_HEAD_SIZES: Final = frozenset((32, 64, 80, 96, 128, 160, 192, 224, 256))
+ROCM_TRITON_FIRST_TARGETS: Final = frozenset(("gfx1100", "gfx1201"))
+
+
+def default_block_size(model: ModelSpec, gpu_id: str, version: VllmVersion) -> int:
+    """The KV block vLLM takes without --block-size on this card: the release's default, or on an AMD card at 0.34
+    the native ROCm kernel's 16 when ROCM_ATTN serves the model (see ROCM_NATIVE_BLOCK)."""
+    block = era_of(version).block_size
+    target = amd_target(gpu_id)
+    if target is None or block == ROCM_NATIVE_BLOCK:
+        return block
+    triton = model.latent_attention or model.attention_sinks or target in ROCM_TRITON_FIRST_TARGETS
+    return block if triton or model.head_dim not in ROCM_NATIVE_HEAD_SIZES else ROCM_NATIVE_BLOCK
 
 
 def at_least(version: VllmVersion, first: VllmVersion) -> bool:
