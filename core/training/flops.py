@@ -69,20 +69,16 @@ class Gemm:
     count: int = 1
     layers: float = 1.0
 
-    def __init__(
-        self,
-        name: str,
-        k: int,
-        n: int,
-        split: str,
-        trains: bool,
-        share: float = 1.0,
-        count: int = 1,
-        layers: float = 1.0,
-    ) -> None:
+    def __init__(self, name: str, k: int, n: int, split: str, trains: bool, share: float = 1.0, count: int = 1) -> None:
         # ~8 made per estimate: the instance dict filled directly, not through the frozen
         # __init__'s object.__setattr__ per field (still frozen, equal and hashable; core.breakdown.Term).
-        self.__dict__.update(name=name, k=k, n=n, split=split, trains=trains, share=share, count=count, layers=layers)
+        self.__dict__.update(name=name, k=k, n=n, split=split, trains=trains, share=share, count=count, layers=1.0)
+
+    def held_by(self, layers: float) -> Gemm:
+        """The same matmul in ``layers`` of the blocks (a hybrid's projections: the share of its layers)."""
+        out = Gemm(self.name, self.k, self.n, self.split, self.trains, self.share, self.count)
+        out.__dict__["layers"] = layers
+        return out
 
     @property
     def weight(self) -> float:
@@ -105,31 +101,25 @@ def block_gemms(plan: Plan) -> tuple[Gemm, ...]:
         else [Gemm(name, d, width, "column", base_trains) for name, width in (("q", q), ("k", kv), ("v", kv))]
     )
     gemms.append(Gemm("o", q, d, "row", base_trains))
-    return tuple(gemms) + _mlp_gemms(model, base_trains, 1.0) + _adapter_gemms(plan)
+    return tuple(gemms) + _mlp_gemms(model, base_trains) + _adapter_gemms(plan)
 
 
-def _mlp_gemms(model: ModelSpec, trains: bool, layers: float) -> tuple[Gemm, ...]:
+def _mlp_gemms(model: ModelSpec, trains: bool) -> tuple[Gemm, ...]:
     """The MLP's matmuls, or a mixture of experts' (the router, the routed experts, a shared one)."""
     d, i = model.hidden_size, model.intermediate_size
     ups = 2 if model.gated_mlp else 1
     if model.num_experts > 1:
         share = model.experts_per_token / model.num_experts
         gemms = [
-            Gemm("router", d, model.num_experts, "none", trains, layers=layers),
-            Gemm("experts gate|up", d, ups * i, "column", trains, share, model.num_experts, layers),
-            Gemm("experts down", i, d, "row", trains, share, model.num_experts, layers),
+            Gemm("router", d, model.num_experts, "none", trains),
+            Gemm("experts gate|up", d, ups * i, "column", trains, share, model.num_experts),
+            Gemm("experts down", i, d, "row", trains, share, model.num_experts),
         ]
         if model.shared_expert_size:
             s = model.shared_expert_size
-            gemms += [
-                Gemm("shared gate|up", d, 2 * s, "column", trains, layers=layers),
-                Gemm("shared down", s, d, "row", trains, layers=layers),
-            ]
+            gemms += [Gemm("shared gate|up", d, 2 * s, "column", trains), Gemm("shared down", s, d, "row", trains)]
         return tuple(gemms)
-    return (
-        Gemm("gate|up" if ups == 2 else "up", d, ups * i, "column", trains, layers=layers),
-        Gemm("down", i, d, "row", trains, layers=layers),
-    )
+    return (Gemm("gate|up" if ups == 2 else "up", d, ups * i, "column", trains), Gemm("down", i, d, "row", trains))
 
 
 # The hybrids whose attention layers are gated (q_proj d → 2·heads·head_dim: the query and its output gate):
@@ -148,21 +138,24 @@ def _hybrid_gemms(model: ModelSpec, trains: bool) -> tuple[Gemm, ...]:
     d, q, kv, layers = model.hidden_size, model.q_width, model.kv_width, model.num_layers
     attention, recurrent, mlp = (n / layers for n in model.hybrid_layer_counts())
     gate = 2 if model.family in _GATED_ATTENTION else 1
-    gemms = [
-        Gemm("q", d, gate * q, "column", trains, layers=attention),
-        Gemm("k", d, kv, "column", trains, layers=attention),
-        Gemm("v", d, kv, "column", trains, layers=attention),
-        Gemm("o", q, d, "row", trains, layers=attention),
+    held = [
+        Gemm("q", d, gate * q, "column", trains).held_by(attention),
+        Gemm("k", d, kv, "column", trains).held_by(attention),
+        Gemm("v", d, kv, "column", trains).held_by(attention),
+        Gemm("o", q, d, "row", trains).held_by(attention),
     ]
     inner, heads = model.recurrent_inner, model.recurrent_heads
     keys = 2 * model.recurrent_groups * model.recurrent_state  # Mamba-2's B and C; Gated DeltaNet's q and k
     if model.recurrent_mixer == "mamba2":
-        gemms.append(Gemm("in_proj", d, 2 * inner + keys + heads, "column", trains, layers=recurrent))
+        mixer = [Gemm("in_proj", d, 2 * inner + keys + heads, "column", trains)]
     else:
-        gemms.append(Gemm("in_proj_qkvz", d, keys + 2 * inner, "column", trains, layers=recurrent))
-        gemms.append(Gemm("in_proj_ba", d, 2 * heads, "column", trains, layers=recurrent))
-    gemms.append(Gemm("out_proj", inner, d, "row", trains, layers=recurrent))
-    return tuple(gemms) + _mlp_gemms(model, trains, mlp)
+        mixer = [
+            Gemm("in_proj_qkvz", d, keys + 2 * inner, "column", trains),
+            Gemm("in_proj_ba", d, 2 * heads, "column", trains),
+        ]
+    mixer.append(Gemm("out_proj", inner, d, "row", trains))
+    held += [g.held_by(recurrent) for g in mixer]
+    return tuple(held) + tuple(g.held_by(mlp) for g in _mlp_gemms(model, trains))
 
 
 def _adapter_gemms(plan: Plan) -> tuple[Gemm, ...]:
@@ -227,7 +220,7 @@ def _in_hybrid_layers(model: ModelSpec, gemm: Gemm) -> Gemm:
         held = attention
     else:
         held = mlp if model.num_experts == 1 else 0
-    return Gemm(gemm.name, gemm.k, gemm.n, gemm.split, gemm.trains, gemm.share, gemm.count, held / model.num_layers)
+    return gemm.held_by(held / model.num_layers)
 
 
 def attended_keys(model: ModelSpec, seq: int, causal: bool) -> float:
