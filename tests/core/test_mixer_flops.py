@@ -6,13 +6,15 @@ from dataclasses import replace
 
 import pytest
 
-from core.catalogue import load_models
+from core.catalogue import find_gpu, load_models
 from core.model import ModelSpec
+from core.params import param_counts
 from core.plan import Engine
 from core.presets import plan_for_model
 from core.serving.speed import prompt_scan_flops
 from core.training.flops import block_gemms, token_flops
 from core.training.mixer_flops import mixer_flops
+from core.training.speed import step_work
 
 HYBRIDS = [c.id for c in load_models() if c.spec.recurrent_mixer]
 
@@ -124,3 +126,14 @@ def test_prefill_counts_the_scan_on_vllm_only() -> None:
     llama = replace(plan, inference=replace(plan.inference, engine=Engine.LLAMACPP))
     assert prompt_scan_flops(llama) == 0.0
     assert prompt_scan_flops(plan_for_model("llama-3.1-8b")) == 0.0
+
+
+@pytest.mark.parametrize("model_id", ["bamba-9b", "granite-4.0-h-tiny", "qwen3.5-9b"])
+@pytest.mark.parametrize("kernels", [True, False])
+def test_the_step_time_runs_on_the_flops_the_terms_show(model_id: str, kernels: bool) -> None:
+    # core.training.speed tallies the step's matmuls and attention (with the mixers' scans) on its own; a hybrid's
+    # came to other figures than token_flops' terms before (attention in every layer, no scan, scaled matmuls).
+    plan = plan_for_model(model_id, mamba_kernels=kernels)
+    work = step_work(plan, param_counts(plan), find_gpu(plan.hardware.gpu))
+    tokens = plan.workload.micro_batch * plan.workload.seq_len * plan.workload.grad_accum
+    assert work.hardware_flops / tokens == pytest.approx(token_flops(plan).hardware, rel=1e-9)
