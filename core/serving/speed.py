@@ -92,6 +92,7 @@ from core.serving.llamacpp_hybrid import expert_share as llamacpp_expert_share
 from core.serving.llamacpp_hybrid import state_bytes_per_sequence as llamacpp_state_bytes
 from core.serving.vllm_hybrid import state_bytes_per_request
 from core.serving.vllm_versions import era_of
+from core.training.mixer_flops import mixer_flops
 
 # Host memory a CPU reads llama.cpp's host layers from: dual-channel DDR4-3200, 2 × 8 bytes ×
 # 3.2 GT/s = 51.2 GB/s (JEDEC JESD79-4), the common desktop and workstation case.
@@ -442,10 +443,24 @@ def block_params(plan: Plan, counts: ParamCounts) -> float:
 
 
 def prompt_token_flops(plan: Plan, counts: ParamCounts) -> float:
-    """FLOPs of one prompt token outside attention: the blocks' products and its share of the
-    head, computed for :data:`PROMPT_HEAD_ROWS` of the prompt's rows."""
+    """FLOPs of one prompt token outside attention: the blocks' products, a hybrid's chunked scans
+    (:func:`prompt_scan_flops`) and its share of the head, computed for :data:`PROMPT_HEAD_ROWS` of the
+    prompt's rows."""
     prompt = max(1, plan.inference.prompt_tokens)
-    return 2.0 * block_params(plan, counts) + 2.0 * head_params(plan) * PROMPT_HEAD_ROWS / prompt
+    blocks = 2.0 * block_params(plan, counts) + prompt_scan_flops(plan)
+    return blocks + 2.0 * head_params(plan) * PROMPT_HEAD_ROWS / prompt
+
+
+def prompt_scan_flops(plan: Plan) -> float:
+    """A hybrid's recurrent layers' chunked scan per prompt token on vLLM, whose prefill runs mamba_ssm's SSD
+    kernels (its copy, vllm/model_executor/layers/mamba/ops/ssd_combined.py) and fla's chunked gated delta rule
+    (vllm/model_executor/layers/fla/ops/chunk.py): core.training.mixer_flops, kernel path. The projections and
+    the depthwise convolution are weights like any other (2 FLOPs a parameter: :func:`block_params`). 0 for an
+    attention-only model and on llama.cpp, whose ggml scan ops run the recurrence token by token (not counted)."""
+    mixer = mixer_flops(plan.model, kernels=True)
+    if mixer is None or plan.inference.engine is Engine.LLAMACPP:
+        return 0.0
+    return mixer.scan * plan.model.recurrent_layers
 
 
 def decode_token_flops(plan: Plan, counts: ParamCounts) -> float:
@@ -456,7 +471,8 @@ def decode_token_flops(plan: Plan, counts: ParamCounts) -> float:
 def prefill_flops(plan: Plan, counts: ParamCounts, prompt: int) -> float:
     """One prompt's FLOPs: the blocks for every token, the head for the sampled row, causal attention."""
     model = plan.model
-    products = 2.0 * block_params(plan, counts) * prompt + 2.0 * head_params(plan) * PROMPT_HEAD_ROWS
+    products = (2.0 * block_params(plan, counts) + prompt_scan_flops(plan)) * prompt
+    products += 2.0 * head_params(plan) * PROMPT_HEAD_ROWS
     return products + 2.0 * model.kv_layers * prompt * prompt * model.q_width
 
 

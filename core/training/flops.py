@@ -13,6 +13,14 @@ Per token of a training step:
   Megatron-LM before core_r0.12); the FlashAttention causal count takes each query against
   the keys before it, (s + 1)/2 on average (what a causal kernel runs; Megatron-LM
   core_r0.12 and Megatron-Bridge count ``s/2``). A sliding window caps the keys at the window;
+- **a hybrid's layers** (core.hybrid: Mamba-2 or Gated DeltaNet beside attention): each projection in the
+  layers that hold it, from the mixer's own widths (:func:`_hybrid_gemms`: attention's q, k, v, o in the
+  attention layers, the mixer's in_proj / out_proj in the recurrent ones, the MLP or experts where they are),
+  attention's scores in the attention layers only, and the recurrent layers' convolution and chunked scan
+  (core.training.mixer_flops, which states its convention: whole chunk blocks in the MFU count, what the path
+  runs in the hardware count). Megatron-LM's own hybrid count (d98e8a64 megatron/training/training.py
+  ``num_floating_point_operations`` → ``hybrid_flops``) is within 0.2 % on Bamba and Granite 4.0-H
+  (tests/core/test_mixer_flops.py);
 - **the logits**: 2·V·d forward, 2·V·d for the input gradient, 2·V·d for the head's weight
   gradient when it trains;
 - **LoRA adapters**: 2·r·(in + out) per target and pass, and their weight gradients (the output
@@ -39,6 +47,7 @@ from core.params import lokr_factorization, oft_blocks, oft_neumann_bmms, param_
 from core.plan import Accounting, CheckpointPolicy, Method, Plan
 from core.training.activations import recomputed_share
 from core.training.extra_trained import head_copy_trains
+from core.training.mixer_flops import MixerFlops, mixer_flops
 
 # The suffixes of an adapter's matmuls in block_gemms: LoRA's two, LoHa's / LoKr's delta weight applied, VeRA's two,
 # OFT's block-diagonal rotation.
@@ -48,7 +57,8 @@ ADAPTER_GEMMS: Final = ("LoRA A", "LoRA B", "delta weight", "VeRA A", "VeRA B", 
 @dataclass(frozen=True, init=False)
 class Gemm:
     """One projection of a block as a matmul: ``k`` inputs to ``n`` outputs, seen by ``share``
-    of the tokens (an expert: top-k ÷ experts) in ``count`` copies (the experts)."""
+    of the tokens (an expert: top-k ÷ experts) in ``count`` copies (the experts), held by ``layers`` of the
+    blocks (a hybrid's attention, mixer and MLP projections: the share of the layers that hold them; else 1)."""
 
     name: str
     k: int
@@ -57,48 +67,95 @@ class Gemm:
     trains: bool  # its weight gets a gradient (a frozen base's does not; an adapter's does)
     share: float = 1.0
     count: int = 1
+    layers: float = 1.0
 
     def __init__(self, name: str, k: int, n: int, split: str, trains: bool, share: float = 1.0, count: int = 1) -> None:
         # ~8 made per estimate: the instance dict filled directly, not through the frozen
         # __init__'s object.__setattr__ per field (still frozen, equal and hashable; core.breakdown.Term).
-        self.__dict__.update(name=name, k=k, n=n, split=split, trains=trains, share=share, count=count)
+        self.__dict__.update(name=name, k=k, n=n, split=split, trains=trains, share=share, count=count, layers=1.0)
+
+    def held_by(self, layers: float) -> Gemm:
+        """The same matmul in ``layers`` of the blocks (a hybrid's projections: the share of its layers)."""
+        out = Gemm(self.name, self.k, self.n, self.split, self.trains, self.share, self.count)
+        out.__dict__["layers"] = layers
+        return out
 
     @property
     def weight(self) -> float:
-        """Multiply-adds per token: k·n × share × count."""
-        return self.k * self.n * self.share * self.count
+        """Multiply-adds per token and block: k·n × share × count × layers."""
+        return self.k * self.n * self.share * self.count * self.layers
 
 
 @last_answer
 def block_gemms(plan: Plan) -> tuple[Gemm, ...]:
-    """One block's matmuls (a mixture of experts: the router, the experts and a shared one)."""
+    """One block's matmuls (a mixture of experts: the router, the experts and a shared one); a hybrid's
+    attention, recurrent mixer and MLP each in the share of the layers that hold it (:func:`_hybrid_gemms`)."""
     model = plan.model
     base_trains = plan.method in (Method.FULL, Method.FROZEN)
-    d, q, kv, i = model.hidden_size, model.q_width, model.kv_width, model.intermediate_size
+    if model.recurrent_mixer:
+        return _hybrid_gemms(model, base_trains) + _adapter_gemms(plan)
+    d, q, kv = model.hidden_size, model.q_width, model.kv_width
     gemms: list[Gemm] = (
         [Gemm("q|k|v", d, q + 2 * kv, "column", base_trains)]
         if model.fused_qkv
         else [Gemm(name, d, width, "column", base_trains) for name, width in (("q", q), ("k", kv), ("v", kv))]
     )
     gemms.append(Gemm("o", q, d, "row", base_trains))
+    return tuple(gemms) + _mlp_gemms(model, base_trains) + _adapter_gemms(plan)
+
+
+def _mlp_gemms(model: ModelSpec, trains: bool) -> tuple[Gemm, ...]:
+    """The MLP's matmuls, or a mixture of experts' (the router, the routed experts, a shared one)."""
+    d, i = model.hidden_size, model.intermediate_size
     ups = 2 if model.gated_mlp else 1
     if model.num_experts > 1:
         share = model.experts_per_token / model.num_experts
-        gemms.append(Gemm("router", d, model.num_experts, "none", base_trains))
-        gemms.append(Gemm("experts gate|up", d, ups * i, "column", base_trains, share, model.num_experts))
-        gemms.append(Gemm("experts down", i, d, "row", base_trains, share, model.num_experts))
+        gemms = [
+            Gemm("router", d, model.num_experts, "none", trains),
+            Gemm("experts gate|up", d, ups * i, "column", trains, share, model.num_experts),
+            Gemm("experts down", i, d, "row", trains, share, model.num_experts),
+        ]
         if model.shared_expert_size:
             s = model.shared_expert_size
-            gemms += [
-                Gemm("shared gate|up", d, 2 * s, "column", base_trains),
-                Gemm("shared down", s, d, "row", base_trains),
-            ]
+            gemms += [Gemm("shared gate|up", d, 2 * s, "column", trains), Gemm("shared down", s, d, "row", trains)]
+        return tuple(gemms)
+    return (Gemm("gate|up" if ups == 2 else "up", d, ups * i, "column", trains), Gemm("down", i, d, "row", trains))
+
+
+# The hybrids whose attention layers are gated (q_proj d → 2·heads·head_dim: the query and its output gate):
+# transformers 5.25.0 Qwen3NextAttention, Qwen3_5Attention (models/qwen3_next, qwen3_5 modeling files), what
+# core.hybrid._gated_deltanet_stack counts.
+_GATED_ATTENTION: Final = frozenset(("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text"))
+
+
+def _hybrid_gemms(model: ModelSpec, trains: bool) -> tuple[Gemm, ...]:
+    """A hybrid's projections from its widths (core.hybrid, transformers 5.25.0), each kind in the share of the
+    layers that hold it (ModelSpec.hybrid_layer_counts): attention's q, k, v, o; a Mamba-2 mixer's in_proj
+    (d → 2·inner + 2·groups·state + heads) and out_proj (inner → d); a Gated DeltaNet's in_proj_qkvz
+    (d → 2·key heads·key dim + 2·inner), in_proj_ba (d → 2·value heads) and out_proj (inner → d); the MLP or the
+    mixture of experts. Their weights add up to the exact count less the embeddings, head, convolutions, norms
+    and per-head scalars (tests/core/test_mixer_flops.py)."""
+    d, q, kv, layers = model.hidden_size, model.q_width, model.kv_width, model.num_layers
+    attention, recurrent, mlp = (n / layers for n in model.hybrid_layer_counts())
+    gate = 2 if model.family in _GATED_ATTENTION else 1
+    held = [
+        Gemm("q", d, gate * q, "column", trains).held_by(attention),
+        Gemm("k", d, kv, "column", trains).held_by(attention),
+        Gemm("v", d, kv, "column", trains).held_by(attention),
+        Gemm("o", q, d, "row", trains).held_by(attention),
+    ]
+    inner, heads = model.recurrent_inner, model.recurrent_heads
+    keys = 2 * model.recurrent_groups * model.recurrent_state  # Mamba-2's B and C; Gated DeltaNet's q and k
+    if model.recurrent_mixer == "mamba2":
+        mixer = [Gemm("in_proj", d, 2 * inner + keys + heads, "column", trains)]
     else:
-        gemms += [
-            Gemm("gate|up" if ups == 2 else "up", d, ups * i, "column", base_trains),
-            Gemm("down", i, d, "row", base_trains),
+        mixer = [
+            Gemm("in_proj_qkvz", d, keys + 2 * inner, "column", trains),
+            Gemm("in_proj_ba", d, 2 * heads, "column", trains),
         ]
-    return tuple(gemms) + _adapter_gemms(plan)
+    mixer.append(Gemm("out_proj", inner, d, "row", trains))
+    held += [g.held_by(recurrent) for g in mixer]
+    return tuple(held) + tuple(g.held_by(mlp) for g in _mlp_gemms(model, trains))
 
 
 def _adapter_gemms(plan: Plan) -> tuple[Gemm, ...]:
@@ -119,14 +176,14 @@ def _adapter_gemms(plan: Plan) -> tuple[Gemm, ...]:
     r → out matmul a token whose weight (miss_block) gets a gradient; the block sum is method_work's bytes."""
     if not (plan.lora_adapters or plan.lycoris or plan.vera or plan.oft or plan.adalora or plan.miss):
         return ()
-    shapes = plan.model.linear_shapes()
+    shapes = {**plan.model.linear_shapes(), **plan.model.mixer_shapes()}
     r = plan.lora.rank
     out: list[Gemm] = []
     for target in normalise_lora_targets(plan.lora.targets):
         if target not in shapes:
             continue
         fan_in, fan_out = shapes[target]
-        row = target in ("o_proj", "down_proj")
+        row = target in ("o_proj", "down_proj", "out_proj")
         if plan.lycoris:
             out.append(Gemm(f"{target} {ADAPTER_GEMMS[2]}", fan_in, fan_out, "none", True))
             continue
@@ -146,7 +203,24 @@ def _adapter_gemms(plan: Plan) -> tuple[Gemm, ...]:
             Gemm(f"{target} LoRA A", fan_in, r, "row" if row else "none", True),
             Gemm(f"{target} LoRA B", r, fan_out, "none" if row else "column", True),
         ]
+    if plan.model.recurrent_mixer:
+        return tuple(_in_hybrid_layers(plan.model, g) for g in out)
     return tuple(out)
+
+
+def _in_hybrid_layers(model: ModelSpec, gemm: Gemm) -> Gemm:
+    """A hybrid's adapter matmul in the share of the layers that hold its target (ModelSpec._hybrid_lora_params'
+    rule): attention's in the attention layers, the mixer's in the recurrent ones, the MLP's where an MLP is (a
+    mixture of experts' 3-D matrices are not adapted)."""
+    attention, recurrent, mlp = model.hybrid_layer_counts()
+    target = gemm.name.split(" ", 1)[0]
+    if target in model.mixer_shapes():
+        held = recurrent
+    elif target in ("q_proj", "k_proj", "v_proj", "o_proj"):
+        held = attention
+    else:
+        held = mlp if model.num_experts == 1 else 0
+    return gemm.held_by(held / model.num_layers)
 
 
 def attended_keys(model: ModelSpec, seq: int, causal: bool) -> float:
@@ -183,18 +257,24 @@ def _said(text: str) -> tuple[Callable[..., str], tuple[Any, ...]]:
     return str, (text,)
 
 
-def _block_formula(layers: int, backward: int, w_base: float) -> str:
+def _block_formula(layers: int, backward: int, w_base: float, hybrid: bool = False) -> str:
+    mean = " (a hybrid's layers' mean: each projection in the layers that hold it)" if hybrid else ""
     return (
         f"2·W × ({layers} forward + {backward} input-gradient) + 2·W_trained × {backward} "
-        f"weight-gradient blocks, W = {sci(w_base)}"
+        f"weight-gradient blocks, W = {sci(w_base)}{mean}"
     )
 
 
 def _attention_formula(model: ModelSpec, s: int, prefix: int, layers: int, backward: int) -> str:
-    return (
-        f"4·H·hd·{'((s+1)/2 + n)' if prefix else '(s+1)/2'} × ({layers} + 2 × {backward}) = 4 × {model.q_width} × "
-        f"{attended_keys(model, s, True) + prefix:,.0f} × {layers + 2 * backward}"
-    )
+    keys = f"4·H·hd·{'((s+1)/2 + n)' if prefix else '(s+1)/2'}"
+    numbers = f"4 × {model.q_width} × {attended_keys(model, s, True) + prefix:,.0f}"
+    if model.recurrent_mixer:  # a hybrid: its attention layers only
+        held = model.kv_layers
+        return (
+            f"{keys} × {held} attention layers × ({layers} + 2 × {backward}) / {layers} = {numbers} × "
+            f"{held * (layers + 2 * backward) / layers:g}"
+        )
+    return f"{keys} × ({layers} + 2 × {backward}) = {numbers} × {layers + 2 * backward}"
 
 
 def _head_formula(passes: int, vd: float) -> str:
@@ -254,7 +334,8 @@ def token_flops(plan: Plan) -> TokenFlops:
     if plan.accounting is Accounting.LESSON:
         return _lesson_flops(plan)
     model = plan.model
-    scale = model.params_scale  # a typed P scales the matmuls it stands for
+    # A typed P scales the matmuls it stands for; a hybrid's are its exact widths (_hybrid_gemms).
+    scale = model.shape_scale
     base: list[Gemm] = []
     adapters: list[Gemm] = []
     for gemm in block_gemms(plan):
@@ -280,7 +361,7 @@ def token_flops(plan: Plan) -> TokenFlops:
         FlopTerm(
             "block matmuls",
             2.0 * (w_base * layers + w_base * passes.backward + w_train * passes.backward),
-            (_block_formula, (layers, passes.backward, w_base)),
+            (_block_formula, (layers, passes.backward, w_base, bool(model.recurrent_mixer))),
         ),
         FlopTerm(
             "attention scores and values (causal)",
@@ -315,32 +396,43 @@ def token_flops(plan: Plan) -> TokenFlops:
                 _said(f"2 · {per} summed over targets = 2 × {sci(w_adapt)} × ({layers} + {grads} × {passes.backward})"),
             )
         )
-    terms += _adalora_scaling(plan) + _method_builds(plan, passes) + _mamba2_scan(plan, passes)
-    recompute = _recompute(plan, w_base + w_adapt, attn_causal, passes)
+    scan, scan_model, mixer_term = _mixer(plan, passes)
+    runs = layers + 2 * passes.backward
+    terms += mixer_term + _adalora_scaling(plan) + _method_builds(plan, passes)
+    recompute = _recompute(plan, w_base + w_adapt, attn_causal + scan, passes)
     if recompute is not None:
         terms.append(recompute)
     model_count = _model_count(plan, w_base, w_adapt, w_train, attn_full, head + 6.0 * w_head_adapt, passes)
-    causal_count = model_count - (attn_full - attn_causal) * (layers + 2 * passes.backward)
-    forward = 2.0 * (w_base + w_adapt) * layers + attn_causal * layers + 2.0 * (vd + w_head_adapt)
+    model_count += scan_model * runs
+    causal_count = model_count - (attn_full - attn_causal + scan_model - scan) * runs
+    forward = 2.0 * (w_base + w_adapt) * layers + (attn_causal + scan) * layers + 2.0 * (vd + w_head_adapt)
     return TokenFlops(tuple(terms), model_count, causal_count, forward)
 
 
-def _mamba2_scan(plan: Plan, passes: _Passes) -> list[FlopTerm]:
-    """A Mamba-2 hybrid's chunked scan (state-space duality) beside its projections, whose matmuls the block
-    weights count: per token and head, C·Bᵀ and its product with x over the chunk (2·chunk·(S + P)), the chunk
-    states and their read-out (2 × 2·S·P), forward; the backward twice that where it runs. Convention: whole
-    chunk × chunk blocks, as transformers' torch path computes them (mamba_ssm's kernels skip about half of each
-    causal block: the count is then an upper bound); the elementwise decays and the convolution are left out."""
+def _mixer(plan: Plan, passes: _Passes) -> tuple[float, float, list[FlopTerm]]:
+    """A hybrid's recurrent layers' convolution and scan as a share of every block, forward (as attention's is):
+    what the path runs, what the MFU counts, and the term (core.training.mixer_flops); zeros and none otherwise."""
     model = plan.model
-    if model.recurrent_mixer != "mamba2" or not model.recurrent_chunk:
-        return []
-    h, p, n, c = model.recurrent_heads, model.recurrent_head_dim, model.recurrent_state, model.recurrent_chunk
-    per_layer = 2.0 * h * (c * (n + p) + 2 * n * p)
-    layers = model.recurrent_layers
-    backward = layers * passes.backward / model.num_layers
-    runs = layers + 2 * backward
-    formula = f"2·H·(chunk·(S + P) + 2·S·P) × ({layers} + 2 × {backward:g}) = {sci(per_layer)} × {runs:g}"
-    return [FlopTerm("Mamba-2 chunked scan (whole chunk blocks)", per_layer * runs, _said(formula))]
+    mixer = mixer_flops(model, plan.mamba_kernels)
+    if mixer is None:
+        return 0.0, 0.0, []
+    layers = model.num_layers
+    share = model.recurrent_layers / layers
+    scan, scan_model = (mixer.conv + mixer.scan) * share, (mixer.conv + mixer.scan_model) * share
+    term = FlopTerm(
+        f"{mixer.name} convolution and chunked scan",
+        scan * (layers + 2 * passes.backward),
+        (_mixer_formula, (mixer, model.recurrent_layers, share, layers, passes.backward)),
+    )
+    return scan, scan_model, [term]
+
+
+def _mixer_formula(mixer: MixerFlops, recurrent: int, share: float, layers: int, backward: int) -> str:
+    """The recurrent layers' term: conv + scan a layer, over the forward and twice the backward."""
+    return (
+        f"(2·conv_dim·kernel + scan) × {recurrent} recurrent layers × ({layers} + 2 × {backward}) / {layers} "
+        f"= ({sci(mixer.conv)} + {sci(mixer.scan)}) × {share * (layers + 2 * backward):g}; scan {mixer.formula}"
+    )
 
 
 def _adalora_scaling(plan: Plan) -> list[FlopTerm]:
@@ -396,7 +488,8 @@ def _model_count(
 
 def _recompute(plan: Plan, w_fwd: float, attn_causal: float, passes: _Passes) -> FlopTerm | None:
     """The forward work the checkpointing policy runs again in the backward (blocks the
-    backward does not reach are not recomputed)."""
+    backward does not reach are not recomputed); ``attn_causal``: a block's attention, and a
+    hybrid's convolution and scan, as shares of every block."""
     if not plan.checkpointing:
         return None
     blocks = passes.backward
@@ -415,10 +508,11 @@ def _recompute(plan: Plan, w_fwd: float, attn_causal: float, passes: _Passes) ->
             _said(f"2·W × {share:.2f} × {blocks} blocks"),
         )
     recomputed = min(blocks, plan.checkpointed_blocks(plan.model.num_layers))
+    scan = " + conv and scan" if plan.model.recurrent_mixer else ""
     return FlopTerm(
         "recomputed forward of the checkpointed blocks",
         (2.0 * w_fwd + attn_causal) * recomputed,
-        _said(f"(2·W + attention) × {recomputed} blocks"),
+        _said(f"(2·W + attention{scan}) × {recomputed} blocks"),
     )
 
 

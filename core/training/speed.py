@@ -67,6 +67,7 @@ from core.training.attention import Kernel, math_kernel_bytes, sdpa_kernel
 from core.training.extra_trained import extra_state_terms, trained_tensors
 from core.training.flops import ADAPTER_GEMMS, Gemm, attended_keys, block_gemms, head_trains, method_work
 from core.training.gemm_shape import shape_efficiency
+from core.training.mixer_flops import mixer_flops
 from core.training.optimizer import (
     ADEMAMIX_FAMILY,
     ANYPRECISION_MOMENT_BYTES,
@@ -664,8 +665,8 @@ def _rows(rank: _Rank, gemm: Gemm) -> tuple[float, float]:
     same FLOPs in larger, fewer matmuls."""
     ep = rank.plan.parallel.expert_parallel
     if gemm.count > 1 and ep > 1:
-        return rank.tokens * gemm.share * ep, gemm.count / ep
-    return rank.tokens * gemm.share, float(gemm.count)
+        return rank.tokens * gemm.share * ep, gemm.count / ep * gemm.layers
+    return rank.tokens * gemm.share, gemm.count * gemm.layers
 
 
 def _recomputed_blocks(plan: Plan, rank: _Rank) -> float:
@@ -727,7 +728,7 @@ def _matmuls(rank: _Rank) -> _Tally:
     """The rank's matmuls of one micro-batch: the blocks' forward, input- and weight-gradient
     passes and recompute, and the output head on the last stage."""
     plan, tally = rank.plan, _Tally()
-    scale = plan.model.params_scale
+    scale = plan.model.shape_scale  # a typed P's share; a hybrid's matmuls are its exact widths
     again = _recomputed_blocks(plan, rank)
     for gemm in block_gemms(plan):
         k, n = _split(gemm.k, gemm.n, gemm.split, rank.tp)
@@ -833,11 +834,19 @@ def fused_attention(plan: Plan) -> bool:
 
 def _attention_flops(rank: _Rank) -> tuple[float, float]:
     """Attention FLOPs of one micro-batch on the rank, all passes and forward: the causal
-    count for a fused kernel, every score for eager attention."""
+    count for a fused kernel, every score for eager attention. A hybrid's attention runs in its
+    attention layers only, and its recurrent layers' convolution and chunked scan
+    (core.training.mixer_flops, on the path the plan runs) join this term: the scan's products are
+    small batched matmuls like attention's, timed at the same rate."""
     plan = rank.plan
     model = plan.model
     keys = attended_keys(model, plan.workload.seq_len, fused_attention(plan))
-    forward = 4.0 * rank.tokens * keys * model.q_width / rank.tp
+    per_token = 4.0 * keys * model.q_width
+    mixer = mixer_flops(model, plan.mamba_kernels)
+    if mixer is not None:
+        recurrent = (mixer.conv + mixer.scan) * model.recurrent_layers
+        per_token = (per_token * model.kv_layers + recurrent) / model.num_layers
+    forward = rank.tokens * per_token / rank.tp
     recompute = _attention_recompute(rank)
     return forward * (rank.layers + 2 * rank.backward_layers + recompute), forward * rank.layers
 
@@ -971,6 +980,7 @@ def _elementwise_bytes(rank: _Rank) -> float:
     if not fused_attention(plan):
         keys = attended_keys(model, plan.workload.seq_len, causal=False)
         scores = rank.tokens * keys * model.num_heads / rank.tp  # one micro-batch's B·H·S² (÷ CP: its queries)
+        scores *= model.kv_layers / model.num_layers  # a hybrid's attention layers only
         total += scores * SCORE_BYTES * (rank.layers + BACKWARD_OVER_FORWARD * rank.backward_layers + again)
         if model.alibi:
             total += scores * ALIBI_SCORE_BYTES * (rank.layers + again)
@@ -1044,9 +1054,9 @@ def _dequant_bytes(rank: _Rank) -> float:
     plan = rank.plan
     if not plan.quantised_base or plan.quant is Quant.INT8:
         return 0.0
-    per_block = sum(g.k * g.n * g.count for g in block_gemms(plan) if not g.name.endswith(ADAPTER_GEMMS))
+    per_block = sum(g.k * g.n * g.count * g.layers for g in block_gemms(plan) if not g.name.endswith(ADAPTER_GEMMS))
     uses = rank.layers + rank.backward_layers + _recomputed_blocks(plan, rank)
-    return per_block / rank.tp * plan.model.params_scale * uses * DEQUANT_BYTES
+    return per_block / rank.tp * plan.model.shape_scale * uses * DEQUANT_BYTES
 
 
 def _optimizer_bytes(plan: Plan, counts: ParamCounts, stage: Stage) -> float:

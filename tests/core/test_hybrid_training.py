@@ -136,9 +136,12 @@ def test_the_command_line_takes_the_kernels_flag(capsys: pytest.CaptureFixture[s
 def test_flops_count_the_scan_and_attention_in_attention_layers_only() -> None:
     plan: Plan = plan_for_model("granite-4.0-h-tiny")
     terms = {t.label: t.per_token for t in token_flops(plan).terms}
-    # 36 Mamba-2 layers of 48 heads, head_dim 64, state 128, chunk 256 (resources/models.json):
-    # 2 · 48 · (256 · (128 + 64) + 2 · 128 · 64) per token and layer, forward, × (36 + 2 × 36).
-    assert terms["Mamba-2 chunked scan (whole chunk blocks)"] == 2.0 * 48 * (256 * 192 + 2 * 128 * 64) * 108
+    # 36 Mamba-2 layers of 40, 48 heads, head_dim 64, state 128, one group, chunk 256, conv 4 (resources/models.json),
+    # mamba_ssm's kernels (the plan's default): the conv 2 · (3072 + 256) · 4 and the scan 2 · 256 · 128 (C·Bᵀ a
+    # group) + 2 · 48 · 64 · 128.5 (the causal half) + 4 · 48 · 128 · 64 per token and layer, forward, × (40 + 2 × 40)
+    # passes in 36 of 40 layers.
+    scan = 2.0 * 3328 * 4 + 2.0 * 256 * 128 + 2.0 * 48 * 64 * 128.5 + 4.0 * 48 * 128 * 64
+    assert terms["Mamba-2 convolution and chunked scan"] == pytest.approx(scan * 36 / 40 * 120)
     attention = "attention scores and values (causal)"
     # Attention's scores in the attention layers only: twice the layers, twice the FLOPs.
     doubled = replace(plan, model=replace(plan.model, attention_layers=8, recurrent_layers=32))
