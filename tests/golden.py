@@ -556,6 +556,24 @@ CLI_RUNS: tuple[tuple[str, ...], ...] = (
             "--lora-targets q_proj,v_proj --preset trainer-bf16 --micro-batch 4 --seq 768 --gpu l40s"
         )
     ),
+    # Hybrid recurrent models (branches h66htrain, h66v20, h66lhyb, h68hflops): a Mamba-2 hybrid's training memory
+    # and time (the mixers' own matmuls and scans), vLLM's hybrid pages and prefill, llama.cpp's RS buffer. None of
+    # the stored plans is a hybrid.
+    tuple(shlex.split("estimate --json --model granite-4.0-h-tiny --method lora --gpu h100-sxm")),
+    tuple(shlex.split("estimate --json --model bamba-9b --method full --micro-batch 1 --seq 2048 --gpu h100-sxm")),
+    tuple(
+        shlex.split(
+            "estimate --json --mode inference --model granite-4.0-h-small --engine vllm --vllm-version 0.34 "
+            "--gpu h100-sxm"
+        )
+    ),
+    tuple(shlex.split("estimate --json --mode inference --model qwen3.5-9b --engine vllm --gpu a100-80gb-sxm")),
+    tuple(
+        shlex.split(
+            "estimate --json --mode inference --model nemotron-nano-9b-v2 --engine llamacpp --gguf Q4_K_M "
+            "--gpu rtx-4090"
+        )
+    ),
 )
 
 
