@@ -1015,6 +1015,11 @@ def buffer_cases(
     host = logged.get("model_buffer_mib", {}).get("CPU")
     if host and "model" in kinds:
         cases.append(_buffer(case_id, source, plan, "model", "CPU", number(host), lambda b: b.layout.host_weights))
+    # The host's compute buffer: the graph's inputs (core.serving.llamacpp.host_input_bytes), no constant in it.
+    for dev in ("CPU", "CUDA_Host"):
+        host = logged.get("compute_buffer_mib", {}).get(dev)
+        if host and "compute" in kinds:
+            cases.append(_buffer(case_id, source, plan, "compute", dev, number(host), lambda b: b.host_compute))
     return cases
 
 
@@ -1053,6 +1058,7 @@ def xiongjiedai_buffer_cases() -> list[Case]:
             cache_type="f16",
             flash_attention=False,
             ubatch=512,
+            llamacpp_build=int(log["engine_version"].split()[2]),  # "llama.cpp build 2795 (bcdee0da)"
         )
         cases += buffer_cases(log["id"], log["source_id"], plan, log["logged"])
     return cases
@@ -1078,7 +1084,11 @@ def other_llamacpp_cases() -> list[Case]:
         ("logdetective106-mistral7b-v0.2-q4ks-ctx2048", 2048),
         ("logdetective106-mistral7b-v0.2-q4ks-ctx32768", 32768),
     ):
-        plan = llama_plan(mistral_v02(), "", "rtx-4090", context=ctx, gguf_quant="Q4_K_S", flash_attention=False)
+        # llama-cpp-python's bundled llama.cpp of about 2025-01: a build between b4400 and b4500 (taken as b4450);
+        # only the host's inputs depend on it, the same for every build before b7775.
+        plan = llama_plan(
+            mistral_v02(), "", "rtx-4090", context=ctx, gguf_quant="Q4_K_S", flash_attention=False, llamacpp_build=4450
+        )
         cases += buffer_cases(case_id, logs[case_id]["source_id"], plan, logs[case_id]["logged"], ("kv", "compute"))
     # Command-R on a 4070 Ti + 3090 Ti: the layers split by free memory (12 / 28 by the KV lines),
     # which equal shares cannot give; the first GPU's compute buffer does not depend on the split

@@ -28,6 +28,9 @@ Each is modelled from the source:
   device the float32 logits of ``n_ubatch`` rows; with several GPUs the scheduler's four
   copies of each split's inputs (``pipeline parallelism enabled (n_copies=4)``). This is the
   ggml graph's arithmetic, checked on the printed buffers of four sources (benchmarks/realgpu).
+  The attention mask grows with ``n_ctx``: a graph input, kept in the host's compute buffer and copied
+  to each GPU; before b9410 flash attention cast a float32 mask to float16 on the GPU, both live at the
+  cast (:data:`FA_MASK_F16_FROM_BUILD`, :func:`host_input_bytes`).
 * **Hybrid recurrent models** (Granite 4.0-H, Bamba, Nemotron-H, Falcon-H1, Qwen3-Next, Qwen3.5 / 3.6): their KV
   cache holds the attention layers only, an RS buffer holds each recurrent layer's float32 states, one cell a slot,
   and their tensors and graph have their own shapes (:mod:`core.serving.llamacpp_hybrid`).
@@ -88,6 +91,23 @@ HIDDEN_LIVE: Final = 4
 # llama_kv_cache's padding of n_ctx: 256 cells with flash attention, else 32.
 KV_PAD_FA: Final = 256
 KV_PAD: Final = 32
+# The attention mask is a graph input (``attn_inp_kq_mask``): ggml_backend_sched puts every input on the last
+# backend, the CPU (``ggml_backend_sched_backend_id_from_cur``, "graph input", ggml/src/ggml-backend.cpp), so it
+# sits in the host's compute buffer and a copy of it in each GPU's. Before ggml-org/llama.cpp PR #23764
+# ("llama: use f16 mask for FA to save VRAM", first in release b9410) the input was float32 even with flash
+# attention, and the graph cast it to float16 (``self_kq_mask_cnv = ggml_cast(..., GGML_TYPE_F16)``) on the GPU
+# that runs the first attention layer: the float32 copy and its float16 cast are both live at the cast. From
+# b9410 (and in a current build, 0) the input is float16 under flash attention, with no cast. The release: the
+# b9410 notes as https://theneuralfeed.com/article/b9410/shOQqTty retells them ("uses f16 (float16) masks for Flash
+# Attention"); the current source: llama-cpp-python 0.3.36's vendored llama.cpp (0c1e5709, src/llama-graph.cpp
+# build_attn_inp_kq_mask: "flash attention requires an f16 mask").
+FA_MASK_F16_FROM_BUILD: Final = 9410
+# ggml-org/llama.cpp PR #18898 ("graph : utilize ggml_build_forward_select() to avoid reallocations", on top of
+# PR #18550, release b7774) keeps both of build_inp_embd's inputs in the graph: the token ids' get_rows and an
+# unused float32 ``inp_embd`` of n_embd x n_ubatch, both in the host's compute buffer (b7774's notes on
+# sourceforge.net/projects/llama-cpp.mirror/files/b7774 list #18550). Its own build number was not read: the
+# builds from b7775 are counted with the second hidden state.
+EMBD_INPUT_FROM_BUILD: Final = 7775
 
 
 # ---- the GGUF mix: llama_tensor_get_type ------------------------------------------------------
@@ -559,19 +579,59 @@ def kv_bytes_of_layers(plan: Plan, layers: tuple[int, ...], cells: int) -> float
     return row * ((len(layers) - swa_layers) * cells + swa_layers * swa_cells)
 
 
-def compute_buffer_bytes(plan: Plan, cells: int, *, output: bool, split: bool) -> float:
-    """The compute buffer of one GPU (see the module's docstring)."""
+def since(build: int, first: int) -> bool:
+    """Whether llama.cpp build ``build`` (0: a current one) has the change first in build ``first``."""
+    return build == 0 or build >= first
+
+
+def mask_cast(plan: Plan, build: int | None = None) -> bool:
+    """Whether the graph casts a float32 mask input to float16 for flash attention (a build before
+    :data:`FA_MASK_F16_FROM_BUILD`; ``build`` None: the plan's)."""
+    build = plan.inference.llamacpp_build if build is None else build
+    return plan.inference.flash_attention and not since(build, FA_MASK_F16_FROM_BUILD)
+
+
+def host_input_bytes(plan: Plan, cells: int, build: int | None = None) -> float:
+    """The graph inputs in the host's compute buffer: the attention mask (float16 under flash attention from
+    b9410, else float32: :data:`FA_MASK_F16_FROM_BUILD`) and the token embeddings' rows in float32, with the
+    unused embeddings input beside them from :data:`EMBD_INPUT_FROM_BUILD`. With pipeline parallelism the
+    scheduler keeps :data:`SCHED_COPIES` copies of each input (the embedding rows are a node, not an input: one).
+    The token ids, positions and cache indices (a few KiB) are left out."""
+    model, inf = plan.model, plan.inference
+    build = inf.llamacpp_build if build is None else build
+    tokens = min(inf.ubatch, cells)
+    padded = math.ceil(tokens / KQ_MASK_PAD) * KQ_MASK_PAD
+    element = 4.0 if mask_cast(plan, build) or not inf.flash_attention else 2.0
+    hidden = tokens * model.hidden_size * 4.0
+    inputs = cells * padded * element + (hidden if since(build, EMBD_INPUT_FROM_BUILD) else 0.0)
+    return inputs * (SCHED_COPIES if pipeline_parallel(plan) else 1) + hidden
+
+
+def compute_buffer_bytes(
+    plan: Plan, cells: int, *, output: bool, split: bool, casts: bool = True, build: int | None = None
+) -> float:
+    """The compute buffer of one GPU (see the module's docstring); ``casts``: this device runs the first
+    attention layer, where a build before b9410 casts the mask (:func:`mask_cast`); ``build`` None: the plan's."""
     model, inf = plan.model, plan.inference
     tokens = min(inf.ubatch, cells)
     padded = math.ceil(tokens / KQ_MASK_PAD) * KQ_MASK_PAD
     hidden = tokens * model.hidden_size * 4.0
     mask = cells * padded * (2.0 if inf.flash_attention else 4.0)
     ffn_width = model.intermediate_size * max(1, model.experts_per_token) + model.shared_expert_size
-    ffn = 2 * tokens * ffn_width * 4.0 + 2 * hidden + mask
+    ffn_live = 2 * tokens * ffn_width * 4.0 + 2 * hidden
+    ffn = ffn_live + mask
     attention = mask + HIDDEN_LIVE * hidden
     if not inf.flash_attention:
         attention += cells * tokens * model.num_heads * 4.0
     peak = max(attention, ffn)
+    if casts and mask_cast(plan, build):
+        # The float32 copy and its float16 cast, above what is live: ggml-alloc puts a block no free hole holds
+        # above the highest live tensor (ggml_dyn_tallocr_alloc). In a hybrid whose first layer is recurrent
+        # the first attention layer follows whole layers, whose FFN moment left the residual stream there.
+        beside = HIDDEN_LIVE * hidden
+        if model.hybrid is not None and not has_attention(model, 0):
+            beside = max(beside, ffn_live)
+        peak = max(peak, cells * padded * (4.0 + 2.0) + beside)
     if output:
         peak = max(peak, model.vocab_size * tokens * 4.0 + hidden)
     if model.hybrid is not None:  # a recurrent layer's widest moment (core.serving.llamacpp_hybrid)
@@ -865,17 +925,21 @@ def llamacpp_buffers(
     kv = [kv_bytes_of_layers(plan, layers, cells) for layers in layout.device_layers]
     host_kv = kv_bytes_of_layers(plan, layout.host_layers, cells)
     piped = pipeline_parallel(plan)
+    # The first attention layer's device casts the mask in builds before b9410: the host's when layers stay
+    # there (the first ones do), else the first GPU holding layers.
+    first = -1 if layout.host_layers else next((g for g in range(gpus) if layout.device_layers[g]), -1)
     compute = [
-        compute_buffer_bytes(plan, cells, output=layout.output_device == g, split=piped)
+        compute_buffer_bytes(plan, cells, output=layout.output_device == g, split=piped, casts=g == first)
         if layout.device_layers[g]
         else 0.0
         for g in range(gpus)
     ]
-    # The host computes the embedding lookup (and any layer left there): a few hidden states.
-    host_compute = min(inf.ubatch, cells) * model.hidden_size * 4.0 * (3 if not layout.host_layers else HIDDEN_LIVE)
+    # The host holds the graph's inputs (the mask, the embedding rows) and computes any layer left there.
+    host_compute = host_input_bytes(plan, cells)
     if layout.host_layers or layout.output_device < 0:
         host_compute = max(
-            host_compute, compute_buffer_bytes(plan, cells, output=layout.output_device < 0, split=False)
+            host_compute,
+            compute_buffer_bytes(plan, cells, output=layout.output_device < 0, split=False, casts=first < 0),
         )
     if model.hybrid is None:
         return LlamaCppMemory(layout, cells, tuple(kv), tuple(compute), host_kv, host_compute, overhead)
