@@ -7,18 +7,20 @@ q / k / v projections."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
 
 from core.catalogue import find_model
+from core.cli.app import main
 from core.dtypes import WEIGHT_LABELS, WeightFormat, weight_bytes
 from core.estimate import estimate
 from core.files.launch.llamacpp import export_llama_server
 from core.files.launch.sglang import export_sglang, read_sglang
 from core.files.launch.vllm import export_vllm, read_vllm
 from core.files.planfile import dumps, loads
-from core.plan import Attention, Engine, Hardware, Plan, TransformersVersion
+from core.plan import Attention, Engine, Hardware, Inference, Plan, TransformersVersion
 from core.serving.engines import exllama_buffer_bytes, hf_peak_bytes, rank_layout
 from core.serving.fit import DEFAULT_FIT
 from core.serving.gptq import (
@@ -176,3 +178,12 @@ def test_the_engines_commands_name_gptq_marlin_and_read_back() -> None:
 def test_a_plan_file_keeps_the_format() -> None:
     plan = _plan(Engine.SGLANG)
     assert loads(dumps(plan)).inference.weight_dtype is WeightFormat.GPTQ_INT8
+
+
+def test_the_command_line_takes_the_format(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["estimate", "--model", "qwen2.5-7b", "--gpu", "a100-80gb-sxm", "--mode", "inference"]
+    args += ["--engine", "vllm", "--weights", "gptq-int8", "--context", "2049", "--json"]
+    assert main(args) == 0
+    served = json.loads(capsys.readouterr().out)["inference"]
+    plan = _plan(Engine.VLLM).with_inference(new_tokens=Inference().new_tokens)
+    assert served["kv_cache_tokens"] == estimate(plan).inference.kv_cache_tokens
