@@ -38,6 +38,8 @@ __all__ = [
     "WeightFormat",
     "compute_dtype",
     "ggml_row_bytes",
+    "gptq_int8_bytes_per_weight",
+    "gptq_int8_matrix_bytes",
     "int4_group_bytes_per_weight",
     "matmul_dtype",
     "matrix_output_rows",
@@ -91,6 +93,7 @@ class WeightFormat(StrEnum):
     INT8 = "int8"  # LLM.int8 (bitsandbytes) / W8A16 with one scale per output row
     AWQ_INT4 = "awq-int4"
     GPTQ_INT4 = "gptq-int4"
+    GPTQ_INT8 = "gptq-int8"  # 8-bit GPTQ, groups of 128 (Qwen's -GPTQ-Int8 checkpoints)
     NF4 = "nf4"  # bitsandbytes 4-bit NormalFloat with double quantisation
     MXFP4 = "mxfp4"  # OCP microscaling FP4: the MoE experts in 4 bits + one E8M0 scale per 32 (gpt-oss)
 
@@ -114,6 +117,7 @@ WEIGHT_LABELS: Final = {
     WeightFormat.INT8: "int8",
     WeightFormat.AWQ_INT4: "AWQ int4 (g128)",
     WeightFormat.GPTQ_INT4: "GPTQ int4 (g128)",
+    WeightFormat.GPTQ_INT8: "GPTQ int8 (g128)",
     WeightFormat.NF4: "bitsandbytes NF4",
     WeightFormat.MXFP4: "MXFP4 experts (gpt-oss)",
 }
@@ -181,6 +185,16 @@ INT8_ROW_SCALE_BYTES: Final = 4
 INT4_GROUP: Final = 128
 INT4_SCALE_BYTES: Final = 2.0
 INT4_ZERO_BYTES: Final = 0.5
+# GPTQ int8 (AutoGPTQ's packing, as Qwen's -GPTQ-Int8 checkpoints store it and as AutoGPTQ v0.6.0
+# auto_gptq/nn_modules/qlinear/qlinear_cuda_old.py QuantLinear registers its buffers for bits = 8):
+# qweight int32 [in / 4, out] (1 byte a weight), qzeros int32 [in / 128, out / 4] (one 8-bit zero a
+# group and column), scales fp16 [in / 128, out], g_idx int32 [in]. vLLM's GPTQMarlinConfig maps
+# (8 bits, sym) to uint8b128 beside (4, sym) uint4b8 (model_executor/layers/quantization/gptq_marlin.py
+# TYPE_MAP): after loading the Marlin repack keeps qweight (same bytes) and scales and replaces qzeros
+# and, without act-order, g_idx by empty tensors (core.serving.engines.gptq_dropped_bytes).
+GPTQ8_WEIGHT_BYTES: Final = ELEMENT_BYTES["int8"]
+GPTQ8_ZERO_BYTES: Final = 1.0  # one 8-bit zero per group and output column, four to an int32
+GPTQ_G_IDX_BYTES: Final = 4  # int32 per input row of each quantised matrix
 # FP8 checkpoints (vLLM Fp8LinearMethod): 1 byte per weight, one float32 scale per tensor.
 FP8_SCALE_BYTES: Final = 4
 
@@ -197,6 +211,27 @@ def int4_group_bytes_per_weight() -> float:
     return ELEMENT_BYTES["int4"] + (INT4_SCALE_BYTES + INT4_ZERO_BYTES) / INT4_GROUP
 
 
+def gptq_int8_bytes_per_weight(zeros: bool = True) -> float:
+    """1 byte + an fp16 scale (and, as stored, an 8-bit zero) per 128 weights: 1 + 3/128 bytes as the
+    checkpoint stores them, 1 + 2/128 once a Marlin kernel has dropped the zeros."""
+    return GPTQ8_WEIGHT_BYTES + (INT4_SCALE_BYTES + (GPTQ8_ZERO_BYTES if zeros else 0.0)) / INT4_GROUP
+
+
+def matrix_input_rows(model: ModelSpec) -> int:
+    """Input rows of every quantised matrix (one g_idx entry each in a GPTQ checkpoint): the attention
+    projections and every expert's MLP matrices of each block."""
+    shapes = model.linear_shapes()
+    attention = sum(shapes[name][0] for name in ("q_proj", "k_proj", "v_proj", "o_proj"))
+    mlp = sum(n_in for name, (n_in, _) in shapes.items() if name not in ("q_proj", "k_proj", "v_proj", "o_proj"))
+    return model.num_layers * (attention + max(1, model.num_experts) * mlp)
+
+
+def gptq_int8_matrix_bytes(model: ModelSpec, quantised: int) -> float:
+    """The checkpoint's bytes of ``quantised`` matrix weights in GPTQ int8: qweight, scales, qzeros
+    and each matrix's g_idx."""
+    return quantised * gptq_int8_bytes_per_weight() + matrix_input_rows(model) * GPTQ_G_IDX_BYTES
+
+
 def matrix_output_rows(model: ModelSpec) -> int:
     """Output rows of every quantised matrix (one int8 scale each)."""
     return model.num_layers * sum(out for _, out in model.linear_shapes().values())
@@ -210,6 +245,8 @@ def quantised_matrix_bytes(model: ModelSpec, fmt: WeightFormat, quantised: int, 
         return quantised * nf4_bytes_per_weight(double_quant)
     if fmt in (WeightFormat.AWQ_INT4, WeightFormat.GPTQ_INT4):
         return quantised * int4_group_bytes_per_weight()
+    if fmt is WeightFormat.GPTQ_INT8:
+        return gptq_int8_matrix_bytes(model, quantised)
     if fmt is WeightFormat.FP8:
         return quantised * ELEMENT_BYTES["fp8"] + FP8_SCALE_BYTES * model.num_layers * len(model.linear_shapes())
     return quantised * DENSE_BYTES[fmt]

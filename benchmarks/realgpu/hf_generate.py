@@ -11,12 +11,14 @@ the cuBLAS workspace a real card's allocator counts (``core.runtime.cublas_works
 fake-tensor measurements the engine's rules were read against see neither the workspace nor
 any real kernel's buffers). No constant of the estimator was set on these figures.
 
-Listed, not scored, each with its reason: rows the plan cannot express (GPTQ 8-bit is not a
-weight format of the plan; a model split by ``device_map='auto'`` over several GPUs is a sum of
-per-device peaks reached at different moments, which the plan's even pipeline split does not
-give), and rows that cannot be the stated recipe: a row whose figure grows by less than its KV
-cache alone from one prompt length to the next of the same model and format (the shorter row
-holds memory the longer run did not have).
+The GPTQ-Int8 rows (auto_gptq 0.6.0) are planned in the plan's ``gptq-int8`` under the table's
+transformers 4.46, which loads them through AutoGPTQ's cuda-old linear (core.serving.gptq).
+
+Listed, not scored, each with its reason: rows the plan cannot express (a model split by
+``device_map='auto'`` over several GPUs is a sum of per-device peaks reached at different moments,
+which the plan's even pipeline split does not give), and rows that cannot be the stated recipe:
+a row whose figure grows by less than its KV cache alone from one prompt length to the next of
+the same model and format (the shorter row holds memory the longer run did not have).
 
     python benchmarks/realgpu/hf_generate.py            # the table and the summary
     python benchmarks/realgpu/hf_generate.py --check    # exit 1 when a target is missed
@@ -41,7 +43,7 @@ sys.path.insert(0, str(ROOT))
 from core.catalogue import find_model  # noqa: E402
 from core.dtypes import WeightFormat  # noqa: E402
 from core.estimate import estimate  # noqa: E402
-from core.plan import Attention, Engine, Hardware, Inference, Plan  # noqa: E402
+from core.plan import Attention, Engine, Hardware, Inference, Plan, TransformersVersion  # noqa: E402
 from core.runtime import cublas_workspace  # noqa: E402
 from core.serving.kv import kv_bytes_per_token  # noqa: E402
 
@@ -57,6 +59,7 @@ CARD = "a100-80gb-sxm"
 FORMATS: Mapping[str, WeightFormat] = {
     "BF16": WeightFormat.BF16,
     "GPTQ-Int4": WeightFormat.GPTQ_INT4,
+    "GPTQ-Int8": WeightFormat.GPTQ_INT8,
     "AWQ": WeightFormat.AWQ_INT4,
 }
 
@@ -92,6 +95,8 @@ def plan_of(record: Mapping[str, Any]) -> Plan:
             concurrent=int(record["batch"]),
             context=int(record["input_length"]) + new,
             new_tokens=new,
+            # the table's transformers 4.46.0: its GPTQ-Int8 rows load through AutoGPTQ (core.serving.gptq)
+            transformers_version=TransformersVersion.V4_46,
         ),
     )
 
@@ -135,9 +140,7 @@ def build(data: Mapping[str, Any]) -> list[Row]:
     rows = []
     for r in records:
         if r["quantization"] not in FORMATS:
-            rows.append(
-                Row(r, None, f"not expressible: {r['quantization']} (GPTQ 8-bit) is not a weight format of the plan")
-            )
+            rows.append(Row(r, None, f"not expressible: {r['quantization']} is not a weight format of the plan"))
         elif int(r["gpus"]) > 1:
             rows.append(
                 Row(

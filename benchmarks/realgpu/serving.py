@@ -1607,7 +1607,14 @@ def sglang_speed_cases() -> list[Case]:
 QWEN_SOURCE: Final = "qwen2.5-speed-benchmark"
 QWEN3_SOURCE: Final = "qwen3-speed-benchmark"
 QWEN_FORMATS: Mapping[str, str] = MappingProxyType(
-    {"BF16": "bf16", "FP8": "fp8", "GPTQ-INT4": "gptq-int4", "AWQ": "awq-int4", "AWQ-INT4": "awq-int4"}
+    {
+        "BF16": "bf16",
+        "FP8": "fp8",
+        "GPTQ-INT4": "gptq-int4",
+        "GPTQ-INT8": "gptq-int8",
+        "AWQ": "awq-int4",
+        "AWQ-INT4": "awq-int4",
+    }
 )
 
 
@@ -1630,7 +1637,7 @@ def qwen_not_expressible(record: dict[str, Any]) -> str:
     if record["catalogue_id"] is None:
         return f"{record['model']} is not in the model catalogue (no committed config)"
     if record["quant"].upper() not in QWEN_FORMATS:
-        return f"{record['quant']} (8-bit GPTQ) is not a weight format of the plan"
+        return f"{record['quant']} is not a weight format of the plan"
     if record["engine"] == "transformers" and record["gpu_count"] > 1:
         return (
             f"device_map='auto' over {record['gpu_count']} GPUs: the layers run one GPU after another "

@@ -52,6 +52,7 @@ from core.runtime import (
     runtime_names,
 )
 from core.serving.fit import DEFAULT_FIT, ServingFit, link_class
+from core.serving.gptq import cuda_old_dequant_bytes, gptq_dropped_bytes
 from core.serving.kv import cached_positions, kv_bytes_per_token_layer, kv_formula, kv_heads_per_rank
 from core.serving.sglang_versions import default_fraction
 from core.serving.sglang_weights import rope_bytes
@@ -128,7 +129,8 @@ EAGER_SCORE_BYTES: Final = 8
 # ``temp_dq``: float16 room for the largest quantised layer dequantised (qweight.numel() × 8
 # elements = in × out), which the prefill's cuBLAS path dequantises into; and ``temp_state``,
 # max_input_len × max_inner_outer_dim float16, 1 × 1 without act-order (Qwen's, Llama's GPTQ
-# checkpoints: desc_act false). vLLM's GPTQ kernels keep no such buffer.
+# checkpoints: desc_act false). vLLM's GPTQ kernels keep no such buffer. ExLlama takes 4 bits only: an
+# 8-bit GPTQ model runs AutoGPTQ's cuda-old linear, which keeps none either (core.serving.gptq).
 EXLLAMA_DQ_BYTES: Final = 2  # float16 per dequantised weight
 
 MAX_CONCURRENT: Final = 10_000_000
@@ -188,7 +190,10 @@ def rank_layout(plan: Plan) -> RankLayout:
     model, inf = plan.model, plan.inference
     tp, pp = inf.tensor_parallel, inf.pipeline_parallel
     total = model.total_params()
-    all_weights = weight_bytes(model, total, inf.weight_dtype)
+    # 8-bit GPTQ: less what the engine's kernel frees after loading (core.serving.gptq)
+    all_weights = weight_bytes(model, total, inf.weight_dtype) - gptq_dropped_bytes(
+        plan, model, model.stored_matmul_params()
+    )
     per_param = all_weights / total if total else 0.0
     layers = math.ceil(model.num_layers / pp)
     padding = 0.0
@@ -283,6 +288,19 @@ def exllama_buffer_bytes(plan: Plan, layout: RankLayout) -> float:
     return largest / inf.tensor_parallel * EXLLAMA_DQ_BYTES
 
 
+def _hf_forward_bytes(plan: Plan, layout: RankLayout, tokens: int) -> float:
+    """Generate's working memory of one forward over ``tokens`` tokens: the block's widest moment, or
+    where AutoGPTQ's cuda-old linears dequantise a matrix in torch (8-bit GPTQ, 128 rows or more:
+    core.serving.gptq.cuda_old_dequant_bytes) the moment of the MLP's last product, its one
+    intermediate-wide input and the hidden copies beside the dequantisation's transient."""
+    model = plan.model
+    widest = forward_working_bytes(model, layout, tokens, HF_HIDDEN_COPIES)
+    dequant = cuda_old_dequant_bytes(plan, tokens)
+    if not dequant:
+        return widest
+    return max(widest, tokens * (layout.intermediate + HF_HIDDEN_COPIES * model.hidden_size) * 2 + dequant)
+
+
 def hf_peak_bytes(plan: Plan, layout: RankLayout, batch: int, context: int) -> tuple[float, float, float]:
     """(peak, KV cache at the end, working memory at the peak) for a static batch."""
     model, inf = plan.model, plan.inference
@@ -297,13 +315,13 @@ def hf_peak_bytes(plan: Plan, layout: RankLayout, batch: int, context: int) -> t
     kv_prompt = per_pos * batch * model.num_layers * prompt * pp_share
     kv_end = per_pos * batch * hf_cached_positions(model, context) * pp_share
     logits = batch * model.vocab_size * HF_LOGIT_BYTES
-    prefill = forward_working_bytes(model, layout, batch * prompt, HF_HIDDEN_COPIES) + logits
+    prefill = _hf_forward_bytes(plan, layout, batch * prompt) + logits
     if plan.attention is Attention.EAGER:
         prefill += batch * layout.q_heads * prompt * prompt * EAGER_SCORE_BYTES
     # Each decode step torch.cat's one layer's K (then V) into a new tensor before the
     # old one is freed: one layer's K of the whole batch is transient.
     cat_transient = per_pos / 2 * batch * context
-    decode = forward_working_bytes(model, layout, batch, HF_HIDDEN_COPIES) + logits + cat_transient
+    decode = _hf_forward_bytes(plan, layout, batch) + logits + cat_transient
     working = max(prefill + kv_prompt, decode + kv_end) - kv_end
     peak = layout.weights_bytes + exllama_buffer_bytes(plan, layout) + kv_end + working
     return peak, kv_end, working

@@ -61,10 +61,12 @@ SGLANG_ROPE_CACHE_BYTES: Final = 4  # float32 per cos / sin entry
 # Checkpoint formats' tensors as SGLang 0.4.3.post4 creates them (create_weights):
 # AWQ (vLLM's AWQLinearMethod): qweight int32 [in, out / 8], qzeros int32 [in / 128, out / 8],
 # scales fp16 [in / 128, out]; GPTQ (GPTQLinearMethod): qweight int32 [in / 8, out], g_idx int32
-# [in], qzeros, scales as AWQ; FP8 checkpoints (layers/quantization/fp8.py Fp8LinearMethod,
-# per-tensor): weight float8 [out, in], weight_scale float32, one per fused shard. The Marlin
-# kernels SGLang picks for AWQ / GPTQ on sm80+ repack each qweight after loading
-# (process_weights_after_loading: a new tensor of the same size, the old one freed): not replayed.
+# [in], qzeros, scales as AWQ; 8-bit GPTQ the same four with a quarter of the packing (qweight int32
+# [in / 4, out], qzeros int32 [in / 128, out / 4]: pack_factor 32 // 8); FP8 checkpoints
+# (layers/quantization/fp8.py Fp8LinearMethod, per-tensor): weight float8 [out, in], weight_scale
+# float32, one per fused shard. The Marlin kernels SGLang picks for AWQ / GPTQ on sm80+ repack each
+# qweight after loading (process_weights_after_loading: a new tensor of the same size, the old one
+# freed): not replayed.
 INT4_GROUP: Final = 128
 INT32_BYTES: Final = 4
 HALF_BYTES: Final = 2
@@ -78,6 +80,7 @@ REPLAYED_FORMATS: Final = frozenset(
         WeightFormat.FP8,
         WeightFormat.AWQ_INT4,
         WeightFormat.GPTQ_INT4,
+        WeightFormat.GPTQ_INT8,
     }
 )
 
@@ -103,6 +106,8 @@ def _linear(fmt: WeightFormat, n_in: int, n_out: int, shards: int = 1, bias: boo
         out = [n_in * n_out // 2, groups * n_out // 2, groups * n_out * HALF_BYTES]
     elif fmt is WeightFormat.GPTQ_INT4:
         out = [n_in * n_out // 2, n_in * INT32_BYTES, groups * n_out // 2, groups * n_out * HALF_BYTES]
+    elif fmt is WeightFormat.GPTQ_INT8:
+        out = [n_in * n_out, n_in * INT32_BYTES, groups * n_out, groups * n_out * HALF_BYTES]
     elif fmt is WeightFormat.FP8:
         out = [n_in * n_out, shards * FP8_SCALE_BYTES]
     else:

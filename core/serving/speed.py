@@ -68,7 +68,9 @@ from core.serving.fit import (
     bandwidth_key,
     memory_class,
 )
+from core.serving.gptq import hf_linear_extra_ops
 from core.serving.hf_generate import (
+    DENSE_LAYER_OPS,
     FP8_TRITON_KERNELS,
     TRITON_LAUNCH_S,
     decode_kv_passes,
@@ -975,7 +977,8 @@ def hf_host_layer_seconds(plan: Plan, fit: ServingFit) -> tuple[float, float]:
     """Host seconds per layer of a Hugging Face generate decode step, (outside the loop over the
     experts hit, per expert hit): the dense layer's (core.serving.fit.HF_HOST_LAYER) times the layer's
     host work in dense layers (an MoE block's loop over its experts by the plan's transformers release,
-    core.serving.hf_generate.host_ratio_parts), plus the fine-grained FP8 linears' Triton launches
+    core.serving.hf_generate.host_ratio_parts; an 8-bit GPTQ linear's own torch calls,
+    core.serving.gptq.hf_linear_extra_ops), plus the fine-grained FP8 linears' Triton launches
     where they synchronise; (0, 0) for other engines."""
     inf = plan.inference
     if inf.engine is not Engine.HF:
@@ -983,6 +986,8 @@ def hf_host_layer_seconds(plan: Plan, fit: ServingFit) -> tuple[float, float]:
     model, version = plan.model, inf.transformers_version
     dense = fit.launch_seconds.get(HF_HOST_LAYER, 0.0)
     fixed, per_expert = host_ratio_parts(model, version)
+    # 8-bit GPTQ: the quantised linears' own torch calls, in dense layers (core.serving.gptq)
+    fixed += hf_linear_extra_ops(plan) / DENSE_LAYER_OPS
     fixed_s, per_expert_s = dense * fixed, dense * per_expert
     if fp8_synchronised(plan):
         linears, expert_linears = fp8_linears_parts(model, version)

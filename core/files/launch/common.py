@@ -13,10 +13,11 @@ from typing import Any, Final
 import yaml
 
 from core.catalogue import CatalogueModel, load_models
-from core.dtypes import Dtype
+from core.dtypes import Dtype, WeightFormat
 from core.errors import PlanFileError, one_line
 from core.files.launch.fields import FIELDS_BY_NAME, TRAINING_FIELDS, differs_from_default
 from core.plan import Attention, Engine, Method, OllamaVersion, Optimizer, OptimizerImpl, Plan
+from core.serving.gptq import marlin_card
 
 
 class Target(StrEnum):
@@ -331,6 +332,28 @@ def catalogue_entry(plan: Plan) -> CatalogueModel | None:
         return None
     same = [m for m in models if m.spec == plan.model]
     return next((m for m in same if m.id == plan.model_id), same[0] if same else None)
+
+
+GPTQ_INT8_CHECKPOINT: Final = (
+    "Serve an 8-bit GPTQ checkpoint of the model (Qwen's: its repository name + '-GPTQ-Int8'): "
+    "the weights come from it."
+)
+
+
+def gptq_int8_header(draft: Draft, engine: str) -> list[str]:
+    """An 8-bit GPTQ plan's header line (the checkpoint to serve), listing the weights where
+    ``--quantization gptq_marlin`` cannot run: a card below compute capability 8.0
+    (core.serving.gptq.marlin_card), where the engine runs the checkpoint as ``gptq``; none for other formats."""
+    plan = draft.plan
+    if plan.inference.weight_dtype is not WeightFormat.GPTQ_INT8:
+        return []
+    if not marlin_card(plan.hardware.gpu):
+        draft.cannot(
+            "inference.weight_dtype",
+            f"{engine}'s gptq_marlin needs compute capability 8.0 or more; on this card '--quantization gptq' runs "
+            "the checkpoint",
+        )
+    return [GPTQ_INT8_CHECKPOINT]
 
 
 def model_reference(draft: Draft, given: str | None) -> str:

@@ -31,6 +31,7 @@ NEAREST_GGUF: Final = {
     WeightFormat.NF4: "Q4_0",
     WeightFormat.AWQ_INT4: "Q4_0",
     WeightFormat.GPTQ_INT4: "Q4_0",
+    WeightFormat.GPTQ_INT8: "Q8_0",
     WeightFormat.MXFP4: "MXFP4_MOE",  # llama-quantize's gpt-oss type (LLAMA_FTYPE_MOSTLY_MXFP4_MOE)
 }
 CACHE_TYPES: Final = {

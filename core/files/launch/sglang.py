@@ -17,7 +17,8 @@ the commit it was built from: 0.4.x has no ``_version.py``, 0.5.23's has ``commi
   and fp4_e2m1 by 0.5.10. The planner's one-byte cache is written fp8_e5m2, the one choice
   every release has (e4m3 wants scaling factors, ``--quantization-param-path``).
 * ``--quantization``: fp8 (in flight), awq, gptq (the checkpoint must be one), bitsandbytes in
-  every release read; mxfp4 from 0.5.1 (0.4.10's choices lack it).
+  every release read; mxfp4 from 0.5.1 (0.4.10's choices lack it). An 8-bit GPTQ plan writes
+  gptq_marlin (vLLM's name, which SGLang's choices carry beside gptq; not re-read in every release).
 * ``--context-length`` past the model's own: ``ModelConfig`` (``sglang/srt/configs/model_config.py``,
   0.4.0 ``__init__``, 0.5.23 ``_derive_context_length``) raises unless
   ``SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1``, which is then written in front.
@@ -39,7 +40,7 @@ from typing import Any, Final
 from core.dtypes import KvDtype, WeightFormat
 from core.errors import PlanError
 from core.estimate import gpu_for
-from core.files.launch.common import Draft, Export, Target, command_words, header, model_reference
+from core.files.launch.common import Draft, Export, Target, command_words, gptq_int8_header, header, model_reference
 from core.files.launch.vllm import DTYPES, KV_DTYPES, compute_dtype
 from core.inputs import SglangVersion, input_at
 from core.plan import ENGINE_LABELS, Engine, Plan
@@ -51,6 +52,9 @@ QUANTIZATION: Final = {
     WeightFormat.FP8: "fp8",
     WeightFormat.AWQ_INT4: "awq",
     WeightFormat.GPTQ_INT4: "gptq",
+    # Marlin over a GPTQ checkpoint, 4 or 8 bits as its config says (GPTQMarlinConfig.get_name); the only name
+    # that tells an 8-bit plan apart when read back
+    WeightFormat.GPTQ_INT8: "gptq_marlin",
     WeightFormat.NF4: "bitsandbytes",
     WeightFormat.MXFP4: "mxfp4",
 }
@@ -155,6 +159,7 @@ def export_sglang(plan: Plan, model_ref: str | None = None) -> Export:
         lines.append(
             f"Serve an {QUANTIZATION[inf.weight_dtype].upper()} checkpoint of the model: the weights come from it."
         )
+    lines += gptq_int8_header(draft, "SGLang")
     return draft.finish(Target.SGLANG, header(lines) + " ".join(shlex.quote(w) for w in argv) + "\n")
 
 

@@ -2,8 +2,8 @@
 
 Flags read from vLLM 0.19.0 (the release :mod:`core.serving.vllm_rules` follows; ``vllm/engine/arg_utils.py``
 builds them from ``vllm/config/``): ``--dtype`` (bfloat16 | float16 | float32), ``--quantization``
-(fp8: weights quantised in flight; awq / gptq: the checkpoint must be one; bitsandbytes: 4-bit
-in flight), ``--kv-cache-dtype`` (auto: the model's dtype; fp8), ``--max-model-len``,
+(fp8: weights quantised in flight; awq / gptq, and gptq_marlin for an 8-bit GPTQ plan: the checkpoint
+must be one; bitsandbytes: 4-bit in flight), ``--kv-cache-dtype`` (auto: the model's dtype; fp8), ``--max-model-len``,
 ``--tensor-parallel-size``, ``--pipeline-parallel-size``, ``--data-parallel-size`` (replicas),
 ``--gpu-memory-utilization`` (always written: its default moved from 0.9 to 0.92 in later
 releases), ``--max-num-seqs`` and ``--max-num-batched-tokens`` (written when the plan sets them), and for a
@@ -19,7 +19,7 @@ import shlex
 from typing import Any, Final
 
 from core.dtypes import KvDtype, WeightFormat
-from core.files.launch.common import Draft, Export, Target, command_words, header, model_reference
+from core.files.launch.common import Draft, Export, Target, command_words, gptq_int8_header, header, model_reference
 from core.plan import ENGINE_LABELS, Engine, Plan
 from core.serving.vllm_versions import limit_mm_json
 
@@ -29,6 +29,9 @@ QUANTIZATION: Final = {
     WeightFormat.FP8: "fp8",
     WeightFormat.AWQ_INT4: "awq",
     WeightFormat.GPTQ_INT4: "gptq",
+    # Marlin over a GPTQ checkpoint, 4 or 8 bits as its config says (GPTQMarlinConfig.get_name); the only name
+    # that tells an 8-bit plan apart when read back
+    WeightFormat.GPTQ_INT8: "gptq_marlin",
     WeightFormat.NF4: "bitsandbytes",
     WeightFormat.MXFP4: "mxfp4",  # vllm/model_executor/layers/quantization/mxfp4.py, get_name()
 }
@@ -90,6 +93,7 @@ def export_vllm(plan: Plan, model_ref: str | None = None) -> Export:
         lines.append(
             f"Serve an {QUANTIZATION[inf.weight_dtype].upper()} checkpoint of the model: the weights come from it."
         )
+    lines += gptq_int8_header(draft, "vLLM")
     return draft.finish(Target.VLLM, header(lines) + " ".join(shlex.quote(w) for w in argv) + "\n")
 
 
