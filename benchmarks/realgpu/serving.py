@@ -1616,7 +1616,6 @@ def qwen_counted_tokens(record: dict[str, Any]) -> int:
 
 def qwen_not_expressible(record: dict[str, Any]) -> str:
     """Why a row of the Qwen tables is not scored, "" when it is."""
-    settings = record["settings"]
     if record["catalogue_id"] is None:
         return f"{record['model']} is not in the model catalogue (no committed config)"
     if record["quant"].upper() not in QWEN_FORMATS:
@@ -1625,11 +1624,6 @@ def qwen_not_expressible(record: dict[str, Any]) -> str:
         return (
             f"device_map='auto' over {record['gpu_count']} GPUs: the layers run one GPU after another "
             "(accelerate's hooks move the activations), which the plan's engines do not describe"
-        )
-    if settings.get("enforce_eager"):
-        return (
-            "enforce_eager=True: vLLM launches every kernel of a decode step on its own; the plan's vLLM "
-            "always replays the step as a CUDA graph"
         )
     return ""
 
@@ -1648,6 +1642,8 @@ def qwen_plan(record: dict[str, Any]) -> Plan:
             "vllm_version": "0.6",
             "tensor_parallel": int(record["tensor_parallel"]),
             "gpu_memory_utilization": float(settings["gpu_memory_utilization"]),
+            # enforce_eager=True: each decode kernel launched on its own (inference.cuda_graphs off)
+            "cuda_graphs": not settings.get("enforce_eager", False),
         }
     elif record["engine"] == "sglang":
         inference |= {
