@@ -592,6 +592,19 @@ FIFTH_ROUND_LOGS: Final = (
         weight_dtype="bf16",
         kv_dtype="bf16",
     ),
+    # The same run with --enforce-eager (h68eager): no CUDA-graph estimate before the pool, no compile.
+    _held(
+        "gio443-vllm0300-qwen25-1.5b-4070laptop-wsl-eager",
+        "qwen2.5-1.5b",
+        "rtx-4070-laptop",
+        **_V1_SERVE,
+        vllm_version="0.30",
+        context=16384,
+        gpu_memory_utilization=0.8,
+        weight_dtype="bf16",
+        kv_dtype="bf16",
+        cuda_graphs=False,
+    ),
     _held(
         "a100notes-vllm0310-llama31-8b-a100-80gb",
         "llama-3.1-8b",
