@@ -20,7 +20,7 @@ from core.evidence import Confidence, confidence
 from core.format import amount, memory
 from core.memo import fills_fields
 from core.params import ParamCounts, param_counts
-from core.plan import Accounting, Engine, Offload, Plan
+from core.plan import Accounting, Engine, Offload, Plan, PrefixCaching
 from core.runtime import card_left_bytes, mps_high_watermark_bytes, pytorch_limit_bytes, runs_mps, runtime_names
 from core.training.compute import MFU_CONVENTION, Compute, UtilisationSource, compute_estimate
 from core.training.host import HostMemory, host_memory
@@ -318,6 +318,10 @@ def estimate(plan: Plan, gpu: GpuSpec | None = None) -> Estimate:
         from core.serving.text_only import skips_vision_tower
 
         skips_vision_tower(plan.model, plan.inference)
+    if plan.inference.engine is Engine.VLLM and plan.inference.prefix_caching is PrefixCaching.ON:
+        from core.serving.vllm_hybrid import prefix_caching_refusal  # a hybrid before vLLM 0.26 is refused
+
+        prefix_caching_refusal(plan)
     serving = partial(_serving, plan, counts, card)
     warnings = plan_warnings(plan) + _host_warnings(plan, host) + _mps_warnings(plan, card, capacity, worst.total_bytes)
     warnings += _unified_offload_warnings(plan, card, host, worst.total_bytes)

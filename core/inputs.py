@@ -475,6 +475,15 @@ class VllmSampler(StrEnum):
     FLASHINFER = "flashinfer"  # FlashInfer installed and its sampler on (the Docker image, 0.9-0.11)
 
 
+class PrefixCaching(StrEnum):
+    """vLLM's ``--enable-prefix-caching`` / ``--no-enable-prefix-caching``: the engine's default (which differs by
+    release and model kind: core.serving.vllm_hybrid.align_mode), or either switch given."""
+
+    DEFAULT = "default"  # neither flag: the release's default for the model
+    ON = "on"  # --enable-prefix-caching
+    OFF = "off"  # --no-enable-prefix-caching
+
+
 class TorchVersion(StrEnum):
     """The PyTorch releases whose memory rules differ, oldest first (:func:`torch_before` reads the order): the
     collectives' buffers (docs/REAL_GPU_MEMORY.md "The PyTorch release and TORCH_NCCL_AVOID_RECORD_STREAMS";
@@ -627,6 +636,11 @@ VLLM_SAMPLER_LABELS: Final = {
     VllmSampler.AUTO: "auto (pip: no FlashInfer sampler)",
     VllmSampler.NATIVE: "PyTorch sort (Triton from 0.17)",
     VllmSampler.FLASHINFER: "FlashInfer",
+}
+PREFIX_CACHING_LABELS: Final = {
+    PrefixCaching.DEFAULT: "engine default",
+    PrefixCaching.ON: "on",
+    PrefixCaching.OFF: "off",
 }
 LLAMACPP_BACKEND_LABELS: Final = {
     LlamaCppBackend.NATIVE: "CUDA / Metal (the card's own)",
@@ -2070,6 +2084,20 @@ INPUTS: Final[tuple[Input, ...]] = (
           "The start-up log says which: 'Using FlashInfer for top-p & top-k sampling'.",
           ("--vllm-sampler",), "vLLM: top-k/top-p sampler (auto: a pip install's; native; flashinfer)",
           labels=VLLM_SAMPLER_LABELS, matters=lambda p: p.inference.engine is Engine.VLLM and vllm_v1(p)),
+    Input("inference.cuda_graphs", Kind.BOOL, "CUDA graphs", "CUDA graphs (decode replayed)", True,
+          "Off: vLLM's --enforce-eager (no CUDA graphs and, on V1, no torch.compile: no graph memory set aside "
+          "before the KV cache from 0.20 or captured after it) or SGLang's --disable-cuda-graph (from 0.5.20 its "
+          "default memory share no longer reserves for graphs). Each decode kernel is then launched on its own.",
+          ("--cuda-graphs",), "vLLM / SGLang: capture CUDA graphs (default on; --no-cuda-graphs: vLLM "
+          "--enforce-eager, SGLang --disable-cuda-graph)",
+          matters=lambda p: p.inference.engine in (Engine.VLLM, Engine.SGLANG)),
+    Input("inference.prefix_caching", Kind.ENUM, "Prefix caching", "vLLM prefix caching", PrefixCaching.DEFAULT,
+          "vLLM's --[no-]enable-prefix-caching. It changes the pool of a hybrid model (Mamba-2 or Gated DeltaNet "
+          "beside attention): with it a request keeps two or three recurrent-state blocks (mamba_cache_mode "
+          "align, the default from 0.28; opt-in from 0.26), without it one. Engine default: the release's own.",
+          ("--prefix-caching",), "vLLM: prefix caching (default: the release's own; on; off)",
+          labels=PREFIX_CACHING_LABELS,
+          matters=lambda p: p.inference.engine is Engine.VLLM and p.model.hybrid is not None),
     Input("inference.text_only", Kind.BOOL, "Text only", "Text-only serving (no vision tower)", False,
           "Serve an image-text checkpoint for text alone: vLLM leaves the vision tower unbuilt and profiles no "
           "images when every modality's --limit-mm-per-prompt is 0 (LLaVA 1.5, Mistral 3 and Qwen2.5-VL from "

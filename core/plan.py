@@ -63,6 +63,7 @@ from core.inputs import (
     OptimizerImpl,
     PipelineSchedule,
     Precision,
+    PrefixCaching,
     Preset,
     SglangVersion,
     Stack,
@@ -140,6 +141,7 @@ __all__ = [
     "Plan",
     "Precision",
     "PrecisionRoles",
+    "PrefixCaching",
     "Preset",
     "SglangVersion",
     "Stack",
@@ -858,6 +860,9 @@ class Inference:
     vllm_version: VllmVersion = DEFAULTS["inference.vllm_version"]  # the release whose rules apply
     vllm_sampler: VllmSampler = DEFAULTS["inference.vllm_sampler"]  # vLLM V1's top-k/top-p sampler
     text_only: bool = DEFAULTS["inference.text_only"]  # image-text checkpoint served without its vision tower
+    # vLLM --enforce-eager / SGLang --disable-cuda-graph when False (core.serving.vllm_versions.graphs_captured)
+    cuda_graphs: bool = DEFAULTS["inference.cuda_graphs"]
+    prefix_caching: PrefixCaching = DEFAULTS["inference.prefix_caching"]  # vLLM; DEFAULT: the release's own
     sglang_version: SglangVersion = DEFAULTS["inference.sglang_version"]  # the release whose fraction applies
     # Hugging Face generate: the transformers release whose MoE and FP8 host rules apply
     transformers_version: TransformersVersion = DEFAULTS["inference.transformers_version"]

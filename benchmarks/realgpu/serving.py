@@ -566,6 +566,12 @@ FOURTH_ROUND_LOGS: Final = (
 # assumptions): vLLM 0.29.0 on an RTX 5060 Ti 16GB under Docker on WSL2
 # (Freshair129/Private-Runtime-Platform@f52b9b9), a Qwen3-4B fine-tune in bf16 at 0.7 and 8,192
 # tokens, started with a cold torch.compile cache (docs/SERVING.md: why it is +43 %).
+# GIO443/statecraft-serving's vLLM 0.30.0 runs (below): the flags both env.json files list.
+_GIO443: Final = MappingProxyType(
+    dict(
+        _V1_SERVE, vllm_version="0.30", context=16384, gpu_memory_utilization=0.8, weight_dtype="bf16", kv_dtype="bf16"
+    )
+)
 FIFTH_ROUND_LOGS: Final = (
     _held(
         "freshair-vllm0290-qwen3-4b-5060ti-wsl",
@@ -581,16 +587,14 @@ FIFTH_ROUND_LOGS: Final = (
     # tools could not resolve (engine_logs.json, code-index file 70682754770).
     # vLLM 0.30.0, Qwen2.5-1.5B-Instruct bf16 at 0.8 and 16,384 tokens on an RTX 4070 Laptop GPU
     # under WSL2 (GIO443/statecraft-serving@992a95b, the harness's parse of the start-up lines).
+    _held("gio443-vllm0300-qwen25-1.5b-4070laptop-wsl", "qwen2.5-1.5b", "rtx-4070-laptop", **_GIO443),
+    # The same run with --enforce-eager (h68eager): no CUDA-graph estimate before the pool, no compile.
     _held(
-        "gio443-vllm0300-qwen25-1.5b-4070laptop-wsl",
+        "gio443-vllm0300-qwen25-1.5b-4070laptop-wsl-eager",
         "qwen2.5-1.5b",
         "rtx-4070-laptop",
-        **_V1_SERVE,
-        vllm_version="0.30",
-        context=16384,
-        gpu_memory_utilization=0.8,
-        weight_dtype="bf16",
-        kv_dtype="bf16",
+        **_GIO443,
+        cuda_graphs=False,
     ),
     _held(
         "a100notes-vllm0310-llama31-8b-a100-80gb",
@@ -1633,7 +1637,6 @@ def qwen_counted_tokens(record: dict[str, Any]) -> int:
 
 def qwen_not_expressible(record: dict[str, Any]) -> str:
     """Why a row of the Qwen tables is not scored, "" when it is."""
-    settings = record["settings"]
     if record["catalogue_id"] is None:
         return f"{record['model']} is not in the model catalogue (no committed config)"
     if record["quant"].upper() not in QWEN_FORMATS:
@@ -1642,11 +1645,6 @@ def qwen_not_expressible(record: dict[str, Any]) -> str:
         return (
             f"device_map='auto' over {record['gpu_count']} GPUs: the layers run one GPU after another "
             "(accelerate's hooks move the activations), which the plan's engines do not describe"
-        )
-    if settings.get("enforce_eager"):
-        return (
-            "enforce_eager=True: vLLM launches every kernel of a decode step on its own; the plan's vLLM "
-            "always replays the step as a CUDA graph"
         )
     return ""
 
@@ -1665,6 +1663,8 @@ def qwen_plan(record: dict[str, Any]) -> Plan:
             "vllm_version": "0.6",
             "tensor_parallel": int(record["tensor_parallel"]),
             "gpu_memory_utilization": float(settings["gpu_memory_utilization"]),
+            # enforce_eager=True: each decode kernel launched on its own (inference.cuda_graphs off)
+            "cuda_graphs": not settings.get("enforce_eager", False),
         }
     elif record["engine"] == "sglang":
         inference |= {

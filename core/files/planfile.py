@@ -117,6 +117,10 @@ OPTIONAL_KEYS: Final = (
             # text-only serving of an image-text checkpoint (branch h63text): a file without it loads the tower,
             # as every earlier release planned
             "text_only",
+            # vLLM --enforce-eager / SGLang --disable-cuda-graph and vLLM's prefix-caching switch (branch
+            # h68eager): a file without them runs the engine's defaults, as every earlier release planned
+            "cuda_graphs",
+            "prefix_caching",
         )
     )
     | frozenset(

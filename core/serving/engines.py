@@ -41,7 +41,7 @@ from core.dtypes import (
 )
 from core.format import gb
 from core.model import ModelSpec
-from core.plan import Attention, Engine, Inference, Plan
+from core.plan import Attention, Engine, Inference, Plan, PrefixCaching
 from core.runtime import (
     CUDA_CONTEXT_BYTES,
     MPS_OPEN_HEAPS_BYTES,
@@ -54,7 +54,7 @@ from core.runtime import (
 from core.serving.fit import DEFAULT_FIT, ServingFit, link_class
 from core.serving.gptq import cuda_old_dequant_bytes, gptq_dropped_bytes
 from core.serving.kv import cached_positions, kv_bytes_per_token_layer, kv_formula, kv_heads_per_rank
-from core.serving.sglang_versions import default_fraction
+from core.serving.sglang_versions import default_fraction, graph_reserve
 from core.serving.sglang_weights import rope_bytes
 from core.serving.text_only import encoder_profile, skips_vision_tower
 from core.serving.vllm_hybrid import align_mode, hybrid_groups, plan_pages, state_blocks
@@ -86,6 +86,7 @@ from core.serving.vllm_versions import (
     default_block_size,
     era_of,
     graphs_before_kv,
+    graphs_captured,
     profile_tokens,
     start_check,
     utilization,
@@ -559,7 +560,7 @@ def vllm_pool(plan: Plan, gpu: GpuSpec, layout: RankLayout, fit: ServingFit) -> 
         groups = KvGroups(size=size, full=attention, windowed=0, window=0, recurrent=recurrent, recurrent_blocks=held)
         block_size, page_bytes = pages.block_size, float(pages.page_bytes)
         # a recurrent group's block is max_model_len tokens, or the attention block in "align" mode
-        smallest_block = block_size if align_mode(inf.vllm_version) else min(block_size, inf.context)
+        smallest_block = block_size if align_mode(inf) else min(block_size, inf.context)
     # get_num_blocks: available // page // layers per group; every block serves one group.
     blocks = max(0, int(budget // page_bytes // groups.size)) if page_bytes > 0 else 0
     per_request = vllm_blocks_per_request(groups, inf.context, batched, block_size)
@@ -707,7 +708,7 @@ def _vllm_started(plan: Plan, gpu: GpuSpec, layout: RankLayout, fit: ServingFit)
         overhead_bytes=SERVING_OVERHEAD_BYTES,
         peak_bytes=layout.weights_bytes + pool.activation + pool.pool_bytes,
         total_bytes=fixed + running_kv,  # what the requests running together hold (vLLM takes card × utilisation)
-        footprint_bytes=_vllm_footprint(layout, pool),
+        footprint_bytes=_vllm_footprint(layout, pool, graphs_captured(inf)),
         budget_bytes=capacity,  # the card less what others hold: gpu_memory_utilization is vLLM's own headroom
         kv_cache_tokens=pool.kv_tokens,
         max_concurrency=pool.concurrency,
@@ -718,20 +719,22 @@ def _vllm_started(plan: Plan, gpu: GpuSpec, layout: RankLayout, fit: ServingFit)
         max_num_seqs=pool.seqs,
         max_num_batched_tokens=batched,
         formula=_vllm_formula(plan, gpu, layout, pool, fit),
-        cuda_graph_bytes=VLLM_CUDA_GRAPH_BYTES,
+        cuda_graph_bytes=VLLM_CUDA_GRAPH_BYTES if graphs_captured(inf) else 0.0,
         parts=parts,
     )
 
 
-def _vllm_footprint(layout: RankLayout, pool: VllmPool) -> float:
+def _vllm_footprint(layout: RankLayout, pool: VllmPool, captured: bool = True) -> float:
     """What the process holds on the card: up to 0.33 the requested share (card x utilisation),
-    the CUDA context and the graphs captured after the pool where they were not set aside;
+    the CUDA context and the graphs captured after the pool where they were not set aside (none
+    under --enforce-eager: ``captured`` False);
     0.34's measured pool: what it holds (weights, non-torch, graphs, the pool, the activation
     peak when it runs) and the context, never the whole requested share."""
     if pool.margin:
         held = layout.weights_bytes + pool.non_torch + pool.graphs_reserved + pool.pool_bytes + pool.activation
         return min(float(pool.requested), held) + SERVING_OVERHEAD_BYTES
-    return pool.requested + SERVING_OVERHEAD_BYTES + (0.0 if pool.graphs_reserved else VLLM_CUDA_GRAPH_BYTES)
+    after = VLLM_CUDA_GRAPH_BYTES if captured and not pool.graphs_reserved else 0.0
+    return pool.requested + SERVING_OVERHEAD_BYTES + after
 
 
 def _vllm_formula(plan: Plan, gpu: GpuSpec, layout: RankLayout, pool: VllmPool, fit: ServingFit) -> str:
@@ -743,6 +746,8 @@ def _vllm_formula(plan: Plan, gpu: GpuSpec, layout: RankLayout, pool: VllmPool, 
         if pool.graphs_reserved
         else (f"; CUDA graphs (captured afterwards, outside the pool) about {VLLM_CUDA_GRAPH_BYTES / GiB:.2f} GiB")
     )
+    if not graphs_captured(inf):
+        after = "; --enforce-eager: no CUDA graphs captured or set aside" + (", no torch.compile" if era.v1 else "")
     budget = pool.requested - layout.weights_bytes - pool.activation - pool.non_torch - pool.graphs_reserved
     share = f"{vllm_total_memory(gpu, fit) / GiB:.2f} GiB × {utilization(inf):g}"
     held = plan.hardware.held_by_others
@@ -755,16 +760,20 @@ def _vllm_formula(plan: Plan, gpu: GpuSpec, layout: RankLayout, pool: VllmPool, 
         budget -= pool.activation
         graphs = (
             f" − CUDA graphs {pool.graphs_reserved / GiB:.2f} held and {pool.graphs_reserved / GiB:.2f} in the reserve"
+            if pool.graphs_reserved
+            else ""
         )
     hybrid = ""
     if plan.model.hybrid is not None:  # core.serving.vllm_hybrid: the common page of attention and state
         pages = plan_pages(plan, gpu.id)
         held = pool.groups.recurrent_blocks
-        state = (
-            f"prefix caching on by default (mamba_cache_mode align): {held} state blocks a request"
-            if align_mode(inf.vllm_version)
-            else "one state block a request"
-        )
+        if align_mode(inf):
+            switch = "on (--enable-prefix-caching, " if inf.prefix_caching is PrefixCaching.ON else "on by default ("
+            state = f"prefix caching {switch}mamba_cache_mode align): {held} state blocks a request"
+        elif inf.prefix_caching is PrefixCaching.OFF:
+            state = "prefix caching off (--no-enable-prefix-caching): one state block a request"
+        else:
+            state = "one state block a request"
         hybrid = (
             f"; hybrid: attention block size {pages.block_size:,} tokens, mamba page padded by "
             f"{pages.padding_pct:.2f}%, {pool.groups.full} attention and {pool.groups.recurrent} recurrent-state "
@@ -779,6 +788,18 @@ def _vllm_formula(plan: Plan, gpu: GpuSpec, layout: RankLayout, pool: VllmPool, 
         f"{pool.kv_tokens:,} tokens; "
         f"maximum concurrency for {inf.context:,} tokens per request: {pool.concurrency:.2f}x{hybrid}{after}"
     )
+
+
+def _sglang_fraction_words(inf: Inference) -> str:
+    """Where the plan's mem_fraction_static came from, for the formula: given (nothing said), or the release's
+    default, with or without its reserve for CUDA graphs under --disable-cuda-graph (sglang_versions.graph_reserve)."""
+    if inf.mem_fraction_static > 0:
+        return ""
+    if inf.cuda_graphs:
+        return f" (SGLang {inf.sglang_version.value}'s default)"
+    kept = graph_reserve(inf.sglang_version, inf.cuda_graphs)
+    reserve = ": its reserve for graphs kept)" if kept else ": no reserve for graphs)"
+    return f" (SGLang {inf.sglang_version.value}'s default with --disable-cuda-graph{reserve}"
 
 
 def sglang_fraction(inf: Inference, gpu: GpuSpec) -> float:
@@ -826,7 +847,7 @@ def sglang_memory(plan: Plan, gpu: GpuSpec, layout: RankLayout, fit: ServingFit 
     held = plan.hardware.held_by_others
     total = max(0.0, sglang_free_at_start(plan, gpu, fit) - held)
     fraction = sglang_fraction(inf, gpu)
-    given = "" if inf.mem_fraction_static > 0 else f" (SGLang {inf.sglang_version.value}'s default)"
+    given = _sglang_fraction_words(inf)
     # The (1 - fraction) of that total is what SGLang keeps for activations and CUDA graphs.
     rope = sglang_rope_cache_bytes(plan.model)
     pool_budget = total * fraction - layout.weights_bytes - rope
@@ -854,6 +875,7 @@ def sglang_memory(plan: Plan, gpu: GpuSpec, layout: RankLayout, fit: ServingFit 
         f"cos/sin table (float32) {rope / GiB:.2f} = "
         f"{max(pool_budget, 0) / GiB:.2f} GiB ÷ {cell:,.0f} B per token = {tokens:,} tokens; "
         f"{reserved / GiB:.2f} GiB left for activations and CUDA graphs"
+        + ("" if inf.cuda_graphs else " (none captured: --disable-cuda-graph)")
     )
     memory = EngineMemory(
         weights_bytes=layout.weights_bytes,
@@ -911,6 +933,8 @@ def cold_compile_warning(plan: Plan, served: InferenceEstimate) -> str:
     COLD_COMPILE_SEEN_GIB, the cost a published cold start paid, at this plan's KV bytes per token."""
     inf = plan.inference
     if inf.engine is not Engine.VLLM or runs_mps(plan.hardware.gpu) or not compiles_in_profile(inf.vllm_version):
+        return ""
+    if not graphs_captured(inf):  # --enforce-eager compiles nothing (core.serving.vllm_versions.graphs_captured)
         return ""
     layout = rank_layout(plan)
     tokens = COLD_COMPILE_SEEN_GIB * GiB / (layout.kv_token_layer_bytes * layout.layers)

@@ -25,7 +25,13 @@ card's total memory in MiB (``get_device_memory_capacity``: 81,559 on an H100 80
   prefill (piecewise, from 0.5.14 "breakable") CUDA graphs add 8 MiB per captured token count
   (``disable_piecewise_cuda_graph`` defaults to False in 0.5.10; 0.5.23
   ``reserve_for_graph_mb``); 0.5.23 turns them off by default with pipeline parallelism
-  (``cuda_graph_hook.apply_cuda_graph_compatibility``).
+  (``cuda_graph_hook.apply_cuda_graph_compatibility``). ``--disable-cuda-graph`` (the plan's
+  ``inference.cuda_graphs`` off) leaves that reserve as it is in 0.5.3 and 0.5.10 (``reserved_mem +=
+  self.cuda_graph_max_bs * 2`` whatever the switch; the piecewise term follows
+  ``disable_piecewise_cuda_graph`` alone); from 0.5.20 (read in 0.5.20 and 0.5.23,
+  ``cuda_graph_hook.parse_cuda_graph_config``: ``if cfg.disable_cuda_graph:`` sets the decode and
+  prefill backends to ``Backend.DISABLED``, and ``memory_hook.reserve_for_graph_mb`` counts neither
+  then) both graph terms go; the 10 GiB floor stays. 0.5.11 - 0.5.19 were not read: planned as 0.5.10.
 
 Not modelled: speculative decoding, DP attention, DeepEP and MLA backends' extra reserves, the
 multimodal reduction (0.4.9 on, ``adjust_mem_fraction_for_vlm``), the post-capture KV sizing of
@@ -89,6 +95,8 @@ RESERVE_FLOOR_MIB: Final = 10 * 1024  # on cards above RESERVE_FLOOR_CARD_MIB
 RESERVE_FLOOR_CARD_MIB: Final = 60 * 1024
 RESERVE_PER_PREFILL_GRAPH_MIB: Final = 8  # per captured prefill token count (non-MLA)
 PREFILL_GRAPHS_FROM: Final = SglangVersion.V0_5_10
+# The first release read whose --disable-cuda-graph drops the graphs' reserve (module docstring).
+GRAPH_RESERVE_SWITCH_FROM: Final = SglangVersion.V0_5_20
 # Below 35 GiB (A10, RTX 4090 / 5090): the largest decode graph with TP < 4 is 16 in 0.5.3 and
 # 0.5.4, 24 from 0.5.5; from 0.5.20 the chunk is 4,096 tokens and the batches 48 / 160.
 SMALL_CARD_BS_24_FROM: Final = SglangVersion.V0_5_5
@@ -142,12 +150,22 @@ def prefill_graph_sizes(max_tokens: int) -> list[int]:
     return [s for s in sizes if s <= max_tokens]
 
 
-def reserved_mib(version: SglangVersion, gpu_mib: float, tp: int, pp: int) -> float:
-    """What SGLang 0.5.3+ keeps outside mem_fraction_static for activations and CUDA graphs."""
+def graph_reserve(version: SglangVersion, graphs: bool) -> bool:
+    """Whether the release's default fraction reserves for CUDA graphs: always before
+    :data:`GRAPH_RESERVE_SWITCH_FROM`, from it unless ``--disable-cuda-graph`` (``graphs`` False)."""
+    return graphs or not at_least(version, GRAPH_RESERVE_SWITCH_FROM)
+
+
+def reserved_mib(version: SglangVersion, gpu_mib: float, tp: int, pp: int, graphs: bool = True) -> float:
+    """What SGLang 0.5.3+ keeps outside mem_fraction_static for activations and CUDA graphs
+    (``graphs`` False: ``--disable-cuda-graph``, :func:`graph_reserve`)."""
     chunk, max_bs = card_defaults(version, gpu_mib, tp)
     reserve = RESERVE_BASE_MIB + RESERVE_PER_PREFILL_TOKEN_MIB * max(chunk, RESERVE_MIN_PREFILL_TOKENS)
-    reserve += RESERVE_PER_GRAPH_BATCH_MIB * max_bs + RESERVE_PER_RANK_MIB * tp * pp
-    if at_least(version, PREFILL_GRAPHS_FROM) and pp == 1:
+    reserve += RESERVE_PER_RANK_MIB * tp * pp
+    reserved_graphs = graph_reserve(version, graphs)
+    if reserved_graphs:
+        reserve += RESERVE_PER_GRAPH_BATCH_MIB * max_bs
+    if reserved_graphs and at_least(version, PREFILL_GRAPHS_FROM) and pp == 1:
         reserve += RESERVE_PER_PREFILL_GRAPH_MIB * len(prefill_graph_sizes(chunk))
     if gpu_mib > RESERVE_FLOOR_CARD_MIB:
         reserve = max(reserve, RESERVE_FLOOR_MIB)
@@ -171,4 +189,4 @@ def default_fraction(inf: Inference, gpu: GpuSpec) -> float:
             CLASS_RESERVE_HUGE_GIB,
         )
         return round((gpu_mib - gib * 1024) / gpu_mib, 3)
-    return round((gpu_mib - reserved_mib(version, gpu_mib, tp, pp)) / gpu_mib, 3)
+    return round((gpu_mib - reserved_mib(version, gpu_mib, tp, pp, inf.cuda_graphs)) / gpu_mib, 3)

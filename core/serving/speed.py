@@ -18,7 +18,8 @@ The model, stated (the window shows it under "Assumptions"):
   llama.cpp's kernels a number of GPU cycles each, fitted, at the card's boost clock: a short kernel's
   ramp-up and drain are counted in the SM's clock), and the launch overhead of each kernel no CUDA
   graph replays (:func:`launch_seconds`; llama.cpp replays a lone sequence's step on one
-  GPU, :func:`core.serving.llamacpp.cuda_graphs_replayed`),
+  GPU, :func:`core.serving.llamacpp.cuda_graphs_replayed`; vLLM under ``--enforce-eager`` and SGLang
+  under ``--disable-cuda-graph`` replay none, :func:`launched_eagerly`),
   plus with tensor parallelism two all-reduces per layer over the plan's link (ring: 2(t−1)
   hops of the link's latency and 2(t−1)/t of the hidden states over its bandwidth × NCCL's
   bus efficiency), and vLLM and SGLang all-reduce the embedding lookup, split by vocabulary
@@ -563,8 +564,9 @@ V0_STEP_HOST_S: Final = 4e-3
 # model_input.async_callback (LLMEngine._process_model_outputs for the step before: the sequences'
 # new tokens, stop checks, detokenisation, the request outputs) before the sampler waits for the
 # device. V0's config turns it off under enforce_eager ("Since, enforce-eager is enabled, async
-# output processor cannot be used"; the plan's vLLM always replays CUDA graphs; other cases not
-# read). So that work is hidden while it is shorter than the forward and bounds the step when longer.
+# output processor cannot be used"; other cases not read): a plan with inference.cuda_graphs off
+# then adds that work after the step (StepModel.output_serial). So that work is hidden while it is
+# shorter than the forward and bounds the step when longer.
 # Its time, vLLM's own profile of V0 (vllm-project/vllm issue #6913, "[RFC]: Asynchronous Output
 # Processor", 2024-07-29; Llama 3 70B FP8 on four H100s, 128-token prompts): _process_model_outputs
 # took 0.2 ms a step at batch 1 and 3.4 ms at batch 32. It walks the running sequences in Python
@@ -619,14 +621,41 @@ def marlin_moe_kernels_per_layer(plan: Plan) -> int:
 # Above the largest size the step runs eagerly, unpadded.
 VLLM_GRAPH_SIZES_UP_TO: Final = 512
 
+# vLLM under --enforce-eager and SGLang under --disable-cuda-graph launch each kernel of a decode step on its
+# own (no CUDA graph replays the step; V1 also compiles nothing: core.serving.vllm_versions.graphs_captured).
+# The kernels of one decoder layer, counted in vLLM 0.19.0's (2a69949bd) vllm/model_executor/models/qwen2.py
+# Qwen2DecoderLayer.forward with its custom ops' CUDA kernels: the input RMSNorm (fused_add_rms_norm), the qkv
+# projection, rotary_emb, the attention's cache write (reshape_and_cache_flash) and its kernel, the o
+# projection, the post-attention RMSNorm, gate_up, SiluAndMul and down: 10; under tensor parallelism the o and
+# down projections' RowParallelLinear each all-reduce, 2 more. SGLang's Llama / Qwen2 layers run the same
+# operations (taken as the same count, not counted apart). Each pays core.serving.fit's "eager"
+# launch_seconds (set on llama.cpp's graph on / off pairs, another source); the kernels' own cycles stay
+# in the graph family's bandwidth efficiency, as when a graph replays them.
+EAGER_ENGINE_KERNELS_PER_LAYER: Final = 10
+EAGER_ENGINE_TP_KERNELS_PER_LAYER: Final = 2
+
+
+def launched_eagerly(plan: Plan) -> bool:
+    """Whether the plan's vLLM or SGLang launches each decode kernel on its own (``inference.cuda_graphs``
+    off: vLLM's --enforce-eager, SGLang's --disable-cuda-graph)."""
+    inf = plan.inference
+    return inf.engine in (Engine.VLLM, Engine.SGLANG) and not inf.cuda_graphs
+
+
+def eager_engine_kernels_per_layer(plan: Plan) -> int:
+    """Kernels one decoder layer of an eagerly launched vLLM / SGLang step launches
+    (:data:`EAGER_ENGINE_KERNELS_PER_LAYER`, and the all-reduces under tensor parallelism)."""
+    tp = EAGER_ENGINE_TP_KERNELS_PER_LAYER if plan.inference.tensor_parallel > 1 else 0
+    return EAGER_ENGINE_KERNELS_PER_LAYER + tp
+
 
 def graph_batch(plan: Plan, n: int) -> int:
     """The rows a vLLM decode step of ``n`` requests runs through its layers: ``n`` padded to the
     captured CUDA-graph size (:data:`VLLM_GRAPH_SIZES_UP_TO`). The padded rows' all-reduces carry
     their hidden states; their matmuls are not charged (a decode step is bound by its reads), nor
     any attention or logits (V1 splits attention out of its piecewise graphs and takes logits at
-    the real rows). Other engines: ``n``."""
-    if plan.inference.engine is not Engine.VLLM or n <= 2 or n > VLLM_GRAPH_SIZES_UP_TO:
+    the real rows). Other engines, and vLLM under --enforce-eager: ``n``."""
+    if plan.inference.engine is not Engine.VLLM or n <= 2 or n > VLLM_GRAPH_SIZES_UP_TO or launched_eagerly(plan):
         return n
     return 4 if n <= 4 else 8 * math.ceil(n / 8)
 
@@ -709,6 +738,8 @@ class StepModel:
     # (V0_OUTPUT_FIXED_S, V0_OUTPUT_PER_SEQUENCE_S): output_seconds(n)
     output_host_s: float = 0.0
     output_host_sequence_s: float = 0.0
+    # V0 under --enforce-eager: no async output processing, so that work follows the device's step
+    output_serial: bool = False
     # SGLang 0.4.6's GPTQ MoE: the per-expert Marlin MoE kernels' fixed cost per layer
     # (marlin_moe_kernels_per_layer x the eager family's kernel_seconds)
     moe_kernels_layer_s: float = 0.0
@@ -797,6 +828,8 @@ class StepModel:
         body = body + host if self.host_serial else max(body, host)
         reduced, embedded, gathered = self.collectives(n)
         device = stages * (body + reduced) + embedded + gathered
+        if self.output_serial:
+            return device + self.output_seconds(n) + self.step_host_s
         return max(device, self.output_seconds(n)) + self.step_host_s
 
     def prefill_per_token(self, chunk: int) -> float:
@@ -942,7 +975,11 @@ def step_model(
         achieved_flops=matmul_peak(plan, gpu) * 1e12 * serving_utilisation(plan, gpu),
         bandwidth=gpu.memory_bandwidth_gb_s * 1e9 * ecc_data_share(gpu) * efficiency,
         layer_overhead_s=kernels_per_layer(plan, gpu) * kernel_seconds(gpu, fit, family),
-        layer_launch_s=kernels_per_layer(plan, gpu) * launch_seconds(plan, gpu, fit, family),
+        layer_launch_s=(
+            eager_engine_kernels_per_layer(plan) * launch_seconds(plan, gpu, fit, EngineFamily.EAGER)
+            if launched_eagerly(plan)
+            else kernels_per_layer(plan, gpu) * launch_seconds(plan, gpu, fit, family)
+        ),
         graphs_alone=cuda_graphs_replayed(plan, gpu, 1),
         # a hybrid's recurrent state is read and written back whole each step (vLLM's selective_state_update
         # / fused recurrent kernels update it in place): core.serving.vllm_hybrid.state_bytes_per_request
@@ -961,6 +998,7 @@ def step_model(
         step_host_s=V0_STEP_HOST_S if v0_engine(plan) else 0.0,
         output_host_s=V0_OUTPUT_FIXED_S if v0_engine(plan) else 0.0,
         output_host_sequence_s=V0_OUTPUT_PER_SEQUENCE_S if v0_engine(plan) else 0.0,
+        output_serial=v0_engine(plan) and launched_eagerly(plan),
         moe_kernels_layer_s=marlin_moe_kernels_per_layer(plan) * kernel_seconds(gpu, fit, EngineFamily.EAGER),
         kv_decode_passes=decode_kv_passes(plan),
     )
@@ -1167,7 +1205,15 @@ def _kv_passes_text(plan: Plan, model: StepModel) -> str:
 
 
 def _launch_text(plan: Plan, gpu: GpuSpec, model: StepModel, running: int) -> str:
-    """How llama.cpp's GPU backend issues a decode step's kernels (:func:`cuda_graphs_replayed`)."""
+    """How llama.cpp's GPU backend issues a decode step's kernels (:func:`cuda_graphs_replayed`), or an
+    eagerly launched vLLM / SGLang step's (:func:`launched_eagerly`)."""
+    if launched_eagerly(plan):
+        flag = "--enforce-eager" if plan.inference.engine is Engine.VLLM else "--disable-cuda-graph"
+        return (
+            f"; {flag}: {eager_engine_kernels_per_layer(plan)} kernels a layer each launched on its own "
+            f"({model.layer_launch_s * 1e6:.0f} µs a layer: no CUDA graph)"
+            + ("; the step's output processing is not overlapped" if model.output_serial else "")
+        )
     if plan.inference.engine is not Engine.LLAMACPP:
         return ""
     if gpu.vendor == "apple":

@@ -46,7 +46,9 @@ Release lines 0.20 - 0.34, read in the released wheels (0.20.0 b8160878f, 0.21.0
   models do not support prefix caching"), True from 0.26.0, but ``EngineArgs`` keeps it opt-in for hybrids in
   0.26.0 and 0.27.0 (``default_prefix_caching = ... and not model_config.is_hybrid``); from 0.28.0 it is on by
   default, and ``MambaModelConfig`` then sets ``mamba_cache_mode`` "align" and ``mamba_block_size`` to the
-  attention block. The planner has no prefix-caching input: it plans the engine's default (:func:`align_mode`).
+  attention block. The plan's ``inference.prefix_caching`` picks the engine's default, on (``--enable-prefix-caching``,
+  "align" mode from 0.26; refused before, where no release line read models it) or off
+  (``--no-enable-prefix-caching``: one state block, the mamba block ``max_model_len``): :func:`align_mode`.
 * Blocks a request holds in each recurrent group (``MambaSpec.max_memory_usage_bytes``, read by
   ``get_max_concurrency_for_kv_cache_config``): one without prefix caching; in "align" mode two (the running
   state and the last block boundary's: earlier ones are freed, ``remove_skipped_blocks``) plus
@@ -73,9 +75,10 @@ from typing import Final
 
 from core.catalogue import Generation, generation
 from core.dtypes import KV_BYTES, WeightFormat
+from core.errors import PlanError
 from core.hybrid import GATED_DELTANET, MAMBA2, WRAPPED_HYBRID_TYPES, HybridSpec
-from core.inputs import VllmVersion
-from core.plan import Plan
+from core.inputs import PrefixCaching, VllmVersion
+from core.plan import Inference, Plan
 from core.serving.releases import at_least
 from core.serving.vllm_versions import default_block_size
 
@@ -255,10 +258,40 @@ def state_bytes(plan: Plan) -> tuple[int, int]:
     return conv, 4 if float32 else conv
 
 
-def align_mode(version: VllmVersion) -> bool:
-    """Whether the release serves a hybrid with prefix caching on by default, its recurrent state in
-    ``mamba_cache_mode`` "align" (:data:`PREFIX_CACHING_FROM`)."""
+# The first line whose ModelConfig.is_prefix_caching_supported is True for a generative hybrid, so that
+# --enable-prefix-caching turns "align" mode on (opt-in in 0.26.0 and 0.27.0; see PREFIX_CACHING_FROM).
+PREFIX_CACHING_OPT_IN_FROM: Final = VllmVersion.V0_26
+
+
+def default_prefix_caching(version: VllmVersion) -> bool:
+    """Whether the release serves a hybrid with prefix caching on by default (:data:`PREFIX_CACHING_FROM`)."""
     return at_least(version, PREFIX_CACHING_FROM)
+
+
+def align_mode(inf: Inference) -> bool:
+    """Whether the plan's vLLM keeps a hybrid's recurrent state in ``mamba_cache_mode`` "align": prefix caching
+    on, by the release's default or by ``--enable-prefix-caching`` (from :data:`PREFIX_CACHING_OPT_IN_FROM`;
+    :func:`prefix_caching_refusal` refuses it before); ``--no-enable-prefix-caching`` turns it off."""
+    if inf.prefix_caching is PrefixCaching.DEFAULT:
+        return default_prefix_caching(inf.vllm_version)
+    return inf.prefix_caching is PrefixCaching.ON and at_least(inf.vllm_version, PREFIX_CACHING_OPT_IN_FROM)
+
+
+def prefix_caching_refusal(plan: Plan) -> None:
+    """Raise a PlanError for prefix caching asked of a hybrid on a vLLM release before
+    :data:`PREFIX_CACHING_OPT_IN_FROM`, where ``is_prefix_caching_supported`` is False for hybrids ("Hybrid models
+    do not support prefix caching since the feature is still experimental", 0.24.0 vllm/config/model.py) and
+    what the engine then does with the switch is not modelled."""
+    inf = plan.inference
+    if plan.model.hybrid is None or inf.prefix_caching is not PrefixCaching.ON:
+        return
+    if not at_least(inf.vllm_version, PREFIX_CACHING_OPT_IN_FROM):
+        raise PlanError(
+            "inference.prefix_caching",
+            inf.prefix_caching.value,
+            f"engine default or off, or vLLM {PREFIX_CACHING_OPT_IN_FROM.value} or later",
+            f"vLLM {inf.vllm_version.value} does not support prefix caching for hybrid models",
+        )
 
 
 def gdn_flashinfer_prefill(gpu_id: str, key_dim: int) -> bool:
@@ -273,7 +306,7 @@ def _checkpoint(plan: Plan, gpu_id: str) -> CheckpointRule | None:
     """The plan's mixer's prefill-checkpoint rule where it applies on this release and card, else None."""
     spec = plan.model.hybrid
     version = plan.inference.vllm_version
-    if spec is None or not align_mode(version):
+    if spec is None or not align_mode(plan.inference):
         return None
     rule = CHECKPOINT_RULES.get(spec.mixer.kind)
     if rule is None or not at_least(version, rule.first):
@@ -287,7 +320,7 @@ def state_blocks(plan: Plan, gpu_id: str) -> int:
     """Blocks one request holds in each recurrent group (``MambaSpec.max_memory_usage_bytes`` ÷ its page): one
     without prefix caching, two in "align" mode plus the mixer's prefill-checkpoint block (:data:`CHECKPOINT_RULES`).
     """
-    if not align_mode(plan.inference.vllm_version):
+    if not align_mode(plan.inference):
         return 1
     return ALIGN_STATE_BLOCKS + (1 if _checkpoint(plan, gpu_id) is not None else 0)
 

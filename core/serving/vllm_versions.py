@@ -253,8 +253,28 @@ def v2_runner_without_graph_estimate(inf: Inference, model: ModelSpec) -> bool:
     return v2_runner(inf, model) and not at_least(inf.vllm_version, VllmVersion.V0_29)
 
 
+# --enforce-eager (plan: inference.cuda_graphs False) captures no CUDA graph and, on V1, compiles nothing:
+# * V1: 0.8.3 (vllm/config.py VllmConfig.__post_init__) and 0.10.0 set CompilationLevel.PIECEWISE and use_cudagraph
+#   only "not self.model_config.enforce_eager"; 0.11.0 (f71952c1c, vllm/config/__init__.py) leaves level
+#   NO_COMPILATION and sets cudagraph_mode NONE ("Cudagraph is disabled under eager mode"); 0.13.0 (72506c983,
+#   vllm/config/vllm.py) drops the optimisation level to -O0 and cudagraph_mode to NONE with no capture sizes;
+#   0.19.0 (2a69949bd), 0.24.0 (ee0da84ab) and 0.34.0 (62d4bc3c7) set compilation_config.mode NONE and
+#   cudagraph_mode NONE ("Enforce eager set, disabling torch.compile and CUDAGraphs"). With cudagraph_mode NONE
+#   the runner captures nothing, so nothing is captured after the pool (up to 0.19) and the CUDA-graph estimate
+#   set aside before it (0.20 on) is none; with no compile, no cold compile runs inside the profile.
+# * V0 (0.6 - 0.7): Worker._warm_up_model (vllm/worker/worker.py) captures the graphs after the KV cache only
+#   "if not self.model_config.enforce_eager" (not read again in a wheel on this branch), and V0 compiles nothing.
+
+
+def graphs_captured(inf: Inference) -> bool:
+    """Whether vLLM captures CUDA graphs for the plan: not under --enforce-eager (above)."""
+    return inf.cuda_graphs
+
+
 def graphs_before_kv(inf: Inference, model: ModelSpec) -> bool:
     """Whether the CUDA-graph estimate is set aside before the KV cache for this model."""
+    if not graphs_captured(inf):
+        return False
     return era_of(inf.vllm_version).graphs_before_kv and not v2_runner_without_graph_estimate(inf, model)
 
 

@@ -33,6 +33,9 @@ class ServingForm(PlanForm):
         self.vllm_version = self.add_input("inference.vllm_version")
         self.vllm_sampler = self.add_input("inference.vllm_sampler")
         self.sglang_version = self.add_input("inference.sglang_version")
+        # vLLM --enforce-eager / SGLang --disable-cuda-graph, and vLLM's prefix caching (a hybrid's state blocks).
+        self.cuda_graphs = self.add_input("inference.cuda_graphs")
+        self.prefix_caching = self.add_input("inference.prefix_caching")
         self.transformers_version = self.add_input("inference.transformers_version")
         self.weights = self.add_input("inference.weight_dtype")
         # Image-text checkpoints only (the input table's matters): serve text alone, the vision tower left out.

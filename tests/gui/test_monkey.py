@@ -355,6 +355,8 @@ def expected_values(window: MainWindow, plan: Plan) -> dict[str, Any]:
         "inference.vllm_version": inf.vllm_version,
         "inference.vllm_sampler": inf.vllm_sampler,
         "inference.text_only": inf.text_only,
+        "inference.cuda_graphs": inf.cuda_graphs,
+        "inference.prefix_caching": inf.prefix_caching,
         "inference.sglang_version": inf.sglang_version,
         "inference.transformers_version": inf.transformers_version,
         "inference.link": inf.link,

@@ -10,7 +10,8 @@ from PySide6.QtCore import Qt
 from core.breakdown import BucketKey
 from core.catalogue import find_model
 from core.cli.render import render_serving
-from core.plan import Engine, Hardware, Plan, TransformersVersion
+from core.plan import Engine, Hardware, Plan, PrefixCaching, TransformersVersion, VllmVersion
+from core.serving.vllm_rules import VLLM_CUDA_GRAPH_BYTES
 from gui.format import latency, memory
 from gui.main_window import MainWindow
 
@@ -481,3 +482,31 @@ def test_the_model_summary_says_how_the_mode_shown_holds_the_tower(window: MainW
     assert "(loaded)" in summary.text()
     window.controller.reset(gemma.with_inference(engine=Engine.LLAMACPP))
     assert "not loaded: llama.cpp reads a tower only from a separate mmproj file" in summary.text()
+
+
+def test_the_cuda_graphs_box_and_the_prefix_caching_list_change_the_pool_at_once(window: MainWindow) -> None:
+    """core.inputs "inference.cuda_graphs" (vLLM and SGLang) and "inference.prefix_caching" (vLLM, hybrids): vLLM
+    0.21 sets its CUDA-graph estimate aside before the KV cache, --enforce-eager none (core.serving.vllm_versions
+    graphs_captured); a Granite 4.0-H request holds two state blocks a recurrent group in 0.28's "align" mode,
+    one with prefix caching off (core.serving.vllm_hybrid.state_blocks)."""
+    window.show()
+    window.inference_action.trigger()
+    form = window.serving_form
+    window.controller.reset(llama_on_h100(engine=Engine.VLLM, vllm_version=VllmVersion.V0_21))
+    assert form.form.isRowVisible(form.cuda_graphs)
+    assert not form.form.isRowVisible(form.prefix_caching)  # a dense model's pool does not depend on it
+    pool = window.controller.estimate.inference.kv_cache_bytes
+    form.cuda_graphs.click()
+    assert window.controller.plan.inference.cuda_graphs is False
+    assert window.controller.estimate.inference.kv_cache_bytes - pool == pytest.approx(VLLM_CUDA_GRAPH_BYTES, rel=0.01)
+    granite = find_model("granite-4.0-h-tiny")
+    window.controller.reset(
+        llama_on_h100(engine=Engine.VLLM, vllm_version=VllmVersion.V0_28).on_model(granite.spec, granite.id)
+    )
+    assert form.form.isRowVisible(form.prefix_caching)
+    requests = window.controller.estimate.inference.max_concurrency
+    form.prefix_caching.setCurrentIndex(form.prefix_caching.findData(PrefixCaching.OFF))
+    assert window.controller.plan.inference.prefix_caching is PrefixCaching.OFF
+    assert window.controller.estimate.inference.max_concurrency > requests
+    window.controller.reset(llama_on_h100(engine=Engine.LLAMACPP))
+    assert not form.form.isRowVisible(form.cuda_graphs)  # llama.cpp's graphs follow its build, not this switch

@@ -487,6 +487,13 @@ SERVING_FIELDS: Final = (
         _VLLM,
     ),
     _f("inference.text_only", lambda p: p.inference.text_only, _matters("inference.text_only"), _VLLM, "model"),
+    _f("inference.cuda_graphs", lambda p: p.inference.cuda_graphs, _matters("inference.cuda_graphs"), _VLLM),
+    _f(
+        "inference.prefix_caching",
+        lambda p: p.inference.prefix_caching,
+        lambda p: p.inference.engine is Engine.VLLM,
+        _VLLM,
+    ),
     _f(
         "inference.mem_fraction_static",
         lambda p: p.inference.mem_fraction_static,

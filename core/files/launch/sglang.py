@@ -63,6 +63,9 @@ PP_FROM: Final = SglangVersion.V0_4_7  # --pp-size: 0.4.7 on (not in 0.4.6)
 MIN_FRACTION: Final = input_at("inference.mem_fraction_static").low  # what a plan may give: 0.01
 LONGER_CONTEXT_ENV: Final = "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN"
 PIP_MARK: Final = "pip install sglang=="
+# CUDA graphs off (inference.cuda_graphs): the spelling every release read takes (0.5.23 keeps it, deprecated,
+# for --cuda-graph-backend-{decode,prefill}=disabled: sglang/srt/server_args.py).
+DISABLE_CUDA_GRAPH: Final = "--disable-cuda-graph"
 CLIENT_WHY: Final = "the clients' (requests at once, max_new_tokens per answer), not the server's"
 
 
@@ -136,13 +139,20 @@ def export_sglang(plan: Plan, model_ref: str | None = None) -> Export:
     argv += [*_weights(draft, version), "--context-length", str(inf.context), *_layout(draft, version)]
     fraction, note = _fraction(draft)
     argv += fraction
+    if not inf.cuda_graphs:  # a switch with no value, written last (read_sglang takes it out first)
+        argv.append(DISABLE_CUDA_GRAPH)
     if inf.engine is not Engine.SGLANG:
         draft.cannot(
             "inference.engine", f"the plan was judged under {ENGINE_LABELS[inf.engine]}'s memory rules, not SGLang's"
         )
     draft.outside(["inference.concurrent", "inference.new_tokens"], CLIENT_WHY)
     draft.outside(
-        ["inference.gpu_memory_utilization", "inference.max_num_seqs", "inference.max_num_batched_tokens"],
+        [
+            "inference.gpu_memory_utilization",
+            "inference.max_num_seqs",
+            "inference.max_num_batched_tokens",
+            "inference.prefix_caching",
+        ],
         "vLLM's, not SGLang's",
     )
     lines = [
@@ -173,6 +183,8 @@ def _version(text: str) -> SglangVersion | None:
 def read_sglang(text: str) -> tuple[str, dict[str, Any]]:
     """The model and the plan fields of a ``sglang.launch_server`` line (the inverse of :func:`export_sglang`)."""
     words = command_words(text)
+    graphs = DISABLE_CUDA_GRAPH not in words
+    words = [w for w in words if w != DISABLE_CUDA_GRAPH]
     while words and "=" in words[0] and not words[0].startswith("-"):  # the environment in front
         words = words[1:]
     start = words.index("sglang.launch_server") + 1
@@ -189,6 +201,7 @@ def read_sglang(text: str) -> tuple[str, dict[str, Any]]:
         "inference.pipeline_parallel": int(flags.get("--pp-size", 1)),
         "inference.replicas": int(flags.get("--dp-size", 1)),
         "inference.mem_fraction_static": float(flags.get("--mem-fraction-static", 0.0)),
+        "inference.cuda_graphs": graphs,
     }
     version = _version(text)
     if version is not None:

@@ -8,7 +8,9 @@ must be one; bitsandbytes: 4-bit in flight), ``--kv-cache-dtype`` (auto: the mod
 ``--gpu-memory-utilization`` (always written: its default moved from 0.9 to 0.92 in later
 releases), ``--max-num-seqs`` and ``--max-num-batched-tokens`` (written when the plan sets them), and for a
 text-only plan ``--limit-mm-per-prompt`` with 0 for every modality the tower serves (JSON, e.g.
-``'{"image":0,"video":0}'`` for Qwen-VL; core.serving.vllm_versions.limit_mm_json).
+``'{"image":0,"video":0}'`` for Qwen-VL; core.serving.vllm_versions.limit_mm_json), and last, only where the plan
+leaves the engine's default, ``--enforce-eager`` (CUDA graphs off) and ``--enable-prefix-caching`` /
+``--no-enable-prefix-caching``.
 How many requests arrive at once, and how long each answer may be, are the clients'.
 """
 
@@ -20,9 +22,15 @@ from typing import Any, Final
 
 from core.dtypes import KvDtype, WeightFormat
 from core.files.launch.common import Draft, Export, Target, command_words, gptq_int8_header, header, model_reference
-from core.plan import ENGINE_LABELS, Engine, Plan
+from core.plan import ENGINE_LABELS, Engine, Plan, PrefixCaching
 from core.serving.vllm_versions import limit_mm_json
 
+# Switches with no value, written after every flag with one (read_vllm pairs the others).
+ENFORCE_EAGER: Final = "--enforce-eager"
+PREFIX_CACHING_FLAGS: Final = {
+    PrefixCaching.ON: "--enable-prefix-caching",
+    PrefixCaching.OFF: "--no-enable-prefix-caching",
+}
 DTYPES: Final = {WeightFormat.BF16: "bfloat16", WeightFormat.FP16: "float16", WeightFormat.FP32: "float32"}
 KV_DTYPES: Final = {KvDtype.BF16: "bfloat16", KvDtype.FP16: "float16", KvDtype.FP32: "float32"}
 QUANTIZATION: Final = {
@@ -82,6 +90,10 @@ def export_vllm(plan: Plan, model_ref: str | None = None) -> Export:
         argv += ["--max-num-batched-tokens", str(inf.max_num_batched_tokens)]
     if inf.text_only and plan.model.vision_params:
         argv += ["--limit-mm-per-prompt", limit_mm_json(plan.model.vision_family)]
+    if not inf.cuda_graphs:
+        argv.append(ENFORCE_EAGER)
+    if inf.prefix_caching in PREFIX_CACHING_FLAGS:
+        argv.append(PREFIX_CACHING_FLAGS[inf.prefix_caching])
     if inf.engine is not Engine.VLLM:
         draft.cannot(
             "inference.engine", f"the plan was judged under {ENGINE_LABELS[inf.engine]}'s memory rules, not vLLM's"
@@ -100,10 +112,13 @@ def export_vllm(plan: Plan, model_ref: str | None = None) -> Export:
 def read_vllm(text: str) -> tuple[str, dict[str, Any]]:
     """The model and the plan fields of a ``vllm serve`` line (the inverse of :func:`export_vllm`)."""
     words = command_words(text)
+    switches = {w for w in words if w == ENFORCE_EAGER or w in PREFIX_CACHING_FLAGS.values()}
+    words = [w for w in words if w not in switches]
     flags = {words[i]: words[i + 1] for i in range(3, len(words) - 1, 2) if words[i].startswith("--")}
     dtype = {v: k for k, v in DTYPES.items()}[flags.get("--dtype", "bfloat16")]
     quantised = {v: k for k, v in QUANTIZATION.items()}.get(flags.get("--quantization", ""))
     kv_auto = {v: k for k, v in KV_DTYPES.items()}[flags.get("--dtype", "bfloat16")]
+    caching = next((k for k, flag in PREFIX_CACHING_FLAGS.items() if flag in switches), PrefixCaching.DEFAULT)
     return words[2], {
         "inference.engine": Engine.VLLM,
         "inference.weight_dtype": quantised or dtype,
@@ -116,6 +131,8 @@ def read_vllm(text: str) -> tuple[str, dict[str, Any]]:
         "inference.max_num_seqs": int(flags.get("--max-num-seqs", 0)),
         "inference.max_num_batched_tokens": int(flags.get("--max-num-batched-tokens", 0)),
         "inference.text_only": text_only_limits(flags.get("--limit-mm-per-prompt", "")),
+        "inference.cuda_graphs": ENFORCE_EAGER not in switches,
+        "inference.prefix_caching": caching,
     }
 
 
