@@ -181,6 +181,8 @@ KIND_LABELS: Final = {
     "runtime:mps": "an Apple GPU (PyTorch's MPS allocator)",
     "hybrid:mamba2-kernels": "a Mamba-2 hybrid's mixers on mamba_ssm's kernels (read from the source, never measured)",
     "hybrid:mamba2-torch": "a Mamba-2 hybrid's mixers on transformers' torch path (fake tensors only)",
+    "hybrid:gdn-kernels": "a Gated DeltaNet hybrid's layers on fla (read from the source, never measured)",
+    "hybrid:gdn-torch": "a Gated DeltaNet hybrid's layers on transformers' torch path (fake tensors only)",
 }
 
 # A card whose runtime is not CUDA's: every figure of the corpus is from an NVIDIA card, so a plan
@@ -244,6 +246,8 @@ def plan_kinds(plan: Plan) -> tuple[str, ...]:
         kinds.append(f"float8:{plan.float8.value}")
     if plan.model.recurrent_mixer == "mamba2":  # core.training.mamba: no real-GPU figure of a hybrid's training
         kinds.append("hybrid:mamba2-kernels" if plan.mamba_kernels else "hybrid:mamba2-torch")
+    if plan.model.recurrent_mixer == "gated_deltanet":  # core.training.gdn: likewise
+        kinds.append("hybrid:gdn-kernels" if plan.mamba_kernels else "hybrid:gdn-torch")
     runtime = _RUNTIME_KINDS.get(_vendors().get(plan.hardware.gpu, ""))
     if runtime:
         kinds.append(runtime)

@@ -1556,16 +1556,21 @@ INPUTS: Final[tuple[Input, ...]] = (
     # mamba_split_conv1d_scan_combined in training when the package imports (integrations/hub_kernels.py
     # use_kernel_func_from_hub_with_fallback; it needs causal-conv1d too), else their torch path. What each keeps:
     # core.training.mamba.
-    Input("mamba_kernels", Kind.BOOL, "Mamba kernels installed (mamba_ssm, causal-conv1d)", "A hybrid's Mamba-2 "
-          "layers run mamba_ssm's fused kernels", True,
-          "The environment has mamba_ssm and causal-conv1d installed, so transformers runs a hybrid's Mamba-2 "
-          "layers through mamba_ssm's fused function in training: it keeps the in_proj output, the scan's output "
-          "and the norm's 1/rms, and recomputes the rest in the backward (read from its source, not measured). "
+    # Gated DeltaNet layers (Qwen3-Next, Qwen3.5 / 3.6) call flash-linear-attention's chunk_gated_delta_rule and
+    # causal-conv1d the same way when those import (modeling_qwen3_next.py, modeling_qwen3_5.py), else their own
+    # torch fallbacks: core.training.gdn. The field keeps its name (plan files) for both.
+    Input("mamba_kernels", Kind.BOOL, "Hybrid kernels (mamba_ssm or fla, causal-conv1d)", "A hybrid's recurrent "
+          "layers run their fused kernels", True,
+          "The environment has the recurrent layers' kernels installed, so transformers runs them in training: "
+          "a Mamba-2 layer through mamba_ssm's fused function (with causal-conv1d), which keeps the in_proj output, "
+          "the scan's output and the norm's 1/rms and recomputes the rest in the backward; a Gated DeltaNet layer "
+          "through flash-linear-attention's chunk_gated_delta_rule (with causal-conv1d), which keeps q, k, v, the "
+          "gate's cumsum, beta and the solved chunk blocks (both read from their source, not measured). "
           "Off: transformers' torch path, a chunked scan in plain torch ops whose chunk-by-chunk float32 "
           "tensors are kept for the backward (measured on fake tensors): several times the memory.",
-          ("--mamba-kernels",), "a hybrid's Mamba-2 layers run mamba_ssm's fused kernels (transformers picks them "
-          "when mamba_ssm and causal-conv1d are installed)",
-          matters=lambda p: p.model.recurrent_mixer == "mamba2", training_only=True),
+          ("--mamba-kernels",), "a hybrid's recurrent layers run their fused kernels: mamba_ssm for Mamba-2, "
+          "flash-linear-attention for Gated DeltaNet, with causal-conv1d (transformers picks them when installed)",
+          matters=lambda p: bool(p.model.recurrent_mixer), training_only=True),
     Input("compiled_loss", Kind.BOOL, "Loss under torch.compile", "Cross-entropy under torch.compile", False,
           "The cross-entropy runs compiled (torchtitan since Feb 2025 compiles its loss with --training.compile; "
           "a model whose forward computes the loss compiles it with the model): Inductor keeps the 16-bit "

@@ -47,6 +47,15 @@ HEAD_TARGET: Final = "lm_head"
 # NemotronHMamba2Mixer: ``in_proj``, ``out_proj``), which PEFT adapts by these names; no other model has them
 # (ModelSpec.adapter_targets), and ``all-linear`` does not name them (it means LORA_TARGETS here).
 MIXER_TARGETS: Final = ("in_proj", "out_proj")
+# A Gated DeltaNet layer's input projections by family (transformers 5.25.0 Qwen3NextGatedDeltaNet: in_proj_qkvz,
+# in_proj_ba; Qwen3_5GatedDeltaNet and Qwen3.5-MoE's: in_proj_qkv, in_proj_z, in_proj_b, in_proj_a). A plan names
+# them all ``in_proj`` (the mixer's input side, as a Mamba-2 mixer's one in_proj); the exporters write the
+# family's own names (ModelSpec.peft_target_names), which PEFT matches, and the importers read them back.
+GDN_IN_PROJ: Final[dict[str, tuple[str, ...]]] = {
+    "qwen3_next": ("in_proj_qkvz", "in_proj_ba"),
+    "qwen3_5_text": ("in_proj_qkv", "in_proj_z", "in_proj_b", "in_proj_a"),
+    "qwen3_5_moe_text": ("in_proj_qkv", "in_proj_z", "in_proj_b", "in_proj_a"),
+}
 # Every name a plan may carry, in the order plans list them (the head last).
 ACCEPTED_TARGETS: Final = (*LORA_TARGETS, *MIXER_TARGETS, HEAD_TARGET)
 # Other spellings people type or other families use for the same matrices.
@@ -70,6 +79,13 @@ _TARGET_ALIASES: Final[dict[str, tuple[str, ...]]] = {
     "fc1": ("up_proj",),
     "fc2": ("down_proj",),
     "out_proj": ("o_proj",),
+    # A Gated DeltaNet layer's input projections (GDN_IN_PROJ): one plan target, in_proj.
+    "in_proj_qkvz": ("in_proj",),
+    "in_proj_ba": ("in_proj",),
+    "in_proj_qkv": ("in_proj",),
+    "in_proj_z": ("in_proj",),
+    "in_proj_b": ("in_proj",),
+    "in_proj_a": ("in_proj",),
     "dense": ("o_proj",),
     "w1": ("gate_proj",),  # Mixtral expert naming
     "w3": ("up_proj",),
@@ -816,7 +832,15 @@ class ModelSpec:
 
     def mixer_shapes(self) -> dict[str, tuple[int, int]]:
         """(in, out) of a hybrid's Mamba-2 in_proj (d → 2·inner + 2·groups·state + heads) and out_proj
-        (inner → d), core.hybrid._mamba2_params' widths; empty for any other model."""
+        (inner → d), core.hybrid._mamba2_params' widths; empty for any other model. A Gated DeltaNet layer's
+        ``in_proj`` stands for its input projections together (GDN_IN_PROJ: each reads d; their outputs are
+        q, k, v, the gate z and b, a: 2·Hk·dk + 2·H·dv + 2·H), so (k·d, Σ out) for k of them: a LoRA of rank r
+        on each has r·(k·d + Σ out) parameters."""
+        if self.recurrent_mixer == "gated_deltanet":
+            k = len(GDN_IN_PROJ.get(self.family, ("in_proj",)))
+            inner = self.recurrent_inner
+            width = 2 * self.recurrent_groups * self.recurrent_state + 2 * inner + 2 * self.recurrent_heads
+            return {"in_proj": (k * self.hidden_size, width), "out_proj": (inner, self.hidden_size)}
         if self.recurrent_mixer != "mamba2":
             return {}
         inner = self.recurrent_inner
@@ -836,11 +860,21 @@ class ModelSpec:
         for name in chosen:
             if name in self.mixer_shapes():
                 total += recurrent * rank * sum(self.mixer_shapes()[name])
+            elif name == "q_proj" and self.family in GDN_IN_PROJ:  # gated attention: q_proj's output is q and gate
+                total += attention * rank * (self.hidden_size + 2 * self.q_width)
             elif name in ("q_proj", "k_proj", "v_proj", "o_proj"):
                 total += attention * rank * sum(shapes[name])
             elif name in shapes:  # the MLP's (a mixture of experts' matrices are 3-D parameters: not adapted)
                 total += (mlp * rank * sum(shapes[name])) if self.num_experts == 1 else 0
         return total
+
+    def peft_target_names(self, targets: tuple[str, ...]) -> tuple[str, ...]:
+        """``targets`` as PEFT's target_modules must name them on this model: a Gated DeltaNet hybrid's ``in_proj``
+        is its family's input projections (GDN_IN_PROJ); every other name as it is."""
+        names = GDN_IN_PROJ.get(self.family) if self.recurrent_mixer == "gated_deltanet" else None
+        if not names:
+            return targets
+        return tuple(n for t in targets for n in (names if t == "in_proj" else (t,)))
 
     def head_adapter_shape(self, targets: tuple[str, ...]) -> tuple[int, int] | None:
         """(in, out) of the output head when a LoRA adapts it: (d, V), one matrix outside the blocks,

@@ -295,12 +295,12 @@ def lora_on(model: ModelSpec, lora: LoraSettings) -> LoraSettings:
     """``lora`` on ``model``: a latent-attention model has no k_proj or v_proj (nor q_proj with a
     q_lora_rank), so targets it lacks give way to o_proj, the one attention matrix a target names there
     (Plan._check_latent_attention); picking such a model, or reading a run config onto it, shows the
-    targets that result. A Mamba-2 hybrid: targets it lacks (its MLP's: :data:`HYBRID_TRAINED_TARGETS`) give way
+    targets that result. A hybrid: targets it lacks (its MLP's: :func:`hybrid_trained_targets`) give way
     (the output head stays, as a run config read onto it names it), and its mixer's in_proj and out_proj join them,
     the layers every released hybrid starts with (what :func:`hybrid_training_refusal` asks for). Any other model:
     ``lora`` itself."""
-    if model.recurrent_mixer == "mamba2":  # the head is kept as a target (hybrid_training_refusal names it)
-        kept = tuple(t for t in lora.targets if t in HYBRID_TRAINED_TARGETS or t == HEAD_TARGET)
+    if model.recurrent_mixer:  # the head is kept as a target (hybrid_training_refusal names it)
+        kept = tuple(t for t in lora.targets if t in hybrid_trained_targets(model) or t == HEAD_TARGET)
         targets = normalise_lora_targets((*kept, *MIXER_TARGETS))
         if targets == lora.targets:
             return lora
@@ -444,6 +444,17 @@ def hybrid_llamacpp_refusal(model: ModelSpec, inf: Inference) -> PlanError | Non
 # are left out: Granite 4.0-H's shared MLP is input_linear / output_linear and its experts 3-D parameters, which
 # no target names here.
 HYBRID_TRAINED_TARGETS: Final = ("q_proj", "k_proj", "v_proj", "o_proj", "in_proj", "out_proj")
+# A dense Gated DeltaNet hybrid's MLP (Qwen3.5: Qwen3_5MLP's gate_proj / up_proj / down_proj in every layer) is a
+# plain gated MLP, adapted as any model's; a mixture of experts' (Qwen3-Next, Qwen3.5-MoE: 3-D experts, and a
+# shared expert whose adapters the rules do not place) is not.
+GDN_DENSE_TRAINED_TARGETS: Final = (*HYBRID_TRAINED_TARGETS, "gate_proj", "up_proj", "down_proj")
+
+
+def hybrid_trained_targets(model: ModelSpec) -> tuple[str, ...]:
+    """The LoRA targets whose training is modelled on the hybrid ``model``."""
+    if model.recurrent_mixer == "gated_deltanet" and model.num_experts == 1:
+        return GDN_DENSE_TRAINED_TARGETS
+    return HYBRID_TRAINED_TARGETS
 
 
 def training_refusal(subject: Plan | ModelSpec) -> str | None:
@@ -470,17 +481,13 @@ def training_refusal(subject: Plan | ModelSpec) -> str | None:
 
 
 def _hybrid_model_refusal(model: ModelSpec) -> str | None:
-    """What no plan of this hybrid can train: Gated DeltaNet (Qwen3-Next), Falcon-H1's parallel layers, a
-    plan file that predates the scan's chunk."""
+    """What no plan of this hybrid can train: Falcon-H1's parallel layers, a plan file that predates the Mamba-2
+    scan's chunk."""
     hybrid = model.hybrid
     assert hybrid is not None
     mixer = MIXER_NAMES[hybrid.mixer.kind]
     if hybrid.mixer.kind != "mamba2":
-        return (
-            f"Training {model.name} is not estimated: what its {mixer} layers keep for the backward pass "
-            "(flash-linear-attention's kernels or transformers' torch path) is not modelled; it is planned for "
-            "serving only"
-        )
+        return None  # Gated DeltaNet (Qwen3-Next, Qwen3.5 / 3.6): core.training.gdn; hybrid_training_refusal
     if model.attention_layers == model.recurrent_layers == model.num_layers:
         return (
             f"Training {model.name} is not estimated: its layers run {mixer} and attention side by side "
@@ -504,29 +511,35 @@ def check_trainable(plan: Plan, expected: str) -> None:
 
 
 def hybrid_training_refusal(plan: Plan) -> str | None:
-    """A Mamba-2 hybrid (Granite 4.0-H, Bamba, Nemotron-H) is trained here as transformers 5.25.0 + PEFT run it
-    on one GPU (core.training.mamba, measured on fake tensors: benchmarks/accuracy/cases_hybrid.json): full
-    fine-tuning or LoRA on attention's and the mixer's projections with in_proj among them (the first layer is
-    a Mamba-2 layer in every released hybrid: with its adapter there every layer needs its gradient, which is
-    what the rules count), 16-bit weights or autocast, no checkpointing or Hugging Face's per-layer one, PyTorch
-    eager. Everything else is refused with what is missing."""
+    """A hybrid is trained here as transformers 5.25.0 + PEFT run it on one GPU: a Mamba-2 hybrid (Granite 4.0-H,
+    Bamba, Nemotron-H: core.training.mamba) or a Gated DeltaNet one (Qwen3-Next, Qwen3.5 / 3.6: core.training.gdn),
+    both measured on fake tensors (benchmarks/accuracy/cases_hybrid.json): full fine-tuning or LoRA on attention's
+    and the mixer's projections (a dense Gated DeltaNet hybrid's MLP too: :func:`hybrid_trained_targets`) with
+    in_proj among them (the first layer is a recurrent layer in every released hybrid: with its adapter there
+    every layer needs its gradient, which is what the rules count), 16-bit weights or autocast, no checkpointing
+    or Hugging Face's per-layer one, PyTorch eager. Everything else is refused with what is missing."""
     model = plan.model
     refused = _hybrid_model_refusal(model)
     if refused is not None:
         return refused
+    mixer = MIXER_NAMES[model.recurrent_mixer]
     why = _hybrid_plan_gap(plan)
     if why is None:
         return None
-    return f"Training {model.name} (a Mamba-2 hybrid) is estimated for one GPU under transformers + PEFT only: {why}"
+    return f"Training {model.name} (a {mixer} hybrid) is estimated for one GPU under transformers + PEFT only: {why}"
 
 
 def _hybrid_plan_gap(plan: Plan) -> str | None:
     if plan.method not in (Method.FULL, Method.LORA):
         return f"{METHOD_LABELS[plan.method]} is not modelled for it (full fine-tuning and LoRA are)"
     targets = tuple(t for t in plan.lora.targets)
-    if plan.method is Method.LORA and (set(targets) - set(HYBRID_TRAINED_TARGETS) or "in_proj" not in targets):
+    allowed = hybrid_trained_targets(plan.model)
+    if plan.method is Method.LORA and (set(targets) - set(allowed) or "in_proj" not in targets):
+        # in_proj: the first layer is a recurrent one in every released hybrid; without an adapter there its
+        # mixer's input needs no gradient and keeps nothing, which the rules do not count. A Gated DeltaNet
+        # layer's in_proj is its input projections (core.model.GDN_IN_PROJ).
         return (
-            "LoRA is modelled on " + ", ".join(HYBRID_TRAINED_TARGETS) + " with in_proj among them; "
+            "LoRA is modelled on " + ", ".join(allowed) + " with in_proj among them; "
             f"this plan targets {', '.join(targets)}"
         )
     if plan.world_size > 1:
@@ -541,6 +554,10 @@ def _hybrid_plan_gap(plan: Plan) -> str | None:
     weights = plan.base_dtype if plan.method is Method.LORA else plan.weight_dtype
     if weights is Dtype.FP32 and plan.autocast is Autocast.NONE:
         return "float32 training is not modelled for it (16-bit weights or autocast are)"
+    if plan.training_kv_cache and plan.model.recurrent_mixer == "gated_deltanet":
+        # Qwen3NextGatedDeltaNet.forward with a cache: the conv state is written (update_conv_state) and the final
+        # recurrent state returned and kept; neither path was counted with it.
+        return "with use_cache on (the K/V cache kept in training) its Gated DeltaNet layers are not modelled"
     if plan.mamba_kernels and plan.training_kv_cache:
         # transformers 5.25.0 GraniteMoeHybridMambaLayer.forward (Bamba's, Nemotron-H's the same): the fused
         # function runs only when ``self.training and cache is None``; with use_cache the model makes a

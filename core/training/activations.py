@@ -19,10 +19,18 @@ from core.dtypes import DTYPE_BYTES, Dtype, Quant
 from core.format import sci
 from core.inputs import loss_16bit_matters, loss_code_runs
 from core.memo import fills_fields, last_answer
-from core.model import HEAD_TARGET, MIXER_TARGETS, ModelSpec, normalise_ia3_feedforward, normalise_lora_targets
+from core.model import (
+    GDN_IN_PROJ,
+    HEAD_TARGET,
+    MIXER_TARGETS,
+    ModelSpec,
+    normalise_ia3_feedforward,
+    normalise_lora_targets,
+)
 from core.params import lycoris_matrix_tensors, oft_blocks, oft_neumann_bmms
 from core.plan import Attention, CheckpointPolicy, MegatronCeFusion, Method, Optimizer, Plan, Stack, TransformersLoss
 from core.roles import adapter_dtype, compute_dtype, dtypes_for, model_dtype
+from core.training import gdn
 from core.training.attention import (
     Kernel,
     explicit_mask,
@@ -57,9 +65,20 @@ COMPILE_NOTE: Final = "torch.compile recomputes it"
 # modeling_olmo2.py; transformers 5.25.0 models/olmo3/modeling_olmo3.py Olmo3RMSNorm.forward:
 # ``(self.weight * hidden_states).to(input_dtype)``), so the tensor that multiply keeps is float32
 # whatever the input.
-FLOAT32_NORM_SCALE: Final = ("gemma", "gemma2", "gemma3_text", "olmo2", "olmo3", "nemotron_h")
+FLOAT32_NORM_SCALE: Final = (
+    "gemma",
+    "gemma2",
+    "gemma3_text",
+    "olmo2",
+    "olmo3",
+    "nemotron_h",
+    "qwen3_next",
+    "qwen3_5_text",
+    "qwen3_5_moe_text",
+)
 # (NemotronHRMSNorm.forward in transformers 5.25.0 models/nemotron_h/modeling_nemotron_h.py:
-# ``(self.weight.to(torch.float32) * hidden_states).to(input_dtype)``.)
+# ``(self.weight.to(torch.float32) * hidden_states).to(input_dtype)``; Qwen3NextRMSNorm.forward, Qwen3_5RMSNorm's
+# the same: ``output * (1.0 + self.weight.float())`` on the float32 normalised rows, then ``.type_as(x)``.)
 
 # Families whose causal-LM forward upcasts its own logits, so the 16-bit lm_head output is freed before the loss
 # (transformers 5.25.0 models/nemotron_h/modeling_nemotron_h.py NemotronHForCausalLM.forward:
@@ -70,6 +89,7 @@ LOGITS_UPCAST: Final = ("nemotron_h",)
 # (core.training.mamba), or "" for none (a Nemotron-H MLP layer).
 ATTENTION_MIXER: Final = "attention"
 MAMBA2_MIXER: Final = "mamba2"
+GDN_MIXER: Final = "gated_deltanet"  # a Qwen3-Next / Qwen3.5 Gated DeltaNet layer (core.training.gdn)
 
 
 # Unsloth (docs/UNSLOTH.md). FastLanguageModel dispatches these model types to its own
@@ -423,6 +443,9 @@ def _attention(plan: Plan, ctx: _Ctx) -> list[Term]:
     if o_adapter_copy:
         a = ctx.adapter_in
         items.append(Term("o_proj input cast for its adapter", f"N·H·hd × {a:g}", q_el * a))
+    if model.family in gdn.GATED_ATTENTION:
+        o_input = ctx.saves("o_proj") and not o_adapter_copy
+        items += gdn.gated_attention_terms(ctx.n, h, model.num_kv_heads, model.head_dim, ca, ctx.trainable, o_input)
     return items
 
 
@@ -721,7 +744,7 @@ def _adapters(plan: Plan, ctx: _Ctx) -> list[Term]:
     n = ctx.n
     shapes = model.linear_shapes()
     if model.recurrent_mixer:  # a hybrid layer's own targets (layer_targets), the mixer's among them
-        shapes = {**shapes, **dict.fromkeys(MIXER_TARGETS, (0, 0))}
+        shapes = {**shapes, **dict.fromkeys((*MIXER_TARGETS, *GDN_IN_PROJ.get(model.family, ())), (0, 0))}
     rank_el = sum(n * plan.lora.rank for nm in ctx.lora if nm in shapes)
     ab = ctx.adapter_out
     items = [Term("LoRA A outputs (kept for B)", f"{len(ctx.lora)} × N·r × {ab:g}", rank_el * ab)]
@@ -988,7 +1011,7 @@ def layer_activations(plan: Plan, trainable_block: bool, mixer: str = ATTENTION_
     lora_like = plan.lora_adapters or plan.lycoris or plan.oft or plan.adalora
     block_targets = tuple(t for t in plan.lora.targets if t != HEAD_TARGET) if lora_like else ()
     if model.recurrent_mixer:
-        block_targets = layer_targets(block_targets, mixer, mlp)
+        block_targets = layer_targets(block_targets, mixer, mlp, model.family)
     ctx = _context(plan, trainable_block, block_targets)
     n, d = ctx.n, model.hidden_size
     kernels = unsloth_kernels(plan)
@@ -1013,6 +1036,11 @@ def layer_activations(plan: Plan, trainable_block: bool, mixer: str = ATTENTION_
             readers = _consumer_inputs(ctx, d, ("in_proj",), False, "mixer norm output (in_proj input)")
             outside_tp(_norm(model, ctx, "mixer norm", []), readers)
             items += _mamba2(plan, ctx)
+        elif mixer == GDN_MIXER:
+            names = GDN_IN_PROJ.get(model.family, ())
+            readers = _consumer_inputs(ctx, d, names, False, "mixer norm output (input projections' input)")
+            outside_tp(_norm(model, ctx, "mixer norm", []), readers)
+            items += _gated_deltanet(plan, ctx)
     elif model.post_norm:
         # OLMo-2: q/k/v and the MLP read the residual stream itself; the norms sit on the
         # sub-block outputs (o_proj's and down_proj's, in the compute dtype).
@@ -1081,13 +1109,21 @@ def _mlp_part(
 
 # A hybrid's adapter targets by the part of a layer their matrix is in (transformers 5.25.0 module names):
 # the Mamba-2 mixer's in_proj / out_proj, attention's q / k / v / o, the MLP's.
-_MIXER_TARGETS: Final = {ATTENTION_MIXER: ("q_proj", "k_proj", "v_proj", "o_proj"), MAMBA2_MIXER: MIXER_TARGETS}
+_MIXER_TARGETS: Final = {
+    ATTENTION_MIXER: ("q_proj", "k_proj", "v_proj", "o_proj"),
+    MAMBA2_MIXER: MIXER_TARGETS,
+    GDN_MIXER: MIXER_TARGETS,
+}
 
 
-def layer_targets(targets: tuple[str, ...], mixer: str, mlp: bool) -> tuple[str, ...]:
-    """The adapter targets a hybrid's layer of this kind has a matrix for."""
+def layer_targets(targets: tuple[str, ...], mixer: str, mlp: bool, family: str = "") -> tuple[str, ...]:
+    """The adapter targets a hybrid's layer of this kind has a matrix for. A Gated DeltaNet layer's ``in_proj``
+    is its input projections, each with an adapter of its own (core.model.GDN_IN_PROJ)."""
     mine = _MIXER_TARGETS.get(mixer, ()) + (("gate_proj", "up_proj", "down_proj") if mlp else ())
-    return tuple(t for t in targets if t in mine)
+    kept = tuple(t for t in targets if t in mine)
+    if mixer == GDN_MIXER and "in_proj" in kept:
+        kept = tuple(n for t in kept for n in (GDN_IN_PROJ.get(family, (t,)) if t == "in_proj" else (t,)))
+    return kept
 
 
 def mixer_shape(plan: Plan) -> MixerShape:
@@ -1106,9 +1142,9 @@ def mixer_shape(plan: Plan) -> MixerShape:
 
 
 def hybrid_stack(plan: Plan, trainable: bool) -> tuple[tuple[int, LayerActs], ...]:
-    """A Mamba-2 hybrid's layers by kind, each kind's count and one layer's saved tensors: Granite 4.0-H and
-    Bamba run attention or the mixer, then the MLP, in every layer; Nemotron-H one of attention, the mixer or
-    the MLP (ModelSpec.hybrid_layer_counts)."""
+    """A hybrid's layers by kind, each kind's count and one layer's saved tensors: Granite 4.0-H, Bamba,
+    Qwen3-Next and Qwen3.5 run attention or the mixer, then the MLP (or experts), in every layer; Nemotron-H one
+    of attention, the mixer or the MLP (ModelSpec.hybrid_layer_counts)."""
     attention, recurrent, mlp = plan.model.hybrid_layer_counts()
     kinds: tuple[tuple[int, LayerActs], ...]
     if plan.model.family == "nemotron_h":
@@ -1118,9 +1154,10 @@ def hybrid_stack(plan: Plan, trainable: bool) -> tuple[tuple[int, LayerActs], ..
             (mlp, layer_activations(plan, trainable, "", True)),
         )
     else:
+        mixer = GDN_MIXER if plan.model.recurrent_mixer == GDN_MIXER else MAMBA2_MIXER
         kinds = (
             (attention, layer_activations(plan, trainable)),
-            (recurrent, layer_activations(plan, trainable, MAMBA2_MIXER)),
+            (recurrent, layer_activations(plan, trainable, mixer)),
         )
     return tuple((count, acts) for count, acts in kinds if count)
 
@@ -1134,6 +1171,32 @@ def _mamba2(plan: Plan, ctx: _Ctx) -> list[Term]:
         return kernel_path_terms(m, ctx.ca)
     terms = torch_path_terms(m, ctx.ca, ctx.autocast, ctx.trainable, ctx.mode == "mixed")
     return terms + _consumer_inputs(ctx, m.inner, ("out_proj",), False, "Mamba-2: out_proj input")
+
+
+def deltanet_shape(plan: Plan) -> gdn.DeltaNetShape:
+    """The plan's Gated DeltaNet layer (core.hybrid.RecurrentMixer's fields on the ModelSpec: value heads,
+    value dim, key heads as groups, key dim as state) at its micro-batch and sequence."""
+    model, w = plan.model, plan.workload
+    return gdn.DeltaNetShape(
+        w.micro_batch,
+        w.seq_len,
+        model.recurrent_heads,
+        model.recurrent_head_dim,
+        model.recurrent_groups,
+        model.recurrent_state,
+        model.recurrent_conv_kernel,
+    )
+
+
+def _gated_deltanet(plan: Plan, ctx: _Ctx) -> list[Term]:
+    """A Gated DeltaNet layer's saved tensors after its input projections (core.training.gdn), then out_proj's
+    input as any projection's (the gated norm's output in the model's dtype)."""
+    m = deltanet_shape(plan)
+    if plan.mamba_kernels:
+        terms = gdn.kernel_path_terms(m, ctx.ca, ctx.autocast, ctx.trainable)
+    else:
+        terms = gdn.torch_path_terms(m, ctx.ca, ctx.autocast, ctx.trainable)
+    return terms + _consumer_inputs(ctx, m.value_width, ("out_proj",), False, "Gated DeltaNet: out_proj input")
 
 
 def _shared_norm_readers(model: ModelSpec, ctx: _Ctx, attn_readers: list[Term], mlp_readers: list[Term]) -> list[Term]:

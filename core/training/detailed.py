@@ -53,10 +53,13 @@ from core.parallel.state import (
 from core.params import ParamCounts, param_counts
 from core.plan import CheckpointPolicy, Float8, Method, Offload, Plan, Strategy
 from core.roles import Dtypes, dtypes_for, runs_grad_scaler
+from core.training import gdn
 from core.training.activations import (
+    GDN_MIXER,
     MAMBA2_MIXER,
     LossMemory,
     core_attention_bytes,
+    deltanet_shape,
     hybrid_stack,
     layer_activations,
     loss_memory,
@@ -277,7 +280,8 @@ def _hybrid_layers(
     trains = plan.method in (Method.FULL, Method.FROZEN)
     stack = hybrid_stack(ap, trains)
     block = max((acts for _, acts in stack), key=lambda acts: acts.bytes)
-    freed = block.bytes - layer_activations(ap, trains, MAMBA2_MIXER, False).bytes
+    mixer = GDN_MIXER if plan.model.recurrent_mixer == GDN_MIXER else MAMBA2_MIXER
+    freed = block.bytes - layer_activations(ap, trains, mixer, False).bytes
     return stack, block, _with_mixer_backward(plan, layer_grads, freed)
 
 
@@ -285,9 +289,14 @@ def _with_mixer_backward(plan: Plan, layer_grads: Term, freed: float) -> Term:
     """A hybrid's backward transient over its largest layer's saved tensors: the larger of an attention / MLP
     layer's and a Mamba-2 mixer's (core.training.mamba: the torch path's float32 gradients, or mamba_ssm's
     backward buffers), less what the layer's MLP kept (``freed``: its backward has run by then)."""
-    m = mixer_shape(plan)
     ca = dtypes_for(plan).compute
-    mixer = kernel_path_backward(m, ca) if plan.mamba_kernels else torch_path_backward(m, plan.method is Method.FULL)
+    full = plan.method is Method.FULL
+    if plan.model.recurrent_mixer == GDN_MIXER:  # core.training.gdn
+        g = deltanet_shape(plan)
+        mixer = gdn.kernel_path_backward(g, ca) if plan.mamba_kernels else gdn.torch_path_backward(g, full)
+    else:
+        m = mixer_shape(plan)
+        mixer = kernel_path_backward(m, ca) if plan.mamba_kernels else torch_path_backward(m, full)
     if mixer.bytes - freed <= layer_grads.bytes:
         return layer_grads
     label = f"{mixer.label}, less the MLP's freed tensors (more than {layer_grads.label})"

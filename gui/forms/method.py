@@ -227,7 +227,7 @@ class MethodForm(PlanForm):
             usable = name != "gate_proj" or plan.model.gated_mlp
             box.setEnabled(usable and (name != HEAD_TARGET or plan.lora_adapters))
             if name in MIXER_TARGETS:
-                box.setVisible(plan.model.recurrent_mixer == "mamba2")
+                box.setVisible(bool(plan.model.recurrent_mixer))  # Mamba-2 or Gated DeltaNet layers
         self.set_widget_row_visible(self.targets, input_at("lora.targets").matters(plan))
         for name, box in self.feedforward.boxes.items():
             box.setChecked(name in plan.lora.ia3_feedforward)

@@ -105,7 +105,7 @@ def plans(draw: st.DrawFn) -> Plan:
     # and no llama.cpp cache in the planner: Plan refuses those (Plan._check_latent_attention).
     reachable = spec.adapter_targets() if spec.latent_attention else LORA_TARGETS
     targets = draw(st.lists(st.sampled_from(reachable), min_size=1, unique=True))
-    if spec.recurrent_mixer == "mamba2":  # a Mamba-2 hybrid: the targets picking it leaves (core.plan.lora_on)
+    if spec.recurrent_mixer:  # a hybrid (Mamba-2, Gated DeltaNet): the targets picking it leaves (core.plan.lora_on)
         targets = list(lora_on(spec, LoraSettings(targets=tuple(targets))).targets)
     if spec.latent_attention and engine is Engine.LLAMACPP:
         engine = Engine.VLLM

@@ -129,12 +129,12 @@ def test_splits_a_hybrid_cannot_take() -> None:
 
 
 def test_training_is_not_estimated_and_says_why() -> None:
-    # Qwen3-Next's Gated DeltaNet is not modelled for training (core.plan.training_refusal); the Mamba-2 hybrids
-    # are, on one GPU (tests/core/test_hybrid_training.py).
-    plan = served("qwen3-next-80b-a3b-instruct")
+    # Qwen3-Next's training is estimated since branch h68gdn (tests/core/test_gdn_training.py), but not with
+    # use_cache on in training (core.plan.training_refusal), which is said instead of a made-up figure.
+    plan = served("qwen3-next-80b-a3b-instruct").with_changes(training_kv_cache=True)
     trained = diagnose(plan, Mode.TRAINING)
     assert trained.explanation.startswith("Training is not estimated: Training Qwen3-Next 80B-A3B")
-    assert "what its Gated DeltaNet layers keep for the backward pass" in trained.explanation
+    assert "its Gated DeltaNet layers are not modelled" in trained.explanation
     assert trained.remedies == ()
     assert diagnose(plan, Mode.INFERENCE).explanation != trained.explanation
     with pytest.raises(PlanError) as info:
@@ -154,10 +154,11 @@ def test_the_command_line_serves_a_hybrid_and_refuses_its_training(capsys: pytes
     code = main(["estimate", "--mode", "inference", "--model", "granite-4.0-h-small", "--gpu", "h100-sxm"])
     out, _ = capsys.readouterr()
     assert code == 0 and "served by vLLM" in out and "attention block size 528 tokens" in out
-    code = main(["estimate", "--model", "qwen3-next-80b-a3b-instruct"])
+    code = main(["estimate", "--model", "qwen3-next-80b-a3b-instruct", "--training-kv-cache"])
     _, err = capsys.readouterr()
     assert code == 2 and "'training' is not allowed" in err and err.count("\n") == 1
-    code = main(["estimate", "--mode", "inference", "--model", "qwen3-next-80b-a3b-instruct", "--json"])
+    refused = ["estimate", "--mode", "inference", "--model", "qwen3-next-80b-a3b-instruct", "--training-kv-cache"]
+    code = main([*refused, "--json"])
     document = json.loads(capsys.readouterr()[0])
     assert document["training"] is None and "not modelled" in document["training_refused"]
 

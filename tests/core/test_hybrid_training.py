@@ -64,7 +64,8 @@ def test_the_kernel_path_keeps_far_less() -> None:
     assert kept * 10 < _saved(GRANITE, False, True)
 
 
-def _error(path: Path) -> float:
+def step_error(path: Path) -> float:
+    """The estimate's tensor peak against one measured step, in percent (tests/core/test_gdn_training.py too)."""
     measured = load_measurement(path)
     plan = plan_for_case(measured.case, json.loads(path.read_text())["model_config"])
     assert not plan.mamba_kernels and training_refusal(plan) is None
@@ -77,7 +78,8 @@ def test_the_step_matches_the_fake_tensor_measurements() -> None:
     # bf16 autocast, with and without checkpointing. At this commit: median |error| 1.76 %, worst 3.48 % (Granite
     # full with checkpointing, -3.5 %; Nemotron under autocast -3.0 to -3.2 %: docs/REAL_GPU_MEMORY.md), short of
     # the fake-tensor suites' 1 % / 3 %.
-    errors = [abs(_error(path)) for path in sorted(MEASURED.glob("*.json"))]
+    paths = [*MEASURED.glob("hyb-granite-*.json"), *MEASURED.glob("hyb-nemotron-*.json")]  # Qwen's: test_gdn_training
+    errors = [abs(step_error(path)) for path in sorted(paths)]
     assert len(errors) == 11
     assert statistics.median(errors) < 1.8
     assert max(errors) < 3.6
@@ -86,7 +88,7 @@ def test_the_step_matches_the_fake_tensor_measurements() -> None:
 def test_what_is_not_modelled_stays_refused() -> None:
     granite = plan_for_model("granite-4.0-h-tiny")
     assert training_refusal(granite) is None
-    assert "Gated DeltaNet" in (training_refusal(plan_for_model("qwen3-next-80b-a3b-instruct")) or "")
+    assert training_refusal(plan_for_model("qwen3-next-80b-a3b-instruct")) is None  # core.training.gdn since h68gdn
     lora = replace(granite, method=Method.LORA)
     attention_only = replace(lora, lora=replace(lora.lora, targets=("q_proj", "v_proj")))
     assert "with in_proj among them" in (training_refusal(attention_only) or "")

@@ -11,7 +11,7 @@ from typing import Any
 from PySide6.QtCore import Qt
 
 from core.inputs import VllmVersion
-from core.plan import Engine, Method
+from core.plan import Engine, Method, lora_on
 from core.presets import plan_for_model
 from gui.chart.geometry import bars_for
 from gui.forms.fields import ChoiceField
@@ -84,8 +84,20 @@ def test_granite_h_small_on_the_newest_vllm_line(qtbot: Any, window: MainWindow)
     assert not window.grab().isNull()
 
 
-def test_qwen3_next_training_is_said_not_estimated(window: MainWindow) -> None:
-    window.controller.set_plan(plan_for_model("qwen3-next-80b-a3b-instruct"))
+def test_qwen35_lora_is_estimated_with_the_mixer_targets_shown(window: MainWindow) -> None:
+    # Branch h68gdn (core.training.gdn): Qwen3.5 9B's LoRA on an RTX 4090, in_proj / out_proj added on the pick.
+    plan = plan_for_model("qwen3.5-9b").with_hardware(gpu="rtx-4090")
+    window.controller.set_plan(replace(plan, method=Method.LORA, lora=lora_on(plan.model, plan.lora)))
+    window.set_chart_mode("training")
+    assert not window.verdict.badge.text().endswith("Not estimated")
+    assert bars_for(window.controller.estimate, "training", None, None) != []
+    assert window.method_form.targets.boxes["in_proj"].isVisibleTo(window.method_form)
+    assert window.method_form.targets.boxes["in_proj"].isChecked()
+    assert window.method_form.fields["mamba_kernels"].isVisibleTo(window.method_form)
+
+
+def test_qwen3_next_training_with_use_cache_is_said_not_estimated(window: MainWindow) -> None:
+    window.controller.set_plan(plan_for_model("qwen3-next-80b-a3b-instruct").with_changes(training_kv_cache=True))
     window.set_chart_mode("training")
     assert window.verdict.badge.text().endswith("Not estimated")
     assert "Gated DeltaNet" in window.verdict.detail.text()

@@ -61,7 +61,7 @@ LATENT_ROWS = tuple(f"model.{name}" for name, _label, _tip in LATENT_DIMENSIONS)
 MEGATRON_ROWS = ("parallel.grad_accum_fusion", "parallel.grad_reduce_in_fp32")
 # The Serving form's row an image-text checkpoint alone shows (core.inputs: inference.text_only's ``matters``).
 VISION_ROWS = ("inference.text_only",)
-# The rows a Mamba-2 hybrid alone shows (branch h66htrain): its mixer's LoRA targets and the Mamba kernels switch.
+# The rows a hybrid alone shows (branches h66htrain, h68gdn): its mixer's LoRA targets and the kernels switch.
 HYBRID_ROWS = ("lora.targets.in_proj", "lora.targets.out_proj", "mamba_kernels")
 # About 40 edits per input of the one table, so that each is reached: a fixed 2,000 stopped
 # reaching the frozen-layers field (shown only for that method) once the table grew to 84, and
@@ -756,12 +756,12 @@ class Monkey:
         return done
 
     def reach_hybrid_rows(self) -> list[str]:
-        """The rows a Mamba-2 hybrid alone shows that the walk missed: File → New, Granite 4.0 H-Tiny picked, LoRA
+        """The rows a hybrid alone shows that the walk missed: File → New, Granite 4.0 H-Tiny picked, LoRA
         chosen (its targets row), each row edited once (the model picked again whenever an edit moved off it)."""
         done = []
         for key in [key for key in HYBRID_ROWS if not self.done[key]]:
             plan = self.window.controller.plan
-            if plan.model.recurrent_mixer != "mamba2":
+            if not plan.model.recurrent_mixer:
                 done.append(self.new_plan_on("granite-4.0-h-tiny"))
             if self.window.controller.plan.method is not Method.LORA:
                 self.window.controller.set_plan(dataclasses.replace(self.window.controller.plan, method=Method.LORA))

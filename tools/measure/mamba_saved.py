@@ -22,6 +22,7 @@ import argparse
 import contextlib
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -45,25 +46,45 @@ def _mixer(name: str, chunk: int | None) -> tuple[Any, Any]:
 
 def saved(name: str, b: int, s: int, frozen: bool, autocast: bool) -> int:
     """The saved storages of one forward, printed; returns their bytes (the parameters left out)."""
+    config, cls = _mixer(name, None)
+    how = "float32 weights, bf16 autocast" if autocast else "bf16 weights"
+    label = f"{name} B={b} S={s} {how}{' frozen' if frozen else ''}"
+    return record_saved(
+        lambda: (cls(config, 0), ()), lambda layer, x: layer(x), (b, s, config.hidden_size), frozen, autocast, label
+    )
+
+
+def record_saved(
+    make: Callable[[], tuple[Any, tuple[Any, ...]]],
+    run: Callable[..., Any],
+    shape: tuple[int, int, int],
+    frozen: bool,
+    autocast: bool,
+    label: str,
+) -> int:
+    """Run ``run(layer, x, *helpers)`` on the layer ``make()`` builds (with helper modules, moved to the fake GPU
+    too) under saved_tensors_hooks on fake CUDA; print each saved storage once (the layer's parameters left out)
+    and return their bytes. gdn_saved.py uses it as well."""
     import torch
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     from tools.measure import runner
 
-    config, cls = _mixer(name, None)
     weight = torch.float32 if autocast else torch.bfloat16
     seen: dict[int, tuple[tuple[int, ...], str, int]] = {}
     with contextlib.ExitStack() as stack:
         stack.enter_context(FakeTensorMode(allow_non_fake_inputs=True))
         stack.enter_context(runner.fake_tensor_environment())
         stack.enter_context(runner.fake_cuda_environment())
-        layer = cls(config, 0).to(dtype=weight)
-        runner._to_device_inplace(layer, torch.device("cuda"))
+        layer, helpers = make()
+        layer = layer.to(dtype=weight)
+        for module in (layer, *helpers):
+            runner._to_device_inplace(module, torch.device("cuda"))
         layer.train()
         for p in layer.parameters():
             p.requires_grad_(not frozen)
         own = {id(p.untyped_storage()) for p in layer.parameters()}
-        x = torch.zeros(b, s, config.hidden_size, dtype=weight, device="cuda", requires_grad=True)
+        x = torch.zeros(*shape, dtype=weight, device="cuda", requires_grad=True)
 
         def pack(t: Any) -> Any:
             storage = t.untyped_storage()
@@ -73,12 +94,11 @@ def saved(name: str, b: int, s: int, frozen: bool, autocast: bool) -> int:
 
         cast = torch.autocast("cuda", dtype=torch.bfloat16) if autocast else contextlib.nullcontext()
         with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), cast:
-            layer(x)
-    for shape, dtype, nbytes in seen.values():
-        print(f"  {shape!s:36} {dtype:9} {nbytes:>14,}")
+            run(layer, x, *helpers)
+    for dims, dtype, nbytes in seen.values():
+        print(f"  {dims!s:36} {dtype:9} {nbytes:>14,}")
     total = sum(nbytes for _, _, nbytes in seen.values())
-    how = "float32 weights, bf16 autocast" if autocast else "bf16 weights"
-    print(f"{name} B={b} S={s} {how}{' frozen' if frozen else ''}: {total:,} B saved")
+    print(f"{label}: {total:,} B saved")
     return total
 
 
@@ -106,13 +126,19 @@ def backward(name: str, b: int, s: int, frozen: bool, chunk: int | None) -> int:
     return mode.peak - start
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("config", help="a benchmarks/accuracy/configs name: tiny-granite-4.0-h, tiny-nemotron-h")
+def parser(doc: str | None, config_help: str) -> argparse.ArgumentParser:
+    """The command line both tools take (gdn_saved.py adds --attention)."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("config", help=config_help)
     ap.add_argument("--batch", type=int, default=2)
     ap.add_argument("--seq", type=int, default=1024)
     ap.add_argument("--frozen", action="store_true")
     ap.add_argument("--backward", action="store_true")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = parser(__doc__, "a benchmarks/accuracy/configs name: tiny-granite-4.0-h, tiny-nemotron-h")
     ap.add_argument("--chunk", type=int, default=None, help="--backward: another scan chunk than the config's")
     args = ap.parse_args(argv)
     if args.backward:

@@ -693,7 +693,10 @@ def measure_case(case: dict[str, Any], config: dict[str, Any], backend: str) -> 
         params = [p for p in model.parameters() if p.requires_grad]
         opt = _make_optimizer(case, params, device)
 
-        ids = _token_ids(int(case["micro_batch"]), int(case["seq_len"]), int(config["vocab_size"]), device, fake)
+        # An image-text wrapper (Qwen3.5's qwen3_5) keeps the vocabulary in text_config; AutoModelForCausalLM builds
+        # its text decoder alone (Qwen3_5ForCausalLM).
+        vocab = int(config.get("vocab_size") or config.get("text_config", {})["vocab_size"])
+        ids = _token_ids(int(case["micro_batch"]), int(case["seq_len"]), vocab, device, fake)
 
         marks = _CudaMarks(backend)
         marks.start()

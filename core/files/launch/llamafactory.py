@@ -59,7 +59,10 @@ def _method(draft: Draft) -> dict[str, Any]:
         "lora_rank": plan.lora.rank,
         "lora_alpha": integer_alpha(draft),
         "lora_dropout": plan.lora.dropout,
-        "lora_target": "all" if plan.lora.targets == LORA_TARGETS else ",".join(plan.lora.targets),
+        # A Gated DeltaNet hybrid's in_proj: its input projections by name (ModelSpec.peft_target_names).
+        "lora_target": "all"
+        if plan.lora.targets == LORA_TARGETS
+        else ",".join(plan.model.peft_target_names(plan.lora.targets)),
         "use_dora": plan.method is Method.DORA,
     }
     if plan.lora.modules_to_save is not ModulesToSave.NONE:  # LLaMA-Factory additional_target: names, commas
