@@ -67,7 +67,15 @@ from core.serving.fit import (  # noqa: E402
     memory_class,
 )
 from core.serving.inference import InferenceEstimate, inference_estimate  # noqa: E402
-from core.serving.llamacpp import CUDA_GRAPHS_FROM_BUILD, llamacpp_buffers  # noqa: E402
+from core.serving.llamacpp import (  # noqa: E402
+    CUDA_GRAPHS_FROM_BUILD,
+    FA_MASK_F16_FROM_BUILD,
+    SERVER_OUTPUTS_FROM_BUILD,
+    compute_buffer_bytes,
+    context_cells,
+    host_input_bytes,
+    llamacpp_buffers,
+)
 from core.serving.speed import cycles_key, engine_family, kquant_matvec_seconds  # noqa: E402
 from core.serving.vllm_rules import VLLM_BLOCK_SIZE, non_torch_line_key  # noqa: E402
 from core.serving.vllm_versions import era_of  # noqa: E402
@@ -1142,7 +1150,7 @@ def other_llamacpp_cases() -> list[Case]:
             lambda fit, plan=plan: llamacpp_buffers(plan).layout.host_weights / MiB,
         )
     )
-    return cases + hybrid_rs_cases(logs) + llama_bench_size_cases()
+    return cases + hybrid_rs_cases(logs) + logits_cap_cases(logs) + llama_bench_size_cases()
 
 
 def qwen36_27b_recurrent() -> ModelSpec:
@@ -1181,6 +1189,63 @@ def hybrid_rs_cases(logs: Mapping[str, dict[str, Any]]) -> list[Case]:
                 "RS buffer (MiB)",
                 number(log["logged"]["rs_size_mib"]),
                 lambda fit, plan=plan: (sum(llamacpp_buffers(plan).device_rs) + llamacpp_buffers(plan).host_rs) / MiB,
+            )
+        )
+    return cases
+
+
+# drauh's four runs of one master (ggml-org/llama.cpp issue #23527, engine_logs.json "llamacpp23527-..."): the build
+# whose rules each run has (the reserve's logits by core.serving.llamacpp.output_rows, the mask by mask_cast), and
+# whether its CUDA0 figure is scored. Held out: no constant is fitted on them. The host's buffer (the graph's inputs)
+# is scored for all four; the two GPU figures left out are in FIGURES_NOT_COMPARABLE with why.
+LOGITS_CAP_RUNS: Final = (
+    ("baseline", FA_MASK_F16_FROM_BUILD - 1, True),
+    ("cap", FA_MASK_F16_FROM_BUILD - 1, None),
+    ("pr23764", FA_MASK_F16_FROM_BUILD, True),
+    ("cap-pr23764", SERVER_OUTPUTS_FROM_BUILD, None),
+)
+
+
+def logits_cap_cases(logs: Mapping[str, dict[str, Any]]) -> list[Case]:
+    """The reserve's logits and the mask, A/B (issue #23527): each run's CUDA0 and CUDA_Host compute buffers at the
+    rules of its build. A hybrid is planned at a current build only, so the build is passed to the rules."""
+    cases: list[Case] = []
+    for tag, build, logits in LOGITS_CAP_RUNS:
+        log = logs[f"llamacpp23527-qwen36-35b-a3b-150k-ub4096-{tag}"]
+        served = Inference(
+            engine=Engine.LLAMACPP,
+            context=150_000,
+            concurrent=1,
+            ubatch=4096,
+            cache_type="q8_0",
+            flash_attention=True,
+            gguf_quant="Q4_K_M",
+        )
+        plan = Plan(model=catalogue("qwen3.5-35b-a3b"), hardware=Hardware(gpu="rtx-3080"), inference=served)
+        cells = context_cells(plan)
+        printed = log["logged"]["compute_buffer_mib"]
+        cases.append(
+            Case(
+                f"{log['id']} compute CUDA_Host",
+                log["source_id"],
+                "buffers",
+                "compute buffer (MiB)",
+                number(printed["CUDA_Host"]),
+                lambda fit, plan=plan, cells=cells, build=build: host_input_bytes(plan, cells, build=build) / MiB,
+            )
+        )
+        if logits is None:
+            continue
+        cases.append(
+            Case(
+                f"{log['id']} compute CUDA0",
+                log["source_id"],
+                "buffers",
+                "compute buffer (MiB)",
+                number(printed["CUDA0"]),
+                lambda fit, plan=plan, cells=cells, build=build: (
+                    compute_buffer_bytes(plan, cells, output=True, split=False, build=build) / MiB
+                ),
             )
         )
     return cases
@@ -1836,6 +1901,18 @@ FIGURES_NOT_COMPARABLE: Mapping[tuple[str, str], str] = MappingProxyType(
         "the excerpt and was not the default 512: CUDA1 holds the output layer, and with flash attention the reserve "
         "graph's logits alone are 152,064 x 512 x 4 B = 297 MiB, above the 237.51 MiB printed (the same model and "
         "cache on one GPU print 307 MiB in issue #11337, two GPUs at n_copies=4 print 459 / 472 MiB in #10547)",
+        ("llamacpp23527-qwen36-35b-a3b-150k-ub4096-cap", "compute CUDA0"): "PR #23861's cap of the reserve's "
+        "outputs patched onto a master before b9410 (a float32 mask cast for flash attention beside one row of "
+        "logits): no build number gives that state. Planned with the cast and no logits it is 3,724 MiB against "
+        "3,892 printed (-4.3 %): the cast, 150,016 x 4,096 x 6 B = 3,516 MiB, beside the FFN moment of the recurrent "
+        "layers before the first attention layer (208 MiB), the rule set with Qwen3.5-9B's log in view "
+        "(docs/SERVING.md); the 168 MiB more live at -ub 4096 is not read, and nothing is fitted on it",
+        ("llamacpp23527-qwen36-35b-a3b-150k-ub4096-cap-pr23764", "compute CUDA0"): "--cpu-moe keeps the experts in "
+        "host memory, and at -ub 4096 the scheduler copies a MoE layer's expert matrices to the GPU for its products, "
+        "into the compute buffer (not planned): with one row of logits and a float16 mask (b9460 on) that FFN moment "
+        "decides, 1,982 MiB printed against 1,380 planned (the float16 mask 1,172 MiB and the FFN moment's 208 MiB; "
+        "the 602 MiB left is of the order of one layer's 256 experts, gate, up and down: 432 MiB in Q4_K, more in "
+        "unsloth's mix)",
         ("ollama11090-mistral3-q8-2gpu-weights", "model GPUs together"): "the GGUF holds Mistral Small 3.1's "
         "vision encoder: 585 tensors against the text model's 363 (40 layers x 9 + embedding, output norm and "
         "head), and 23.4 GiB on the GPUs against 22.66 GiB for the text weights, the 0.74 GiB an f16 Pixtral "

@@ -25,8 +25,9 @@ Each is modelled from the source:
 * **Compute buffer.** The graph of one ``n_ubatch`` forward at a full cache, its largest
   moment: without flash attention the float32 scores ``n_kv × n_ubatch × heads`` with the mask
   and four hidden-state tensors; with it the FFN's two float32 intermediates; on the output
-  device the float32 logits of ``n_ubatch`` rows; with several GPUs the scheduler's four
-  copies of each split's inputs (``pipeline parallelism enabled (n_copies=4)``). This is the
+  device the float32 logits of ``n_ubatch`` rows (llama-server from b9460: one a slot,
+  :func:`output_rows`); with several GPUs the scheduler's four copies of each split's inputs
+  (``pipeline parallelism enabled (n_copies=4)``). This is the
   ggml graph's arithmetic, checked on the printed buffers of four sources (benchmarks/realgpu).
   The attention mask grows with ``n_ctx``: a graph input, kept in the host's compute buffer and copied
   to each GPU; before b9410 flash attention cast a float32 mask to float16 on the GPU, both live at the
@@ -61,6 +62,7 @@ from core.dtypes import (
 )
 from core.format import gb
 from core.hybrid import MIXER_NAMES
+from core.inputs import OllamaVersion
 from core.model import ModelSpec
 from core.plan import Engine, Plan
 from core.runtime import CUDA_CONTEXT_BYTES, card_left_bytes
@@ -108,6 +110,20 @@ FA_MASK_F16_FROM_BUILD: Final = 9410
 # sourceforge.net/projects/llama-cpp.mirror/files/b7774 list #18550). Its own build number was not read: the
 # builds from b7775 are counted with the second hidden state.
 EMBD_INPUT_FROM_BUILD: Final = 7775
+# ggml-org/llama.cpp PR #23861 ("llama: limit max outputs of `llama_context`", merged 2026-06-01, first in release
+# b9460: https://theneuralfeed.com/article/b9460/TnZYvF0d retells b9460's notes, "implemented in PR #23861") adds
+# llama_context_params.n_outputs_max (0: n_batch) and sched_reserve reserves the prompt graph for
+# min(n_ubatch, n_outputs_max) output rows, where it reserved n_ubatch before (issue #23527). llama-server sets it
+# (tools/server/server-context.cpp load_model: server_output_limits -> common_speculative_get_output_limits) to
+# min(n_batch, n_parallel x (1 + n_draft)): one row a slot without speculative decoding. Read in the sdist of
+# llama-cpp-python 0.3.36, vendor/llama.cpp (src/llama-context.cpp sched_reserve's n_outputs_pp). Only the server
+# (and the speculative examples) set it: llama-bench, llama-completion and llama-perplexity keep the default
+# (n_batch: every row); llama-cli of these builds runs llama-server in-process (tools/cli/cli-server.h).
+SERVER_OUTPUTS_FROM_BUILD: Final = 9460
+# Ollama's lines that start llama-server at a build with PR #23861: LLAMA_CPP_VERSION is b9479 - b10488 from v0.30.1
+# to v0.32.15 (ollama/ollama tags). v0.30.0 itself bundles b9452 and reserves every row: the line takes its later
+# releases' rule. The lines before v0.30 run Ollama's own runners on older vendored builds (every row).
+OLLAMA_SERVER_OUTPUTS: Final = frozenset({OllamaVersion.V0_30})
 
 
 # ---- the GGUF mix: llama_tensor_get_type ------------------------------------------------------
@@ -591,6 +607,19 @@ def mask_cast(plan: Plan, build: int | None = None) -> bool:
     return plan.inference.flash_attention and not since(build, FA_MASK_F16_FROM_BUILD)
 
 
+def output_rows(plan: Plan, tokens: int, build: int | None = None) -> int:
+    """Rows of float32 logits the reserve graph holds: one a slot for llama-server from
+    :data:`SERVER_OUTPUTS_FROM_BUILD` (and Ollama's :data:`OLLAMA_SERVER_OUTPUTS`), else the micro-batch's
+    ``tokens``; ``build`` None: the plan's."""
+    inf = plan.inference
+    build = inf.llamacpp_build if build is None else build
+    if inf.ollama_version is OllamaVersion.NONE:
+        per_slot = since(build, SERVER_OUTPUTS_FROM_BUILD)
+    else:
+        per_slot = inf.ollama_version in OLLAMA_SERVER_OUTPUTS
+    return min(tokens, max(1, inf.concurrent)) if per_slot else tokens
+
+
 def host_input_bytes(plan: Plan, cells: int, build: int | None = None) -> float:
     """The graph inputs in the host's compute buffer: the attention mask (float16 under flash attention from
     b9410, else float32: :data:`FA_MASK_F16_FROM_BUILD`) and the token embeddings' rows in float32, with the
@@ -633,7 +662,7 @@ def compute_buffer_bytes(
             beside = max(beside, ffn_live)
         peak = max(peak, cells * padded * (4.0 + 2.0) + beside)
     if output:
-        peak = max(peak, model.vocab_size * tokens * 4.0 + hidden)
+        peak = max(peak, model.vocab_size * output_rows(plan, tokens, build) * 4.0 + hidden)
     if model.hybrid is not None:  # a recurrent layer's widest moment (core.serving.llamacpp_hybrid)
         peak = max(peak, recurrent_graph_bytes(model, tokens, inf.concurrent))
     if split:

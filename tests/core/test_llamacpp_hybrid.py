@@ -166,8 +166,10 @@ def test_a_decode_step_reads_and_writes_the_float32_state() -> None:
 
 
 def test_llama_cpps_fit_counts_the_states() -> None:
-    # A dense hybrid on a small card: the fit's layers leave --fit-target free with the RS buffer counted.
-    plan = on_llamacpp("nemotron-nano-9b-v2", gpu="rtx-4060", context=32768, gpu_layers=-1)
+    # A dense hybrid on a small card: the fit's layers leave --fit-target free with the RS buffer counted. At
+    # 65,536 cells: since llama-server reserves one row of logits a slot (b9460, core.serving.llamacpp
+    # output_rows), 32,768 cells fit whole.
+    plan = on_llamacpp("nemotron-nano-9b-v2", gpu="rtx-4060", context=65536, gpu_layers=-1)
     fit = llamacpp_fit(plan, find_gpu("rtx-4060"))
     assert not fit.whole and 0 < fit.gpu_layers < plan.model.num_layers + 1
     ran = llamacpp_buffers(plan.with_inference(gpu_layers=fit.gpu_layers))
