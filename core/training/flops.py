@@ -69,16 +69,25 @@ class Gemm:
     count: int = 1
     layers: float = 1.0
 
-    def __init__(self, name: str, k: int, n: int, split: str, trains: bool, share: float = 1.0, count: int = 1) -> None:
+    def __init__(
+        self,
+        name: str,
+        k: int,
+        n: int,
+        split: str,
+        trains: bool,
+        share: float = 1.0,
+        count: int = 1,
+        layers: float = 1.0,
+    ) -> None:
         # ~8 made per estimate: the instance dict filled directly, not through the frozen
-        # __init__'s object.__setattr__ per field (still frozen, equal and hashable; core.breakdown.Term).
-        self.__dict__.update(name=name, k=k, n=n, split=split, trains=trains, share=share, count=count, layers=1.0)
+        # __init__'s object.__setattr__ per field (still frozen, equal and hashable; core.breakdown.Term). Every
+        # field is a parameter, so dataclasses.replace works (tests/core/test_memo.py).
+        self.__dict__.update(name=name, k=k, n=n, split=split, trains=trains, share=share, count=count, layers=layers)
 
     def held_by(self, layers: float) -> Gemm:
         """The same matmul in ``layers`` of the blocks (a hybrid's projections: the share of its layers)."""
-        out = Gemm(self.name, self.k, self.n, self.split, self.trains, self.share, self.count)
-        out.__dict__["layers"] = layers
-        return out
+        return Gemm(self.name, self.k, self.n, self.split, self.trains, self.share, self.count, layers)
 
     @property
     def weight(self) -> float:
