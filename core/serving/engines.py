@@ -54,7 +54,7 @@ from core.runtime import (
 from core.serving.fit import DEFAULT_FIT, ServingFit, link_class
 from core.serving.gptq import cuda_old_dequant_bytes, gptq_dropped_bytes
 from core.serving.kv import cached_positions, kv_bytes_per_token_layer, kv_formula, kv_heads_per_rank
-from core.serving.sglang_versions import default_fraction, graph_reserve
+from core.serving.sglang_versions import default_fraction, graphs_reserved
 from core.serving.sglang_weights import rope_bytes
 from core.serving.text_only import encoder_profile, skips_vision_tower
 from core.serving.vllm_hybrid import align_mode, hybrid_groups, plan_pages, state_blocks
@@ -792,13 +792,19 @@ def _vllm_formula(plan: Plan, gpu: GpuSpec, layout: RankLayout, pool: VllmPool, 
 
 def _sglang_fraction_words(inf: Inference) -> str:
     """Where the plan's mem_fraction_static came from, for the formula: given (nothing said), or the release's
-    default, with or without its reserve for CUDA graphs under --disable-cuda-graph (sglang_versions.graph_reserve)."""
+    default, with or without its reserves for CUDA graphs under --disable-cuda-graph
+    (sglang_versions.graphs_reserved)."""
     if inf.mem_fraction_static > 0:
         return ""
     if inf.cuda_graphs:
         return f" (SGLang {inf.sglang_version.value}'s default)"
-    kept = graph_reserve(inf.sglang_version, inf.cuda_graphs)
-    reserve = ": its reserve for graphs kept)" if kept else ": no reserve for graphs)"
+    decode, prefill = graphs_reserved(inf.sglang_version, inf.cuda_graphs)
+    if decode and prefill:
+        reserve = ": its reserve for graphs kept)"
+    elif decode:
+        reserve = ": its reserve for decode graphs kept, none for prefill graphs)"
+    else:
+        reserve = ": no reserve for graphs)"
     return f" (SGLang {inf.sglang_version.value}'s default with --disable-cuda-graph{reserve}"
 
 

@@ -20,22 +20,23 @@ card's total memory in MiB (``get_device_memory_capacity``: 81,559 on an H100 80
   GiB below 90 GiB, (12 + TP x PP / 2) GiB below 160 GiB, 32 GiB above.
 * **From the prefill chunk and CUDA graphs (0.5.3 - 0.5.23)** (0.5.3 of 2025-10-06 to 0.5.23
   of 2026-10-30): reserved = 512 + 1.5 x max(chunked prefill, 2,048) + 2 x the decode graphs'
-  largest batch + TP x PP / 8 x 1,024 MiB, at least 10 GiB on cards above 60 GiB, with the
-  chunked prefill and largest batch set by card size (:func:`card_defaults`). From 0.5.10 the
-  prefill (piecewise, from 0.5.14 "breakable") CUDA graphs add 8 MiB per captured token count
-  (``disable_piecewise_cuda_graph`` defaults to False in 0.5.10; 0.5.23
-  ``reserve_for_graph_mb``); 0.5.23 turns them off by default with pipeline parallelism
-  (``cuda_graph_hook.apply_cuda_graph_compatibility``). ``--disable-cuda-graph`` (the plan's
-  ``inference.cuda_graphs`` off) leaves that reserve as it is in 0.5.3 and 0.5.10 (``reserved_mem +=
-  self.cuda_graph_max_bs * 2`` whatever the switch; the piecewise term follows
-  ``disable_piecewise_cuda_graph`` alone); from 0.5.20 (read in 0.5.20 and 0.5.23,
-  ``cuda_graph_hook.parse_cuda_graph_config``: ``if cfg.disable_cuda_graph:`` sets the decode and
-  prefill backends to ``Backend.DISABLED``, and ``memory_hook.reserve_for_graph_mb`` counts neither
-  then) both graph terms go; the 10 GiB floor stays. 0.5.11 - 0.5.19 were not read: planned as 0.5.10.
+  largest batch + TP x PP / 8 x 1,024 MiB + 8 MiB per captured prefill token count, at least
+  10 GiB on cards above 60 GiB, with the chunked prefill and largest batch set by card size
+  (:func:`card_defaults`; the tiers are the same in every wheel of 0.5.10 - 0.5.19). What the
+  graph terms count, and what ``--disable-cuda-graph`` (the plan's ``inference.cuda_graphs``
+  off) takes out of them, changed within the era: :data:`GRAPH_RESERVES`, one row per change,
+  each read in the wheels of its releases (0.5.10 - 0.5.20 all read; 0.5.23 for the last row).
+  In short: prefill (piecewise) graphs from 0.5.10, off with pipeline parallelism except in
+  0.5.15 - 0.5.18 (the "breakable" prefill default had no such rule then); their token counts
+  stop at ``--context-length`` in 0.5.13 - 0.5.16; ``--disable-cuda-graph`` keeps both graph
+  terms up to 0.5.13, drops the prefill term only in 0.5.14 and both from 0.5.15. The 10 GiB
+  floor stays whatever the switch.
 
 Not modelled: speculative decoding, DP attention, DeepEP and MLA backends' extra reserves, the
 multimodal reduction (0.4.9 on, ``adjust_mem_fraction_for_vlm``), the post-capture KV sizing of
-0.5.16 on (``SGLANG_ENABLE_POST_CAPTURE_KV_SIZING`` defaults to False) and NPU / XPU tiers.
+0.5.16 on (``SGLANG_ENABLE_POST_CAPTURE_KV_SIZING`` defaults to False), NPU / XPU tiers, the
+prefill graphs' other switches-off (LoRA, multimodal and GGUF models, MoE all-to-all, context
+parallelism) and their 4,096-token cap for a model path holding "llama-2" (0.5.10 - 0.5.23).
 """
 
 from __future__ import annotations
@@ -94,9 +95,51 @@ RESERVE_PER_RANK_MIB: Final = 1024 / 8  # tp_size x pp_size / 8 x 1024
 RESERVE_FLOOR_MIB: Final = 10 * 1024  # on cards above RESERVE_FLOOR_CARD_MIB
 RESERVE_FLOOR_CARD_MIB: Final = 60 * 1024
 RESERVE_PER_PREFILL_GRAPH_MIB: Final = 8  # per captured prefill token count (non-MLA)
-PREFILL_GRAPHS_FROM: Final = SglangVersion.V0_5_10
-# The first release read whose --disable-cuda-graph drops the graphs' reserve (module docstring).
-GRAPH_RESERVE_SWITCH_FROM: Final = SglangVersion.V0_5_20
+
+
+@dataclass(frozen=True)
+class GraphReserve:
+    """What a release line's default fraction reserves for CUDA graphs (the era from 0.5.3)."""
+
+    first: SglangVersion
+    last: SglangVersion
+    prefill: bool  # 8 MiB per captured prefill token count
+    prefill_with_pp: bool  # prefill graphs stay on by default with pipeline parallelism
+    prefill_to_context: bool  # the captured token counts stop at --context-length
+    off_keeps_decode: bool  # --disable-cuda-graph leaves the decode graphs' 2 MiB per batch
+    off_keeps_prefill: bool  # --disable-cuda-graph leaves the prefill graphs' 8 MiB per count
+
+
+V = SglangVersion
+# Read in the wheels on PyPI (pip download sglang==X --no-deps; the date is server_args.py's in the wheel).
+GRAPH_RESERVES: Final = (
+    # 0.5.3 server_args.py _handle_gpu_memory_settings: "reserved_mem += self.cuda_graph_max_bs * 2", not under
+    # any condition on disable_cuda_graph; no prefill graphs.
+    GraphReserve(V.V0_5_3, V.V0_5_9, False, False, False, True, True),
+    # 0.5.10 (2026-04-05), 0.5.11 (2026-05-07), 0.5.12 (2026-05-16) server_args.py: + len(piecewise_cuda_graph_tokens)
+    # * 8 unless disable_piecewise_cuda_graph, which _handle_piecewise_cuda_graph sets with pp_size > 1 and never
+    # from disable_cuda_graph; the decode term as in 0.5.3.
+    GraphReserve(V.V0_5_10, V.V0_5_12, True, False, False, True, True),
+    # 0.5.13 (2026-06-11): piecewise_cuda_graph_max_tokens = min(it, context_length) when --context-length is given
+    # ("#21112"), before the token counts are generated.
+    GraphReserve(V.V0_5_13, V.V0_5_13, True, False, True, True, True),
+    # 0.5.14 (2026-06-26): _parse_cuda_graph_config sets the decode and prefill backends to Backend.DISABLED under
+    # disable_cuda_graph (--disable-cuda-graph, DeprecatedStoreTrueAction); the prefill term now needs
+    # "prefill_cuda_graph_config.backend != Backend.DISABLED", the decode term is still unconditional. The prefill
+    # default is tc_piecewise, which _disable_tc_piecewise_cudagraph_if_incompatible turns off with pp_size > 1.
+    GraphReserve(V.V0_5_14, V.V0_5_14, True, False, True, True, False),
+    # 0.5.15 (2026-07-10), 0.5.16 (2026-07-25): the decode term needs "decode_cuda_graph_config.backend !=
+    # Backend.DISABLED"; the prefill default is breakable on CUDA (model_executor/cuda_graph_config.py
+    # default_prefill_backend), whose _disable_breakable_cudagraph_if_incompatible has no pipeline-parallel rule.
+    GraphReserve(V.V0_5_15, V.V0_5_16, True, True, True, False, False),
+    # 0.5.17 (2026-08-08), 0.5.18 (2026-08-21): the context_length clamp is gone from _handle_gpu_memory_settings
+    # (0.5.16 reserve_for_graph_mb, read again in 0.5.18, holds both terms).
+    GraphReserve(V.V0_5_17, V.V0_5_18, True, True, False, False, False),
+    # 0.5.19 (2026-09-04) arg_groups/cuda_graph_hook.py apply_cuda_graph_compatibility: "PP prefill graph replay is
+    # opt-in", breakable prefill off with pp_size > 1; memory_hook.reserve_for_graph_mb as 0.5.18. Read again in
+    # 0.5.20 (2026-09-18) and 0.5.23.
+    GraphReserve(V.V0_5_19, V.V0_5_23, True, False, False, False, False),
+)
 # Below 35 GiB (A10, RTX 4090 / 5090): the largest decode graph with TP < 4 is 16 in 0.5.3 and
 # 0.5.4, 24 from 0.5.5; from 0.5.20 the chunk is 4,096 tokens and the batches 48 / 160.
 SMALL_CARD_BS_24_FROM: Final = SglangVersion.V0_5_5
@@ -150,23 +193,35 @@ def prefill_graph_sizes(max_tokens: int) -> list[int]:
     return [s for s in sizes if s <= max_tokens]
 
 
-def graph_reserve(version: SglangVersion, graphs: bool) -> bool:
-    """Whether the release's default fraction reserves for CUDA graphs: always before
-    :data:`GRAPH_RESERVE_SWITCH_FROM`, from it unless ``--disable-cuda-graph`` (``graphs`` False)."""
-    return graphs or not at_least(version, GRAPH_RESERVE_SWITCH_FROM)
+def graph_rule(version: SglangVersion) -> GraphReserve:
+    """The :data:`GRAPH_RESERVES` row of a release of the reserve era (0.5.3 on)."""
+    return releases.era_of(version, GRAPH_RESERVES)
 
 
-def reserved_mib(version: SglangVersion, gpu_mib: float, tp: int, pp: int, graphs: bool = True) -> float:
+def graphs_reserved(version: SglangVersion, graphs: bool) -> tuple[bool, bool]:
+    """(decode, prefill): which graph terms the release's default fraction keeps, all with graphs on,
+    under ``--disable-cuda-graph`` (``graphs`` False) what :data:`GRAPH_RESERVES` says."""
+    if graphs:
+        return True, True
+    rule = graph_rule(version)
+    return rule.off_keeps_decode, rule.off_keeps_prefill
+
+
+def reserved_mib(
+    version: SglangVersion, gpu_mib: float, tp: int, pp: int, graphs: bool = True, context: int | None = None
+) -> float:
     """What SGLang 0.5.3+ keeps outside mem_fraction_static for activations and CUDA graphs
-    (``graphs`` False: ``--disable-cuda-graph``, :func:`graph_reserve`)."""
+    (``graphs`` False: ``--disable-cuda-graph``; ``context``: the ``--context-length`` the launch gives)."""
     chunk, max_bs = card_defaults(version, gpu_mib, tp)
+    rule = graph_rule(version)
+    decode, prefill = graphs_reserved(version, graphs)
     reserve = RESERVE_BASE_MIB + RESERVE_PER_PREFILL_TOKEN_MIB * max(chunk, RESERVE_MIN_PREFILL_TOKENS)
     reserve += RESERVE_PER_RANK_MIB * tp * pp
-    reserved_graphs = graph_reserve(version, graphs)
-    if reserved_graphs:
+    if decode:
         reserve += RESERVE_PER_GRAPH_BATCH_MIB * max_bs
-    if reserved_graphs and at_least(version, PREFILL_GRAPHS_FROM) and pp == 1:
-        reserve += RESERVE_PER_PREFILL_GRAPH_MIB * len(prefill_graph_sizes(chunk))
+    if prefill and rule.prefill and (pp == 1 or rule.prefill_with_pp):
+        tokens = min(chunk, context) if rule.prefill_to_context and context else chunk
+        reserve += RESERVE_PER_PREFILL_GRAPH_MIB * len(prefill_graph_sizes(tokens))
     if gpu_mib > RESERVE_FLOOR_CARD_MIB:
         reserve = max(reserve, RESERVE_FLOOR_MIB)
     return reserve
@@ -189,4 +244,5 @@ def default_fraction(inf: Inference, gpu: GpuSpec) -> float:
             CLASS_RESERVE_HUGE_GIB,
         )
         return round((gpu_mib - gib * 1024) / gpu_mib, 3)
-    return round((gpu_mib - reserved_mib(version, gpu_mib, tp, pp, inf.cuda_graphs)) / gpu_mib, 3)
+    reserve = reserved_mib(version, gpu_mib, tp, pp, inf.cuda_graphs, inf.context)
+    return round((gpu_mib - reserve) / gpu_mib, 3)

@@ -90,7 +90,7 @@ def test_eager_compiles_nothing_so_no_cold_compile_warning() -> None:
 # --- SGLang's default fraction -------------------------------------------------------------------------------------
 # sglang 0.5.23 arg_groups/cuda_graph_hook.py parse_cuda_graph_config: disable_cuda_graph sets the decode and prefill
 # backends to Backend.DISABLED; memory_hook.reserve_for_graph_mb counts neither then. sglang 0.5.10 server_args.py
-# adds cuda_graph_max_bs * 2 whatever the switch.
+# adds cuda_graph_max_bs * 2 whatever the switch (0.5.11 - 0.5.19: tests/core/test_sglang_versions.py).
 
 
 def test_sglang_0_5_23_reserves_nothing_for_graphs_it_does_not_capture() -> None:
@@ -107,7 +107,7 @@ def test_sglang_0_5_23_reserves_nothing_for_graphs_it_does_not_capture() -> None
     assert "--disable-cuda-graph: no reserve for graphs" in eager.formula
 
 
-def test_sglang_before_0_5_20_keeps_its_reserve() -> None:
+def test_sglang_0_5_10_keeps_its_reserve() -> None:
     gpu = find_gpu("h100-sxm")
     plan = served(engine=Engine.SGLANG, sglang_version=SglangVersion.V0_5_10)
     assert default_fraction(plan.with_inference(cuda_graphs=False).inference, gpu) == default_fraction(

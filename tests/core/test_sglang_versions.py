@@ -6,6 +6,7 @@ sglang/srt/arg_groups/memory_hook.py) worked by hand for the card sizes nvidia-s
 
 from __future__ import annotations
 
+import itertools
 import json
 from dataclasses import replace
 
@@ -18,7 +19,7 @@ from core.files import planfile
 from core.plan import Hardware, Inference, Plan, SglangVersion
 from core.presets import plan_for_model
 from core.serving.engines import SERVING_OVERHEAD_BYTES, sglang_fraction, sglang_rope_cache_bytes
-from core.serving.sglang_versions import default_fraction, era_of, prefill_graph_sizes
+from core.serving.sglang_versions import GRAPH_RESERVES, default_fraction, era_of, graph_rule, prefill_graph_sizes
 from core.serving.vllm_rules import vllm_total_memory
 
 
@@ -144,3 +145,71 @@ def test_the_rotary_table_is_taken_before_the_pool() -> None:
     # No rotary embedding, no table: ALiBi (BLOOM, MPT) or learned positions (GPT-2).
     assert sglang_rope_cache_bytes(replace(model, alibi=True)) == 0.0
     assert sglang_rope_cache_bytes(replace(model, learned_positions=1024)) == 0.0
+
+
+# --- CUDA graphs in 0.5.10 - 0.5.19 (server_args.py of each wheel, 0.5.19 arg_groups/memory_hook.py) ---
+# H100 81,559 MiB, TP 1, PP 1: chunk 8,192, decode graphs up to 256 in every wheel 0.5.10 - 0.5.19. Without the
+# graph terms: 512 + 1.5 x 8,192 + 1 / 8 x 1,024 = 12,928 MiB; decode graphs 2 x 256 = 512; prefill graphs
+# 58 counts x 8 = 464.
+
+
+def at_8k(version: str, graphs: bool) -> float:
+    """The default fraction on an H100 at 8,192 tokens of context (no context clamp: it is the chunk)."""
+    inf = Inference(sglang_version=SglangVersion(version), cuda_graphs=graphs, context=8192)
+    return default_fraction(inf, find_gpu("h100-sxm"))
+
+
+@pytest.mark.parametrize("version", ["0.5.10", "0.5.11", "0.5.12", "0.5.13"])
+def test_up_to_0_5_13_disabling_graphs_keeps_both_reserves(version: str) -> None:
+    # server_args.py: "reserved_mem += self.cuda_graph_max_bs * 2" and the piecewise term under
+    # "if not self.disable_piecewise_cuda_graph", neither reading disable_cuda_graph: 13,904 MiB -> 0.83.
+    assert at_8k(version, graphs=False) == at_8k(version, graphs=True) == 0.83
+
+
+def test_0_5_14_drops_the_prefill_graphs_reserve_only() -> None:
+    # 0.5.14 _parse_cuda_graph_config: disable_cuda_graph -> both backends DISABLED; the prefill term needs
+    # "backend != Backend.DISABLED", the decode term does not: 12,928 + 512 = 13,440 MiB -> 0.835.
+    assert at_8k("0.5.14", graphs=False) == 0.835 and at_8k("0.5.14", graphs=True) == 0.83
+    plan = sglang_plan(sglang_version="0.5.14", cuda_graphs=False)
+    assert "its reserve for decode graphs kept, none for prefill graphs" in estimate(plan).inference.formula
+
+
+@pytest.mark.parametrize("version", ["0.5.15", "0.5.16", "0.5.17", "0.5.18", "0.5.19"])
+def test_from_0_5_15_disabling_graphs_drops_both_reserves(version: str) -> None:
+    # 0.5.15 server_args.py: the decode term needs "decode_cuda_graph_config.backend != Backend.DISABLED" too
+    # (0.5.16 - 0.5.18 reserve_for_graph_mb, 0.5.19 memory_hook.reserve_for_graph_mb): 12,928 MiB -> 0.841.
+    assert at_8k(version, graphs=False) == 0.841 and at_8k(version, graphs=True) == 0.83
+    plan = sglang_plan(sglang_version=version, cuda_graphs=False)
+    assert "--disable-cuda-graph: no reserve for graphs" in estimate(plan).inference.formula
+
+
+@pytest.mark.parametrize(
+    ("version", "expected"), [("0.5.12", 0.83), ("0.5.13", 0.831), ("0.5.16", 0.831), ("0.5.17", 0.83)]
+)
+def test_0_5_13_to_0_5_16_stop_the_prefill_graphs_at_the_context_length(version: str, expected: float) -> None:
+    # 0.5.13 - 0.5.16: prefill max tokens = min(chunk, context_length) when --context-length is given (the export
+    # always gives it). At 2,048 tokens 42 counts (4 - 32 by 4, 48 - 256 by 16, 288 - 512 by 32, 576 - 1,024 by 64,
+    # 1,280 - 2,048 by 256) x 8 = 336 MiB: 12,928 + 512 + 336 = 13,776 -> 0.831; 0.5.12 and 0.5.17 keep 58 -> 0.83.
+    inf = Inference(sglang_version=SglangVersion(version), context=2048)
+    assert len(prefill_graph_sizes(2048)) == 42
+    assert default_fraction(inf, find_gpu("h100-sxm")) == expected
+
+
+@pytest.mark.parametrize(
+    ("version", "expected"), [("0.5.14", 0.834), ("0.5.15", 0.828), ("0.5.18", 0.828), ("0.5.19", 0.834)]
+)
+def test_pipeline_parallelism_keeps_the_prefill_graphs_in_0_5_15_to_0_5_18(version: str, expected: float) -> None:
+    # PP 2: 512 + 12,288 + 2 / 8 x 1,024 + 512 = 13,568 MiB -> 0.834 when pp_size > 1 turns the prefill graphs off
+    # (0.5.14 tc_piecewise rules; 0.5.19 apply_cuda_graph_compatibility); 0.5.15 - 0.5.18's breakable default has
+    # no such rule: + 464 = 14,032 -> 0.828 (at 8,192 tokens, past the chunk: no context clamp in 0.5.15).
+    inf = Inference(sglang_version=SglangVersion(version), pipeline_parallel=2, context=8192)
+    assert default_fraction(inf, find_gpu("h100-sxm")) == expected
+
+
+def test_the_graph_rules_cover_the_reserve_era_without_a_gap() -> None:
+    order = list(SglangVersion)
+    era = era_of(SglangVersion.V0_5_3)
+    assert GRAPH_RESERVES[0].first is era.first and GRAPH_RESERVES[-1].last is era.last
+    for before, row in itertools.pairwise(GRAPH_RESERVES):
+        assert order.index(row.first) == order.index(before.last) + 1
+    assert graph_rule(SglangVersion.V0_5_11).first is SglangVersion.V0_5_10
