@@ -191,7 +191,7 @@ INT4_ZERO_BYTES: Final = 0.5
 # group and column), scales fp16 [in / 128, out], g_idx int32 [in]. vLLM's GPTQMarlinConfig maps
 # (8 bits, sym) to uint8b128 beside (4, sym) uint4b8 (model_executor/layers/quantization/gptq_marlin.py
 # TYPE_MAP): after loading the Marlin repack keeps qweight (same bytes) and scales and replaces qzeros
-# and, without act-order, g_idx by empty tensors (core.serving.engines.gptq_dropped_bytes).
+# and, without act-order, g_idx by empty tensors (core.serving.gptq.after_loading_delta).
 GPTQ8_WEIGHT_BYTES: Final = ELEMENT_BYTES["int8"]
 GPTQ8_ZERO_BYTES: Final = 1.0  # one 8-bit zero per group and output column, four to an int32
 GPTQ_G_IDX_BYTES: Final = 4  # int32 per input row of each quantised matrix

@@ -52,7 +52,7 @@ from core.runtime import (
     runtime_names,
 )
 from core.serving.fit import DEFAULT_FIT, ServingFit, link_class
-from core.serving.gptq import cuda_old_dequant_bytes, gptq_dropped_bytes
+from core.serving.gptq import after_loading_delta, cuda_old_dequant_bytes
 from core.serving.kv import cached_positions, kv_bytes_per_token_layer, kv_formula, kv_heads_per_rank
 from core.serving.sglang_versions import default_fraction, graphs_reserved
 from core.serving.sglang_weights import rope_bytes
@@ -191,8 +191,8 @@ def rank_layout(plan: Plan) -> RankLayout:
     model, inf = plan.model, plan.inference
     tp, pp = inf.tensor_parallel, inf.pipeline_parallel
     total = model.total_params()
-    # 8-bit GPTQ: less what the engine's kernel frees after loading (core.serving.gptq)
-    all_weights = weight_bytes(model, total, inf.weight_dtype) - gptq_dropped_bytes(
+    # GPTQ / AWQ: what the engine's kernel frees or adds after loading (core.serving.gptq)
+    all_weights = weight_bytes(model, total, inf.weight_dtype) + after_loading_delta(
         plan, model, model.stored_matmul_params()
     )
     per_param = all_weights / total if total else 0.0

@@ -1,21 +1,32 @@
-"""8-bit GPTQ weights (``WeightFormat.GPTQ_INT8``): which kernel each engine runs, what it keeps, what it costs.
+"""GPTQ (4 and 8 bits) and AWQ weights: which kernel each engine runs, what it keeps, what it costs.
 
 The checkpoint (AutoGPTQ's packing; Qwen's -GPTQ-Int8 repositories: bits 8, group_size 128, desc_act
 false, sym true) stores each quantised matrix as qweight int32 [in / 4, out], qzeros int32 [in / 128,
 out / 4], scales fp16 [in / 128, out] and g_idx int32 [in]: :func:`core.dtypes.gptq_int8_matrix_bytes`.
-What each engine keeps of it after loading, read from the sources:
+4-bit GPTQ and AWQ are counted as 4 bits, an fp16 scale and a 4-bit zero per group of 128
+(:func:`core.dtypes.int4_group_bytes_per_weight`; no g_idx). What each engine keeps after loading
+(:func:`after_loading_delta`), read from the released wheels:
 
-* **vLLM** (0.6.3's ``model_executor/layers/quantization/gptq_marlin.py``; the layout is the same in later
-  releases): ``GPTQMarlinConfig.TYPE_MAP`` takes (8 bits, sym) as ``uint8b128`` beside (4, sym)
-  ``uint4b8``, and ``override_quantization_method`` turns a GPTQ checkpoint into ``gptq_marlin`` whenever
-  ``check_marlin_supported`` passes (compute capability 8.0 or more, ``get_min_capability`` 80), unless
-  the user forces ``quantization="gptq"``. ``MarlinLinearKernel.process_weights_after_loading`` repacks
-  qweight (``gptq_marlin_repack``: the same bytes), permutes the scales (same bytes), replaces g_idx
-  (no act-order) and qzeros by empty tensors (``marlin_make_empty_g_idx``) and adds a workspace of
-  out / 64 × 16 int32 (a few kB a layer, not counted). Below sm80 (and on ROCm) ``GPTQLinearMethod``
-  runs its exllama-style ``gptq_gemm``, which keeps qzeros and empties g_idx without act-order.
-* **SGLang** (0.4.x ``layers/quantization/gptq.py``): the same ``GPTQMarlinConfig`` rule (it imports or
-  copies vLLM's), so the same bytes after loading.
+* **vLLM, GPTQ on sm80+**: ``override_quantization_method`` turns a GPTQ checkpoint into ``gptq_marlin``
+  (from 0.24 ``auto_gptq``) unless the user forces ``quantization="gptq"``; its linear method builds the
+  kernel with ``choose_mp_linear_kernel``, whose candidates list ``MacheteLinearKernel`` before
+  ``MarlinLinearKernel`` (0.6.3 ``kernels/__init__.py`` through 0.34.0 ``kernels/linear/__init__.py``).
+  Machete takes compute capability 9.0 only (Hopper; ``is_device_capability(90)`` in 0.10.2 on) and
+  the sym types ``uint4b8`` / ``uint8b128`` in groups of 128; its ``process_weights_after_loading``
+  repacks qweight and scales and leaves qzeros and g_idx as loaded. Elsewhere (Ampere, Ada, Blackwell)
+  Marlin runs: 0.6.3-0.33.0 replace qzeros and, without act-order, g_idx by empty tensors
+  (``marlin_make_empty_g_idx`` / ``marlin_make_empty``); 0.34.0 retires qzeros instead
+  (``_retire_unused_zp``: "keep the param and its data"). The linear registers g_idx up to 0.28.0
+  and not in 0.31.0. Fused MoE experts (``GPTQMarlinMoEMethod``) empty their g_idx and keep qzeros.
+  Below sm80 ``GPTQLinearMethod``'s exllama ``gptq_gemm`` keeps qzeros and empties g_idx.
+* **vLLM, AWQ**: Marlin repacks the zero points (``awq_to_marlin_zero_points``: int32
+  [in / 128, out / 8], the checkpoint's bytes). Where ``AWQMarlinLinearMethod`` chooses its kernel
+  with ``choose_mp_linear_kernel`` (0.19.0 and 0.34.0 ``auto_awq``; 0.10.2 still calls Marlin
+  directly) a Hopper card runs Machete, whose ``transform_w_zp`` turns the zero points into
+  ``-scale × zero`` in the scales' dtype: [in / 128, out] fp16, 2 bytes a group and column for 0.5.
+* **SGLang**: 0.4.3.post4 to 0.4.9 import vLLM's ``GPTQMarlinLinearMethod`` (vLLM's choice, Machete
+  on Hopper); from 0.4.10 its own ``layers/quantization/gptq.py`` runs Marlin on every sm80+ card
+  and empties qzeros and g_idx (read in 0.4.10, 0.5.1, 0.5.10). AWQ through Marlin: same bytes.
 * **transformers**: the quantised linear comes from the GPTQ library the release integrates, taken by
   release here (:func:`hf_gptq_library`). Up to 4.48 only AutoGPTQ (through optimum):
   ``dynamically_import_QuantLinear`` (AutoGPTQ v0.6.0 ``auto_gptq/utils/import_utils.py``) sends 8 bits
@@ -23,7 +34,8 @@ What each engine keeps of it after loading, read from the sources:
   which keeps every buffer of the checkpoint and no ExLlama buffer. From 4.49 transformers loads GPTQ
   through GPTQModel where it is installed (the Qwen3 table's GPTQModel 2.2.0): ``hf_select_quant_linear``
   walks ``AUTO_SELECT_BACKEND_ORDER``, whose first entry, ``MarlinQuantLinear`` (bits 4 and 8, sym, sm80+),
-  empties g_idx in ``post_init`` and keeps its qzeros buffer.
+  empties g_idx in ``post_init`` and keeps its qzeros buffer. 4-bit figures under transformers are
+  the checkpoint's (not re-read here).
 
 AutoGPTQ's cuda-old linear is also a different cost: below ``kernel_switch_threshold`` (128 rows) it calls
 ``vecquant8matmul_old`` on a float32 copy of the input (``use_cuda_fp16`` is off for 8 bits), and above it
@@ -39,16 +51,35 @@ from core.dtypes import (
     GPTQ8_ZERO_BYTES,
     GPTQ_G_IDX_BYTES,
     INT4_GROUP,
+    INT4_SCALE_BYTES,
+    INT4_ZERO_BYTES,
     WeightFormat,
     matrix_input_rows,
 )
 from core.model import ModelSpec
-from core.plan import Engine, Plan, TransformersVersion
+from core.plan import Engine, Plan, SglangVersion, TransformersVersion, VllmVersion
 from core.serving.releases import at_least
 
 # Architectures whose compute capability is 8.0 or more (Marlin's minimum): every other card of the
 # catalogue (Volta, Turing, AMD, Apple, a custom card) is Generation.OTHER.
 MARLIN_GENERATIONS: Final = frozenset({Generation.AMPERE, Generation.ADA, Generation.HOPPER, Generation.BLACKWELL})
+# vLLM's Machete (kernels/linear/mixed_precision/machete.py, 0.10.2 to 0.34.0: "Machete requires compute
+# capability of 90 (Hopper)"; 0.6.3 get_min_capability 90) comes before Marlin in choose_mp_linear_kernel.
+MACHETE_GENERATIONS: Final = frozenset({Generation.HOPPER})
+# vLLM 0.34.0 mixed_precision/marlin.py retires an unused qzeros (keeps its data); 0.33.0 still replaces it
+# by marlin_make_empty (both read).
+VLLM_ZEROS_KEPT_FROM: Final = VllmVersion.V0_34
+# vLLM's GPTQ linear registers g_idx in 0.28.0 (auto_gptq.py) and not in 0.31.0; 0.29 and 0.30 not read.
+VLLM_NO_G_IDX_FROM: Final = VllmVersion.V0_31
+# The first vLLM line read whose AWQMarlinLinearMethod picks its kernel with choose_mp_linear_kernel
+# (0.19.0 awq_marlin.py; 0.10.2 calls Marlin directly).
+VLLM_AWQ_MP_KERNEL_FROM: Final = VllmVersion.V0_19
+# SGLang 0.4.10 is the first release read with its own GPTQMarlinLinearMethod (Marlin on every sm80+
+# card); 0.4.3.post4 to 0.4.9 import vLLM's (layers/quantization/__init__.py).
+SGLANG_OWN_MARLIN_FROM: Final = SglangVersion.V0_4_10
+# Machete's transform_w_zp keeps an AWQ zero point as -scale × zero in the scales' dtype (fp16).
+MACHETE_ZERO_BYTES: Final = INT4_SCALE_BYTES
+GPTQ_FORMATS: Final = frozenset({WeightFormat.GPTQ_INT4, WeightFormat.GPTQ_INT8})
 # transformers 4.49.0 is the first release whose GPTQ quantizer loads through GPTQModel
 # (quantizers/quantizer_gptq.py: is_gptqmodel_available beside is_auto_gptq_available).
 GPTQMODEL_FROM: Final = TransformersVersion.V4_49
@@ -102,17 +133,67 @@ def cuda_old_runs(plan: Plan) -> bool:
     )
 
 
-def gptq_dropped_bytes(plan: Plan, model: ModelSpec, quantised: int) -> float:
-    """Bytes of the checkpoint's 8-bit GPTQ tensors the engine frees after loading ``quantised`` matrix
-    weights: g_idx (no act-order) wherever a kernel other than AutoGPTQ's cuda-old runs, and qzeros
-    where vLLM's or SGLang's Marlin does; 0 for every other format."""
+def machete_runs(plan: Plan) -> bool:
+    """Whether vLLM's Machete kernel takes the plan's GPTQ / AWQ linears: a Hopper card under vLLM (for AWQ
+    from VLLM_AWQ_MP_KERNEL_FROM), or under SGLang before its own Marlin method (GPTQ)."""
     inf = plan.inference
-    if inf.weight_dtype is not WeightFormat.GPTQ_INT8 or cuda_old_runs(plan):
+    if generation(plan.hardware.gpu) not in MACHETE_GENERATIONS:
+        return False
+    if inf.weight_dtype is WeightFormat.AWQ_INT4:
+        return inf.engine is Engine.VLLM and at_least(inf.vllm_version, VLLM_AWQ_MP_KERNEL_FROM)
+    if inf.weight_dtype not in GPTQ_FORMATS:
+        return False
+    return inf.engine is Engine.VLLM or (
+        inf.engine is Engine.SGLANG and not at_least(inf.sglang_version, SGLANG_OWN_MARLIN_FROM)
+    )
+
+
+def fused_expert_params(model: ModelSpec) -> int:
+    """The routed experts' matrices (a fused MoE layer's w13 and w2), which the engines' Marlin MoE methods
+    load whole: 0 for a dense model. Shared experts and dense MLP layers are ordinary linears."""
+    if model.num_experts <= 1:
+        return 0
+    per_layer = (3 if model.gated_mlp else 2) * model.hidden_size * model.intermediate_size * model.num_experts
+    return round((model.num_layers - model.first_k_dense_replace) * per_layer * model.params_scale)
+
+
+def _gptq_zeros_freed(plan: Plan) -> bool:
+    """Whether the engine's GPTQ linears free qzeros after loading (Marlin, before vLLM retired it)."""
+    inf = plan.inference
+    if not marlin_card(plan.hardware.gpu) or machete_runs(plan):
+        return False
+    if inf.engine is Engine.VLLM:
+        return not at_least(inf.vllm_version, VLLM_ZEROS_KEPT_FROM)
+    return inf.engine is Engine.SGLANG
+
+
+def after_loading_delta(plan: Plan, model: ModelSpec, quantised: int) -> float:
+    """Bytes the engine's kernel holds after loading ``quantised`` matrix weights less what
+    :func:`core.dtypes.weight_bytes` counts for the checkpoint (negative where it frees tensors; see the
+    module docstring). GPTQ: the ordinary linears' qzeros where Marlin frees them (one 8-bit or 4-bit
+    zero a group and column), and the 8-bit checkpoint's g_idx (no act-order) wherever a kernel other
+    than AutoGPTQ's cuda-old runs, except Machete's while vLLM still registers it. AWQ under Machete:
+    fp16 zero points for the 4-bit ones of its ordinary linears. A fused MoE's experts keep the
+    checkpoint's zeros (Marlin's MoE methods). 0 for every other format and engine."""
+    inf = plan.inference
+    fmt = inf.weight_dtype
+    if fmt is WeightFormat.AWQ_INT4:
+        if not machete_runs(plan):
+            return 0.0
+        return (quantised - fused_expert_params(model)) * (MACHETE_ZERO_BYTES - INT4_ZERO_BYTES) / INT4_GROUP
+    if fmt not in GPTQ_FORMATS or cuda_old_runs(plan):
         return 0.0
-    dropped = float(matrix_input_rows(model) * GPTQ_G_IDX_BYTES)
-    if marlin_runs(plan) and inf.engine is not Engine.HF:
-        dropped += quantised * GPTQ8_ZERO_BYTES / INT4_GROUP
-    return dropped
+    delta = 0.0
+    if fmt is WeightFormat.GPTQ_INT8:
+        kept_g_idx = machete_runs(plan) and not (
+            inf.engine is Engine.VLLM and at_least(inf.vllm_version, VLLM_NO_G_IDX_FROM)
+        )
+        if not kept_g_idx:
+            delta -= float(matrix_input_rows(model) * GPTQ_G_IDX_BYTES)
+    if _gptq_zeros_freed(plan):
+        zero = GPTQ8_ZERO_BYTES if fmt is WeightFormat.GPTQ_INT8 else INT4_ZERO_BYTES
+        delta -= (quantised - fused_expert_params(model)) * zero / INT4_GROUP
+    return delta
 
 
 def cuda_old_dequant_bytes(plan: Plan, rows: int) -> float:
