@@ -54,7 +54,7 @@ from core.runtime import (
 from core.serving.fit import DEFAULT_FIT, ServingFit, link_class
 from core.serving.gptq import after_loading_delta, cuda_old_dequant_bytes
 from core.serving.kv import cached_positions, kv_bytes_per_token_layer, kv_formula, kv_heads_per_rank
-from core.serving.sglang_versions import default_fraction, graphs_reserved
+from core.serving.sglang_versions import default_fraction, graphs_reserved, reserves_for_graphs
 from core.serving.sglang_weights import rope_bytes
 from core.serving.text_only import encoder_profile, skips_vision_tower
 from core.serving.vllm_hybrid import align_mode, hybrid_groups, plan_pages, state_blocks
@@ -798,6 +798,8 @@ def _sglang_fraction_words(inf: Inference) -> str:
         return ""
     if inf.cuda_graphs:
         return f" (SGLang {inf.sglang_version.value}'s default)"
+    if not reserves_for_graphs(inf.sglang_version):
+        return f" (SGLang {inf.sglang_version.value}'s default, which --disable-cuda-graph does not change)"
     decode, prefill = graphs_reserved(inf.sglang_version, inf.cuda_graphs)
     if decode and prefill:
         reserve = ": its reserve for graphs kept)"

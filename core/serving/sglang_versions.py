@@ -198,10 +198,17 @@ def graph_rule(version: SglangVersion) -> GraphReserve:
     return releases.era_of(version, GRAPH_RESERVES)
 
 
+def reserves_for_graphs(version: SglangVersion) -> bool:
+    """Whether the release's default fraction is a reserve with graph terms (0.5.3 on, :data:`GRAPH_RESERVES`);
+    before it the fraction is a table or a class of card, which ``--disable-cuda-graph`` does not change."""
+    return releases.at_least(version, GRAPH_RESERVES[0].first)
+
+
 def graphs_reserved(version: SglangVersion, graphs: bool) -> tuple[bool, bool]:
-    """(decode, prefill): which graph terms the release's default fraction keeps, all with graphs on,
-    under ``--disable-cuda-graph`` (``graphs`` False) what :data:`GRAPH_RESERVES` says."""
-    if graphs:
+    """(decode, prefill): which graph terms the release's default fraction keeps, all with graphs on (and
+    before the reserve era, whose fractions have none to drop), under ``--disable-cuda-graph`` (``graphs``
+    False) what :data:`GRAPH_RESERVES` says."""
+    if graphs or not reserves_for_graphs(version):
         return True, True
     rule = graph_rule(version)
     return rule.off_keeps_decode, rule.off_keeps_prefill

@@ -213,3 +213,21 @@ def test_the_graph_rules_cover_the_reserve_era_without_a_gap() -> None:
     for before, row in itertools.pairwise(GRAPH_RESERVES):
         assert order.index(row.first) == order.index(before.last) + 1
     assert graph_rule(SglangVersion.V0_5_11).first is SglangVersion.V0_5_10
+
+
+def test_every_release_takes_cuda_graphs_off() -> None:
+    # The monkey test picked SGLang 0.4.4 with CUDA graphs off and graphs_reserved raised StopIteration: the
+    # releases before 0.5.3 size their default fraction by a table or a class of card (core.serving.sglang_versions
+    # ERAS), with no graph term for --disable-cuda-graph to drop, so their fraction is the same either way.
+    from core.estimate import estimate
+    from core.inputs import SglangVersion
+    from core.presets import plan_for_model
+
+    plan = plan_for_model("llama-3.1-8b")
+    for version in SglangVersion:
+        on = estimate(plan.with_inference(engine="sglang", sglang_version=version))
+        off = estimate(plan.with_inference(engine="sglang", sglang_version=version, cuda_graphs=False))
+        assert off.inference is not None and on.inference is not None
+        if version.value.startswith("0.4"):
+            assert "does not change" in off.inference.formula
+            assert off.inference.kv_cache_tokens == on.inference.kv_cache_tokens, version
