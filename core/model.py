@@ -853,6 +853,39 @@ class ModelSpec:
         a, r = self.attention_layers, self.recurrent_layers
         return a, r, self.num_layers - a - r if self.family == "nemotron_h" else self.num_layers
 
+    def hybrid_layer_params(self) -> tuple[tuple[int, int], ...]:
+        """(layers, one layer's parameters) of each kind of a hybrid's decoder layers (attention, recurrent, then
+        Nemotron-H's MLP-only ones), as core.hybrid counts them from the config (transformers 5.25.0: the
+        mixer with a conv bias and no projection bias, the released configs' setting); empty for any other
+        model. FSDP and accelerate wrap each decoder layer as one unit (``_no_split_modules``:
+        GraniteMoeHybridDecoderLayer, BambaDecoderLayer, NemotronHBlock, Qwen3NextDecoderLayer,
+        Qwen3_5DecoderLayer), so a hybrid's units differ in size by kind."""
+        if not self.recurrent_mixer:
+            return ()
+        d, m = self.hidden_size, self.hybrid
+        assert m is not None
+        mix = m.mixer
+        if mix.kind == "gated_deltanet":  # core.hybrid._gated_deltanet_stack
+            inner = mix.heads * mix.head_dim
+            mixer = d * (2 * mix.groups * mix.state + 2 * inner) + d * 2 * mix.heads
+            mixer += mix.conv_dim * mix.conv_kernel + 2 * mix.heads + mix.head_dim + inner * d
+            q = self.q_width  # gated attention: q_proj's output is q and its gate; per-head q / k RMSNorms
+            attention = 2 * d * q + 2 * d * self.kv_width + q * d + 2 * self.head_dim
+        else:  # core.hybrid._mamba2_params: in_proj, conv1d with bias, dt_bias / A_log / D, gated norm, out_proj
+            width = 2 * mix.inner + 2 * mix.groups * mix.state + mix.heads
+            mixer = d * width + mix.inner * d + mix.conv_dim * (mix.conv_kernel + 1) + 3 * mix.heads + mix.inner
+            attention = 2 * d * self.q_width + 2 * d * self.kv_width
+        up = 3 if self.gated_mlp else 2  # Nemotron-H's MLP and experts: up and down (relu2), no gate
+        experts = self.num_experts * up * d * self.intermediate_size if self.num_experts > 1 else 0
+        shared = up * d * self.shared_expert_size + (d if self.shared_expert_size and self.shared_expert_gate else 0)
+        mlp = experts + self.router_params() + shared if self.num_experts > 1 else up * d * self.intermediate_size
+        attention_layers, recurrent_layers, mlp_layers = self.hybrid_layer_counts()
+        if self.family == "nemotron_h":  # NemotronHBlock: one RMSNorm, then one of the four
+            kinds = ((attention_layers, attention + d), (recurrent_layers, mixer + d), (mlp_layers, mlp + d))
+        else:
+            kinds = ((attention_layers, attention + mlp + 2 * d), (recurrent_layers, mixer + mlp + 2 * d))
+        return tuple((count, params) for count, params in kinds if count)
+
     def _hybrid_lora_params(self, rank: int, chosen: set[str]) -> int:
         attention, recurrent, mlp = self.hybrid_layer_counts()
         shapes = self.linear_shapes()

@@ -526,7 +526,50 @@ def hybrid_training_refusal(plan: Plan) -> str | None:
     why = _hybrid_plan_gap(plan)
     if why is None:
         return None
-    return f"Training {model.name} (a {mixer} hybrid) is estimated for one GPU under transformers + PEFT only: {why}"
+    return (
+        f"Training {model.name} (a {mixer} hybrid) is estimated on one GPU or data-parallel ranks (DDP, FSDP2, "
+        f"ZeRO-1 / 2) under transformers + PEFT only: {why}"
+    )
+
+
+# What transformers 5.25.0's base_model_tp_plan splits of each hybrid (models/<type>/configuration_<type>.py):
+# attention only on Granite 4.0-H and Nemotron-H, attention and the MLP on Bamba; Qwen3-Next's and Qwen3.5's
+# Gated DeltaNet projections are "colwise_gather_output" (each rank gathers their whole output back).
+_MIXER_TP: Final = {
+    "mamba2": "has no entry for the Mamba-2 mixer (its in_proj and out_proj would stay whole on every rank)",
+    "gated_deltanet": (
+        "plans the Gated DeltaNet projections colwise_gather_output (every rank gathers their whole output and "
+        "runs the whole delta rule)"
+    ),
+}
+
+
+def _hybrid_layout_gap(plan: Plan) -> str | None:
+    """Which multi-GPU layout of a hybrid is not modelled: anything that splits the model (a rank of pure data
+    parallelism runs the one-GPU step at its micro-batch; core.parallel holds its state, each decoder layer an
+    FSDP unit of its own size: core.parallel.layout.fsdp_block_units), FSDP1's flat-parameter wrap and ZeRO-3."""
+    par = plan.parallel
+    if par.tensor_parallel > 1:
+        return (
+            f"tensor parallel is not modelled for it: transformers 5.25.0's base_model_tp_plan for {plan.model.family} "
+            f"{_MIXER_TP[plan.model.recurrent_mixer]}; DDP, FSDP2 and ZeRO-1 / 2 are"
+        )
+    if par.pipeline_parallel > 1 or par.context_parallel > 1 or par.expert_parallel > 1:
+        return (
+            "pipeline, context and expert parallel are not modelled for it (a context-parallel ring would hand "
+            "the recurrent state from rank to rank); DDP, FSDP2 and ZeRO-1 / 2 are"
+        )
+    if par.strategy is Strategy.ZERO3:
+        return (
+            "DeepSpeed ZeRO-3 is not modelled for it: what ZeRO-3 keeps gathered follows the forward's module "
+            "order, and the plan holds a hybrid's layer counts, not its layer pattern; ZeRO-1 / 2, DDP and FSDP2 are"
+        )
+    if par.strategy is Strategy.FSDP and par.fsdp1_wrap:
+        return (
+            "FSDP1's wrap (parallel.fsdp1_wrap) is not modelled for it: the blocks it leaves cached were checked "
+            "for decoder layers of one size, and a hybrid's differ by kind; FSDP2 (fully_shard) is"
+        )
+    return None
 
 
 def _hybrid_plan_gap(plan: Plan) -> str | None:
@@ -542,8 +585,9 @@ def _hybrid_plan_gap(plan: Plan) -> str | None:
             "LoRA is modelled on " + ", ".join(allowed) + " with in_proj among them; "
             f"this plan targets {', '.join(targets)}"
         )
-    if plan.world_size > 1:
-        return "its layout over several GPUs (DDP, FSDP, ZeRO, tensor or pipeline parallel) was not checked"
+    layout = _hybrid_layout_gap(plan)
+    if layout is not None:
+        return layout
     if plan.stack is not Stack.EAGER or plan.unsloth or plan.litgpt:
         return (
             "the software runs PyTorch eager under transformers (torch.compile, Megatron, Unsloth and LitGPT are "

@@ -331,6 +331,19 @@ def block_params_per_rank(model: ModelSpec, tp: int, ep: int = 1) -> float:
     return replicated + split / tp
 
 
+def fsdp_block_units(model: ModelSpec, tp: int, ep: int = 1) -> tuple[float, float | None]:
+    """(the largest decoder-layer unit FSDP gathers on a rank, every layer's parameters together; None: ``layers``
+    times the largest, as on a model whose layers are all alike). A hybrid's layers are of two or three kinds
+    (ModelSpec.hybrid_layer_params: a Mamba-2 or Gated DeltaNet layer beside an attention one), each its own unit
+    (``_no_split_modules``), so its largest unit is its largest layer and the units add up to its exact count,
+    not ``params_scale`` times an attention block (core.plan allows only data parallelism for it: ``tp``, ``ep``
+    1). Any other model: :func:`block_params_per_rank` scaled to a typed P."""
+    kinds = model.hybrid_layer_params()
+    if kinds:
+        return float(max(params for _, params in kinds)), float(sum(count * params for count, params in kinds))
+    return block_params_per_rank(model, tp, ep) * model.params_scale, None
+
+
 def _experts_per_block(model: ModelSpec, tp: int) -> float:
     """One block's routed experts on a tensor-parallel rank before expert parallel splits
     them: their matrices ÷ t, their row-parallel biases whole."""

@@ -78,12 +78,14 @@ from core.inputs import (
     torch_before,
     zero_overlap_comm,
 )
+from core.model import ModelSpec
 from core.parallel.layout import (
     Layout,
     Stage,
     block_params_per_rank,
     carved_ends,
     float8_recipe,
+    fsdp_block_units,
     fsdp_held_through_step,
     fsdp_no_sync,
     fsdp_reduce_bytes,
@@ -257,6 +259,13 @@ class _Rank:
     optim: list[Term]
     t_share: float  # the rank's fraction of the trainable parameters
     optimizer_at: OptimizerTerms  # the single-GPU optimizer state at other dtypes
+    # Every decoder layer's parameters on the rank where its layers differ (a hybrid: layout.fsdp_block_units);
+    # None: the stage's layers times one block.
+    blocks: float | None = None
+
+    def all_blocks(self, block: float) -> float:
+        """The stage's decoder layers' parameters: ``blocks`` where they differ, else its layers × ``block``."""
+        return self.stage.layers * block if self.blocks is None else self.blocks
 
     @property
     def trainable(self) -> float:
@@ -768,7 +777,7 @@ def _no_sync_accumulated(rank: _Rank, block: float, root: float, reduce_b: float
         elements, what = rank.trainable, "adapter gradients"
         per = no_sync_grad_bytes(par, rank.dt.grad)
     else:
-        elements, what = stage.layers * block + root, f"gradients of all {stage.layers} blocks and the root unit"
+        elements, what = rank.all_blocks(block) + root, f"gradients of all {stage.layers} blocks and the root unit"
         per = MP_BYTES.get(par.fsdp_param_dtype, rank.stored_bytes) if par.fsdp1_wrap else reduce_b
     how = "FSDP1 no_sync" if par.fsdp1_wrap else "set_requires_gradient_sync(False)"
     terms = [
@@ -797,7 +806,7 @@ def _pipeline_accumulated(rank: _Rank, block: float, root: float, reduce_b: floa
     if plan.adapter_based:
         elements, what = rank.trainable, "adapter gradients"
     else:
-        elements, what = stage.layers * block + root, f"gradients of all {stage.layers} blocks and the root unit"
+        elements, what = rank.all_blocks(block) + root, f"gradients of all {stage.layers} blocks and the root unit"
     return [
         Term(
             f"unsharded {what}, accumulated over the pipeline's micro-batches (synced at the last)",
@@ -857,14 +866,15 @@ def _bnb_quant_state(rank: _Rank, why: str = "FSDP shards parameters only") -> t
 
 
 def _fsdp_gathered(
-    plan: Plan, layers: int, root_term: Term, one: str, gathered: float
+    plan: Plan, layers: int, root_term: Term, one: str, gathered: float, every_b: float | None = None
 ) -> tuple[list[Term], list[Term], list[Term]]:
     """The gathered parameters at the end of the forward, as the backward starts, and while a
     block runs its backward. Measured (benchmarks/parallel, fake process group): at the end of
     the forward and as the backward starts only the root is gathered and one block's all-gather
     output is in flight (the last block, prefetched for its backward); inside a block's backward
     that block is gathered and the next one's all-gather is in flight. Without resharding after
-    the forward, or under a pipeline (layout.fsdp_held_through_step), every block stays gathered."""
+    the forward, or under a pipeline (layout.fsdp_held_through_step), every block stays gathered: ``every_b``
+    bytes where the blocks differ (a hybrid's, :func:`_all_units_gathered`), else ``layers`` × ``gathered``."""
     par = plan.parallel
     piped = fsdp_held_through_step(par)
     times = one if "float8" not in one else f"({one})"
@@ -878,6 +888,8 @@ def _fsdp_gathered(
         return [root_term, in_flight], [root_term, in_flight], [root_term, computing]
     why = "kept through the pipeline's micro-batches" if piped else "reshard_after_forward=False"
     every = Term(f"all {layers} blocks gathered ({why})", f"{layers} × {times}", layers * gathered)
+    if every_b is not None:
+        every = Term(every.label, f"Σ of the {layers} blocks' units", every_b)
     return [root_term, every, in_flight], [root_term, every], [root_term, every]
 
 
@@ -887,9 +899,11 @@ def _fsdp(rank: _Rank) -> RankState:
     par, model = plan.parallel, plan.model
     gather = MP_BYTES.get(par.fsdp_param_dtype, rank.stored_bytes)
     reduce_b = fsdp_reduce_bytes(par, dt.grad)
-    scale = model.params_scale
-    block = block_params_per_rank(model, lay.tensor_parallel, lay.expert_parallel) * scale
-    root = outside_params(model, stage, lay.tensor_parallel) * scale
+    # A hybrid's units differ by layer kind: the largest one gathered, every one summed (fsdp_block_units); its
+    # embedding and head are their shapes (ModelSpec.shape_scale: params_scale for any other model).
+    block, blocks = fsdp_block_units(model, lay.tensor_parallel, lay.expert_parallel)
+    rank = replace(rank, blocks=blocks)
+    root = outside_params(model, stage, lay.tensor_parallel) * model.shape_scale
     block_b, root_b = _unit_bytes(rank, block, gather)
     one, gathered = _gathered_block(plan, lay, block, block_b)
     gathered_at, ends = _end_units(rank, root, root_b, (one, gathered))
@@ -968,10 +982,20 @@ def _end_units(
     carved = None if rank.copies else carved_ends(plan, rank.stage, lay.tensor_parallel)
     if carved is None:
         root_term = _root_gathered(rank, root, root_b)
-        forward, backward, in_block = _fsdp_gathered(plan, rank.stage.layers, root_term, one, gathered)
+        every_b = _all_units_gathered(rank, gathered)
+        forward, backward, in_block = _fsdp_gathered(plan, rank.stage.layers, root_term, one, gathered, every_b)
         return (forward, backward, in_block, None), None
-    ends = (carved[0] * plan.model.params_scale, carved[1] * plan.model.params_scale)
+    ends = (carved[0] * plan.model.shape_scale, carved[1] * plan.model.shape_scale)
     return _carved_gathered(ends, root_b, one, gathered), ends
+
+
+def _all_units_gathered(rank: _Rank, gathered: float) -> float | None:
+    """Bytes of every block unit gathered where the units differ (a hybrid's layers: ``rank.blocks``), each at
+    the largest unit's bytes per parameter (``gathered`` ÷ its parameters); None where they are alike."""
+    if rank.blocks is None:
+        return None
+    largest, _ = fsdp_block_units(rank.plan.model, rank.lay.tensor_parallel, rank.lay.expert_parallel)
+    return gathered / largest * rank.blocks if largest else None
 
 
 def _last_reduction(
@@ -1450,7 +1474,7 @@ def _zero_stage(rank: _Rank) -> _ZeroStage:
         Term("gradient partition (grad_partitions_flat_buffer)", f"T ÷ {dp:g} × {g:g} B", part * g),
         Term("ipg reduce bucket (allocated at start-up)", f"{sci(bucket_el)} × {g:g} B", bucket_el * g),
     ]
-    largest = _largest_module(rank.plan, rank.lay, rank.stage) * rank.plan.model.params_scale
+    largest = _largest_module(rank.plan, rank.lay, rank.stage) * rank.plan.model.shape_scale
     what = "the largest module"
     kept = _zero3_kept_block(rank)
     if kept > largest:
@@ -1614,7 +1638,7 @@ def _zero_offloaded(rank: _Rank, state: RankState) -> RankState:
         # is never allocated; the GPU keeps ``temp_grad_buffer_for_gpu_offload`` (lines
         # 591-593: ``largest_param_numel`` elements in the 16-bit dtype) for the
         # accumulation round trip, made at start-up.
-        largest = min(_largest_module(plan, rank.lay, rank.stage) * plan.model.params_scale, trainable)
+        largest = min(_largest_module(plan, rank.lay, rank.stage) * plan.model.shape_scale, trainable)
         temp = Term("16-bit gradient staging buffer (largest parameter)", f"{sci(largest)} × {g:g} B", largest * g)
         state = replace(state, grads=[], grads_in_backward=[], persistent=[temp])
     # stage_1_and_2.py keeps a 16-bit copy of the partition on the host to stage the updated
@@ -1646,7 +1670,18 @@ def _largest_module(plan: Plan, lay: Layout, stage: Stage) -> float:
     if model.num_experts > 1:  # the rank's experts (÷ EP) as one grouped module
         linear = model.num_experts * model.hidden_size * model.intermediate_size * 2 / tp / lay.expert_parallel
     vocab = model.vocab_size * model.hidden_size / tp if stage.embedding or stage.head else 0.0
-    return max(linear, vocab)
+    return max(linear, _largest_mixer_matrix(model), vocab)
+
+
+def _largest_mixer_matrix(model: ModelSpec) -> float:
+    """Elements of a hybrid's largest recurrent-mixer matrix (0 for any other model): a Mamba-2 mixer's in_proj
+    (ModelSpec.mixer_shapes), or a Gated DeltaNet layer's largest input projection (transformers 5.25.0:
+    Qwen3-Next's in_proj_qkvz, d → 2·Hk·dk + 2·H·dv; Qwen3.5's in_proj_qkv, d → 2·Hk·dk + H·dv)."""
+    if model.recurrent_mixer == "gated_deltanet":
+        keys = 2 * model.recurrent_groups * model.recurrent_state
+        values = model.recurrent_inner * (2 if model.family == "qwen3_next" else 1)
+        return float(model.hidden_size * (keys + values))
+    return float(max((fi * fo for fi, fo in model.mixer_shapes().values()), default=0))
 
 
 # --- offload without sharding ------------------------------------------------------------

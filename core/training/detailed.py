@@ -183,7 +183,7 @@ def _carved_head_gradient(plan: Plan, rank: Rank, dt: Dtypes) -> list[Term]:
     ends = carved_ends(plan, rank.stage, lay.tensor_parallel)
     if ends is None:
         return []
-    tail, shards = ends[1] * plan.model.params_scale, lay.state_shards
+    tail, shards = ends[1] * plan.model.shape_scale, lay.state_shards
     return [
         Term(
             "[final norm, head] sharded gradient (their unit reduced after the head's backward)",
@@ -250,7 +250,9 @@ def _common(plan: Plan, counts: ParamCounts, dt: Dtypes, lay: Layout | None) -> 
     layer_grads = _with_float8_casts(plan, layer_grads, lay)
     layer_grads = _with_experts_loop_gradient(plan, layer_grads, adt.grad)
     stack: tuple[tuple[int, LayerActs], ...] = ()
-    if model.recurrent_mixer and lay is None:  # a Mamba-2 hybrid on one GPU (core.plan.hybrid_training_refusal)
+    # A hybrid on one GPU or on data-parallel ranks (core.plan.hybrid_training_refusal refuses any split of the
+    # model): a rank runs the one-GPU step at its micro-batch, so its layers keep what one GPU's do.
+    if model.recurrent_mixer and (lay is None or lay.model_split * lay.expert_parallel == 1):
         stack, block, layer_grads = _hybrid_layers(plan, ap, layer_grads)
     common = _Common(
         # PEFT's modules_to_save copies and trainable tokens beside the adapters (core.training.extra_trained).

@@ -95,7 +95,8 @@ def test_what_is_not_modelled_stays_refused() -> None:
     assert training_refusal(replace(lora, lora=replace(lora.lora, targets=("q_proj", "in_proj")))) is None
     assert "not modelled" in (training_refusal(replace(granite, method=Method.QLORA)) or "")
     two = granite.with_changes(parallel=replace(granite.parallel, gpus_per_node=2))
-    assert "several GPUs" in (training_refusal(two) or "")
+    assert training_refusal(two) is None  # data parallel (DDP by default): tests/core/test_hybrid_parallel.py
+    assert "base_model_tp_plan" in (training_refusal(two.with_parallel(tensor_parallel=2)) or "")
     assert "use_cache" in (training_refusal(granite.with_changes(training_kv_cache=True)) or "")
     assert training_refusal(granite.with_changes(training_kv_cache=True, mamba_kernels=False)) is None
     old = replace(granite, model=replace(granite.model, recurrent_chunk=0))

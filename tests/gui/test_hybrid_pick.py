@@ -11,11 +11,12 @@ from typing import Any
 from PySide6.QtCore import Qt
 
 from core.inputs import VllmVersion
-from core.plan import Engine, Method, lora_on
+from core.plan import Engine, Method, Strategy, lora_on
 from core.presets import plan_for_model
 from gui.chart.geometry import bars_for
 from gui.forms.fields import ChoiceField
 from gui.main_window import MainWindow
+from tests.gui.test_forms import type_into
 
 SHOTS = os.environ.get("VRAMPLAN_SHOTS", "")
 
@@ -117,3 +118,31 @@ def test_a_plan_not_estimated_shows_no_terms_of_a_bucket(qtbot: Any, window: Mai
     assert "in_proj" in window.verdict.detail.text()
     assert window.arithmetic.summary.text().startswith("Training is not estimated for this plan")
     assert window.arithmetic._terms_html == "" and window.arithmetic.picker.count() == 0
+
+
+def test_a_hybrid_on_eight_gpus_trains_under_fsdp2_and_says_why_not_under_tp(qtbot: Any, window: MainWindow) -> None:
+    """The Parallelism section offers a hybrid its data-parallel layouts (core.plan._hybrid_layout_gap); a split of
+    the model shows the refusal in the verdict instead of a training figure."""
+    window.show()
+    qtbot.waitExposed(window)
+    _pick(qtbot, window, "granite 4.0 h-small")
+    window.set_chart_mode("training")
+    form = window.parallel_form
+    type_into(qtbot, form.gpus_per_node, "8")
+    form.strategy.setCurrentIndex(form.strategy.findData(Strategy.FSDP.value))
+    plan = window.controller.plan
+    assert (plan.world_size, plan.parallel.strategy) == (8, Strategy.FSDP)
+    assert not window.verdict.badge.text().endswith("Not estimated")
+    assert bars_for(window.controller.estimate, "training", None, None) != []
+    if SHOTS:
+        window.grab().save(str(Path(SHOTS) / "model_granite_h_small_fsdp8.png"))
+    type_into(qtbot, form.tensor_parallel, "2")
+    assert window.controller.plan.parallel.tensor_parallel == 2
+    assert window.verdict.badge.text().endswith("Not estimated")
+    # transformers 5.25.0 configuration_granitemoehybrid.py: base_model_tp_plan names the attention only.
+    assert "no entry for the Mamba-2 mixer" in window.verdict.detail.text()
+    assert bars_for(window.controller.estimate, "training", None, None) == []
+    shot = window.grab()
+    assert not shot.isNull()
+    if SHOTS:
+        shot.save(str(Path(SHOTS) / "model_granite_h_small_tp_refused.png"))

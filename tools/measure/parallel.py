@@ -496,7 +496,9 @@ def measure_parallel_case(
             params = [p for p in model.parameters() if p.requires_grad]
             opt = runner._make_optimizer(case, params, device)
             b, s = int(case["micro_batch"]), int(case["seq_len"])
-            ids = runner._token_ids(b, s, int(config["vocab_size"]), device, fake)
+            # An image-text wrapper (Qwen3.5's qwen3_5) keeps the vocabulary in text_config (runner.measure_case).
+            vocab = int(config.get("vocab_size") or config.get("text_config", {})["vocab_size"])
+            ids = runner._token_ids(b, s, vocab, device, fake)
 
             marks = runner._CudaMarks(backend)
             marks.start()
