@@ -511,7 +511,8 @@ def check_trainable(plan: Plan, expected: str) -> None:
 
 
 def hybrid_training_refusal(plan: Plan) -> str | None:
-    """A hybrid is trained here as transformers 5.25.0 + PEFT run it on one GPU: a Mamba-2 hybrid (Granite 4.0-H,
+    """A hybrid is trained here as transformers 5.25.0 + PEFT run it on one GPU, or on data-parallel ranks that each
+    run that step (DDP, FSDP2, ZeRO-1 / 2: :func:`_hybrid_layout_gap`): a Mamba-2 hybrid (Granite 4.0-H,
     Bamba, Nemotron-H: core.training.mamba) or a Gated DeltaNet one (Qwen3-Next, Qwen3.5 / 3.6: core.training.gdn),
     both measured on fake tensors (benchmarks/accuracy/cases_hybrid.json): full fine-tuning or LoRA on attention's
     and the mixer's projections (a dense Gated DeltaNet hybrid's MLP too: :func:`hybrid_trained_targets`) with
