@@ -18,6 +18,7 @@ from core.files.launch.common import apply_fields
 from core.files.launch.fields import TRAINING_FIELDS
 from core.files.measurement import plan_for_case
 from core.hfconfig import model_from_hf_config
+from core.inputs import GradSync
 from core.plan import Method, Plan, Strategy, default_plan_on, lora_on, training_refusal
 from core.presets import plan_for_model
 from tests.core.test_launch_roundtrip import OWN_READERS, check_unexpressed, differences, read_back, skipped
@@ -165,3 +166,17 @@ def test_hybrid_multi_gpu_plans_round_trip_through_the_launch_configs(
     back = apply_fields(default_plan_on(plan.model), read_back(target, exported.text))
     skip = skipped(exported, target)
     assert not differences(plan, back, TRAINING_FIELDS, skip), exported.text
+
+
+def test_fsdp_no_sync_accumulates_every_layers_gradient_once() -> None:
+    # set_requires_gradient_sync(False) keeps every unit's unsharded gradient: the layers summed by kind and the
+    # root, the model's exact count (Granite 4.0-H Small: 32,207,337,984, resources/models.json's config), not
+    # 40 × its largest layer.
+    plan = (
+        plan_for_model("granite-4.0-h-small")
+        .with_workload(grad_accum=4)
+        .with_parallel(gpus_per_node=8, strategy=Strategy.FSDP, grad_sync=GradSync.NO_SYNC)
+    )
+    forward = _terms(plan, "forward")
+    held = next(v for k, v in forward.items() if k.startswith("unsharded gradients of all 40 blocks"))
+    assert held == 32_207_337_984 * 4  # the plan's float32 gradients, reduced in float32
