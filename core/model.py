@@ -880,6 +880,7 @@ class ModelSpec:
         shared = up * d * self.shared_expert_size + (d if self.shared_expert_size and self.shared_expert_gate else 0)
         mlp = experts + self.router_params() + shared if self.num_experts > 1 else up * d * self.intermediate_size
         attention_layers, recurrent_layers, mlp_layers = self.hybrid_layer_counts()
+        kinds: tuple[tuple[int, int], ...]
         if self.family == "nemotron_h":  # NemotronHBlock: one RMSNorm, then one of the four
             kinds = ((attention_layers, attention + d), (recurrent_layers, mixer + d), (mlp_layers, mlp + d))
         else:
