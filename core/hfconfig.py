@@ -227,7 +227,12 @@ def _with_vision(config: Mapping[str, Any], spec: ModelSpec) -> ModelSpec:
     if tower is None:
         return spec
     spec = replace(spec, vision_params=tower.params, vision_linear_params=tower.linear_weights, vision_kind=tower.kind)
-    spec = replace(spec, vision_family=tower.family)
+    spec = replace(
+        spec,
+        vision_family=tower.family,
+        vision_config_layers=tower.config_layers,
+        vision_config_hidden=tower.config_hidden,
+    )
     g = tower.profile
     if g is None:
         return spec

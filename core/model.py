@@ -256,6 +256,11 @@ class ModelSpec:
     vision_pixels: int = 0
     vision_width: int = 0
     vision_inner: int = 0
+    # vision_config's num_hidden_layers and hidden_size as transformers' config object answers them
+    # (core.vision.VisionTower.config_layers / config_hidden: SGLang's multimodal reduction of its default
+    # mem_fraction_static reads them); 0: no such attribute, or a plan file written before them.
+    vision_config_layers: int = 0
+    vision_config_hidden: int = 0
     # A hybrid recurrent model (core.hybrid: Granite 4.0-H, Bamba, Nemotron-H, Falcon-H1, Qwen3-Next): the
     # recurrent mixer ("mamba2", "gated_deltanet"; "": attention only), how many layers hold a KV cache and how
     # many a recurrent state (Falcon-H1's layers hold both), and the mixer's widths as core.hybrid.RecurrentMixer
@@ -424,7 +429,15 @@ class ModelSpec:
             raise PlanError("model.vision_linear_params", self.vision_linear_params, "a count from 0 to vision_params")
         check_text("model.vision_kind", self.vision_kind, allow_empty=True)
         check_text("model.vision_family", self.vision_family, allow_empty=True)
-        for name in ("vision_embeddings", "vision_patches", "vision_pixels", "vision_width", "vision_inner"):
+        for name in (
+            "vision_embeddings",
+            "vision_patches",
+            "vision_pixels",
+            "vision_width",
+            "vision_inner",
+            "vision_config_layers",
+            "vision_config_hidden",
+        ):
             value = getattr(self, name)
             if not is_int(value) or not 0 <= value <= MAX_PARAMS:
                 raise PlanError(f"model.{name}", value, f"a count from 0 to {MAX_PARAMS:,}")

@@ -59,6 +59,10 @@ class VisionTower:
     linear_weights: int  # the nn.Linear weight matrices among them: what bitsandbytes quantises
     family: str = ""  # the wrapper's model_type (VISION_FAMILIES): which engine release skips the tower
     profile: EncoderGeometry | None = None  # one image of vLLM's encoder profile; None: not modelled
+    # vision_config's num_hidden_layers and hidden_size as transformers' config object answers them (what SGLang's
+    # adjust_mem_fraction_for_vlm reads: core.serving.sglang_versions); 0: the object has no such attribute.
+    config_layers: int = 0
+    config_hidden: int = 0
 
 
 @dataclass(frozen=True)
@@ -267,6 +271,14 @@ _DEFAULT_WIDTH: Final = {
     "pixtral": 1024,
     "llama4_vision_model": 768,
 }
+# num_hidden_layers / hidden_size of the vision config object when vision_config leaves them out, in the
+# transformers releases SGLang 0.4.9 - 0.5.23 pin (4.53.0 - 5.19.0; the wheels' Requires-Dist): the classes'
+# defaults (SiglipVisionConfig 12 / 768, CLIPVisionConfig 12 / 768, PixtralVisionConfig 24 / 1024,
+# Llama4VisionConfig 34 / 768, Qwen2_5_VLVisionConfig hidden_size 3584, Qwen3VLVisionConfig 1152). The Qwen vision
+# configs name their depth ``depth`` and answer no num_hidden_layers (0 here) up to 5.19.0: checked by building
+# Qwen2_5_VLConfig / Qwen3VLConfig under transformers 5.19.0; 5.25.0's attribute_map maps it to depth, too late.
+_CONFIG_LAYERS: Final = {"siglip_vision_model": 12, "clip_vision_model": 12, "pixtral": 24, "llama4_vision_model": 34}
+_CONFIG_HIDDEN: Final = _DEFAULT_WIDTH | {"qwen2_5_vl": 3584, "qwen3_vl": 1152, "qwen3_5_vision": 1152}
 
 
 def _projector(family: str, kind: str, v: _Vision, wrapper: _Vision, text_hidden: int) -> tuple[int, int]:
@@ -324,7 +336,9 @@ def vision_tower(config: Mapping[str, Any], text_hidden: int) -> VisionTower | N
     wrapper = _Vision(config, "config")
     extra, extra_linear = _projector(family, kind, v, wrapper, text_hidden)
     profile = _geometry(family, kind, v, wrapper)
-    return VisionTower(name, params + extra, linear + extra_linear, family, profile)
+    layers = v.whole("num_hidden_layers", _CONFIG_LAYERS.get(kind, 0))
+    hidden = v.whole("hidden_size", _CONFIG_HIDDEN[kind])
+    return VisionTower(name, params + extra, linear + extra_linear, family, profile, layers, hidden)
 
 
 def _geometry(family: str, kind: str, v: _Vision, wrapper: _Vision) -> EncoderGeometry | None:

@@ -54,7 +54,17 @@ from core.runtime import (
 from core.serving.fit import DEFAULT_FIT, ServingFit, link_class
 from core.serving.gptq import after_loading_delta, cuda_old_dequant_bytes
 from core.serving.kv import cached_positions, kv_bytes_per_token_layer, kv_formula, kv_heads_per_rank
-from core.serving.sglang_versions import default_fraction, graphs_reserved, reserves_for_graphs
+from core.serving.sglang_versions import (
+    TEXT_LAUNCH,
+    Launch,
+    default_fraction,
+    default_notes,
+    graphs_reserved,
+    launch_of,
+    release_default,
+    reserves_for_graphs,
+    runner_factor,
+)
 from core.serving.sglang_weights import rope_bytes
 from core.serving.text_only import encoder_profile, skips_vision_tower
 from core.serving.vllm_hybrid import align_mode, hybrid_groups, plan_pages, state_blocks
@@ -790,31 +800,52 @@ def _vllm_formula(plan: Plan, gpu: GpuSpec, layout: RankLayout, pool: VllmPool, 
     )
 
 
-def _sglang_fraction_words(inf: Inference) -> str:
+def _sglang_fraction_words(inf: Inference, gpu: GpuSpec, launch: Launch = TEXT_LAUNCH) -> str:
     """Where the plan's mem_fraction_static came from, for the formula: given (nothing said), or the release's
     default, with or without its reserves for CUDA graphs under --disable-cuda-graph
-    (sglang_versions.graphs_reserved)."""
+    (sglang_versions.graphs_reserved), and what of the model and card changed it (sglang_versions.default_notes:
+    prefill graphs left out, the llama-2 cap, the multimodal reduction)."""
     if inf.mem_fraction_static > 0:
-        return ""
+        factor = runner_factor(inf.sglang_version, launch)
+        return f" ({inf.mem_fraction_static:g} given × {factor:g} for a multimodal model)" if factor != 1.0 else ""
+    notes = "".join(f"; {note}" for note in default_notes(inf, gpu, launch))
     if inf.cuda_graphs:
-        return f" (SGLang {inf.sglang_version.value}'s default)"
+        return f" (SGLang {inf.sglang_version.value}'s default{notes})"
     if not reserves_for_graphs(inf.sglang_version):
-        return f" (SGLang {inf.sglang_version.value}'s default, which --disable-cuda-graph does not change)"
+        return f" (SGLang {inf.sglang_version.value}'s default, which --disable-cuda-graph does not change{notes})"
     decode, prefill = graphs_reserved(inf.sglang_version, inf.cuda_graphs)
     if decode and prefill:
-        reserve = ": its reserve for graphs kept)"
+        reserve = ": its reserve for graphs kept"
     elif decode:
-        reserve = ": its reserve for decode graphs kept, none for prefill graphs)"
+        reserve = ": its reserve for decode graphs kept, none for prefill graphs"
     else:
-        reserve = ": no reserve for graphs)"
-    return f" (SGLang {inf.sglang_version.value}'s default with --disable-cuda-graph{reserve}"
+        reserve = ": no reserve for graphs"
+    return f" (SGLang {inf.sglang_version.value}'s default with --disable-cuda-graph{reserve}{notes})"
 
 
-def sglang_fraction(inf: Inference, gpu: GpuSpec) -> float:
-    """mem_fraction_static as given, or the plan's SGLang release's default for the card."""
+def sglang_fraction(inf: Inference, gpu: GpuSpec, launch: Launch = TEXT_LAUNCH) -> float:
+    """mem_fraction_static as given, or the plan's SGLang release's default for the card (``launch``: the model
+    and card the default reads, sglang_versions.launch_of; :func:`sglang_plan_fraction` builds it)."""
+    if inf.mem_fraction_static > 0:  # up to 0.4.8 the ModelRunner reduces a given fraction too
+        return inf.mem_fraction_static * runner_factor(inf.sglang_version, launch)
+    return default_fraction(inf, gpu, launch)
+
+
+def sglang_plan_fraction(plan: Plan, gpu: GpuSpec) -> float:
+    """The plan's mem_fraction_static on ``gpu``: as given, or its release's default for its model and the card."""
+    return sglang_fraction(plan.inference, gpu, launch_of(plan, gpu))
+
+
+def sglang_flag_fraction(plan: Plan, gpu: GpuSpec) -> float:
+    """What ``--mem-fraction-static`` says so the server ends at :func:`sglang_plan_fraction`: the plan's own, or the
+    default it judged, before the reduction 0.4.0 - 0.4.8's ModelRunner applies again to any fraction."""
+    inf = plan.inference
     if inf.mem_fraction_static > 0:
         return inf.mem_fraction_static
-    return default_fraction(inf, gpu)
+    launch = launch_of(plan, gpu)
+    if runner_factor(inf.sglang_version, launch) != 1.0:
+        return release_default(inf, gpu, launch)
+    return default_fraction(inf, gpu, launch)
 
 
 def sglang_rope_cache_bytes(model: ModelSpec) -> float:
@@ -854,8 +885,9 @@ def sglang_memory(plan: Plan, gpu: GpuSpec, layout: RankLayout, fit: ServingFit 
     inf = plan.inference
     held = plan.hardware.held_by_others
     total = max(0.0, sglang_free_at_start(plan, gpu, fit) - held)
-    fraction = sglang_fraction(inf, gpu)
-    given = _sglang_fraction_words(inf)
+    launch = launch_of(plan, gpu)
+    fraction = sglang_fraction(inf, gpu, launch)
+    given = _sglang_fraction_words(inf, gpu, launch)
     # The (1 - fraction) of that total is what SGLang keeps for activations and CUDA graphs.
     rope = sglang_rope_cache_bytes(plan.model)
     pool_budget = total * fraction - layout.weights_bytes - rope

@@ -32,21 +32,38 @@ card's total memory in MiB (``get_device_memory_capacity``: 81,559 on an H100 80
   terms up to 0.5.13, drops the prefill term only in 0.5.14 and both from 0.5.15. The 10 GiB
   floor stays whatever the switch.
 
-Not modelled: speculative decoding, DP attention, DeepEP and MLA backends' extra reserves, the
-multimodal reduction (0.4.9 on, ``adjust_mem_fraction_for_vlm``), the post-capture KV sizing of
-0.5.16 on (``SGLANG_ENABLE_POST_CAPTURE_KV_SIZING`` defaults to False), NPU / XPU tiers, the
-prefill graphs' other switches-off (LoRA, multimodal and GGUF models, MoE all-to-all, context
-parallelism) and their 4,096-token cap for a model path holding "llama-2" (0.5.10 - 0.5.23).
+What of the model and card the default reads (:class:`Launch`, :func:`launch_of`):
+
+* **Whether prefill graphs are captured** (:func:`prefill_graphs_off`, the one place the reserve and the
+  window's formula ask): not on an AMD card (every release from 0.5.10), not for a multimodal model, not
+  for an MLA model in 0.5.15 - 0.5.17, beside pipeline parallelism and ``--disable-cuda-graph`` above.
+* **Their size**: an MLA model (DeepSeek-V2 / V3, Kimi K2) reserves 1.5 GiB for them instead of 8 MiB per
+  count; a ``--model-path`` holding "llama-2" (lowercased; the catalogue's Hub repository, else the
+  model's name) captures at most 4,096 tokens (0.5.10 - 0.5.23).
+* **The multimodal reduction** (:func:`vlm_factor`): from 0.4.9 a multimodal model's default fraction is
+  multiplied, x 0.90 in 0.4.9, from 0.4.10 by ``adjust_mem_fraction_for_vlm``'s rule of the vision
+  config's layers and width. Gemma 3 and Llama 4 are not multimodal at SGLang's defaults
+  (``mm_disabled_models``), so neither rule touches them.
+
+Not modelled: speculative decoding, DP attention, DeepEP's extra reserves, LoRA serving, torch.compile,
+MoE all-to-all backends, context parallelism and GGUF checkpoints (each also turns the prefill graphs off;
+no serving plan expresses them), ``--enable-multimodal`` (which would make Gemma 3 and Llama 4 multimodal),
+``--language-only`` and PD disaggregation (which skip the multimodal reduction), the post-capture KV sizing
+of 0.5.16 on (``SGLANG_ENABLE_POST_CAPTURE_KV_SIZING`` defaults to False; with it 0.5.20's reduction is a
+flat 8 GiB), ``--max-total-tokens`` (which also caps the captured counts), NPU / XPU tiers.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+from functools import lru_cache
 from typing import Final
 
-from core.catalogue import GpuSpec
-from core.plan import Inference, SglangVersion
+from core.catalogue import GpuSpec, amd_target, find_model
+from core.errors import PlanError
+from core.model import ModelSpec
+from core.plan import Inference, Plan, SglangVersion
 from core.serving import releases
 from core.units import MiB
 
@@ -108,6 +125,7 @@ class GraphReserve:
     prefill_to_context: bool  # the captured token counts stop at --context-length
     off_keeps_decode: bool  # --disable-cuda-graph leaves the decode graphs' 2 MiB per batch
     off_keeps_prefill: bool  # --disable-cuda-graph leaves the prefill graphs' 8 MiB per count
+    mla_off: bool = False  # the CUDA default prefill backend (breakable) is off for an MLA model
 
 
 V = SglangVersion
@@ -130,11 +148,15 @@ GRAPH_RESERVES: Final = (
     GraphReserve(V.V0_5_14, V.V0_5_14, True, False, True, True, False),
     # 0.5.15 (2026-07-10), 0.5.16 (2026-07-25): the decode term needs "decode_cuda_graph_config.backend !=
     # Backend.DISABLED"; the prefill default is breakable on CUDA (model_executor/cuda_graph_config.py
-    # default_prefill_backend), whose _disable_breakable_cudagraph_if_incompatible has no pipeline-parallel rule.
-    GraphReserve(V.V0_5_15, V.V0_5_16, True, True, True, False, False),
+    # default_prefill_backend), whose _disable_breakable_cudagraph_if_incompatible has no pipeline-parallel rule
+    # and turns an MLA model's prefill graphs off ("MLA attention").
+    GraphReserve(V.V0_5_15, V.V0_5_16, True, True, True, False, False, mla_off=True),
     # 0.5.17 (2026-08-08), 0.5.18 (2026-08-21): the context_length clamp is gone from _handle_gpu_memory_settings
-    # (0.5.16 reserve_for_graph_mb, read again in 0.5.18, holds both terms).
-    GraphReserve(V.V0_5_17, V.V0_5_18, True, True, False, False, False),
+    # (0.5.16 reserve_for_graph_mb, read again in 0.5.18, holds both terms). 0.5.17's breakable rules still turn
+    # an MLA model's prefill graphs off ("MLA attention (non-DSA)": DeepSeek-V2 / V3 and Kimi K2 are not DSA);
+    # 0.5.18's have no MLA rule.
+    GraphReserve(V.V0_5_17, V.V0_5_17, True, True, False, False, False, mla_off=True),
+    GraphReserve(V.V0_5_18, V.V0_5_18, True, True, False, False, False),
     # 0.5.19 (2026-09-04) arg_groups/cuda_graph_hook.py apply_cuda_graph_compatibility: "PP prefill graph replay is
     # opt-in", breakable prefill off with pp_size > 1; memory_hook.reserve_for_graph_mb as 0.5.18. Read again in
     # 0.5.20 (2026-09-18) and 0.5.23.
@@ -214,28 +236,195 @@ def graphs_reserved(version: SglangVersion, graphs: bool) -> tuple[bool, bool]:
     return rule.off_keeps_decode, rule.off_keeps_prefill
 
 
+# --- What the launch is: the model and card the defaults read beyond the Inference -------------------------------
+
+# Which releases' ModelConfig.is_multimodal is True for a vision family (configs/model_config.py of each wheel):
+# (first, last) release. The family's architecture enters multimodal_model_archs: Qwen2_5_VLForConditionalGeneration
+# in 0.4.3 (0.4.3.post4's list; 0.4.2's lacks it), Gemma3 / Llama4ForConditionalGeneration in 0.4.5, Mistral3 /
+# LlavaForConditionalGeneration in 0.4.7, Qwen3VLForConditionalGeneration in 0.5.3 (0.5.2's lacks it). From 0.4.6
+# mm_disabled_models sets enable_multimodal False for Gemma 3 and Llama 4 unless --enable-multimodal (read to 0.5.23).
+# A family in no list (LLaVA-NeXT / OneVision's HF classes, a tower of no recorded family) is multimodal from 0.5.10,
+# where has_multimodal_subconfig reads the wrapper's vision_config.
+MULTIMODAL_RELEASES: Final[dict[str, tuple[SglangVersion, SglangVersion]]] = {
+    "qwen2_5_vl": (SglangVersion.V0_4_3, SglangVersion.V0_5_23),
+    "gemma3": (SglangVersion.V0_4_5, SglangVersion.V0_4_5),
+    "llama4": (SglangVersion.V0_4_5, SglangVersion.V0_4_5),
+    "mistral3": (SglangVersion.V0_4_7, SglangVersion.V0_5_23),
+    "llava": (SglangVersion.V0_4_7, SglangVersion.V0_5_23),
+    "qwen3_vl": (SglangVersion.V0_5_3, SglangVersion.V0_5_23),
+}
+MULTIMODAL_SUBCONFIG_FROM: Final = SglangVersion.V0_5_10
+# The multimodal reduction by release: model_executor/model_runner.py ModelRunner.__init__ "if self.is_multimodal:
+# self.mem_fraction_static *= 0.95" (0.4.0 - 0.4.4), "*= 0.90" (0.4.5 - 0.4.8), on the fraction given or not; 0.4.9
+# server_args.py __post_init__ "*= 0.90" on the default only; 0.4.10 on adjust_mem_fraction_for_vlm (below), the
+# default only.
+RUNNER_FACTORS: Final = ((SglangVersion.V0_4_0, 0.95), (SglangVersion.V0_4_5, 0.90))
+DEFAULT_ONLY_FROM: Final = SglangVersion.V0_4_9
+VLM_FACTOR_0_4_9: Final = 0.90
+# sglang 0.4.10 - 0.5.18 server_args.py adjust_mem_fraction_for_vlm, 0.5.19 - 0.5.23 arg_groups/memory_hook.py (the
+# same arithmetic): 0.95 x clamp(1 - 0.1 x (layers x hidden² / (24 x 1,024²) - 1), 0.8, 1.05), layers and hidden
+# read with getattr(vision_config, "num_hidden_layers", 24) / ("hidden_size", 1024) ("baseline ViT-L/14").
+VLM_FACTOR_FROM: Final = SglangVersion.V0_4_10
+VLM_BASE_FACTOR: Final = 0.95
+VLM_BASELINE_LAYERS: Final = 24
+VLM_BASELINE_HIDDEN: Final = 1024
+VLM_SENSITIVITY: Final = 0.1
+VLM_ADJUST_RANGE: Final = (0.8, 1.05)
+# From 0.5.10 (server_args.py; 0.5.19 on arg_groups/memory_hook.py): 'if "llama-2" in model_path.lower()' caps the
+# captured prefill token counts at 4,096 ("TODO(yuwei): remove this after the issue is fixed"), read to 0.5.23.
+LLAMA2_PATH_TEXT: Final = "llama-2"
+LLAMA2_PREFILL_CAP: Final = 4096
+# sglang 0.5.10 - 0.5.23: an MLA model's prefill graphs reserve 1.5 x 1,024 MiB instead of 8 MiB per count ("For MLA
+# backend the memory overhead is much higher than expected with fa3").
+RESERVE_MLA_PREFILL_GRAPHS_MIB: Final = 1.5 * 1024
+
+
+@dataclass(frozen=True)
+class Launch:
+    """What SGLang's start-up reads of the model and the card for its default fraction (:func:`launch_of`)."""
+
+    multimodal: bool = False  # ModelConfig.is_multimodal (:func:`is_multimodal`)
+    mla: bool = False  # use_mla_backend: the model's attention is multi-head latent (DeepSeek-V2 / V3, Kimi K2)
+    llama2_path: bool = False  # "llama-2" in --model-path, lowercased
+    amd: bool = False  # a ROCm build (is_hip): the card is an AMD one
+    vit_layers: int = 0  # vision_config.num_hidden_layers as the config object answers it; 0: none (SGLang: 24)
+    vit_hidden: int = 0  # vision_config.hidden_size; 0: none (SGLang: 1,024)
+
+
+TEXT_LAUNCH: Final = Launch()
+
+
+def is_multimodal(version: SglangVersion, model: ModelSpec) -> bool:
+    """SGLang's ModelConfig.is_multimodal for the model at its defaults (no --enable-multimodal), by release
+    (:data:`MULTIMODAL_RELEASES`)."""
+    if not model.vision_params:
+        return False
+    first, last = MULTIMODAL_RELEASES.get(model.vision_family, (MULTIMODAL_SUBCONFIG_FROM, SglangVersion.V0_5_23))
+    return releases.at_least(version, first) and releases.at_least(last, version)
+
+
+@lru_cache(maxsize=64)
+def _hub_repo(model_id: str) -> str:
+    """The catalogue's Hugging Face repository of ``model_id`` (what an export passes as --model-path); "" if none."""
+    try:
+        return find_model(model_id).hf_repo
+    except PlanError:
+        return ""
+
+
+def model_path(plan: Plan) -> str:
+    """The --model-path the plan's launch gives: the catalogue model's Hub repository (core.files.launch.common
+    model_reference), else the model's own name (an imported model's Hub id or folder name)."""
+    return (_hub_repo(plan.model_id) if plan.model_id else "") or plan.model.name
+
+
+def launch_of(plan: Plan, gpu: GpuSpec) -> Launch:
+    """The plan's :class:`Launch` on ``gpu``."""
+    model = plan.model
+    return Launch(
+        multimodal=is_multimodal(plan.inference.sglang_version, model),
+        mla=model.latent_attention,
+        llama2_path=LLAMA2_PATH_TEXT in model_path(plan).lower(),
+        amd=amd_target(gpu.id) is not None,
+        vit_layers=model.vision_config_layers,
+        vit_hidden=model.vision_config_hidden,
+    )
+
+
+def prefill_graphs_off(version: SglangVersion, graphs: bool, pp: int, launch: Launch = TEXT_LAUNCH) -> str:
+    """Why the release captures no prefill (piecewise) CUDA graphs for this launch, as the default fraction's
+    reserve counts them; "" when it captures them. Read per release (file + release at each rule):
+
+    * before 0.5.10: the release has none;
+    * ``--disable-cuda-graph``: what :data:`GRAPH_RESERVES` says (the term kept up to 0.5.13);
+    * pipeline parallelism: 0.5.10 - 0.5.14 and 0.5.19 on (``prefill_with_pp``);
+    * an AMD card: 0.5.10 - 0.5.13 server_args.py _handle_piecewise_cuda_graph "Non-CUDA hardware"; 0.5.14 - 0.5.20
+      the default off CUDA is tc_piecewise (model_executor/cuda_graph_config.py default_prefill_backend), whose
+      rules (_disable_tc_piecewise_cudagraph_if_incompatible; 0.5.19 on arg_groups/cuda_graph_hook.py) turn it off
+      on "non-CUDA hardware (HIP/NPU/CPU/MPS/XPU)"; 0.5.23's default off CUDA is Backend.DISABLED;
+    * a multimodal model (:func:`is_multimodal`): "Multimodal / VLM models" in 0.5.10 - 0.5.13, "multimodal model"
+      in the tc_piecewise (0.5.14) and breakable rules (0.5.15 on); their allowlists (model_config.py
+      multimodal_piecewise / breakable_cuda_graph_supported_model_archs: Cohere2Vision, KimiK25, MiniMaxM3, and from
+      0.5.16 Qwen3.5's, hybrid models the planner does not serve on SGLang) hold no family the planner serves there;
+    * an MLA model: 0.5.15 - 0.5.17 (``mla_off``, the breakable rules' "MLA attention").
+
+    LoRA (--enable-lora / --lora-paths), speculative decoding (0.5.10), DP attention, torch.compile, MoE all-to-all
+    backends, context parallelism and GGUF weights also turn them off; no serving plan expresses them."""
+    if not reserves_for_graphs(version) or not graph_rule(version).prefill:
+        return f"SGLang {version.value} captures none"
+    rule = graph_rule(version)
+    rules = (  # the first that holds names the reason, as SGLang's own rule lists do
+        (not graphs and not rule.off_keeps_prefill, "--disable-cuda-graph"),
+        (pp > 1 and not rule.prefill_with_pp, "pipeline parallelism"),
+        (launch.amd, "an AMD card (ROCm)"),
+        (launch.multimodal, "a multimodal model"),
+        (launch.mla and rule.mla_off, "MLA attention"),
+    )
+    return next((why for off, why in rules if off), "")
+
+
+def prefill_graphs_mib(version: SglangVersion, chunk: int, context: int | None, launch: Launch = TEXT_LAUNCH) -> float:
+    """The prefill graphs' term of the reserve when they are captured: 1.5 GiB for an MLA model, else 8 MiB per
+    captured token count, up to the chunk, 4,096 for a "llama-2" path, the context in 0.5.13 - 0.5.16."""
+    if launch.mla:
+        return RESERVE_MLA_PREFILL_GRAPHS_MIB
+    tokens = min(chunk, LLAMA2_PREFILL_CAP) if launch.llama2_path else chunk
+    if graph_rule(version).prefill_to_context and context:
+        tokens = min(tokens, context)
+    return RESERVE_PER_PREFILL_GRAPH_MIB * len(prefill_graph_sizes(tokens))
+
+
 def reserved_mib(
-    version: SglangVersion, gpu_mib: float, tp: int, pp: int, graphs: bool = True, context: int | None = None
+    version: SglangVersion,
+    gpu_mib: float,
+    tp: int,
+    pp: int,
+    graphs: bool = True,
+    context: int | None = None,
+    launch: Launch = TEXT_LAUNCH,
 ) -> float:
     """What SGLang 0.5.3+ keeps outside mem_fraction_static for activations and CUDA graphs
     (``graphs`` False: ``--disable-cuda-graph``; ``context``: the ``--context-length`` the launch gives)."""
     chunk, max_bs = card_defaults(version, gpu_mib, tp)
-    rule = graph_rule(version)
-    decode, prefill = graphs_reserved(version, graphs)
+    decode, _ = graphs_reserved(version, graphs)
     reserve = RESERVE_BASE_MIB + RESERVE_PER_PREFILL_TOKEN_MIB * max(chunk, RESERVE_MIN_PREFILL_TOKENS)
     reserve += RESERVE_PER_RANK_MIB * tp * pp
     if decode:
         reserve += RESERVE_PER_GRAPH_BATCH_MIB * max_bs
-    if prefill and rule.prefill and (pp == 1 or rule.prefill_with_pp):
-        tokens = min(chunk, context) if rule.prefill_to_context and context else chunk
-        reserve += RESERVE_PER_PREFILL_GRAPH_MIB * len(prefill_graph_sizes(tokens))
+    if not prefill_graphs_off(version, graphs, pp, launch):
+        reserve += prefill_graphs_mib(version, chunk, context, launch)
     if gpu_mib > RESERVE_FLOOR_CARD_MIB:
         reserve = max(reserve, RESERVE_FLOOR_MIB)
     return reserve
 
 
-def default_fraction(inf: Inference, gpu: GpuSpec) -> float:
-    """mem_fraction_static when none is given, by the plan's SGLang release."""
+def runner_factor(version: SglangVersion, launch: Launch) -> float:
+    """What 0.4.0 - 0.4.8's ModelRunner multiplies any fraction, given or default, by for a multimodal model
+    (:data:`RUNNER_FACTORS`); 1 from 0.4.9, where the reduction touches the default only."""
+    if not launch.multimodal or releases.at_least(version, DEFAULT_ONLY_FROM):
+        return 1.0
+    return next(f for first, f in reversed(RUNNER_FACTORS) if releases.at_least(version, first))
+
+
+def vlm_factor(version: SglangVersion, launch: Launch) -> float:
+    """What SGLang multiplies its default fraction by for a multimodal model: 1 for a text model; the ModelRunner's
+    0.95 / 0.90 up to 0.4.8 (:func:`runner_factor`); 0.90 in 0.4.9; from 0.4.10 adjust_mem_fraction_for_vlm's rule of
+    the vision config (:data:`VLM_BASE_FACTOR`)."""
+    if not launch.multimodal:
+        return 1.0
+    if not releases.at_least(version, DEFAULT_ONLY_FROM):
+        return runner_factor(version, launch)
+    if not releases.at_least(version, VLM_FACTOR_FROM):
+        return VLM_FACTOR_0_4_9
+    layers = launch.vit_layers or VLM_BASELINE_LAYERS
+    hidden = launch.vit_hidden or VLM_BASELINE_HIDDEN
+    ratio = layers * hidden**2 / (VLM_BASELINE_LAYERS * VLM_BASELINE_HIDDEN**2)
+    low, high = VLM_ADJUST_RANGE
+    return VLM_BASE_FACTOR * max(low, min(high, 1.0 - VLM_SENSITIVITY * (ratio - 1.0)))
+
+
+def release_default(inf: Inference, gpu: GpuSpec, launch: Launch = TEXT_LAUNCH) -> float:
+    """The release's rounded default before the multimodal reduction."""
     version, tp, pp = inf.sglang_version, inf.tensor_parallel, inf.pipeline_parallel
     gpu_mib = card_mib(gpu)
     rule = era_of(version).rule
@@ -251,5 +440,31 @@ def default_fraction(inf: Inference, gpu: GpuSpec) -> float:
             CLASS_RESERVE_HUGE_GIB,
         )
         return round((gpu_mib - gib * 1024) / gpu_mib, 3)
-    reserve = reserved_mib(version, gpu_mib, tp, pp, inf.cuda_graphs, inf.context)
+    reserve = reserved_mib(version, gpu_mib, tp, pp, inf.cuda_graphs, inf.context, launch)
     return round((gpu_mib - reserve) / gpu_mib, 3)
+
+
+def default_fraction(inf: Inference, gpu: GpuSpec, launch: Launch = TEXT_LAUNCH) -> float:
+    """mem_fraction_static when none is given, by the plan's SGLang release (``launch``: the model and card it
+    reads, :func:`launch_of`): the release's rounded rule, times :func:`vlm_factor` for a multimodal model (not
+    rounded again: ``*= 0.90``, later ``original x final_overall_factor``)."""
+    return release_default(inf, gpu, launch) * vlm_factor(inf.sglang_version, launch)
+
+
+def default_notes(inf: Inference, gpu: GpuSpec, launch: Launch) -> list[str]:
+    """What of the launch changed the release's default, in words for the window's formula (the same conditions
+    as :func:`default_fraction`): prefill graphs a reserve-era release leaves out (--disable-cuda-graph is said
+    apart), the llama-2 cap where the chunk is larger, the multimodal reduction."""
+    notes: list[str] = []
+    version = inf.sglang_version
+    if reserves_for_graphs(version) and graph_rule(version).prefill:
+        why = prefill_graphs_off(version, inf.cuda_graphs, inf.pipeline_parallel, launch)
+        chunk, _ = card_defaults(version, card_mib(gpu), inf.tensor_parallel)
+        if why and why != "--disable-cuda-graph":
+            notes.append(f"no prefill CUDA graphs: {why}")
+        elif not why and launch.llama2_path and not launch.mla and chunk > LLAMA2_PREFILL_CAP:
+            notes.append(f'prefill graphs to {LLAMA2_PREFILL_CAP:,} tokens: "{LLAMA2_PATH_TEXT}" in the model path')
+    factor = vlm_factor(version, launch)
+    if factor != 1.0:
+        notes.append(f"× {factor:.4g} for a multimodal model")
+    return notes

@@ -50,7 +50,7 @@ from core.plan import (
     default_plan_on,
 )
 from core.runtime import runs_mps
-from core.serving.engines import sglang_fraction
+from core.serving.engines import sglang_flag_fraction
 from core.serving.ollama import LINES
 from tests.core.strategies import plans
 
@@ -348,7 +348,7 @@ def as_served(plan: Plan, target: Target) -> Plan:
     which Ollama's own choice takes (num_gpu unset: core.serving.ollama.ollama_estimate)."""
     inf = plan.inference
     if target is Target.SGLANG and inf.engine is Engine.SGLANG and inf.mem_fraction_static == 0:
-        fraction = sglang_fraction(inf, gpu_for(plan))
+        fraction = sglang_flag_fraction(plan, gpu_for(plan))
         return plan.with_inference(mem_fraction_static=fraction) if fraction >= 0.01 else plan  # else listed
     if target is Target.OLLAMA and inf.engine is Engine.LLAMACPP and inf.gpu_layers > plan.model.num_layers:
         return plan.with_inference(gpu_layers=999)

@@ -25,7 +25,8 @@ the commit it was built from: 0.4.x has no ``_version.py``, 0.5.23's has ``commi
 
 ``--mem-fraction-static`` is always written for a plan judged under SGLang's rules: the plan's own
 or the default the estimate took for the plan's release, card and layout
-(:func:`core.serving.engines.sglang_fraction`), so the server on another card keeps the fraction
+(:func:`core.serving.engines.sglang_flag_fraction`: the multimodal reduction of 0.4.9 on included, 0.4.0 - 0.4.8's
+left to the server, which applies it to any fraction), so the server on another card keeps the fraction
 that was judged. ``--chunked-prefill-size`` and ``--cuda-graph-max-bs`` are left to SGLang: its
 card defaults are what the default fraction's reserve was worked out from
 (:mod:`core.serving.sglang_versions`). How many requests arrive at once, and how long each answer
@@ -44,7 +45,7 @@ from core.files.launch.common import Draft, Export, Target, command_words, gptq_
 from core.files.launch.vllm import DTYPES, KV_DTYPES, compute_dtype
 from core.inputs import SglangVersion, input_at
 from core.plan import ENGINE_LABELS, Engine, Plan
-from core.serving.engines import sglang_fraction
+from core.serving.engines import sglang_flag_fraction
 from core.serving.sglang_versions import at_least
 
 FP8_KV: Final = "fp8_e5m2"  # --kv-cache-dtype choices of 0.4.0 (auto, fp8_e5m2) to 0.5.23
@@ -114,7 +115,7 @@ def _fraction(draft: Draft) -> tuple[list[str], str]:
     except PlanError:
         draft.cannot("inference.mem_fraction_static", "the plan's card is not in the catalogue: SGLang's own default")
         return [], ""
-    fraction = sglang_fraction(inf, gpu)
+    fraction = sglang_flag_fraction(draft.plan, gpu)
     if fraction < MIN_FRACTION:  # a card smaller than the release's reserve: no fraction SGLang can start with
         draft.cannot(
             "inference.mem_fraction_static",
