@@ -30,6 +30,7 @@ from dataclasses import dataclass, fields, is_dataclass
 from enum import Enum
 from typing import Any, Final, get_type_hints
 
+from core.catalogue import load_models
 from core.errors import PlanError, PlanFileError
 from core.files.fileio import STALE_TEMP_SECONDS as STALE_TEMP_SECONDS  # the writer's names,
 from core.files.fileio import TEMP_MARK as TEMP_MARK  # where earlier callers import them
@@ -304,7 +305,7 @@ def _build(cls: type, data: Any, where: str) -> Any:
             continue  # an optional key: the field's default; a derived one: read below
         path = f"{where}.{name}"
         if name == "model":
-            kwargs[name] = model_from_dict(data[name], path)
+            kwargs[name] = _as_catalogue(model_from_dict(data[name], path), data[name])
         elif name in _NESTED:
             kwargs[name] = _build(_NESTED[name], data[name], path)
         else:
@@ -313,6 +314,25 @@ def _build(cls: type, data: Any, where: str) -> Any:
     if cls is Plan and "precision" in data:
         return _with_file_precision(built, _convert(f"{where}.precision", Precision, data["precision"]), where)
     return built
+
+
+def _as_catalogue(model: ModelSpec, stored: Mapping[str, Any]) -> ModelSpec:
+    """A model written before the catalogue entry of its name gained fields (vision tower depth and
+    width, the vision family, ...): when every field the file holds equals that entry's, the model is
+    the entry, so a saved plan gives the figures and the launch files the catalogue pick gives. A
+    model differing in any stored field (an edited or imported one) stays as written."""
+    missing = [f.name for f in fields(ModelSpec) if f.name not in stored]
+    if not missing:
+        return model
+    try:
+        models = load_models()
+    except PlanFileError:
+        return model
+    for entry in models:
+        spec = entry.spec
+        if spec.name == model.name and all(getattr(spec, key) == getattr(model, key) for key in stored):
+            return spec
+    return model
 
 
 def _with_file_precision(plan: Plan, word: Precision, where: str) -> Plan:

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 
+from core.catalogue import load_models
 from core.errors import PlanError, PlanFileError
 from core.files import planfile
 from core.plan import Plan
@@ -165,3 +166,27 @@ def test_an_old_files_transformer_engine_fp8_still_loads_as_delayed_scaling() ->
     assert planfile.loads(json.dumps(document)).float8 is Float8.TE
     current = plan.with_changes(float8=Float8.TE_CURRENT)
     assert planfile.loads(planfile.dumps(current)).float8 is Float8.TE_CURRENT
+
+
+def test_a_catalogue_model_saved_before_its_vision_fields_reads_as_the_catalogue_entry() -> None:
+    # Gemma 3 4B's catalogue entry (resources/models.json, its Hub config's vision_config: 27 layers,
+    # 1,152 wide) gained vision_config_layers / vision_config_hidden after files were written without them.
+    # Such a file means the catalogue model: read it as the entry, so its SGLang fraction and its launch
+    # files (the Hub id) are those of a fresh pick.
+    entry = next(m for m in load_models() if m.id == "gemma-3-4b")
+    document = json.loads(planfile.dumps(Plan(model=entry.spec, model_id=entry.id)))
+    for key in ("vision_config_layers", "vision_config_hidden"):
+        del document["plan"]["model"][key]
+    assert planfile.plan_from_dict(document).model == entry.spec
+
+
+def test_an_edited_model_missing_new_fields_stays_as_written() -> None:
+    # The same file with one stored field changed (a hidden size the entry does not have) is not the
+    # catalogue model: the missing fields take their defaults, the edit is kept.
+    entry = next(m for m in load_models() if m.id == "gemma-3-4b")
+    document = json.loads(planfile.dumps(Plan(model=entry.spec, model_id=entry.id)))
+    del document["plan"]["model"]["vision_config_layers"]
+    document["plan"]["model"]["hidden_size"] = entry.spec.hidden_size + 128
+    model = planfile.plan_from_dict(document).model
+    assert model.hidden_size == entry.spec.hidden_size + 128
+    assert model.vision_config_layers == 0
