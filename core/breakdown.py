@@ -94,6 +94,10 @@ def make_bucket(key: BucketKey, terms: list[Term] | tuple[Term, ...], note: str 
     return Bucket(key, float(sum(map(_BYTES, kept))), kept, note)
 
 
+# A phase's allocated bytes, read in C: the key the peaks are found by (max over ~8 phases an estimate).
+PHASE_BYTES: Final = operator.attrgetter("allocated_bytes")
+
+
 class StepPhase(StrEnum):
     """Which moment of a training step a phase is: what code branches on, never the name."""
 

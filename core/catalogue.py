@@ -144,8 +144,11 @@ def _by_prefix(table: tuple[tuple[str, _T], ...], gpu_id: str) -> _T | None:
     return next((value for prefix, value in table if gpu_id.startswith(prefix)), None)
 
 
+@lru_cache(maxsize=64)
 def amd_target(gpu_id: str) -> str | None:
-    """The LLVM target (gfx…) of the catalogue's AMD card ``gpu_id``; None for any other card."""
+    """The LLVM target (gfx…) of the catalogue's AMD card ``gpu_id``; None for any other card. A pure function
+    of the id, read three times an estimate (the runtime's names, the serving checks): kept per id, as
+    :func:`generation` is."""
     return _by_prefix(_AMD_TARGET_PREFIXES, gpu_id)
 
 

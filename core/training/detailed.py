@@ -24,11 +24,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Final
 
-from core.breakdown import Breakdown, Bucket, BucketKey, LayerActs, Phase, StepPhase, Term, make_bucket
+from core.breakdown import PHASE_BYTES, Breakdown, Bucket, BucketKey, LayerActs, Phase, StepPhase, Term, make_bucket
 from core.dtypes import NF4_BLOCK, Dtype
 from core.format import gb, sci
 from core.inputs import torch_ring_rotate
-from core.memo import fills_fields
+from core.memo import Once, fills_fields
 from core.parallel.acts import (
     block_per_rank,
     keeps_gathered_inputs,
@@ -131,6 +131,17 @@ class _Parts:
 
     def extra(self, what: str) -> list[Term]:
         return list(getattr(self.state, what)) if self.state is not None else []
+
+    # Buckets several phases hold alike, made once per rank's parts and shared (frozen, equal to a bucket
+    # made again): the optimizer state (the forward, the backward, an evaluation) and the loss's tensors
+    # held to the step's end (the backward's end, the optimizer step).
+    @Once
+    def optim_bucket(self) -> Bucket:
+        return make_bucket(BucketKey.OPTIMIZER, self.optim)
+
+    @Once
+    def loss_held_bucket(self) -> Bucket:
+        return make_bucket(BucketKey.ACTIVATIONS, self.loss.held)
 
     def gathered_off_turn(self, otherwise: str) -> list[Term]:
         """What the framework holds gathered away from the forward / backward turn (the backward's end,
@@ -702,7 +713,7 @@ def forward_phase(plan: Plan, parts: _Parts) -> Phase:
         (
             make_bucket(BucketKey.WEIGHTS, parts.weights + parts.copies + parts.extra("forward")),
             _held_gradients(plan, parts),
-            make_bucket(BucketKey.OPTIMIZER, parts.optim),
+            parts.optim_bucket,
             make_bucket(BucketKey.ACTIVATIONS, activations),
         ),
         "end of the forward pass: every saved activation plus the logits and the loss",
@@ -755,7 +766,7 @@ def _backward_weights(plan: Plan, parts: _Parts) -> _BackwardWeights:
 def backward_phases(plan: Plan, parts: _Parts, dt: Dtypes) -> list[Phase]:
     """Start of the backward, the last block's backward, and its end (first block, embedding)."""
     weights = _backward_weights(plan, parts)
-    optim = make_bucket(BucketKey.OPTIMIZER, parts.optim)
+    optim = parts.optim_bucket
     buffers = parts.extra("persistent") + parts.extra("backward_grads")
     held = _held_gradients(plan, parts)
     head_formed = formed_gradients(plan, dt, head=True)  # a modules_to_save head copy's, under accumulation
@@ -795,7 +806,7 @@ def backward_phases(plan: Plan, parts: _Parts, dt: Dtypes) -> list[Phase]:
     first = _first_block_backward(parts, weights.first_block_copy, optim, buffers)
     embedding = _embedding_gradient_formed(plan, parts, dt, optim, buffers)
     ends = (first, embedding, *_root_assembled(plan, parts, optim))
-    return [start, last_block, max(ends, key=lambda p: p.allocated_bytes)]
+    return [start, last_block, max(ends, key=PHASE_BYTES)]
 
 
 def _root_assembled(plan: Plan, parts: _Parts, optim: Bucket) -> tuple[Phase, ...]:
@@ -820,7 +831,7 @@ def _root_assembled(plan: Plan, parts: _Parts, optim: Bucket) -> tuple[Phase, ..
                 make_bucket(BucketKey.WEIGHTS, parts.weights + parts.gathered_off_turn("backward")),
                 make_bucket(BucketKey.GRADIENTS, gradients),
                 optim,
-                make_bucket(BucketKey.ACTIVATIONS, list(parts.loss.held)),
+                parts.loss_held_bucket,
             ),
             "end of the backward pass: FSDP1's root unit assembles its flat gradient (split_with_sizes backward)",
             StepPhase.BACKWARD_END,
@@ -866,7 +877,7 @@ def _embedding_gradient_formed(plan: Plan, parts: _Parts, dt: Dtypes, optim: Buc
     so three V·d gradients coexist for a moment), or under FSDP2 the root unit, resharded,
     reducing its gradients last."""
     model = plan.model
-    held = make_bucket(BucketKey.ACTIVATIONS, list(parts.loss.held))
+    held = parts.loss_held_bucket
     root_reduce = parts.extra("root_reduce")
     if root_reduce:
         gradients = parts.backward_grads + parts.extra("root_pending") + root_reduce + parts.extra("persistent")
@@ -908,7 +919,7 @@ def optimizer_phase(plan: Plan, counts: ParamCounts, parts: _Parts, dt: Dtypes) 
                 make_bucket(BucketKey.WEIGHTS, parts.weights),
                 make_bucket(BucketKey.GRADIENTS, parts.extra("persistent")),
                 make_bucket(BucketKey.OPTIMIZER, parts.optim + parts.extra("step")),
-                make_bucket(BucketKey.ACTIVATIONS, list(parts.loss.held)),
+                parts.loss_held_bucket,
             ),
             "no step of its own: each parameter was updated in the backward as its gradient formed",
             StepPhase.OPTIMIZER,
@@ -928,7 +939,7 @@ def optimizer_phase(plan: Plan, counts: ParamCounts, parts: _Parts, dt: Dtypes) 
             make_bucket(
                 BucketKey.OPTIMIZER, parts.optim + ([temp] if temp else []) + clip_terms(plan) + parts.extra("step")
             ),
-            make_bucket(BucketKey.ACTIVATIONS, list(parts.loss.held)),
+            parts.loss_held_bucket,
         ),
         "optimizer step: every gradient, the state, and the step's temporaries",
         StepPhase.OPTIMIZER,
@@ -955,7 +966,7 @@ def evaluation_phase(plan: Plan, parts: _Parts, rank: Rank | None) -> Phase:
         "evaluation forward",
         (
             make_bucket(BucketKey.WEIGHTS, parts.weights + parts.copies + parts.gathered_off_turn("forward")),
-            make_bucket(BucketKey.OPTIMIZER, parts.optim),
+            parts.optim_bucket,
             make_bucket(BucketKey.ACTIVATIONS, [one_block, *loss]),
         ),
         "an evaluation forward between steps: the state stays, nothing is kept for a backward",
@@ -1005,9 +1016,9 @@ def training_breakdown(plan: Plan, counts: ParamCounts, rank: Rank | None = None
     """The step's phases on one GPU, or on one rank of a multi-GPU plan (``rank``)."""
     dt = dtypes_for(plan)
     parts = _parts(plan, counts, dt, rank)
-    backward = max(backward_phases(plan, parts, dt), key=lambda p: p.allocated_bytes)
+    backward = max(backward_phases(plan, parts, dt), key=PHASE_BYTES)
     phases = (forward_phase(plan, parts), backward, optimizer_phase(plan, counts, parts, dt))
-    peak_phase = max(phases, key=lambda p: p.allocated_bytes)
+    peak_phase = max(phases, key=PHASE_BYTES)
     peak = peak_phase.allocated_bytes
     notes = _notes(plan, parts.state) + (parts.state.notes if parts.state is not None else ())
     where = (rank.stage.layers, rank.stage.embedding, rank.stage.head) if rank is not None else None

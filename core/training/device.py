@@ -32,7 +32,7 @@ from core.catalogue import intra_link_of
 from core.dtypes import DTYPE_BYTES
 from core.errors import PlanError
 from core.format import gb
-from core.memo import fills_fields
+from core.memo import Once, fills_fields
 from core.plan import TE_FLOAT8, Method, Plan, Stack, Strategy
 from core.runtime import (
     ALLOCATOR_FRAGMENTATION,
@@ -82,7 +82,7 @@ class CardTerms:
     # AMD card): words of the note only, so not a figure (a leading underscore keeps it out of tests.golden).
     _names: RuntimeNames = CUDA_RUNTIME_NAMES
 
-    @property
+    @Once  # read three times a breakdown (its summary, its field): summed once
     def workspace_bytes(self) -> float:
         return float(sum(t.bytes for t in self.workspace))
 

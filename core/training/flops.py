@@ -38,6 +38,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any, Final
 
 from core.format import sci
@@ -93,6 +94,9 @@ class Gemm:
     def weight(self) -> float:
         """Multiply-adds per token and block: k·n × share × count × layers."""
         return self.k * self.n * self.share * self.count * self.layers
+
+
+_WEIGHT: Final = attrgetter("weight")  # Gemm.weight, read in C by map() (token_flops)
 
 
 @last_answer
@@ -349,8 +353,8 @@ def token_flops(plan: Plan) -> TokenFlops:
     adapters: list[Gemm] = []
     for gemm in block_gemms(plan):
         (adapters if gemm.name.endswith(ADAPTER_GEMMS) else base).append(gemm)
-    w_base = sum(g.weight for g in base) * scale
-    w_adapt = sum(g.weight for g in adapters)
+    w_base = sum(map(_WEIGHT, base)) * scale  # summed in C: the same order, the same floats
+    w_adapt = sum(map(_WEIGHT, adapters))
     w_train = sum(g.weight for g in base if g.trains) * scale
     passes = _passes(plan)
     layers = model.num_layers

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from core.breakdown import Breakdown, Bucket, Phase
+from core.breakdown import PHASE_BYTES, Breakdown, Bucket, Phase
 from core.evidence import Confidence, confidence
 from core.memo import fills_fields
 from core.parallel.layout import layout
@@ -63,7 +63,7 @@ def total_range(breakdown: Breakdown, peak: float, total: float, band: Confidenc
 def _rank(
     label: str, breakdown: Breakdown, count: int, capacity: float, headroom: float, band: Confidence | None = None
 ) -> RankMemory:
-    peak = max(breakdown.phases, key=lambda p: p.allocated_bytes)
+    peak = max(breakdown.phases, key=PHASE_BYTES)
     allocated = peak.allocated_bytes + breakdown.workspace_bytes
     total = peak.allocated_bytes + breakdown.overhead.bytes
     low, high = total_range(breakdown, peak.allocated_bytes, total, band)

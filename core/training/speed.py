@@ -1361,17 +1361,17 @@ def step_work(plan: Plan, counts: ParamCounts, gpu: GpuSpec) -> Work:
             attention - attention_forward - again
         ) * backward_waste
         features = {
-            f"gemm:{family.value}/{kind}": micro
+            f"gemm:{family}/{kind}": micro
             * (mm.padded - mm.wide_flops - mm.slow_flops - mm.fp32_adapter)
             / (gemm_peak * 1e12)
             if gemm_peak
             else math.inf,
             **_wide_feature(mm, micro, family, attention_peak, plan),
             "gemm_bytes": micro * mm.bytes / bandwidth,
-            f"attention:{family.value}/{attention_kernel(plan)}": (
+            f"attention:{family}/{attention_kernel(plan)}": (
                 micro * attention_padded / (attention_peak * 1e12) if attention_peak else math.inf
             ),
-            f"elementwise:{plan.stack.value}": micro * _elementwise_bytes(rank) / bandwidth,
+            f"elementwise:{plan.stack}": micro * _elementwise_bytes(rank) / bandwidth,
             **_ring_feature(rank, micro, bandwidth),
             **method_features(rank, mm, micro, family, gpu, bandwidth),
             "optimizer": _optimizer_bytes(plan, counts, stage) / bandwidth,

@@ -191,6 +191,33 @@ def test_value_caches_of_names_answer_as_uncached() -> None:
     assert generation("h100-sxm") is generation.__wrapped__("h100-sxm") is Generation.HOPPER
     assert generation("my-card") is Generation.OTHER
     assert _part_label("gemm_bytes") == _part_label.__wrapped__("gemm_bytes")
+    from core.catalogue import amd_target
+
+    # gpus.json: mi300x is an Instinct card of target gfx942 (core.catalogue._AMD_TARGET_PREFIXES); h100-sxm NVIDIA's.
+    for card in ("mi300x", "h100-sxm", "my-card"):
+        assert amd_target(card) == amd_target.__wrapped__(card)
+    assert amd_target("mi300x") == "gfx942" and amd_target("h100-sxm") is None
+
+
+def test_the_phases_share_one_optimizer_bucket_equal_to_one_made_again() -> None:
+    """core.training.detailed._Parts.optim_bucket / loss_held_bucket: made once per rank's parts and held by
+    each phase that holds them, the same bucket make_bucket makes of the same terms."""
+    from core.breakdown import StepPhase
+    from core.estimate import estimate
+    from core.plan import Accounting
+
+    for one in (plan(accounting=Accounting.DETAILED), plan(accounting=Accounting.DETAILED, method=Method.LORA)):
+        rank = estimate(one).ranks[0]
+        assert rank.evaluation is not None
+        phases = {p.kind: p for p in rank.phases}  # the forward, the backward's highest phase, the step
+        optimizer = phases[StepPhase.FORWARD].bucket(BucketKey.OPTIMIZER)
+        backward = next(p for p in rank.phases if p.kind.is_backward)
+        assert backward.bucket(BucketKey.OPTIMIZER) is optimizer
+        assert rank.evaluation.bucket(BucketKey.OPTIMIZER) is optimizer
+        assert optimizer == make_bucket(BucketKey.OPTIMIZER, list(optimizer.terms))
+        assert optimizer.bytes > 0  # AdamW's moments (full) or the adapters' (LoRA)
+        held = phases[StepPhase.OPTIMIZER].bucket(BucketKey.ACTIVATIONS)
+        assert held == make_bucket(BucketKey.ACTIVATIONS, list(held.terms))
 
 
 def test_optimizer_terms_are_kept_per_plan_and_handed_out_as_new_lists() -> None:
