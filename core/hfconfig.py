@@ -62,7 +62,7 @@ SUPPORTED_MODEL_TYPES: Final = (
 # planner does not read: each is refused with what it lacks rather than planned as a transformer. Layer kinds
 # as transformers 5.25.0 builds them (models/<type>/modeling_<type>.py). The hybrids core.hybrid reads
 # exactly (Granite 4.0-H, Bamba, Nemotron-H, Falcon-H1, Qwen3-Next, and Qwen3.5 / Qwen3.6 inside their image-text
-# wrapper) are planned (:func:`_hybrid_model`), for serving on vLLM and llama.cpp only (core.plan.Plan._check_hybrid
+# wrapper) are planned (:func:`_hybrid_model`), for serving on vLLM and llama.cpp only (core.plan.serving_refusal
 # says why the rest is refused).
 RECURRENT_MODEL_TYPES: Final[dict[str, str]] = {
     "lfm2": "LFM2's short-convolution layers (Lfm2ShortConv)",

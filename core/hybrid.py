@@ -211,7 +211,7 @@ def _mamba2_params(
     """One Mamba-2 mixer as transformers 5.25.0 builds it (BambaMixer, GraniteMoeHybridMambaLayer,
     NemotronHMamba2Mixer): in_proj d → 2·inner + 2·groups·state + heads, the depthwise conv1d (kernel
     weights and a bias per channel), dt_bias, A_log and D per head, the gated RMSNorm over inner, out_proj."""
-    in_width = 2 * m.inner + 2 * m.groups * m.state + m.heads
+    in_width = m.inner + m.conv_dim + m.heads  # z, x·B·C (the conv's channels), dt
     conv = m.conv_dim * m.conv_kernel + (m.conv_dim if conv_bias else 0)
     out_bias = proj_bias if out_bias is None else out_bias  # Falcon-H1: out_proj's bias is projectors_bias
     proj = d * in_width + m.inner * d + (in_width if proj_bias else 0) + (d if out_bias else 0)

@@ -477,12 +477,13 @@ class ModelSpec:
 
     # ---- hybrid recurrent models ---------------------------------------------------------
     @property
-    def hybrid(self) -> HybridSpec | None:
-        """The hybrid's stack and recurrent mixer as core.hybrid reads them (None: attention only); what the
-        serving rules read: the layer counts and one sequence's state (HybridSpec.state_elements)."""
+    def mixer(self) -> RecurrentMixer | None:
+        """The recurrent mixer's widths as core.hybrid.RecurrentMixer (None: attention only): the one home of
+        its derived widths (``conv_dim``) that training, FLOPs and serving rules read. Cheaper than
+        :attr:`hybrid`, which also counts the parameters."""
         if not self.recurrent_mixer:
             return None
-        mixer = RecurrentMixer(
+        return RecurrentMixer(
             self.recurrent_mixer,
             self.recurrent_heads,
             self.recurrent_head_dim,
@@ -491,6 +492,14 @@ class ModelSpec:
             self.recurrent_conv_kernel,
             self.recurrent_inner,
         )
+
+    @property
+    def hybrid(self) -> HybridSpec | None:
+        """The hybrid's stack and recurrent mixer as core.hybrid reads them (None: attention only); what the
+        serving rules read: the layer counts and one sequence's state (HybridSpec.state_elements)."""
+        mixer = self.mixer
+        if mixer is None:
+            return None
         if self.attention_layers == self.recurrent_layers == self.num_layers:
             layers: tuple[str, ...] = (PARALLEL,) * self.num_layers
         else:
@@ -849,15 +858,15 @@ class ModelSpec:
         ``in_proj`` stands for its input projections together (GDN_IN_PROJ: each reads d; their outputs are
         q, k, v, the gate z and b, a: 2·Hk·dk + 2·H·dv + 2·H), so (k·d, Σ out) for k of them: a LoRA of rank r
         on each has r·(k·d + Σ out) parameters."""
-        if self.recurrent_mixer == "gated_deltanet":
-            k = len(GDN_IN_PROJ.get(self.family, ("in_proj",)))
-            inner = self.recurrent_inner
-            width = 2 * self.recurrent_groups * self.recurrent_state + 2 * inner + 2 * self.recurrent_heads
-            return {"in_proj": (k * self.hidden_size, width), "out_proj": (inner, self.hidden_size)}
-        if self.recurrent_mixer != "mamba2":
+        mixer = self.mixer
+        if mixer is None:
             return {}
-        inner = self.recurrent_inner
-        width = 2 * inner + 2 * self.recurrent_groups * self.recurrent_state + self.recurrent_heads
+        inner, conv = mixer.inner, mixer.conv_dim  # conv: q·k·v or x·B·C, RecurrentMixer.conv_dim
+        if mixer.kind == "gated_deltanet":
+            k = len(GDN_IN_PROJ.get(self.family, ("in_proj",)))
+            width = conv + inner + 2 * mixer.heads
+            return {"in_proj": (k * self.hidden_size, width), "out_proj": (inner, self.hidden_size)}
+        width = inner + conv + mixer.heads
         return {"in_proj": (self.hidden_size, width), "out_proj": (inner, self.hidden_size)}
 
     def hybrid_layer_counts(self) -> tuple[int, int, int]:

@@ -272,23 +272,129 @@ def default_plan_on(model: ModelSpec, model_id: str = "") -> Plan:
 
 
 def serving_on(model: ModelSpec, inference: Inference) -> Inference:
-    """``inference`` for ``model``: a model planned on vLLM only moves to vLLM: chunked attention (Llama 4:
-    Plan._check_chunked_attention) at the default release where the plan's predates Llama 4, a hybrid recurrent
-    model (Plan._check_hybrid) at the newest of HYBRID_VLLM_LINES where the plan's is not one of them; any other
-    model: ``inference`` itself. A hybrid on llama.cpp that :func:`hybrid_llamacpp_refusal` allows stays there."""
-    on_llamacpp = model.hybrid is not None and inference.engine is Engine.LLAMACPP
-    if on_llamacpp and hybrid_llamacpp_refusal(model, inference) is None:
+    """``inference`` for ``model``: where :func:`serving_refusal` refuses the engine or its release for a model
+    planned on vLLM only, the plan moves to vLLM: chunked attention (Llama 4) at the default release where the
+    plan's predates Llama 4, a hybrid recurrent model at the newest of HYBRID_VLLM_LINES where the plan's is not
+    one of the model's. Anything else (no refusal, a refusal of another field, a model served elsewhere too):
+    ``inference`` itself. A hybrid on llama.cpp that :func:`hybrid_llamacpp_refusal` allows stays there."""
+    error = serving_refusal(model, inference)
+    if error is None or error.field not in _ENGINE_CHOICE:
         return inference
-    if model.hybrid is not None:  # Plan._check_hybrid: the releases whose hybrid rules were read, else the newest
+    if model.hybrid is not None:  # the releases whose hybrid rules were read, else the newest
         version = inference.vllm_version if inference.vllm_version in hybrid_vllm_lines(model) else HYBRID_VLLM_NEWEST
     elif model.chunked_attention:
         late = list(VllmVersion).index(inference.vllm_version) >= list(VllmVersion).index(LLAMA4_VLLM_FROM)
         version = inference.vllm_version if late else DEFAULTS["inference.vllm_version"]
     else:
         return inference
-    if inference.engine is Engine.VLLM and version is inference.vllm_version:
-        return inference
     return replace(inference, engine=Engine.VLLM, vllm_version=version)
+
+
+# The serving inputs that choose the engine and its build or release: a refusal of one of them is answered by
+# another engine (serving_on); a refusal of any other field (a KV format, a split) by that field.
+_ENGINE_CHOICE: Final = frozenset(
+    ("inference.engine", "inference.vllm_version", "inference.llamacpp_build", "inference.ollama_version")
+)
+
+
+def serving_refusal(model: ModelSpec, inf: Inference) -> PlanError | None:
+    """Whether the engine and release of ``inf`` can serve ``model`` as the planner models it, by the kind of model:
+    the one answer Plan validation (which raises it), :func:`serving_on` (which moves a plan to vLLM where the
+    engine is the reason), the window, the command line and the reports give. None: served. A model with chunked
+    local attention (Llama 4) on vLLM from LLAMA4_VLLM_FROM only (:func:`_chunked_attention_refusal`); a hybrid
+    recurrent model on the vLLM releases read and on llama.cpp (:func:`_hybrid_serving_refusal`); a
+    latent-attention model on llama.cpp at a current build and without Ollama (:func:`_latent_llamacpp_refusal`).
+    Sliding windows and mixtures of experts are served by every engine (their own settings are checked with the
+    engine's: Plan._check_serving_layout)."""
+    if model.chunked_attention:
+        return _chunked_attention_refusal(inf)
+    if model.hybrid is not None:
+        return _hybrid_serving_refusal(model, inf)
+    if model.latent_attention and inf.engine is Engine.LLAMACPP:
+        return _latent_llamacpp_refusal(inf)
+    return None
+
+
+def _chunked_attention_refusal(inf: Inference) -> PlanError | None:
+    """A model with chunked local attention (Llama 4) is planned on vLLM from the release line that loads it
+    (core.inputs.LLAMA4_VLLM_FROM): vLLM's ChunkedLocalAttentionSpec and its KV groups were read
+    (core.serving.vllm_rules). transformers' generate runs Llama4TextMoe's every expert on every token
+    (hidden_states.repeat over num_local_experts, transformers 5.25.0 models/llama4/modeling_llama4.py), a
+    working memory the generate rules do not count; SGLang's and llama.cpp's chunked caches were not read."""
+    if inf.engine is not Engine.VLLM:
+        return PlanError(
+            "inference.engine",
+            inf.engine.value,
+            "vLLM for a model with chunked attention (Llama 4)",
+            "planned on vLLM only: transformers' generate runs every expert on every token, and SGLang's and "
+            "llama.cpp's chunked caches are not modelled",
+        )
+    if list(VllmVersion).index(inf.vllm_version) < list(VllmVersion).index(LLAMA4_VLLM_FROM):
+        return PlanError(
+            "inference.vllm_version",
+            inf.vllm_version.value,
+            f"{LLAMA4_VLLM_FROM.value} or later for Llama 4",
+            "vLLM loads Llama 4 from 0.8.3",
+        )
+    return None
+
+
+def _hybrid_serving_refusal(model: ModelSpec, inf: Inference) -> PlanError | None:
+    """A hybrid recurrent model (core.hybrid) is planned for serving on the vLLM releases whose hybrid rules were
+    read (:data:`HYBRID_VLLM_LINES`, from the first that loads the model), one pipeline stage, a tensor-parallel
+    size its recurrent mixer splits evenly, a 16-bit or fp8 cache, and on llama.cpp as
+    :func:`hybrid_llamacpp_refusal` allows; the rest is refused, naming what is not modelled."""
+    hybrid = model.hybrid
+    if hybrid is None:
+        return None
+    if inf.engine is Engine.LLAMACPP:  # core.serving.llamacpp_hybrid
+        return hybrid_llamacpp_refusal(model, inf)
+    if inf.engine is not Engine.VLLM or inf.vllm_version not in HYBRID_VLLM_LINES:
+        field, value = (
+            ("inference.engine", inf.engine.value)
+            if inf.engine is not Engine.VLLM
+            else ("inference.vllm_version", inf.vllm_version.value)
+        )
+        return PlanError(field, value, f"vLLM {_hybrid_lines_text(model)}", hybrid_refusal(model))
+    if inf.vllm_version not in hybrid_vllm_lines(model):
+        first = HYBRID_VLLM_FROM[model.family]
+        why = f"vLLM {inf.vllm_version.value} does not load {model.name}: vLLM {first.value} is the first that does"
+        return PlanError("inference.vllm_version", inf.vllm_version.value, f"vLLM {_hybrid_lines_text(model)}", why)
+    if inf.kv_dtype in (KvDtype.INT8, KvDtype.INT4):  # vLLM's --kv-cache-dtype: auto, bf16 / fp16, fp8
+        why = "vLLM's KV cache has no int8 or int4 format; the hybrid page rule was read for 16-bit and fp8 caches"
+        return PlanError("inference.kv_dtype", inf.kv_dtype.value, "bf16, fp16, fp32 or fp8 for a hybrid model", why)
+    if inf.pipeline_parallel > 1:
+        why = "the split of a hybrid's attention and recurrent layers over pipeline stages is not modelled"
+        return PlanError("inference.pipeline_parallel", inf.pipeline_parallel, "1 for a hybrid model", why)
+    try:
+        hybrid.state_elements(inf.tensor_parallel)
+    except PlanError as error:
+        return PlanError("inference.tensor_parallel", inf.tensor_parallel, error.allowed)
+    return None
+
+
+def _latent_llamacpp_refusal(inf: Inference) -> PlanError | None:
+    """llama.cpp's ``deepseek2`` cache is modelled for a current build only (``--llamacpp-build 0``: one
+    latent as K, no V, ggml-org/llama.cpp PR #19067 of 2026-01-24, core.serving.kv.llamacpp_cache_widths):
+    older builds kept V beside it (PR #12801, 2025-04) or the decompressed heads before that, and the
+    build numbers of those changes are not read. Ollama's own estimate of a deepseek2 file (GraphSize's
+    key and value lengths for it) is not read either."""
+    if inf.llamacpp_build:
+        return PlanError(
+            "inference.llamacpp_build",
+            inf.llamacpp_build,
+            "0 (a current build) for a latent-attention model",
+            "llama.cpp's deepseek2 cache changed with PR #12801 (2025-04: K and V of the latent) and PR "
+            "#19067 (2026-01: K only); their build numbers are not read",
+        )
+    if inf.ollama_version is not OllamaVersion.NONE:
+        return PlanError(
+            "inference.ollama_version",
+            inf.ollama_version.value,
+            "none (llama-server) for a latent-attention model",
+            "Ollama's own memory estimate of a deepseek2 file is not modelled",
+        )
+    return None
 
 
 def lora_on(model: ModelSpec, lora: LoraSettings) -> LoraSettings:
@@ -1067,9 +1173,10 @@ class Plan:
         if self.frozen_layers > self.model.num_layers:
             raise PlanError("frozen_layers", self.frozen_layers, f"an integer from 0 to {self.model.num_layers:,}")
         self._check_layout()
+        served = serving_refusal(self.model, self.inference)  # the one answer: engine and release by model kind
+        if served is not None:
+            raise served
         self._check_latent_attention()
-        self._check_chunked_attention()
-        self._check_hybrid()
         self._check_held_by_others()
         if self.optimizer_in_backward and self.workload.grad_accum > 1:
             raise PlanError(
@@ -1216,16 +1323,14 @@ class Plan:
             )
 
     def _check_latent_attention(self) -> None:
-        """Refuse what the planner cannot say of a multi-head latent attention model (DeepSeek-V2 / V3,
-        Kimi K2): llama.cpp builds and Ollama whose ``deepseek2`` cache is not modelled
-        (:meth:`_check_latent_llamacpp`), and adapter targets the model has no matrix for. MLA has no
-        k_proj or v_proj, and q_proj only without a q_lora_rank (DeepSeek-V2-Lite): PEFT
-        matches module names, so those targets would adapt nothing (ModelSpec.latent_shapes names the rest)."""
+        """Refuse adapter targets a multi-head latent attention model (DeepSeek-V2 / V3, Kimi K2) has no matrix
+        for (the llama.cpp builds and Ollama lines whose ``deepseek2`` cache is not modelled:
+        :func:`serving_refusal`). MLA has no k_proj or v_proj, and q_proj only without a q_lora_rank
+        (DeepSeek-V2-Lite): PEFT matches module names, so those targets would adapt nothing
+        (ModelSpec.latent_shapes names the rest)."""
         model = self.model
         if not model.latent_attention:
             return
-        if self.inference.engine is Engine.LLAMACPP:
-            self._check_latent_llamacpp()
         uses_targets = self.lora_adapters or self.lycoris or self.vera or self.oft or self.adalora or self.miss
         if not (uses_targets or self.method is Method.IA3):
             return
@@ -1238,90 +1343,6 @@ class Plan:
                 "o_proj and the MLP (gate_proj, up_proj, down_proj) on a latent-attention model",
                 f"{model.name} has no {' or '.join(missing)}: its attention is "
                 + ", ".join(n for n in model.latent_shapes()),
-            )
-
-    def _check_chunked_attention(self) -> None:
-        """A model with chunked local attention (Llama 4) is planned on vLLM from the release line that loads it
-        (core.inputs.LLAMA4_VLLM_FROM): vLLM's ChunkedLocalAttentionSpec and its KV groups were read
-        (core.serving.vllm_rules). transformers' generate runs Llama4TextMoe's every expert on every token
-        (hidden_states.repeat over num_local_experts, transformers 5.25.0 models/llama4/modeling_llama4.py), a
-        working memory the generate rules do not count; SGLang's and llama.cpp's chunked caches were not read."""
-        if not self.model.chunked_attention:
-            return
-        inf = self.inference
-        if inf.engine is not Engine.VLLM:
-            raise PlanError(
-                "inference.engine",
-                inf.engine.value,
-                "vLLM for a model with chunked attention (Llama 4)",
-                "planned on vLLM only: transformers' generate runs every expert on every token, and SGLang's and "
-                "llama.cpp's chunked caches are not modelled",
-            )
-        if list(VllmVersion).index(inf.vllm_version) < list(VllmVersion).index(LLAMA4_VLLM_FROM):
-            raise PlanError(
-                "inference.vllm_version",
-                inf.vllm_version.value,
-                f"{LLAMA4_VLLM_FROM.value} or later for Llama 4",
-                "vLLM loads Llama 4 from 0.8.3",
-            )
-
-    def _check_hybrid(self) -> None:
-        """A hybrid recurrent model (core.hybrid) is planned for serving on the vLLM releases whose hybrid
-        rules were read (:data:`HYBRID_VLLM_LINES`), one pipeline stage, a tensor-parallel size its recurrent
-        mixer splits evenly, and on llama.cpp as :func:`hybrid_llamacpp_refusal` allows; the rest is refused,
-        naming what is not modelled."""
-        model, inf = self.model, self.inference
-        hybrid = model.hybrid
-        if hybrid is None:
-            return
-        if inf.engine is Engine.LLAMACPP:  # core.serving.llamacpp_hybrid
-            error = hybrid_llamacpp_refusal(model, inf)
-            if error is not None:
-                raise error
-            return
-        if inf.engine is not Engine.VLLM or inf.vllm_version not in HYBRID_VLLM_LINES:
-            field, value = (
-                ("inference.engine", inf.engine.value)
-                if inf.engine is not Engine.VLLM
-                else ("inference.vllm_version", inf.vllm_version.value)
-            )
-            raise PlanError(field, value, f"vLLM {_hybrid_lines_text(model)}", hybrid_refusal(model))
-        if inf.vllm_version not in hybrid_vllm_lines(model):
-            first = HYBRID_VLLM_FROM[model.family]
-            why = f"vLLM {inf.vllm_version.value} does not load {model.name}: vLLM {first.value} is the first that does"
-            raise PlanError("inference.vllm_version", inf.vllm_version.value, f"vLLM {_hybrid_lines_text(model)}", why)
-        if inf.kv_dtype in (KvDtype.INT8, KvDtype.INT4):  # vLLM's --kv-cache-dtype: auto, bf16 / fp16, fp8
-            why = "vLLM's KV cache has no int8 or int4 format; the hybrid page rule was read for 16-bit and fp8 caches"
-            raise PlanError("inference.kv_dtype", inf.kv_dtype.value, "bf16, fp16, fp32 or fp8 for a hybrid model", why)
-        if inf.pipeline_parallel > 1:
-            why = "the split of a hybrid's attention and recurrent layers over pipeline stages is not modelled"
-            raise PlanError("inference.pipeline_parallel", inf.pipeline_parallel, "1 for a hybrid model", why)
-        try:
-            hybrid.state_elements(inf.tensor_parallel)
-        except PlanError as error:
-            raise PlanError("inference.tensor_parallel", inf.tensor_parallel, error.allowed) from None
-
-    def _check_latent_llamacpp(self) -> None:
-        """llama.cpp's ``deepseek2`` cache is modelled for a current build only (``--llamacpp-build 0``: one
-        latent as K, no V, ggml-org/llama.cpp PR #19067 of 2026-01-24, core.serving.kv.llamacpp_cache_widths):
-        older builds kept V beside it (PR #12801, 2025-04) or the decompressed heads before that, and the
-        build numbers of those changes are not read. Ollama's own estimate of a deepseek2 file (GraphSize's
-        key and value lengths for it) is not read either."""
-        inf = self.inference
-        if inf.llamacpp_build:
-            raise PlanError(
-                "inference.llamacpp_build",
-                inf.llamacpp_build,
-                "0 (a current build) for a latent-attention model",
-                "llama.cpp's deepseek2 cache changed with PR #12801 (2025-04: K and V of the latent) and PR "
-                "#19067 (2026-01: K only); their build numbers are not read",
-            )
-        if inf.ollama_version is not OllamaVersion.NONE:
-            raise PlanError(
-                "inference.ollama_version",
-                inf.ollama_version.value,
-                "none (llama-server) for a latent-attention model",
-                "Ollama's own memory estimate of a deepseek2 file is not modelled",
             )
 
     def _check_serving_layout(self) -> None:
@@ -2037,8 +2058,8 @@ class Plan:
         a tensor or pipeline split the new model cannot take (heads that TP does not divide,
         fewer layers than pipeline chunks), for training or serving, drops to 1 on the same GPUs,
         as :meth:`on_gpus` does; so does an expert-parallel degree the new model's experts do not
-        divide. A model planned on vLLM only (chunked attention, Llama 4: :meth:`_check_chunked_attention`; a
-        hybrid recurrent model: :meth:`_check_hybrid`) moves the plan's serving to vLLM (:func:`serving_on`)."""
+        divide. A model planned on vLLM only (chunked attention, Llama 4; a hybrid recurrent model:
+        :func:`serving_refusal`) moves the plan's serving to vLLM (:func:`serving_on`)."""
         frozen = min(self.frozen_layers, model.num_layers)
         plan = self
         if self.lora.adapter_start_layer >= model.num_layers:  # LitGPT's Adapter: some block keeps a prompt

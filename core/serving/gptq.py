@@ -44,6 +44,7 @@ dequantises the whole matrix in torch before ``torch.matmul`` (:func:`cuda_old_d
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Final
 
 from core.catalogue import Generation, generation
@@ -157,6 +158,31 @@ def fused_expert_params(model: ModelSpec) -> int:
     return round((model.num_layers - model.first_k_dense_replace) * per_layer * model.params_scale)
 
 
+@dataclass(frozen=True)
+class GptqKept:
+    """What the engine's kernel keeps of a GPTQ checkpoint's qzeros and g_idx after loading (see the module
+    docstring): ``qzeros`` an ordinary linear's (a fused MoE's experts keep theirs under every Marlin MoE method),
+    ``g_idx`` every matrix's, the experts' included (no act-order). The one rule :func:`after_loading_delta` and
+    SGLang's replay of its weights (core.serving.sglang_weights) both read."""
+
+    qzeros: bool
+    g_idx: bool
+
+
+# Every tensor of the checkpoint stays: a format other than GPTQ, or AutoGPTQ's cuda-old linear.
+CHECKPOINT_KEPT: Final = GptqKept(qzeros=True, g_idx=True)
+
+
+def gptq_kept(plan: Plan) -> GptqKept:
+    """What the plan's engine keeps of a GPTQ checkpoint's qzeros and g_idx after loading (:class:`GptqKept`):
+    g_idx only under Machete while vLLM still registers it; qzeros unless Marlin frees them."""
+    inf = plan.inference
+    if inf.weight_dtype not in GPTQ_FORMATS or cuda_old_runs(plan):
+        return CHECKPOINT_KEPT
+    g_idx = machete_runs(plan) and not (inf.engine is Engine.VLLM and at_least(inf.vllm_version, VLLM_NO_G_IDX_FROM))
+    return GptqKept(qzeros=not _gptq_zeros_freed(plan), g_idx=g_idx)
+
+
 def _gptq_zeros_freed(plan: Plan) -> bool:
     """Whether the engine's GPTQ linears free qzeros after loading (Marlin, before vLLM retired it)."""
     inf = plan.inference
@@ -181,16 +207,13 @@ def after_loading_delta(plan: Plan, model: ModelSpec, quantised: int) -> float:
         if not machete_runs(plan):
             return 0.0
         return (quantised - fused_expert_params(model)) * (MACHETE_ZERO_BYTES - INT4_ZERO_BYTES) / INT4_GROUP
-    if fmt not in GPTQ_FORMATS or cuda_old_runs(plan):
+    if fmt not in GPTQ_FORMATS:
         return 0.0
+    kept = gptq_kept(plan)
     delta = 0.0
-    if fmt is WeightFormat.GPTQ_INT8:
-        kept_g_idx = machete_runs(plan) and not (
-            inf.engine is Engine.VLLM and at_least(inf.vllm_version, VLLM_NO_G_IDX_FROM)
-        )
-        if not kept_g_idx:
-            delta -= float(matrix_input_rows(model) * GPTQ_G_IDX_BYTES)
-    if _gptq_zeros_freed(plan):
+    if fmt is WeightFormat.GPTQ_INT8 and not kept.g_idx:  # the 4-bit checkpoint's bytes count no g_idx
+        delta -= float(matrix_input_rows(model) * GPTQ_G_IDX_BYTES)
+    if not kept.qzeros:
         zero = GPTQ8_ZERO_BYTES if fmt is WeightFormat.GPTQ_INT8 else INT4_ZERO_BYTES
         delta -= (quantised - fused_expert_params(model)) * zero / INT4_GROUP
     return delta

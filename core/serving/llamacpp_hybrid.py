@@ -110,24 +110,25 @@ def _own_mlp(model: ModelSpec) -> bool:
 
 
 def _mixer_matrices(model: ModelSpec) -> tuple[tuple[str, int, int], ...]:
-    """(kind, row length, rows) of one recurrent layer's quantised matrices (see the module docstring)."""
-    m = model.hybrid.mixer if model.hybrid is not None else None
+    """(kind, row length, rows) of one recurrent layer's quantised matrices (see the module docstring). The
+    projections that feed the convolution are as wide as its channels, core.hybrid.RecurrentMixer.conv_dim
+    (Mamba-2's x·B·C: inner + 2·G·N; Gated DeltaNet's q·k·v: 2·key + value), beside the gate (inner) and
+    Mamba-2's dt (heads)."""
+    m = model.mixer
     if m is None:
         return ()
-    d = model.hidden_size
+    d, conv = model.hidden_size, m.conv_dim
     if m.kind == GATED_DELTANET and model.family in QWEN35_FAMILIES:
-        key = m.groups * m.state
         return (
-            ("attn_qkv", d, 2 * key + m.inner),
+            ("attn_qkv", d, conv),
             ("attn_gate", d, m.inner),
             ("ssm_beta", d, m.heads),
             ("ssm_alpha", d, m.heads),
             ("ssm_out", m.inner, d),
         )
     if m.kind == GATED_DELTANET:
-        key = m.groups * m.state
-        return (("ssm_in", d, 2 * key + 2 * m.inner), ("ssm_beta_alpha", d, 2 * m.heads), ("ssm_out", m.inner, d))
-    return (("ssm_in", d, 2 * m.inner + 2 * m.groups * m.state + m.heads), ("ssm_out", m.inner, d))
+        return (("ssm_in", d, conv + m.inner), ("ssm_beta_alpha", d, 2 * m.heads), ("ssm_out", m.inner, d))
+    return (("ssm_in", d, m.inner + conv + m.heads), ("ssm_out", m.inner, d))
 
 
 def _attention_matrices(model: ModelSpec) -> tuple[tuple[str, int, int], ...]:
@@ -158,7 +159,7 @@ def _mixer_small(model: ModelSpec) -> int:
     """A Mamba-2 mixer's parameters beside its two matrices: the depthwise conv1d with its bias, dt_bias, A
     and D per head, the gated norm over the inner width (core.hybrid._mamba2_params, the conv bias on as
     every family's default has it)."""
-    m = model.hybrid.mixer if model.hybrid is not None else None
+    m = model.mixer
     if m is None:
         return 0
     return m.conv_dim * (m.conv_kernel + 1) + 3 * m.heads + m.inner
@@ -272,10 +273,9 @@ def recurrent_graph_bytes(model: ModelSpec, tokens: int, sequences: int) -> floa
     """A recurrent layer's widest moment in a ``tokens`` micro-batch of ``sequences`` sequences: its
     in-projection, the convolution's input (with the carried state) and output, the scan's output and the
     gathered and new states, beside the layer's input and residual (float32; module docstring)."""
-    spec = model.hybrid
-    if spec is None or not spec.recurrent_layers:
+    m = model.mixer
+    if m is None or not model.recurrent_layers:
         return 0.0
-    m = spec.mixer
     in_width = sum(rows for _, _, rows in _mixer_matrices(model)[:-1])
     r, s = state_row_elements(model)
     per_token = in_width + 2 * m.conv_dim + m.inner + 2 * model.hidden_size

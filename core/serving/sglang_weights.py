@@ -22,6 +22,15 @@ norms (``input_layernorm``, ``post_attention_layernorm`` are built after the att
 the final norm; the head unless tied (``ParallelLMHead``). A linear layer creates its quantisation
 method's tensors (``create_weights``) before its bias.
 
+What the quantised linears keep after loading is not decided here: ``process_weights_after_loading`` of SGLang's
+GPTQ Marlin methods (the 0.5.1 wheel's ``layers/quantization/gptq.py``: ``GPTQMarlinLinearMethod`` sets g_idx
+and, for a symmetric checkpoint without zero points, qzeros to ``marlin_make_empty_g_idx``; ``GPTQMarlinMoEMethod``
+empties ``w13_g_idx`` / ``w2_g_idx`` and leaves the experts' qzeros) is the rule of
+:func:`core.serving.gptq.gptq_kept`, which :func:`core.serving.gptq.after_loading_delta` reads too. The replay
+counts those tensors as freed (:attr:`SglangWeights.freed`) and leaves their blocks in the segments: the
+caching allocator keeps a freed block cached in its segment, and ``empty_cache`` returns only segments left
+wholly free (not replayed, nor the Marlin repack's new qweight and scales).
+
 Not subtracted by :func:`core.serving.engines.sglang_memory` yet: wired in, it brings the two
 held-out SGLang logs to -1.7 % and +5.8 % (from +6.1 % and +7.6 %), but the one fitted SGLang log
 (Qwen3-235B FP8 on four H100s, vLLM issue #21348) then implies 0.35 GiB less tensor-parallel memory
@@ -48,6 +57,8 @@ from typing import Final
 from core.allocator import resident_segment_bytes
 from core.dtypes import WeightFormat
 from core.model import ModelSpec
+from core.plan import Plan
+from core.serving.gptq import CHECKPOINT_KEPT, GptqKept, gptq_kept
 
 SGLANG_VOCAB_PADDING: Final = 64  # DEFAULT_VOCAB_PADDING_SIZE
 # The rotary embedding's cos/sin table is built while the model loads, so it is taken before that
@@ -92,27 +103,58 @@ class SglangWeights:
     tensors: int  # the parameters as the checkpoint's format stores them
     rope: int  # the float32 rotary table built while loading
     segments: int  # what free device memory loses: the allocator's segments for both
+    freed: int = 0  # of the tensors, what the kernel frees after loading (GPTQ's qzeros / g_idx: gptq_kept)
 
     @property
     def rounding(self) -> int:
         """The caching allocator's slack: segments no tensor fills."""
         return self.segments - self.tensors - self.rope
 
+    @property
+    def held(self) -> int:
+        """The parameters the rank holds once loaded: the checkpoint's less what the kernel frees."""
+        return self.tensors - self.freed
+
+
+# The kinds of tensor a replayed rank holds that the after-loading rule may free (core.serving.gptq.GptqKept):
+# an ordinary linear's qzeros, a fused MoE's experts' (kept by every Marlin MoE method), and any g_idx.
+QZEROS: Final = "qzeros"
+EXPERT_QZEROS: Final = "expert qzeros"
+G_IDX: Final = "g_idx"
+OTHER: Final = ""
+
+
+def _linear_parts(
+    fmt: WeightFormat, n_in: int, n_out: int, shards: int = 1, bias: bool = False, expert: bool = False
+) -> list[tuple[str, int]]:
+    """(kind, bytes) of one linear layer's tensors on the rank (``n_in`` × ``n_out`` already split), in order;
+    ``expert``: one expert's slice of a fused MoE stack."""
+    groups = math.ceil(n_in / INT4_GROUP)
+    zeros = EXPERT_QZEROS if expert else QZEROS
+    out: list[tuple[str, int]]
+    if fmt is WeightFormat.AWQ_INT4:  # Marlin repacks AWQ's zero points, the same bytes: never freed
+        out = [(OTHER, n_in * n_out // 2), (OTHER, groups * n_out // 2), (OTHER, groups * n_out * HALF_BYTES)]
+    elif fmt is WeightFormat.GPTQ_INT4:
+        out = [(OTHER, n_in * n_out // 2), (G_IDX, n_in * INT32_BYTES), (zeros, groups * n_out // 2)]
+        out.append((OTHER, groups * n_out * HALF_BYTES))
+    elif fmt is WeightFormat.GPTQ_INT8:
+        out = [(OTHER, n_in * n_out), (G_IDX, n_in * INT32_BYTES), (zeros, groups * n_out)]
+        out.append((OTHER, groups * n_out * HALF_BYTES))
+    elif fmt is WeightFormat.FP8:
+        out = [(OTHER, n_in * n_out), (OTHER, shards * FP8_SCALE_BYTES)]
+    else:
+        out = [(OTHER, n_in * n_out * _element(fmt))]
+    return out + ([(OTHER, n_out * _element(fmt))] if bias else [])
+
 
 def _linear(fmt: WeightFormat, n_in: int, n_out: int, shards: int = 1, bias: bool = False) -> list[int]:
     """Tensors of one linear layer on the rank (``n_in`` × ``n_out`` already split), in order."""
-    groups = math.ceil(n_in / INT4_GROUP)
-    if fmt is WeightFormat.AWQ_INT4:
-        out = [n_in * n_out // 2, groups * n_out // 2, groups * n_out * HALF_BYTES]
-    elif fmt is WeightFormat.GPTQ_INT4:
-        out = [n_in * n_out // 2, n_in * INT32_BYTES, groups * n_out // 2, groups * n_out * HALF_BYTES]
-    elif fmt is WeightFormat.GPTQ_INT8:
-        out = [n_in * n_out, n_in * INT32_BYTES, groups * n_out, groups * n_out * HALF_BYTES]
-    elif fmt is WeightFormat.FP8:
-        out = [n_in * n_out, shards * FP8_SCALE_BYTES]
-    else:
-        out = [n_in * n_out * _element(fmt)]
-    return out + ([n_out * _element(fmt)] if bias else [])
+    return [nbytes for _, nbytes in _linear_parts(fmt, n_in, n_out, shards, bias)]
+
+
+def _freed(kind: str, kept: GptqKept) -> bool:
+    """Whether a tensor of ``kind`` is freed after loading under ``kept``."""
+    return (kind == QZEROS and not kept.qzeros) or (kind == G_IDX and not kept.g_idx)
 
 
 def _element(fmt: WeightFormat) -> int:
@@ -120,24 +162,26 @@ def _element(fmt: WeightFormat) -> int:
     return 4 if fmt is WeightFormat.FP32 else HALF_BYTES
 
 
-def _experts(model: ModelSpec, fmt: WeightFormat, tp: int) -> list[int]:
+def _experts(model: ModelSpec, fmt: WeightFormat, tp: int) -> list[tuple[str, int]]:
     """FusedMoE's stacks (w13 then w2, every expert's slice of the rank), the router, a shared expert."""
     e, d, i = model.num_experts, model.hidden_size, model.intermediate_size // tp
-    gate_up = [e * t for t in _linear(fmt, d, 2 * i, shards=2)]
-    down = [e * t for t in _linear(fmt, i, d)]
-    out = gate_up + down + [e * d * _element(fmt)]  # ReplicatedLinear router, unquantised
+    gate_up = [(kind, e * t) for kind, t in _linear_parts(fmt, d, 2 * i, shards=2, expert=True)]
+    down = [(kind, e * t) for kind, t in _linear_parts(fmt, i, d, expert=True)]
+    out = gate_up + down + [(OTHER, e * d * _element(fmt))]  # ReplicatedLinear router, unquantised
     if model.shared_expert_size:
         shared = model.shared_expert_size // tp
-        out += _linear(fmt, d, 2 * shared, shards=2) + _linear(fmt, shared, d) + [d * _element(fmt)]
+        out += _linear_parts(fmt, d, 2 * shared, shards=2) + _linear_parts(fmt, shared, d)
+        out.append((OTHER, d * _element(fmt)))
     return out
 
 
-def _layer(model: ModelSpec, fmt: WeightFormat, tp: int) -> tuple[list[int], list[int]]:
+def _layer(model: ModelSpec, fmt: WeightFormat, tp: int) -> tuple[list[tuple[str, int]], list[tuple[str, int]]]:
     """(attention up to the rotary table, the rest of the layer) of one decoder layer on the rank."""
     d, hd, el = model.hidden_size, model.head_dim, _element(fmt)
     q = model.num_heads // tp * hd
     kv = max(1, model.num_kv_heads // tp) * hd  # replicated once tp exceeds the KV heads
-    attn = _linear(fmt, d, q + 2 * kv, shards=3, bias=model.qkv_bias) + _linear(fmt, q, d, bias=model.o_bias)
+    attn = _linear_parts(fmt, d, q + 2 * kv, shards=3, bias=model.qkv_bias)
+    attn += _linear_parts(fmt, q, d, bias=model.o_bias)
     rest: list[int] = []
     if model.qk_norm == "head":
         rest += [hd * el, hd * el]
@@ -145,34 +189,41 @@ def _layer(model: ModelSpec, fmt: WeightFormat, tp: int) -> tuple[list[int], lis
         rest += [q * el, kv * el]
     if model.attention_sinks:
         rest.append(model.num_heads // tp * el)
+    parts = [(OTHER, nbytes) for nbytes in rest]
     if model.num_experts > 1:
-        rest += _experts(model, fmt, tp)
+        parts += _experts(model, fmt, tp)
     else:
         i = model.intermediate_size // tp
         up = 2 * i if model.gated_mlp else i
-        rest += _linear(fmt, d, up, shards=2 if model.gated_mlp else 1, bias=model.mlp_bias)
-        rest += _linear(fmt, i, d, bias=model.mlp_bias)
-    norm = [d * el] * (2 if model.norm == "layernorm" else 1)
-    return attn, rest + norm * model.norms_per_layer
+        parts += _linear_parts(fmt, d, up, shards=2 if model.gated_mlp else 1, bias=model.mlp_bias)
+        parts += _linear_parts(fmt, i, d, bias=model.mlp_bias)
+    norm = [(OTHER, d * el)] * (2 if model.norm == "layernorm" else 1)
+    return attn, parts + norm * model.norms_per_layer
+
+
+def rank_parts(model: ModelSpec, fmt: WeightFormat, tp: int, layers: int) -> list[tuple[str, int]]:
+    """(kind, bytes) of each tensor of one rank in SGLang's construction order (see :func:`rank_tensors`); the
+    kind says which the after-loading rule may free (QZEROS, EXPERT_QZEROS, G_IDX, else OTHER)."""
+    d, el = model.hidden_size, _element(fmt)
+    rows = math.ceil(math.ceil(model.vocab_size / SGLANG_VOCAB_PADDING) * SGLANG_VOCAB_PADDING / tp)
+    out = [(OTHER, rows * d * el)] + ([(OTHER, model.learned_positions * d * el)] if model.learned_positions else [])
+    attn, rest = _layer(model, fmt, tp)
+    for index in range(layers):
+        out += attn
+        if index == 0 and rope_bytes(model):
+            out.append((OTHER, rope_bytes(model)))
+        out += rest
+    if layers == model.num_layers:
+        out += [(OTHER, d * el)] * (2 if model.norm == "layernorm" else 1)
+        out += [] if model.tie_embeddings else [(OTHER, rows * d * el)]
+    return out
 
 
 def rank_tensors(model: ModelSpec, fmt: WeightFormat, tp: int, layers: int) -> list[int]:
     """Bytes of each tensor of one rank in SGLang's construction order, the rotary table in its
     place (after the first layer's attention projections): the embedding, ``layers`` layers, and
     with every layer on the rank (no pipeline) the final norm and an untied head."""
-    d, el = model.hidden_size, _element(fmt)
-    rows = math.ceil(math.ceil(model.vocab_size / SGLANG_VOCAB_PADDING) * SGLANG_VOCAB_PADDING / tp)
-    out = [rows * d * el] + ([model.learned_positions * d * el] if model.learned_positions else [])
-    attn, rest = _layer(model, fmt, tp)
-    for index in range(layers):
-        out += attn
-        if index == 0 and rope_bytes(model):
-            out.append(rope_bytes(model))
-        out += rest
-    if layers == model.num_layers:
-        out += [d * el] * (2 if model.norm == "layernorm" else 1)
-        out += [] if model.tie_embeddings else [rows * d * el]
-    return out
+    return [nbytes for _, nbytes in rank_parts(model, fmt, tp, layers)]
 
 
 def rope_bytes(model: ModelSpec) -> int:
@@ -183,13 +234,26 @@ def rope_bytes(model: ModelSpec) -> int:
 
 
 @lru_cache(maxsize=128)
-def sglang_weights(model: ModelSpec, fmt: WeightFormat, tp: int, pp: int) -> SglangWeights | None:
+def sglang_weights(
+    model: ModelSpec, fmt: WeightFormat, tp: int, pp: int, kept: GptqKept = CHECKPOINT_KEPT
+) -> SglangWeights | None:
     """The rank that decides (the first stage, which holds the embedding), or None where the
     tensors are not known: a format not in REPLAYED_FORMATS, or a parameter count given instead of
-    derived (``params_override``: the shapes do not give the tensors). Kept per model, format and
-    layout: a replay allocates every tensor of the rank once (about 10 per layer)."""
+    derived (``params_override``: the shapes do not give the tensors). ``kept``: what the kernel keeps
+    of GPTQ's qzeros / g_idx after loading (:func:`core.serving.gptq.gptq_kept`; :func:`plan_weights`
+    asks it of a plan). Kept per model, format, layout and rule: a replay allocates every tensor of
+    the rank once (about 10 per layer)."""
     if fmt not in REPLAYED_FORMATS or model.params_override:
         return None
-    tensors = rank_tensors(model, fmt, tp, math.ceil(model.num_layers / pp))
+    parts = rank_parts(model, fmt, tp, math.ceil(model.num_layers / pp))
+    tensors = [nbytes for _, nbytes in parts]
     rope = rope_bytes(model)
-    return SglangWeights(tensors=sum(tensors) - rope, rope=rope, segments=resident_segment_bytes(tensors))
+    freed = sum(nbytes for kind, nbytes in parts if _freed(kind, kept))
+    return SglangWeights(tensors=sum(tensors) - rope, rope=rope, segments=resident_segment_bytes(tensors), freed=freed)
+
+
+def plan_weights(plan: Plan) -> SglangWeights | None:
+    """:func:`sglang_weights` of the plan's model, weight format and split, with what its engine's kernel keeps
+    after loading (:func:`core.serving.gptq.gptq_kept`)."""
+    inf = plan.inference
+    return sglang_weights(plan.model, inf.weight_dtype, inf.tensor_parallel, inf.pipeline_parallel, gptq_kept(plan))

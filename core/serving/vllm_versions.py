@@ -150,7 +150,7 @@ V0_CHUNKED_PREFILL_FROM: Final = 32_768
 # * 0.8.3 is the first whose registry has Llama4ForCausalLM / Llama4ForConditionalGeneration
 #   (vllm/model_executor/models/registry.py); 0.6 - 0.7 cannot load it. 0.8.3 and 0.9.2 have no
 #   ChunkedLocalAttentionSpec (vllm/v1/kv_cache_interface.py): every layer keeps a full-length cache.
-#   core.inputs.LLAMA4_VLLM_FROM holds the line (Plan._check_chunked_attention refuses the earlier ones).
+#   core.inputs.LLAMA4_VLLM_FROM holds the line (core.plan.serving_refusal refuses the earlier ones).
 # * 0.10.0 adds ChunkedLocalAttentionSpec and the hybrid allocator keeps the chunked layers in their own groups;
 #   0.10.1.1, 0.11.0 (f71952c1c), 0.12.0 (4fd9d6a85) and 0.13.0 (72506c983) turn that off unless
 #   VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1 (vllm/envs.py default "0"; vllm/config VllmConfig sets

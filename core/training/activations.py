@@ -16,7 +16,9 @@ from typing import Final
 
 from core.breakdown import LayerActs, Term
 from core.dtypes import DTYPE_BYTES, Dtype, Quant
+from core.errors import PlanError
 from core.format import sci
+from core.hybrid import RecurrentMixer
 from core.inputs import loss_16bit_matters, loss_code_runs
 from core.memo import fills_fields, last_answer
 from core.model import (
@@ -1127,18 +1129,16 @@ def layer_targets(targets: tuple[str, ...], mixer: str, mlp: bool, family: str =
 
 
 def mixer_shape(plan: Plan) -> MixerShape:
-    """The plan's Mamba-2 mixer (the recurrent fields of its ModelSpec) at its micro-batch and sequence."""
+    """The plan's Mamba-2 mixer (its ModelSpec's core.hybrid.RecurrentMixer) at its micro-batch and sequence."""
     model, w = plan.model, plan.workload
-    return MixerShape(
-        w.micro_batch,
-        w.seq_len,
-        model.recurrent_heads,
-        model.recurrent_head_dim,
-        model.recurrent_state,
-        model.recurrent_groups,
-        model.recurrent_conv_kernel,
-        model.recurrent_chunk,
-    )
+    return MixerShape(w.micro_batch, w.seq_len, _recurrent_mixer(model), model.recurrent_chunk)
+
+
+def _recurrent_mixer(model: ModelSpec) -> RecurrentMixer:
+    mixer = model.mixer
+    if mixer is None:
+        raise PlanError("model.recurrent_mixer", "", "a hybrid model's recurrent mixer")
+    return mixer
 
 
 def hybrid_stack(plan: Plan, trainable: bool) -> tuple[tuple[int, LayerActs], ...]:
@@ -1174,18 +1174,10 @@ def _mamba2(plan: Plan, ctx: _Ctx) -> list[Term]:
 
 
 def deltanet_shape(plan: Plan) -> gdn.DeltaNetShape:
-    """The plan's Gated DeltaNet layer (core.hybrid.RecurrentMixer's fields on the ModelSpec: value heads,
-    value dim, key heads as groups, key dim as state) at its micro-batch and sequence."""
-    model, w = plan.model, plan.workload
-    return gdn.DeltaNetShape(
-        w.micro_batch,
-        w.seq_len,
-        model.recurrent_heads,
-        model.recurrent_head_dim,
-        model.recurrent_groups,
-        model.recurrent_state,
-        model.recurrent_conv_kernel,
-    )
+    """The plan's Gated DeltaNet layer (its ModelSpec's core.hybrid.RecurrentMixer: value heads, value dim, key
+    heads as groups, key dim as state) at its micro-batch and sequence."""
+    w = plan.workload
+    return gdn.DeltaNetShape(w.micro_batch, w.seq_len, _recurrent_mixer(plan.model))
 
 
 def _gated_deltanet(plan: Plan, ctx: _Ctx) -> list[Term]:

@@ -158,12 +158,13 @@ def _hybrid_gemms(model: ModelSpec, trains: bool) -> tuple[Gemm, ...]:
         Gemm("o", q, d, "row", trains).held_by(attention),
     ]
     inner, heads = model.recurrent_inner, model.recurrent_heads
-    keys = 2 * model.recurrent_groups * model.recurrent_state  # Mamba-2's B and C; Gated DeltaNet's q and k
+    # the conv's channels (core.hybrid.RecurrentMixer.conv_dim): Mamba-2's x·B·C, Gated DeltaNet's q·k·v
+    conv = model.mixer.conv_dim if model.mixer is not None else 0
     if model.recurrent_mixer == "mamba2":
-        mixer = [Gemm("in_proj", d, 2 * inner + keys + heads, "column", trains)]
+        mixer = [Gemm("in_proj", d, inner + conv + heads, "column", trains)]
     else:
         mixer = [
-            Gemm("in_proj_qkvz", d, keys + 2 * inner, "column", trains),
+            Gemm("in_proj_qkvz", d, conv + inner, "column", trains),
             Gemm("in_proj_ba", d, 2 * heads, "column", trains),
         ]
     mixer.append(Gemm("out_proj", inner, d, "row", trains))

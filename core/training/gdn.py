@@ -34,6 +34,7 @@ from typing import Final
 
 from core.breakdown import Term
 from core.format import sci
+from core.hybrid import RecurrentMixer
 
 # transformers 5.25.0 torch_chunk_gated_delta_rule ``chunk_size: int = 64`` (the layer passes none), and
 # flash-linear-attention bc3b101d chunk_gated_delta_rule ``kwargs.pop('chunk_size', 64)``.
@@ -42,25 +43,42 @@ CHUNK: Final = 64
 
 @dataclass(frozen=True)
 class DeltaNetShape:
-    """One Gated DeltaNet layer's widths (core.hybrid.RecurrentMixer's: ``heads`` value heads of ``v_dim``,
-    ``key_heads`` of ``k_dim``) and the micro-batch it runs."""
+    """One Gated DeltaNet layer (the model's core.hybrid.RecurrentMixer, whose widths it reads: ``heads`` value
+    heads of ``v_dim``, ``key_heads`` (its groups) of ``k_dim`` (its state)) and the micro-batch it runs."""
 
     b: int
     s: int
-    heads: int
-    v_dim: int
-    key_heads: int
-    k_dim: int
-    conv_kernel: int
+    mixer: RecurrentMixer
+
+    @property
+    def heads(self) -> int:
+        return self.mixer.heads
+
+    @property
+    def v_dim(self) -> int:
+        return self.mixer.head_dim
+
+    @property
+    def key_heads(self) -> int:
+        return self.mixer.groups
+
+    @property
+    def k_dim(self) -> int:
+        return self.mixer.state
+
+    @property
+    def conv_kernel(self) -> int:
+        return self.mixer.conv_kernel
 
     @property
     def value_width(self) -> int:
-        return self.heads * self.v_dim
+        return self.mixer.inner  # value heads · value dim
 
     @property
     def conv_dim(self) -> int:
-        """q, k and v: the convolution's channels."""
-        return 2 * self.key_heads * self.k_dim + self.value_width
+        """q, k and v: the convolution's channels, 2·Hk·dk + H·dv (core.hybrid.RecurrentMixer.conv_dim, the one
+        definition)."""
+        return self.mixer.conv_dim
 
     @property
     def chunks(self) -> int:

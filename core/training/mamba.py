@@ -27,28 +27,46 @@ from math import ceil
 
 from core.breakdown import Term
 from core.format import sci
+from core.hybrid import RecurrentMixer
 
 
 @dataclass(frozen=True)
 class MixerShape:
-    """One Mamba-2 mixer's widths and the micro-batch it runs (core.hybrid.RecurrentMixer's names)."""
+    """One Mamba-2 mixer (the model's core.hybrid.RecurrentMixer, whose widths it reads) and the micro-batch it
+    runs. The convolution's channels are the mixer's ``conv_dim`` (x, B and C: I + 2·G·S)."""
 
     b: int
     s: int
-    heads: int
-    head_dim: int
-    state: int
-    groups: int
-    conv_kernel: int
+    mixer: RecurrentMixer
     chunk: int  # mamba_chunk_size / chunk_size: the scan's block of positions
 
     @property
+    def heads(self) -> int:
+        return self.mixer.heads
+
+    @property
+    def head_dim(self) -> int:
+        return self.mixer.head_dim
+
+    @property
+    def state(self) -> int:
+        return self.mixer.state
+
+    @property
+    def groups(self) -> int:
+        return self.mixer.groups
+
+    @property
+    def conv_kernel(self) -> int:
+        return self.mixer.conv_kernel
+
+    @property
     def inner(self) -> int:
-        return self.heads * self.head_dim
+        return self.mixer.inner
 
     @property
     def conv_dim(self) -> int:
-        return self.inner + 2 * self.groups * self.state
+        return self.mixer.conv_dim  # core.hybrid.RecurrentMixer.conv_dim: the one definition
 
     @property
     def in_width(self) -> int:

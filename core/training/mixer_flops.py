@@ -64,11 +64,11 @@ class MixerFlops:
 def mixer_flops(model: ModelSpec, kernels: bool) -> MixerFlops | None:
     """The recurrent layers' conv and scan of ``model`` (None: attention only). ``kernels``: Mamba-2 runs
     mamba_ssm's Triton kernels (training with mamba_ssm installed, vLLM's prefill), else transformers' torch path."""
-    hybrid = model.hybrid
-    if hybrid is None:
+    mixer = model.mixer
+    if mixer is None:
         return None
     h, p, n, g = model.recurrent_heads, model.recurrent_head_dim, model.recurrent_state, model.recurrent_groups
-    conv = 2.0 * hybrid.mixer.conv_dim * model.recurrent_conv_kernel  # core.hybrid.RecurrentMixer.conv_dim
+    conv = 2.0 * mixer.conv_dim * mixer.conv_kernel  # core.hybrid.RecurrentMixer.conv_dim
     if model.recurrent_mixer == "mamba2":
         q = model.recurrent_chunk or 256  # a plan file written before the chunk was read: the config default
         whole = 2.0 * h * (q * (n + p) + 2 * n * p)

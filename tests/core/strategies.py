@@ -109,10 +109,10 @@ def plans(draw: st.DrawFn) -> Plan:
         targets = list(lora_on(spec, LoraSettings(targets=tuple(targets))).targets)
     if spec.latent_attention and engine is Engine.LLAMACPP:
         engine = Engine.VLLM
-    # Chunked attention (Llama 4) is served on vLLM 0.8 or later only (Plan._check_chunked_attention).
+    # Chunked attention (Llama 4) is served on vLLM 0.8 or later only (core.plan.serving_refusal).
     if spec.chunked_attention:
         engine = Engine.VLLM
-    # A hybrid recurrent model is served on vLLM 0.11 - 0.34, one stage, a TP its mixer splits (Plan._check_hybrid).
+    # A hybrid recurrent model is served on vLLM 0.11 - 0.34, one stage, a TP its mixer splits (serving_refusal).
     hybrid = spec.hybrid is not None
     if hybrid:
         engine = Engine.VLLM
@@ -212,7 +212,7 @@ def plans(draw: st.DrawFn) -> Plan:
         ),
         inference=Inference(
             weight_dtype=draw(st.sampled_from(list(WeightFormat))),
-            # vLLM has no int8 / int4 cache: refused for a hybrid (Plan._check_hybrid)
+            # vLLM has no int8 / int4 cache: refused for a hybrid (core.plan.serving_refusal)
             kv_dtype=draw(st.sampled_from([k for k in KvDtype if not hybrid or k not in (KvDtype.INT8, KvDtype.INT4)])),
             concurrent=draw(st.integers(1, 4096)),
             context=draw(st.integers(1, 1_000_000)),

@@ -315,7 +315,7 @@ def _random_plan(rng: random.Random) -> Plan:
     reachable = model.adapter_targets() if model.latent_attention else LORA_TARGETS
     if model.latent_attention and engine is Engine.LLAMACPP:
         engine = Engine.VLLM
-    # Chunked attention (Llama 4) is served on vLLM 0.8 or later only (Plan._check_chunked_attention).
+    # Chunked attention (Llama 4) is served on vLLM 0.8 or later only (core.plan.serving_refusal).
     if model.chunked_attention:
         engine = Engine.VLLM
     lines = list(VllmVersion)
@@ -407,7 +407,7 @@ def _random_plan(rng: random.Random) -> Plan:
         if drawn["parallel"].strategy is Strategy.FSDP:  # no FSDP on MPS (core.mac._fsdp)
             drawn["parallel"] = replace(drawn["parallel"], strategy=Strategy.DDP)
         drawn["inference"] = replace(drawn["inference"], tensor_parallel=1, pipeline_parallel=1)
-    if model.hybrid is not None:  # served on vLLM 0.11 - 0.34, one stage, a 16-bit or fp8 cache (Plan._check_hybrid)
+    if model.hybrid is not None:  # served on vLLM 0.11 - 0.34, one stage, a 16-bit or fp8 cache (serving_refusal)
         inf = drawn["inference"]
         kv = inf.kv_dtype if inf.kv_dtype not in (KvDtype.INT8, KvDtype.INT4) else KvDtype.BF16
         version = rng.choice(sorted(hybrid_vllm_lines(model)))  # the TP drawn above splits the state (strategies)

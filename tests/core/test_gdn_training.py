@@ -16,6 +16,7 @@ from core.files.launch import Target, export
 from core.files.measurement import plan_for_case
 from core.files.runconfig import loads_run_config, plan_from_run, resolve_model
 from core.hfconfig import model_from_hf_config
+from core.hybrid import GATED_DELTANET, RecurrentMixer
 from core.plan import LoraSettings, Method, Plan, lora_on, training_refusal
 from core.presets import plan_for_model
 from core.training.gdn import DeltaNetShape, gated_attention_terms, kernel_path_terms, torch_path_terms
@@ -26,8 +27,10 @@ MEASURED = ROOT / "benchmarks" / "accuracy" / "measured_hybrid"
 CONFIGS = ROOT / "benchmarks" / "accuracy" / "configs"
 # benchmarks/accuracy/configs/tiny-qwen3.5.json's (and tiny-qwen3-next.json's) layer: 4 value heads of 32, 2 key
 # heads of 32, kernel 4.
-TINY = DeltaNetShape(2, 1024, 4, 32, 2, 32, 4)
-ODD = DeltaNetShape(1, 1000, 4, 32, 2, 32, 4)  # the scan pads 1,000 positions to 1,024
+# RecurrentMixer: value heads, value dim, key dim (state), key heads (groups), kernel, value width.
+_LAYER = RecurrentMixer(GATED_DELTANET, 4, 32, 32, 2, 4, 4 * 32)
+TINY = DeltaNetShape(2, 1024, _LAYER)
+ODD = DeltaNetShape(1, 1000, _LAYER)  # the scan pads 1,000 positions to 1,024
 
 
 def _saved(m: DeltaNetShape, autocast: bool, trainable: bool) -> float:

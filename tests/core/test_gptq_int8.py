@@ -20,18 +20,20 @@ from core.files.launch.llamacpp import export_llama_server
 from core.files.launch.sglang import export_sglang, read_sglang
 from core.files.launch.vllm import export_vllm, read_vllm
 from core.files.planfile import dumps, loads
-from core.plan import Attention, Engine, Hardware, Inference, Plan, TransformersVersion
+from core.plan import Attention, Engine, Hardware, Inference, Plan, SglangVersion, TransformersVersion
 from core.serving.engines import exllama_buffer_bytes, hf_peak_bytes, rank_layout
 from core.serving.fit import DEFAULT_FIT
 from core.serving.gptq import (
+    CHECKPOINT_KEPT,
     CUDA_OLD_DEQUANT_BYTES,
     CUDA_OLD_SWITCH_ROWS,
     cuda_old_dequant_bytes,
+    gptq_kept,
     hf_linear_extra_ops,
     marlin_runs,
 )
 from core.serving.hf_generate import DENSE_LAYER_OPS
-from core.serving.sglang_weights import rank_tensors
+from core.serving.sglang_weights import plan_weights, rank_tensors, sglang_weights
 from core.serving.speed import hf_host_layer_seconds
 
 QWEN7B = find_model("qwen2.5-7b")
@@ -118,6 +120,29 @@ def test_sglang_replays_the_checkpoints_tensors() -> None:
     # checkpoint stores three and two), and pads the vocabulary to 64 rows (152,064 already is).
     shared_g_idx = LAYERS * (2 * D + D) * 4
     assert sum(tensors) - rope == _checkpoint_bytes() - shared_g_idx
+
+
+def test_sglangs_replay_frees_what_the_one_after_loading_rule_frees() -> None:
+    """core.serving.gptq.gptq_kept decides for both: SGLang's own GPTQMarlinLinearMethod (0.4.10 on, the 0.5.1
+    wheel's layers/quantization/gptq.py process_weights_after_loading) empties g_idx and, the checkpoint being
+    symmetric, qzeros; so what the replay holds after loading is the engine's weights less the rotary table."""
+    plan = _plan(Engine.SGLANG)
+    replay = plan_weights(plan)
+    assert replay is not None
+    zeros = LAYERS * sum(math.ceil(n_in / GROUP) * n_out for n_in, n_out, _ in LINEARS)  # one byte each
+    fused_g_idx = LAYERS * (D + Q + D + INTER) * 4  # one g_idx per fused linear: qkv, o, gate_up, down
+    assert replay.freed == zeros + fused_g_idx
+    assert replay.held == pytest.approx(rank_layout(plan).weights_bytes)
+    # the freed blocks stay cached in their segments (not replayed: empty_cache returns only whole ones)
+    assert replay.segments == sglang_weights(QWEN7B.spec, WeightFormat.GPTQ_INT8, 1, 1).segments
+
+
+def test_sglang_before_its_own_marlin_keeps_them_on_hopper() -> None:
+    # 0.4.9 imports vLLM's GPTQMarlinLinearMethod: Machete on Hopper keeps qzeros and g_idx (core.serving.gptq)
+    old = _plan(Engine.SGLANG, gpu="h100-sxm").with_inference(sglang_version=SglangVersion.V0_4_9)
+    assert gptq_kept(old) == CHECKPOINT_KEPT
+    replay = plan_weights(old)
+    assert replay is not None and replay.freed == 0 and replay.held == replay.tensors
 
 
 def test_the_cuda_old_forward_dequantises_from_128_rows() -> None:

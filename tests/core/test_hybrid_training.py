@@ -14,6 +14,7 @@ from core.cli.app import main
 from core.estimate import estimate
 from core.files.measurement import load_measurement, plan_for_case
 from core.files.planfile import dumps, loads_saved
+from core.hybrid import MAMBA2, RecurrentMixer
 from core.plan import LoraSettings, Method, Plan, lora_on, training_refusal
 from core.presets import plan_for_model
 from core.training.flops import token_flops
@@ -23,8 +24,8 @@ from core.verdict import Mode
 MEASURED = Path(__file__).resolve().parents[2] / "benchmarks" / "accuracy" / "measured_hybrid"
 # benchmarks/accuracy/configs/tiny-granite-4.0-h.json's mixer (8 heads of 64, state 64, 1 group, kernel 4, chunk
 # 256) and tiny-nemotron-h.json's (8 heads of 32, state 64, 2 groups, chunk 128).
-GRANITE = MixerShape(2, 1024, 8, 64, 64, 1, 4, 256)
-NEMOTRON = MixerShape(1, 1000, 8, 32, 64, 2, 4, 128)
+GRANITE = MixerShape(2, 1024, RecurrentMixer(MAMBA2, 8, 64, 64, 1, 4, 8 * 64), 256)
+NEMOTRON = MixerShape(1, 1000, RecurrentMixer(MAMBA2, 8, 32, 64, 2, 4, 8 * 32), 128)
 
 
 def _saved(m: MixerShape, autocast: bool, trainable: bool) -> float:

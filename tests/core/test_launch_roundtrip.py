@@ -363,9 +363,9 @@ def test_round_trip_of_the_serving_commands(target: Target, plan: Plan) -> None:
     # refuses for MLA (Plan._check_latent_attention: its deepseek2 cache is not modelled).
     assume(not (plan.model.latent_attention and target not in (Target.VLLM, Target.SGLANG)))
     # Llama 4 (chunked attention) read back from any other engine's command is refused likewise: it is planned on
-    # vLLM only (Plan._check_chunked_attention).
+    # vLLM only (core.plan.serving_refusal).
     assume(not (plan.model.chunked_attention and target is not Target.VLLM))
-    # A hybrid recurrent model likewise: vLLM 0.11 - 0.34 only (Plan._check_hybrid).
+    # A hybrid recurrent model likewise: vLLM 0.11 - 0.34 only (core.plan.serving_refusal).
     assume(not (plan.model.hybrid is not None and target is not Target.VLLM))
     exported = export(plan, target)
     check_unexpressed(exported)

@@ -23,6 +23,7 @@ from core.dtypes import WeightFormat, weight_bytes
 from core.plan import Attention, Engine, Hardware, Plan
 from core.serving.engines import rank_layout
 from core.serving.gptq import after_loading_delta, machete_runs
+from core.serving.sglang_weights import plan_weights
 
 QWEN7B = find_model("qwen2.5-7b")
 QWEN3_MOE = find_model("qwen3-30b-a3b")
@@ -125,3 +126,19 @@ def test_transformers_4bit_figures_are_the_checkpoints() -> None:
     for fmt in (WeightFormat.GPTQ_INT4, WeightFormat.AWQ_INT4):
         plan = _plan(Engine.HF, fmt)
         assert after_loading_delta(plan, plan.model, plan.model.stored_matmul_params()) == 0.0
+
+
+def test_sglangs_replay_of_a_moe_keeps_the_experts_zeros_and_frees_every_g_idx() -> None:
+    """SGLang's own Marlin methods (the 0.5.1 wheel's layers/quantization/gptq.py): GPTQMarlinLinearMethod
+    empties the attention's qzeros and g_idx, GPTQMarlinMoEMethod the experts' w13_g_idx / w2_g_idx and keeps
+    their qzeros. The replay asks core.serving.gptq.gptq_kept, as after_loading_delta does."""
+    plan = _plan(Engine.SGLANG, WeightFormat.GPTQ_INT4, model=QWEN3_MOE)
+    replay = plan_weights(plan)
+    assert replay is not None
+    d, q, kv, experts, width, layers = 2048, 32 * 128, 4 * 128, 128, 768, 48  # Qwen3-30B-A3B config.json
+    # SGLang's fused qkv_proj (d → q + 2·kv) and o_proj: half a byte a zero, one group of 128 input rows
+    zeros = layers * (d // GROUP * (q + 2 * kv) + q // GROUP * d) // 2
+    # one int32 a fused linear's input row: qkv, o, and each expert's w13 (d) and w2 (width)
+    g_idx = layers * (d + q + experts * (d + width)) * 4
+    assert replay.freed == zeros + g_idx
+    assert zeros == pytest.approx(-after_loading_delta(plan, plan.model, plan.model.stored_matmul_params()))

@@ -1,0 +1,131 @@
+"""Which serving plans are refused, and why: one answer (core.plan.serving_refusal) whatever asks.
+
+A table of engines and releases × kinds of model (a Mamba-2 hybrid, a Gated DeltaNet hybrid, chunked and sliding
+attention, latent attention, a mixture of experts, a plain dense model). For every cell the entry points agree
+with the home's answer: Plan validation (what the window's edit and a plan file go through) raises exactly that
+PlanError or none; the serving estimate runs where it is none; the command line prints the same words; and
+serving_on moves a plan to vLLM only where the engine or its release is the reason and the model is planned on
+vLLM only, to a plan the home accepts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from core.catalogue import find_model
+from core.cli.app import main
+from core.errors import PlanError, one_line
+from core.estimate import estimate
+from core.plan import Engine, KvDtype, OllamaVersion, VllmVersion, default_plan_on, serving_on, serving_refusal
+
+# Catalogue models, one per kind (resources/models.json).
+MODELS = {
+    "dense": "qwen2.5-7b",
+    "mamba2 hybrid": "granite-4.0-h-tiny",
+    "gated deltanet hybrid": "qwen3.5-9b",  # vLLM loads it from 0.17 (core.plan.HYBRID_VLLM_FROM)
+    "chunked attention": "llama-4-scout-17b-16e",
+    "sliding window": "gemma-2-9b",
+    "latent attention": "deepseek-v2-lite",
+    "mixture of experts": "qwen3-30b-a3b",
+}
+# (inference changes, the same as command-line options). The releases are the planner's own lines: 0.7 predates
+# Llama 4 (0.8) and every hybrid line (0.11 on); 0.13 is a hybrid line before Qwen3.5's first (0.17); build 5000
+# is a llama.cpp build other than a current one; Ollama 0.12.11 a line with its own estimate (before 0.30).
+ENGINES: dict[str, tuple[dict[str, Any], list[str]]] = {
+    "hf": ({"engine": Engine.HF}, ["--engine", "hf"]),
+    "vllm 0.19": (
+        {"engine": Engine.VLLM, "vllm_version": VllmVersion.V0_19},
+        ["--engine", "vllm", "--vllm-version", "0.19"],
+    ),
+    "vllm 0.13": (
+        {"engine": Engine.VLLM, "vllm_version": VllmVersion.V0_13},
+        ["--engine", "vllm", "--vllm-version", "0.13"],
+    ),
+    "vllm 0.7": (
+        {"engine": Engine.VLLM, "vllm_version": VllmVersion.V0_7},
+        ["--engine", "vllm", "--vllm-version", "0.7"],
+    ),
+    "vllm int8 cache": (
+        {"engine": Engine.VLLM, "vllm_version": VllmVersion.V0_19, "kv_dtype": KvDtype.INT8},
+        ["--engine", "vllm", "--vllm-version", "0.19", "--kv-dtype", "int8"],
+    ),
+    "sglang": ({"engine": Engine.SGLANG}, ["--engine", "sglang"]),
+    "llama.cpp": ({"engine": Engine.LLAMACPP}, ["--engine", "llamacpp"]),
+    "llama.cpp build 5000": (
+        {"engine": Engine.LLAMACPP, "llamacpp_build": 5000},
+        ["--engine", "llamacpp", "--llamacpp-build", "5000"],
+    ),
+    "ollama 0.12.11": (
+        {"engine": Engine.LLAMACPP, "ollama_version": OllamaVersion("0.12.11")},
+        ["--engine", "llamacpp", "--ollama", "0.12.11"],
+    ),
+}
+# The refusals serving_on answers with another engine (core.plan._ENGINE_CHOICE): the engine and its release.
+ENGINE_CHOICE = {"inference.engine", "inference.vllm_version", "inference.llamacpp_build", "inference.ollama_version"}
+CELLS = [(kind, engine) for kind in MODELS for engine in ENGINES]
+
+
+def _cell(kind: str, engine: str) -> tuple[Any, Any, PlanError | None]:
+    model = find_model(MODELS[kind])
+    changes, _ = ENGINES[engine]
+    inference = replace(default_plan_on(model.spec, model.id).inference, **changes)
+    return model, inference, serving_refusal(model.spec, inference)
+
+
+@pytest.mark.parametrize(("kind", "engine"), CELLS)
+def test_plan_validation_and_the_serving_estimate_give_the_homes_answer(kind: str, engine: str) -> None:
+    model, inference, refusal = _cell(kind, engine)
+    base = default_plan_on(model.spec, model.id)
+    if refusal is None:
+        plan = base.with_inference(**ENGINES[engine][0])
+        assert plan.inference == inference
+        assert estimate(plan).inference.total_bytes > 0  # the serving estimate runs
+        return
+    with pytest.raises(PlanError) as info:
+        base.with_inference(**ENGINES[engine][0])
+    assert (info.value.field, str(info.value)) == (refusal.field, str(refusal))
+
+
+@pytest.mark.parametrize(("kind", "engine"), CELLS)
+def test_the_command_line_gives_the_homes_answer(kind: str, engine: str, capsys: pytest.CaptureFixture[str]) -> None:
+    model, _, refusal = _cell(kind, engine)
+    code = main(["estimate", "--mode", "inference", "--model", model.id, *ENGINES[engine][1]])
+    out, err = capsys.readouterr()
+    if refusal is None:
+        assert code == 0 and err == "" and out
+    else:
+        assert (code, err) == (2, f"vramplan: {one_line(str(refusal))}\n")
+
+
+@pytest.mark.parametrize(("kind", "engine"), CELLS)
+def test_serving_on_moves_only_what_the_home_refuses_for_its_engine(kind: str, engine: str) -> None:
+    model, inference, refusal = _cell(kind, engine)
+    moved = serving_on(model.spec, inference)
+    vllm_only = model.spec.hybrid is not None or model.spec.chunked_attention
+    if refusal is None or refusal.field not in ENGINE_CHOICE or not vllm_only:
+        assert moved is inference
+        return
+    assert moved.engine is Engine.VLLM and serving_refusal(model.spec, moved) is None
+    assert replace(moved, engine=inference.engine, vllm_version=inference.vllm_version) == replace(
+        inference, llamacpp_build=moved.llamacpp_build, ollama_version=moved.ollama_version
+    )
+
+
+def test_the_table_holds_refusals_of_every_kind_it_names() -> None:
+    # The table is worth its cells: each kind planned on some engines only meets a refusal, each field the home
+    # decides is exercised, and every kind is served somewhere.
+    refused = {(kind, engine): _cell(kind, engine)[2] for kind, engine in CELLS}
+    for kind in ("mamba2 hybrid", "gated deltanet hybrid", "chunked attention", "latent attention"):
+        assert any(refused[kind, engine] is not None for engine in ENGINES), kind
+    for kind in MODELS:
+        assert any(refused[kind, engine] is None for engine in ENGINES), kind
+    fields = {error.field for error in refused.values() if error is not None}
+    assert fields == ENGINE_CHOICE | {"inference.kv_dtype"}
+    assert all(
+        refused[kind, engine] is None
+        for kind in ("dense", "sliding window", "mixture of experts")
+        for engine in ENGINES
+    )
