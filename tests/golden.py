@@ -574,6 +574,29 @@ CLI_RUNS: tuple[tuple[str, ...], ...] = (
             "--gpu rtx-4090"
         )
     ),
+    # Hybrids on data-parallel ranks (branch h71hybdp): FSDP2's largest-layer gather, DDP's buckets.
+    tuple(shlex.split("estimate --json --model qwen3.5-27b --method full --gpus 8 --strategy fsdp --gpu h100-sxm")),
+    tuple(
+        shlex.split("estimate --json --model granite-4.0-h-small --method lora --gpus 2 --strategy ddp --gpu h100-sxm")
+    ),
+    # SGLang's default fraction by launch (branch h71sglpf): the llama-2 4,096-token prefill cap, an MLA model's
+    # prefill graph reserve (0.5.23) and its switch-off (0.5.16), an AMD card, a multimodal model's reduction (0.4.5).
+    tuple(shlex.split("estimate --json --mode inference --model llama-2-7b --engine sglang --gpu h200-sxm")),
+    *(
+        tuple(
+            shlex.split(
+                f"estimate --json --mode inference --model deepseek-v2-lite --engine sglang --sglang-version {line} "
+                "--gpu h100-sxm"
+            )
+        )
+        for line in ("0.5.16", "0.5.23")
+    ),
+    tuple(shlex.split("estimate --json --mode inference --model llama-3.1-8b --engine sglang --gpu mi300x")),
+    tuple(
+        shlex.split(
+            "estimate --json --mode inference --model gemma-3-4b --engine sglang --sglang-version 0.4.5 --gpu h100-sxm"
+        )
+    ),
 )
 
 
