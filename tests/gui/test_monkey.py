@@ -61,6 +61,8 @@ LATENT_ROWS = tuple(f"model.{name}" for name, _label, _tip in LATENT_DIMENSIONS)
 MEGATRON_ROWS = ("parallel.grad_accum_fusion", "parallel.grad_reduce_in_fp32")
 # The Serving form's row an image-text checkpoint alone shows (core.inputs: inference.text_only's ``matters``).
 VISION_ROWS = ("inference.text_only",)
+# The Serving form's row a mixture of experts under llama-server alone shows (inference.cpu_moe_layers' ``matters``).
+CPU_MOE_ROWS = ("inference.cpu_moe_layers",)
 # The rows a hybrid alone shows (branches h66htrain, h68gdn): its mixer's LoRA targets and the kernels switch.
 HYBRID_ROWS = ("lora.targets.in_proj", "lora.targets.out_proj", "mamba_kernels")
 # About 40 edits per input of the one table, so that each is reached: a fixed 2,000 stopped
@@ -363,6 +365,7 @@ def expected_values(window: MainWindow, plan: Plan) -> dict[str, Any]:
         "inference.gguf_quant": inf.gguf_quant,
         "inference.ollama_version": inf.ollama_version,
         "inference.gpu_layers": inf.gpu_layers,
+        "inference.cpu_moe_layers": inf.cpu_moe_layers,
         "inference.cache_type": inf.cache_type,
         "inference.flash_attention": inf.flash_attention,
         "inference.ubatch": inf.ubatch,
@@ -796,6 +799,28 @@ class Monkey:
                 done.append(self.edit(key, widget))
         return done
 
+    def reach_cpu_moe_rows(self) -> list[str]:
+        """The Serving form's experts-in-RAM field (llama.cpp's --n-cpu-moe), shown for a mixture of experts under
+        llama-server alone, if the walk missed it: Inference mode, File → New, Qwen3 30B-A3B picked, llama.cpp
+        chosen as the engine (no Ollama line) and the field edited once."""
+        done: list[str] = []
+        for key in [key for key in CPU_MOE_ROWS if not self.done[key]]:
+            if not self.window.inference_action.isChecked():
+                self.window.inference_action.trigger()
+                done.append("mode 'Inference'")
+            if self.window.controller.plan.model.num_experts <= 1:
+                done.append(self.new_plan_on("qwen3-30b-a3b"))
+            form = self.window.serving_form
+            for name, value in (("engine", "llamacpp"), ("ollama_version", "none")):
+                combo = getattr(form, name)
+                if combo.currentData() != value and combo.findData(value) >= 0:
+                    combo.setCurrentIndex(combo.findData(value))
+                    done.append(f"{name} {value!r}")
+            widget = self.fields[key]
+            if widget.isVisibleTo(self.window) and widget.isEnabled():
+                done.append(self.edit(key, widget))
+        return done
+
     def reach_megatron_rows(self) -> list[str]:
         """The Megatron gradient-buffer rows the walk missed: Training mode, File → New (the default plan: AdamW,
         which Megatron-Core builds; DDP on one GPU), the Megatron stack picked, 4 accumulation steps typed, and each
@@ -954,6 +979,7 @@ def test_monkey(qtbot: Any, window: MainWindow) -> None:
             *monkey.reach_galore_rows(),
             *monkey.reach_moe_dispatcher(),
             *monkey.reach_vision_rows(),
+            *monkey.reach_cpu_moe_rows(),
             *monkey.reach_hybrid_rows(),
         ]:
             monkey.log.append(what)
