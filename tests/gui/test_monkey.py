@@ -821,6 +821,33 @@ class Monkey:
                 done.append(self.edit(key, widget))
         return done
 
+    def reach_cp_rotate_row(self) -> list[str]:
+        """The CP rotation's row (PyTorch's ring attention: context parallel above 1 outside Megatron), if the walk
+        missed it: Training mode, File → New, 8 GPUs and CP 2 typed, the advanced parallel settings shown and the row
+        edited once. The seeded path moves with each new input: after the Serving form's experts-in-RAM field
+        (branch h71cpumoe) a walk that ran after the other GUI tests no longer reached a CP layout."""
+        key = "parallel.cp_rotate_method"
+        if self.done[key]:
+            return []
+        window = self.window
+        if not window.training_action.isChecked():
+            window.training_action.trigger()
+        window.new_action.trigger()
+        form = window.parallel_form
+        for field, text in ((form.gpus_per_node, "8"), (form.context_parallel, "2")):
+            field.setFocus()
+            field.lineEdit().selectAll()
+            type_keys(self.qtbot, field.lineEdit(), text)
+            self.qtbot.keyClick(field.lineEdit(), Qt.Key.Key_Return)
+        done = ["File → New, 8 GPUs, CP 2"]
+        if not form.advanced.isChecked():  # the rotation is one of the advanced knobs
+            form.advanced.click()
+            done.append("advanced parallel settings shown")
+        widget = self.fields[key]
+        if widget.isVisibleTo(window) and widget.isEnabled():
+            done.append(self.edit(key, widget))
+        return done
+
     def reach_megatron_rows(self) -> list[str]:
         """The Megatron gradient-buffer rows the walk missed: Training mode, File → New (the default plan: AdamW,
         which Megatron-Core builds; DDP on one GPU), the Megatron stack picked, 4 accumulation steps typed, and each
@@ -980,6 +1007,7 @@ def test_monkey(qtbot: Any, window: MainWindow) -> None:
             *monkey.reach_moe_dispatcher(),
             *monkey.reach_vision_rows(),
             *monkey.reach_cpu_moe_rows(),
+            *monkey.reach_cp_rotate_row(),
             *monkey.reach_hybrid_rows(),
         ]:
             monkey.log.append(what)
