@@ -821,6 +821,26 @@ class Monkey:
                 done.append(self.edit(key, widget))
         return done
 
+    def type_committed(self, entries: tuple[tuple[Any, str], ...]) -> None:
+        """Each field's text typed over what it holds and committed with Enter, as a user types a layout."""
+        for field, text in entries:
+            field.setFocus()
+            field.lineEdit().selectAll()
+            type_keys(self.qtbot, field.lineEdit(), text)
+            self.qtbot.keyClick(field.lineEdit(), Qt.Key.Key_Return)
+
+    def edit_advanced_rows(self, keys: list[str], done: list[str]) -> list[str]:
+        """The Parallelism form's advanced settings shown, then each of ``keys`` edited once where it shows."""
+        form = self.window.parallel_form
+        if not form.advanced.isChecked():
+            form.advanced.click()
+            done.append("advanced parallel settings shown")
+        for key in keys:
+            widget = self.fields[key]
+            if widget.isVisibleTo(self.window) and widget.isEnabled():
+                done.append(self.edit(key, widget))
+        return done
+
     def reach_cp_rotate_row(self) -> list[str]:
         """The CP rotation's row (PyTorch's ring attention: context parallel above 1 outside Megatron), if the walk
         missed it: Training mode, File → New, 8 GPUs and CP 2 typed, the advanced parallel settings shown and the row
@@ -834,19 +854,8 @@ class Monkey:
             window.training_action.trigger()
         window.new_action.trigger()
         form = window.parallel_form
-        for field, text in ((form.gpus_per_node, "8"), (form.context_parallel, "2")):
-            field.setFocus()
-            field.lineEdit().selectAll()
-            type_keys(self.qtbot, field.lineEdit(), text)
-            self.qtbot.keyClick(field.lineEdit(), Qt.Key.Key_Return)
-        done = ["File → New, 8 GPUs, CP 2"]
-        if not form.advanced.isChecked():  # the rotation is one of the advanced knobs
-            form.advanced.click()
-            done.append("advanced parallel settings shown")
-        widget = self.fields[key]
-        if widget.isVisibleTo(window) and widget.isEnabled():
-            done.append(self.edit(key, widget))
-        return done
+        self.type_committed(((form.gpus_per_node, "8"), (form.context_parallel, "2")))
+        return self.edit_advanced_rows([key], ["File → New, 8 GPUs, CP 2"])  # the rotation is an advanced knob
 
     def reach_megatron_rows(self) -> list[str]:
         """The Megatron gradient-buffer rows the walk missed: Training mode, File → New (the default plan: AdamW,
@@ -898,20 +907,9 @@ class Monkey:
         stack = window.method_form.stack
         stack.setCurrentIndex(stack.findData("megatron"))
         form = window.parallel_form
-        for field, text in ((form.gpus_per_node, "8"), (form.tensor_parallel, "2")):
-            field.setFocus()
-            field.lineEdit().selectAll()
-            type_keys(self.qtbot, field.lineEdit(), text)
-            self.qtbot.keyClick(field.lineEdit(), Qt.Key.Key_Return)
-        done = ["File → New, model 'qwen3-30b-a3b', stack 'megatron', 8 GPUs, TP 2"]
-        if not form.advanced.isChecked():  # the dispatcher is one of the advanced knobs
-            form.advanced.click()
-            done.append("advanced parallel settings shown")
-        for key in keys:
-            widget = self.fields[key]
-            if widget.isVisibleTo(window) and widget.isEnabled():
-                done.append(self.edit(key, widget))
-        return done
+        self.type_committed(((form.gpus_per_node, "8"), (form.tensor_parallel, "2")))
+        # the dispatcher is one of the advanced knobs
+        return self.edit_advanced_rows(keys, ["File → New, model 'qwen3-30b-a3b', stack 'megatron', 8 GPUs, TP 2"])
 
     def plain_single_gpu(self) -> None:
         """One GPU, DDP, PyTorch's own loop: TP, PP and CP typed back to 1, the framework boxes off."""
