@@ -318,6 +318,10 @@ def estimate(plan: Plan, gpu: GpuSpec | None = None) -> Estimate:
         from core.serving.text_only import skips_vision_tower
 
         skips_vision_tower(plan.model, plan.inference)
+    if plan.inference.engine is Engine.LLAMACPP and plan.inference.cpu_moe_layers > 0:
+        from core.serving.llamacpp import cpu_moe_refusal  # a dense model or Ollama: no experts to keep in RAM
+
+        cpu_moe_refusal(plan)
     if plan.inference.engine is Engine.VLLM and plan.inference.prefix_caching is PrefixCaching.ON:
         from core.serving.vllm_hybrid import prefix_caching_refusal  # a hybrid before vLLM 0.26 is refused
 

@@ -2141,12 +2141,24 @@ INPUTS: Final[tuple[Input, ...]] = (
           ("--gpu-layers", "--ngl"), "llama.cpp: layers on the GPU (-ngl; 999: all, -1: auto)", unit="layers", low=-1,
           low_means="auto (llama.cpp's fit)",
           high=MAX_LAYERS_FLAG, matters=lambda p: p.inference.engine is Engine.LLAMACPP),
+    Input("inference.cpu_moe_layers", Kind.INT, "Experts in RAM", "MoE layers whose experts stay in RAM (--n-cpu-moe)",
+          0,
+          "llama.cpp's --n-cpu-moe N: the routed experts (ffn_up / gate / down _exps) of the first N layers stay "
+          "in host RAM, the rest of each layer on the GPU; the CPU reads them each token, and a prompt's "
+          "micro-batch copies them to the GPU. At the layer count or above: --cpu-moe, every layer's. "
+          "Mixture-of-experts models only; Ollama has no such option.",
+          ("--n-cpu-moe",), "llama.cpp: keep the experts of the first N layers in host RAM (--cpu-moe: all)",
+          unit="layers", low=0, high=MAX_LAYERS_FLAG, zero_means="none",
+          # shown for a dense model too while it holds a count, which the estimate refuses: the field to clear
+          matters=lambda p: p.inference.engine is Engine.LLAMACPP and p.inference.ollama_version is OllamaVersion.NONE
+          and (p.model.num_experts > 1 or p.inference.cpu_moe_layers > 0)),
     Input("inference.ollama_version", Kind.ENUM, "Ollama", "Ollama release", OllamaVersion.NONE,
           "Run through Ollama: it picks the GPU layers itself from its own memory estimate of the card's "
           "free memory (its log's 'offload' line, ollama ps' SIZE and PROCESSOR), passes num_ctx × "
           "parallel as the context and turns flash attention on only with OLLAMA_FLASH_ATTENTION=1 (from "
           "0.12.11 also for the models it lists, from 0.13.4 llama.cpp's own 'auto'). "
-          "GPU layers below 999 are its num_gpu. The CLI takes the release's default num_ctx (2048 up "
+          "GPU layers below 999 are its num_gpu; it has no --n-cpu-moe (Experts in RAM is hidden). "
+          "The CLI takes the release's default num_ctx (2048 up "
           "to 0.6.6, then 4096; from 0.15.5 4k / 32k / 256k by the GPUs' total memory) and "
           "OLLAMA_NUM_PARALLEL (tries 4, later 2, then 1; 1 from 0.10). From 0.12.11 the layers are "
           "packed onto as few GPUs as hold them, the split shown per GPU. From 0.30 Ollama starts "

@@ -1037,6 +1037,7 @@ class Inference:
     link: str = DEFAULTS["inference.link"]  # what carries the TP all-reduce; "auto": the card's own
     gguf_quant: GgufQuant = DEFAULTS["inference.gguf_quant"]  # llama.cpp: the GGUF file type
     gpu_layers: int = DEFAULTS["inference.gpu_layers"]  # llama.cpp -ngl
+    cpu_moe_layers: int = DEFAULTS["inference.cpu_moe_layers"]  # llama.cpp --n-cpu-moe; >= num_layers: --cpu-moe
     ollama_version: OllamaVersion = DEFAULTS["inference.ollama_version"]  # Ollama in front; NONE: llama-server
     cache_type: CacheType = DEFAULTS["inference.cache_type"]  # llama.cpp -ctk / -ctv
     flash_attention: bool = DEFAULTS["inference.flash_attention"]  # llama.cpp -fa

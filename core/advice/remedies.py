@@ -82,6 +82,7 @@ class RemedyKind(StrEnum):
     KV_Q8_0 = "kv-q8_0"  # -ctk q8_0 -ctv q8_0
     SMALLER_GGUF = "smaller-gguf"  # a smaller file type of the same model
     GPU_LAYERS = "gpu-layers"  # -ngl N: the rest of the layers run on the CPU
+    CPU_MOE = "cpu-moe"  # --n-cpu-moe N: the first N layers' routed experts stay in host RAM
     LAYER_SPLIT = "layer-split"  # the layers over more GPUs (-sm layer)
 
 
@@ -107,6 +108,9 @@ class RemedySpec:
     # A changed plan that fits by less than the estimate's uncertainty (Judgement.fits_with_margin) is listed
     # as not fitting: more GPUs, whose answer is a count (branch h59qtp).
     needs_margin: bool = False
+    # A cost rank read from the plan and the changed plan's estimate, where it depends on them (llama.cpp's
+    # experts in RAM rank before fewer GPU layers when the app's own decode estimate says they are faster).
+    rank_of: Callable[[Plan, Estimate], int] | None = None
 
     def apply(self, plan: Plan) -> tuple[Plan, str] | None:
         """The changed plan and its title; None where the change does not apply, or where the
@@ -797,7 +801,8 @@ def remedies_for(
         notes = [spec.cost_note, spec.plan_note(new_plan) if spec.plan_note else ""]
         cost = cost_text(notes, base, new, spec.kind in _TIMED)
         short = spec.needs_margin and judged.fits and not judged.fits_with_margin
-        found.append(Remedy(spec.kind, title, new_plan, new, judged, spec.cost_rank, cost, spec.addresses, short))
+        rank = spec.cost_rank if spec.rank_of is None else spec.rank_of(plan, new)
+        found.append(Remedy(spec.kind, title, new_plan, new, judged, rank, cost, spec.addresses, short))
     # Those that fit with margin first, then narrow fits (core.verdict.fit_rank; a more-GPUs count short of
     # margin among them, though not counted as fitting), then the rest, cheapest first.
     return tuple(sorted(found, key=lambda r: (r.judgement.fit_rank, r.cost_rank, r.total_bytes)))

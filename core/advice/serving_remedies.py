@@ -17,7 +17,7 @@ from typing import Any, Final
 from core.advice.remedies import RemedyKind, RemedySpec, Transform
 from core.advice.request import Pin
 from core.advice.symptoms import Failure
-from core.estimate import estimate, gpu_for
+from core.estimate import Estimate, estimate, gpu_for
 from core.format import gb
 from core.plan import UNQUANTISED_CACHE, CacheType, Engine, GgufQuant, OllamaVersion, Plan
 from core.serving.engines import vllm_starting_utilization
@@ -184,6 +184,42 @@ def _gpu_layers(plan: Plan) -> tuple[Plan, str] | None:
     return plan.with_inference(gpu_layers=low), f"{low} of {every} layers on the GPU (-ngl {low}), the rest on the CPU"
 
 
+def _cpu_moe(plan: Plan) -> tuple[Plan, str] | None:
+    """The fewest layers whose routed experts, kept in host RAM (llama.cpp's --n-cpu-moe N: the first N
+    layers'), let the plan fit with every layer's attention still on the GPU; --cpu-moe when only all of
+    them do. A mixture of experts under llama-server only (Ollama has no such option), from the plan's own
+    count up; none where even every layer's experts in RAM do not fit."""
+    inf, model = plan.inference, plan.model
+    every = model.num_layers
+    now = min(inf.cpu_moe_layers, every)
+    if not _llamacpp(plan) or inf.ollama_version is not OllamaVersion.NONE or model.num_experts <= 1 or now >= every:
+        return None
+    if not _served_fits(plan.with_inference(cpu_moe_layers=every)):
+        return None
+    low, high = now + 1, every  # fits at high; the fewest that fits is in [low, high]
+    while low < high:
+        middle = (low + high) // 2
+        if _served_fits(plan.with_inference(cpu_moe_layers=middle)):
+            high = middle
+        else:
+            low = middle + 1
+    if low >= every:
+        return plan.with_inference(cpu_moe_layers=every), f"Every layer's experts in host RAM (--cpu-moe, {every})"
+    title = f"The experts of the first {low} of {every} layers in host RAM (--n-cpu-moe {low})"
+    return plan.with_inference(cpu_moe_layers=low), title
+
+
+def _cpu_moe_rank(plan: Plan, changed: Estimate) -> int:
+    """Before fewer GPU layers (rank 2 against their 3) when the app's own decode estimate of the experts in
+    RAM is faster than that of the most GPU layers that fit, else after them (4)."""
+    layers = _gpu_layers(plan)
+    if layers is None:
+        return 2
+    mine = changed.inference.speed.per_request_tokens_per_s
+    theirs = estimate(layers[0]).inference.speed.per_request_tokens_per_s
+    return 2 if mine >= theirs else 4
+
+
 def _offload_note(plan: Plan) -> str:
     served = estimate(plan).inference
     return (
@@ -212,6 +248,22 @@ def _served(
     return RemedySpec(kind, transform, rank, fixes, cost, judged_on=SERVED, **kw)
 
 
+def _to_host(kind: RemedyKind, transform: Transform, cost: str, **kw: Any) -> RemedySpec:
+    """A llama.cpp change that leaves weights in host RAM (fewer GPU layers, experts kept there): rank 3 unless
+    ``rank_of`` says otherwise, alone, not with a pin against offload, its host RAM and decode speed noted."""
+    return _served(
+        kind,
+        transform,
+        3,
+        WEIGHTS,
+        cost,
+        combinable=False,
+        changes=frozenset({Pin.NO_OFFLOAD}),
+        plan_note=_offload_note,
+        **kw,
+    )
+
+
 SERVING_KINDS: Final = (
     _served(K.KV_FP8, _kv_fp8, 1, SERVING, "small quality cost"),
     _served(K.FEWER_REQUESTS, _fewer_requests, 2, SERVING, "lower throughput", combinable=False),
@@ -222,15 +274,12 @@ SERVING_KINDS: Final = (
     _served(K.KV_Q8_0, _kv_q8_0, 1, SERVING, "small quality cost"),
     _served(K.SMALLER_GGUF, _smaller_gguf, 2, WEIGHTS, "a new download; lower quality", plan_note=_gguf_note),
     _served(K.LAYER_SPLIT, _layer_split, 3, WEIGHTS, "twice the GPUs", changes=GPUS),
-    _served(
-        K.GPU_LAYERS,
-        _gpu_layers,
-        3,
-        WEIGHTS,
-        "much slower decode: the CPU's layers run at host memory speed",
-        combinable=False,
-        changes=frozenset({Pin.NO_OFFLOAD}),
-        plan_note=_offload_note,
+    _to_host(K.GPU_LAYERS, _gpu_layers, "much slower decode: the CPU's layers run at host memory speed"),
+    _to_host(
+        K.CPU_MOE,
+        _cpu_moe,
+        "slower decode: the CPU reads the routed experts from host memory; prompts copy them to the GPU",
+        rank_of=_cpu_moe_rank,
     ),
     _served(
         K.SHORTER_CONTEXT,

@@ -127,6 +127,11 @@ def add_plan_options(parser: argparse.ArgumentParser) -> None:
         help="vLLM's spelling: a JSON object of per-modality limits; every one 0 (e.g. '{\"image\":0}') "
         "= --text-only, anything else = images allowed",
     )
+    groups["inference"].add_argument(
+        "--cpu-moe",
+        action="store_true",
+        help="llama.cpp: keep every layer's routed experts in host RAM (= --n-cpu-moe past the layer count)",
+    )
     parallel = groups["parallel"]
     parallel.add_argument(
         "--gpus", type=int, dest="gpus_total", metavar="N", help="GPUs on one node (= --gpus-per-node N)"

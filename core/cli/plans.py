@@ -24,6 +24,7 @@ from core.errors import PlanError
 from core.estimate import gpu_for
 from core.files.comparison import common_mode, load_named_modes
 from core.files.importer import import_model
+from core.files.launch.llamacpp import CPU_MOE_ALL
 from core.files.launch.vllm import text_only_limits
 from core.files.model_source import NamedModel, is_hub_id, model_named
 from core.files.planfile import load as load_plan
@@ -185,10 +186,21 @@ def _text_only(args: argparse.Namespace, given: dict[str, Any]) -> None:
     given["inference.text_only"] = text_only
 
 
+def _cpu_moe(args: argparse.Namespace, given: dict[str, Any]) -> None:
+    """``--cpu-moe``, llama.cpp's switch for every layer's experts in host RAM (``--n-cpu-moe`` past the
+    layer count); given with ``--n-cpu-moe`` it is refused."""
+    if not getattr(args, "cpu_moe", False):
+        return
+    if "inference.cpu_moe_layers" in given:
+        raise UsageError("--cpu-moe keeps every layer's experts in RAM: give it or --n-cpu-moe N, not both")
+    given["inference.cpu_moe_layers"] = CPU_MOE_ALL
+
+
 def plan_from_args(args: argparse.Namespace, base: Plan | None = None) -> Plan:
     """The plan the options describe, on ``base`` (else on :func:`base_plan`)."""
     given = given_inputs(args)
     _text_only(args, given)
+    _cpu_moe(args, given)
     plan = _with_precision(base if base is not None else base_plan(args), args, given)
     method = _method(args, given)
     groups: dict[str, dict[str, Any]] = {}

@@ -122,6 +122,8 @@ OPTIONAL_KEYS: Final = (
             # h68eager): a file without them runs the engine's defaults, as every earlier release planned
             "cuda_graphs",
             "prefix_caching",
+            # llama.cpp's --n-cpu-moe (branch h71cpumoe): a file without it keeps every expert on the GPU
+            "cpu_moe_layers",
         )
     )
     | frozenset(

@@ -220,10 +220,11 @@ ENGINES = {Engine.HF: hf_memory, Engine.VLLM: vllm_memory, Engine.SGLANG: sglang
 
 def _llamacpp_layout(
     plan: Plan, gpu: GpuSpec, memory: EngineMemory, split: tuple[int, ...] = ()
-) -> tuple[RankLayout, tuple[float, float], float, float]:
+) -> tuple[RankLayout, tuple[float, float], float, float, float]:
     """The decode's view of llama.cpp's buffers: every layer's KV per token, the weights read
     from the host and from the GPUs each token (the token embeddings are a row lookup), the bytes a
-    prompt micro-batch dequantises and the interval of its pipelined micro-batches."""
+    prompt micro-batch dequantises, the interval of its pipelined micro-batches and the routed experts
+    --n-cpu-moe keeps in host RAM (apart from the host's whole layers: a step reads only those it routes to)."""
     model, inf = plan.model, plan.inference
     buffers = llamacpp_buffers(plan, split=split)
     per_layer = cell_layer_bytes(model, inf.cache_type)
@@ -236,12 +237,14 @@ def _llamacpp_layout(
         q_heads=model.num_heads,
         kv_layers=model.kv_layers,  # a hybrid's attention layers only (core.serving.llamacpp_hybrid)
     )
-    host = buffers.layout.host_weights - buffers.layout.embedding_bytes
+    experts = buffers.layout.host_expert_bytes
+    host = buffers.layout.host_weights - buffers.layout.embedding_bytes - experts
     return (
         layout,
         (host, sum(buffers.layout.device_weights)),
         prompt_dequant_bytes(plan, gpu, buffers.layout),
         prompt_pipeline_interval(plan, buffers.layout),
+        experts,
     )
 
 
@@ -271,7 +274,7 @@ def inference_estimate(
     plan: Plan, counts: ParamCounts, gpu: GpuSpec, fit: ServingFit = DEFAULT_FIT
 ) -> InferenceEstimate:
     inf = plan.inference
-    offload, dequant, interval = (0.0, 0.0), 0.0, 1.0
+    offload, dequant, interval, experts = (0.0, 0.0), 0.0, 1.0, 0.0
     if inf.engine is Engine.LLAMACPP:
         # Through Ollama, llama.cpp runs with the layers Ollama's own estimate chose (core.serving.ollama).
         plan, ollama = ollama_plan(plan, gpu)
@@ -282,7 +285,7 @@ def inference_estimate(
         memory = llamacpp_memory(plan, gpu, split=split)
         if sentence:
             memory = replace(memory, formula=f"{sentence} {memory.formula}")
-        layout, offload, dequant, interval = _llamacpp_layout(plan, gpu, memory, split)
+        layout, offload, dequant, interval, experts = _llamacpp_layout(plan, gpu, memory, split)
     else:
         layout = rank_layout(plan)
         memory = ENGINES[inf.engine](plan, gpu, layout, fit)
@@ -298,6 +301,7 @@ def inference_estimate(
         _chunk(plan, memory),
         dequant,
         interval,
+        experts,
     )
     return InferenceEstimate(
         engine=inf.engine,

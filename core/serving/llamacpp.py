@@ -60,6 +60,7 @@ from core.dtypes import (
     LlamaCppBackend,
     ggml_row_bytes,
 )
+from core.errors import PlanError
 from core.format import gb
 from core.hybrid import MIXER_NAMES
 from core.inputs import OllamaVersion
@@ -464,6 +465,10 @@ class GgufLayout:
     layer_bytes: tuple[float, ...]
     output_bytes: float
     embedding_bytes: float
+    # --n-cpu-moe / --cpu-moe: the GPU layers whose routed experts stay in host RAM, and those experts' bytes
+    # (in host_weights, not in device_weights): cpu_expert_bytes
+    cpu_moe_layers: tuple[int, ...] = ()
+    host_expert_bytes: float = 0.0
 
 
 def layer_bytes(q: Quantiser, layer: int, matrices: tuple[tuple[str, int, int], ...], float32: int) -> float:
@@ -527,6 +532,75 @@ def matvec_weights_by_type(model: ModelSpec, quant: GgufQuant, head: bool = True
     return tuple(sorted(totals.items(), key=lambda item: item[0].value))
 
 
+# ---- the routed experts kept in host RAM: --n-cpu-moe N / --cpu-moe ----------------------------
+# common/common.h (ggml-org/llama.cpp 001d906a): LLM_FFN_EXPS_REGEX = "\\.ffn_(up|down|gate|gate_up)_(ch|)exps";
+# --cpu-moe adds it as one tensor_buft_override to ggml_backend_cpu_buffer_type(), --n-cpu-moe N adds
+# "blk\\.i" + it for each i < N (llm_add_n_cpu_ffn_overrides), the same as -ot "blk\.(i)\.ffn_.*_exps=CPU". The
+# loader matches a tensor's name with std::regex_search, so the experts' biases (gpt-oss's ``ffn_up_exps.bias``)
+# move with them; the shared experts (``ffn_*_shexp``), the router (``ffn_gate_inp``) and the layer's attention
+# stay on the layer's GPU, and so does its KV cache. A CPU override keeps the tensor in the host's model
+# buffer (``CPU_Mapped`` with mmap, or the CPU's repacked buffer type for the types it repacks: the same bytes).
+# With op offload on (llama.cpp's default; --no-op-offload turns it off, not an input here) a matrix product
+# whose weight is in host memory runs on the GPU once its batch reaches the CUDA backend's offload_op minimum,
+# 32 tokens (GGML_OP_OFFLOAD_MIN_BATCH's default), and the scheduler copies the weight into the GPU's compute
+# buffer first, one such weight per graph split ("by starting a new split, the memory of the previously
+# offloaded weights can be reused": ggml_backend_sched_split_graph, ggml/src/ggml-backend.cpp). The reserve
+# graph is an n_ubatch prompt, so the GPU's compute buffer holds the largest expert tensor beside the FFN's
+# activations. A decode step's experts run on the CPU, read from host memory (core.serving.speed).
+OP_OFFLOAD_MIN_BATCH: Final = 32
+
+
+def is_expert_tensor(kind: str) -> bool:
+    """Whether a GGUF tensor kind matches LLM_FFN_EXPS_REGEX (the routed experts, not ``_shexp``)."""
+    return kind.endswith("_exps")
+
+
+@lru_cache(maxsize=128)
+def expert_tensor_bytes(model: ModelSpec, quant: GgufQuant) -> tuple[tuple[float, float], ...]:
+    """Each layer's (routed experts' bytes, its largest expert tensor's) in a ``quant`` file: the ``*_exps``
+    matrices in their types and, with ``mlp_bias``, their float32 biases (num_experts x (up + gate + down
+    widths)). (0, 0) for a layer without experts (DeepSeek's dense first layers)."""
+    q = quantiser(model, quant)
+    scale = model.shape_scale
+    bias = 0.0
+    if model.mlp_bias:
+        i = model.intermediate_size
+        bias = model.num_experts * ((2 * i if model.gated_mlp else i) + model.hidden_size) * 4.0
+    out = []
+    for layer in range(model.num_layers):
+        sizes = [
+            ggml_row_bytes(tensor_type(q, kind, layer, row), row) * rows
+            for kind, row, rows in layer_matrices(model, layer)
+            if is_expert_tensor(kind)
+        ]
+        total = sum(sizes) + (bias if sizes else 0.0)
+        out.append((total * scale, max(sizes, default=0.0) * scale))
+    return tuple(out)
+
+
+def cpu_moe_count(plan: Plan) -> int:
+    """The first layers whose experts --n-cpu-moe keeps in host RAM (the plan's count, at most the layer
+    count: --cpu-moe); 0 for a dense model, under Ollama (no such option) and under other engines."""
+    model, inf = plan.model, plan.inference
+    if inf.engine is not Engine.LLAMACPP or model.num_experts <= 1 or inf.ollama_version is not OllamaVersion.NONE:
+        return 0
+    return min(max(inf.cpu_moe_layers, 0), model.num_layers)
+
+
+def cpu_moe_refusal(plan: Plan) -> None:
+    """Refuse --n-cpu-moe for a dense model: it has no expert tensors to move. (Ollama, which has no such
+    option, leaves the count unread: :func:`cpu_moe_count`.)"""
+    model, inf = plan.model, plan.inference
+    moe_free = model.num_experts <= 1 and inf.ollama_version is OllamaVersion.NONE
+    if inf.engine is Engine.LLAMACPP and inf.cpu_moe_layers > 0 and moe_free:
+        raise PlanError(
+            "inference.cpu_moe_layers",
+            inf.cpu_moe_layers,
+            "0 for a dense model",
+            f"{model.name} has no routed experts: --n-cpu-moe moves ffn_*_exps tensors only (use fewer GPU layers)",
+        )
+
+
 def gguf_layout(plan: Plan, split: tuple[int, ...] = ()) -> GgufLayout:
     model, inf = plan.model, plan.inference
     per_layer, embedding, output = gguf_tensor_bytes(model, inf.gguf_quant)
@@ -545,6 +619,14 @@ def gguf_layout(plan: Plan, split: tuple[int, ...] = ()) -> GgufLayout:
     for layer, dev in enumerate(devices):  # one pass: a deep model on many GPUs stays linear
         if dev >= 0:
             on_device[dev].append(layer)
+    moved = tuple(i for i in range(cpu_moe_count(plan)) if devices[i] >= 0)
+    experts = 0.0
+    if moved:
+        sizes = expert_tensor_bytes(model, inf.gguf_quant)
+        for layer in moved:
+            device_weights[devices[layer]] -= sizes[layer][0]
+            experts += sizes[layer][0]
+        host += experts
     return GgufLayout(
         device_weights=tuple(device_weights),
         host_weights=host,
@@ -554,6 +636,8 @@ def gguf_layout(plan: Plan, split: tuple[int, ...] = ()) -> GgufLayout:
         layer_bytes=per_layer,
         output_bytes=output,
         embedding_bytes=embedding,
+        cpu_moe_layers=moved,
+        host_expert_bytes=experts,
     )
 
 
@@ -636,19 +720,34 @@ def host_input_bytes(plan: Plan, cells: int, build: int | None = None) -> float:
     return inputs * (SCHED_COPIES if pipeline_parallel(plan) else 1) + hidden
 
 
+def ffn_live_bytes(model: ModelSpec, tokens: int) -> float:
+    """The FFN's widest moment of ``tokens`` tokens: two float32 intermediates of the experts a token routes
+    to (and the shared expert) and two hidden states."""
+    ffn_width = model.intermediate_size * max(1, model.experts_per_token) + model.shared_expert_size
+    return 2 * tokens * ffn_width * 4.0 + 2 * tokens * model.hidden_size * 4.0
+
+
 def compute_buffer_bytes(
-    plan: Plan, cells: int, *, output: bool, split: bool, casts: bool = True, build: int | None = None
+    plan: Plan,
+    cells: int,
+    *,
+    output: bool,
+    split: bool,
+    casts: bool = True,
+    build: int | None = None,
+    offloaded_weight: float = 0.0,
 ) -> float:
     """The compute buffer of one GPU (see the module's docstring); ``casts``: this device runs the first
-    attention layer, where a build before b9410 casts the mask (:func:`mask_cast`); ``build`` None: the plan's."""
+    attention layer, where a build before b9410 casts the mask (:func:`mask_cast`); ``build`` None: the plan's;
+    ``offloaded_weight``: the largest host-resident expert tensor op offload copies here beside the FFN's
+    activations (--n-cpu-moe, :data:`OP_OFFLOAD_MIN_BATCH`)."""
     model, inf = plan.model, plan.inference
     tokens = min(inf.ubatch, cells)
     padded = math.ceil(tokens / KQ_MASK_PAD) * KQ_MASK_PAD
     hidden = tokens * model.hidden_size * 4.0
     mask = cells * padded * (2.0 if inf.flash_attention else 4.0)
-    ffn_width = model.intermediate_size * max(1, model.experts_per_token) + model.shared_expert_size
-    ffn_live = 2 * tokens * ffn_width * 4.0 + 2 * hidden
-    ffn = ffn_live + mask
+    ffn_live = ffn_live_bytes(model, tokens)
+    ffn = ffn_live + mask + offloaded_weight
     attention = mask + HIDDEN_LIVE * hidden
     if not inf.flash_attention:
         attention += cells * tokens * model.num_heads * 4.0
@@ -764,9 +863,10 @@ def pipeline_parallel(plan: Plan) -> bool:
     """llama.cpp's scheduler keeps :data:`SCHED_COPIES` copies of every split's inputs
     when the model is split by layers over more than one GPU with every layer offloaded
     (llama.cpp's ``pipeline_parallel``: device count > 1, n_gpu_layers > n_layer, split mode
-    layer, KV offloaded); otherwise one."""
+    layer, KV offloaded, and no tensor override: ``!model.has_tensor_overrides()`` in src/llama-context.cpp,
+    so --n-cpu-moe turns it off); otherwise one."""
     inf = plan.inference
-    return inf.pipeline_parallel > 1 and inf.gpu_layers > plan.model.num_layers
+    return inf.pipeline_parallel > 1 and inf.gpu_layers > plan.model.num_layers and cpu_moe_count(plan) == 0
 
 
 # ---- a prompt's micro-batches across the GPUs of a layer split ----------------------------------
@@ -938,6 +1038,20 @@ def vulkan_quantise_dispatches(plan: Plan, vendor: str) -> float:
     return total / max(1, model.num_layers)
 
 
+def offloaded_experts(plan: Plan, layout: GgufLayout, cells: int) -> tuple[float, ...]:
+    """Per GPU, the largest expert tensor of its --n-cpu-moe layers that op offload copies into its compute
+    buffer for a reserve micro-batch of :data:`OP_OFFLOAD_MIN_BATCH` tokens or more; 0 elsewhere."""
+    gpus = plan.inference.pipeline_parallel
+    if not layout.cpu_moe_layers or min(plan.inference.ubatch, cells) < OP_OFFLOAD_MIN_BATCH:
+        return (0.0,) * gpus
+    sizes = expert_tensor_bytes(plan.model, plan.inference.gguf_quant)
+    largest = [0.0] * gpus
+    moved = set(layout.cpu_moe_layers)
+    for g, layers in enumerate(layout.device_layers):
+        largest[g] = max((sizes[i][1] for i in layers if i in moved), default=0.0)
+    return tuple(largest)
+
+
 def llamacpp_buffers(
     plan: Plan,
     context: int | None = None,
@@ -957,8 +1071,11 @@ def llamacpp_buffers(
     # The first attention layer's device casts the mask in builds before b9410: the host's when layers stay
     # there (the first ones do), else the first GPU holding layers.
     first = -1 if layout.host_layers else next((g for g in range(gpus) if layout.device_layers[g]), -1)
+    offloaded = offloaded_experts(plan, layout, cells)
     compute = [
-        compute_buffer_bytes(plan, cells, output=layout.output_device == g, split=piped, casts=g == first)
+        compute_buffer_bytes(
+            plan, cells, output=layout.output_device == g, split=piped, casts=g == first, offloaded_weight=offloaded[g]
+        )
         if layout.device_layers[g]
         else 0.0
         for g in range(gpus)
@@ -970,6 +1087,9 @@ def llamacpp_buffers(
             host_compute,
             compute_buffer_bytes(plan, cells, output=layout.output_device < 0, split=False, casts=first < 0),
         )
+    tokens = min(inf.ubatch, cells)
+    if layout.cpu_moe_layers and tokens < OP_OFFLOAD_MIN_BATCH:  # the experts' products run on the CPU
+        host_compute = max(host_compute, host_input_bytes(plan, cells) + ffn_live_bytes(model, tokens))
     if model.hybrid is None:
         return LlamaCppMemory(layout, cells, tuple(kv), tuple(compute), host_kv, host_compute, overhead)
     # llama_memory_recurrent: max(1, n_seq_max) cells, on each layer's device (core.serving.llamacpp_hybrid)
@@ -1025,11 +1145,9 @@ def llamacpp_memory(
     if buffers.device_rs:  # a hybrid's recurrent states beside its attention layers' cache
         kv_terms.append(Term("RS buffer", _rs_words(model, inf.concurrent), rs))
     parts = (
-        make_bucket(BucketKey.WEIGHTS, [Term("model buffer", f"{inf.gguf_quant.value} tensors on this GPU", weights)]),
+        make_bucket(BucketKey.WEIGHTS, [Term("model buffer", _weights_words(plan, buffers.layout), weights)]),
         make_bucket(BucketKey.KV_CACHE, kv_terms),
-        make_bucket(
-            BucketKey.ACTIVATIONS, [Term("compute buffer", f"one {min(inf.ubatch, cells)}-token batch", compute)]
-        ),
+        make_bucket(BucketKey.ACTIVATIONS, [Term("compute buffer", _compute_words(plan, buffers, g), compute)]),
         make_bucket(BucketKey.OVERHEAD, [Term(context_name, "per process and GPU", overhead)]),
     )
     host = buffers.host_bytes
@@ -1068,6 +1186,16 @@ def llamacpp_memory(
     )
 
 
+def _compute_words(plan: Plan, buffers: LlamaCppMemory, g: int) -> str:
+    """The compute term's words; with --n-cpu-moe and op offload, the expert tensor copied in beside the FFN."""
+    tokens = min(plan.inference.ubatch, buffers.cells)
+    words = f"one {tokens}-token batch"
+    copied = offloaded_experts(plan, buffers.layout, buffers.cells)[g]
+    if copied:
+        words += f", with op offload a copy of the largest RAM-kept expert tensor ({copied / MiB:,.2f} MiB)"
+    return words
+
+
 def _kv_words(model: ModelSpec, cells: int, cache: str) -> str:
     """The KV term's words: MLA's cache is one latent per cell and layer, no V (llamacpp_cache_widths)."""
     if model.latent_attention:
@@ -1096,4 +1224,26 @@ def _rs_words(model: ModelSpec, slots: int) -> str:
 
 def _host_layers(buffers: LlamaCppMemory) -> str:
     count = len(buffers.layout.host_layers)
-    return f", {count} layers not offloaded" if count else ""
+    words = f", {count} layers not offloaded" if count else ""
+    return words + _experts_words(buffers.layout)
+
+
+def _experts_words(layout: GgufLayout) -> str:
+    """The host's share of --n-cpu-moe: the experts of how many layers, in MiB."""
+    moved = len(layout.cpu_moe_layers)
+    if not moved:
+        return ""
+    layers = f"{moved} GPU layer{'s' if moved > 1 else ''}"
+    return f", {layout.host_expert_bytes / MiB:,.2f} MiB of routed experts of {layers}"
+
+
+def _weights_words(plan: Plan, layout: GgufLayout) -> str:
+    """The model buffer's words: the GGUF type, and the experts --n-cpu-moe keeps in host RAM."""
+    words = f"{plan.inference.gguf_quant.value} tensors on this GPU"
+    moved = layout.cpu_moe_layers
+    if not moved:
+        return words
+    n = plan.inference.cpu_moe_layers
+    first = "--cpu-moe" if n >= plan.model.num_layers else f"--n-cpu-moe {n}"
+    kept = f"{layout.host_expert_bytes / MiB:,.2f} MiB in RAM"
+    return f"{words}, less layers {moved[0]}-{moved[-1]}'s ffn_*_exps ({first}: {kept})"

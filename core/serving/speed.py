@@ -53,7 +53,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Final, NamedTuple
 
-from core.catalogue import GpuSpec, LinkSpec
+from core.catalogue import GpuSpec, LinkSpec, find_link
 from core.dtypes import GGUF_FLOAT, GgmlType, LlamaCppBackend, WeightFormat, matmul_dtype
 from core.format import TOTAL_RATE_BASIS, counted, gb, latency
 from core.params import ParamCounts
@@ -84,6 +84,7 @@ from core.serving.hf_generate import (
 from core.serving.llamacpp import (
     F16_VECTOR_LOADS_FROM_BUILD,
     MMQ_MAX_BATCH_SIZE,
+    OP_OFFLOAD_MIN_BATCH,
     PIPELINE_OVERLAP_SHARE,
     SCHED_COPIES,
     cuda_graphs_replayed,
@@ -706,6 +707,12 @@ class StepModel:
     expert_share: float
     host_bytes: float  # llama.cpp: weights read from host memory each token
     device_bytes: float  # llama.cpp: weights read from the GPUs each token (all of them)
+    # llama.cpp --n-cpu-moe: the routed experts kept in host RAM (core.serving.llamacpp.GgufLayout.host_expert_bytes):
+    # a decode step's CPU reads the experts its tokens route to from host memory; a prompt micro-batch of
+    # OP_OFFLOAD_MIN_BATCH tokens or more copies the ones it routes to over the card's host link
+    # (``host_link_bytes_per_s``) and multiplies them on the GPU
+    host_expert_bytes: float = 0.0
+    host_link_bytes_per_s: float = 0.0
     # llama.cpp before b3216 on CUDA: bytes each prompt micro-batch of more than 32 tokens moves to
     # turn the quantised matrices into F16 for cuBLAS (core.serving.llamacpp.prompt_dequant_bytes)
     prompt_dequant_bytes: float = 0.0
@@ -770,10 +777,26 @@ class StepModel:
         touched = 1.0 - (1.0 - model.experts_per_token / model.num_experts) ** n if model.num_experts > 1 else 1.0
         return (1.0 - self.expert_share) + self.expert_share * touched
 
+    def _expert_touched(self, n: int) -> float:
+        """The share of a layer's routed experts a step of ``n`` tokens routes to."""
+        model = self.plan.model
+        return 1.0 - (1.0 - model.experts_per_token / model.num_experts) ** n if model.num_experts > 1 else 1.0
+
     def host_read_seconds(self, n: int) -> float:
-        """llama.cpp: seconds a step of ``n`` tokens reads the layers left on the CPU from host memory
-        (HOST_BANDWIDTH_GB_S); 0 with every layer on the GPU."""
-        return self.host_bytes * self._read_share(n) / (HOST_BANDWIDTH_GB_S * 1e9) if self.host_bytes else 0.0
+        """llama.cpp: seconds a step of ``n`` tokens reads the layers left on the CPU, and the experts
+        --n-cpu-moe keeps there (those its tokens route to), from host memory (HOST_BANDWIDTH_GB_S); 0 with
+        every weight on the GPU."""
+        read = self.host_bytes * self._read_share(n) if self.host_bytes else 0.0
+        read += self.host_expert_bytes * self._expert_touched(n)
+        return read / (HOST_BANDWIDTH_GB_S * 1e9) if read else 0.0
+
+    def expert_upload_seconds(self, chunk: int) -> float:
+        """llama.cpp --n-cpu-moe: seconds a prompt micro-batch of ``chunk`` tokens copies the RAM-kept experts
+        it routes to into the GPU (op offload, from core.serving.llamacpp.OP_OFFLOAD_MIN_BATCH tokens); 0
+        below it (the CPU multiplies them: :meth:`host_read_seconds`) or without such experts."""
+        if not self.host_expert_bytes or chunk < OP_OFFLOAD_MIN_BATCH or self.host_link_bytes_per_s <= 0:
+            return 0.0
+        return self.host_expert_bytes * self._expert_touched(chunk) / self.host_link_bytes_per_s
 
     def memory_seconds(self, n: int, matvec: bool = True) -> float:
         """Seconds a step of ``n`` tokens reads its weights and caches; ``matvec``: the step is a decode
@@ -783,7 +806,11 @@ class StepModel:
         if self.bandwidth <= 0:  # a custom card given no bandwidth: no decode speed to speak of
             return math.inf
         if self.plan.inference.engine is Engine.LLAMACPP:
-            weights = self.device_bytes * share * (self.matvec_read_factor if matvec and n == 1 else 1.0)
+            # The read share is the whole model's (dense weights and experts together): taken over the GPUs'
+            # bytes with the RAM-kept experts put back, less those experts' own reads (host_read_seconds).
+            experts = self.host_expert_bytes
+            read = (self.device_bytes + experts) * share - experts * self._expert_touched(n)
+            weights = read * (self.matvec_read_factor if matvec and n == 1 else 1.0)
             device = (weights + n * self.kv_per_request) / self.bandwidth
             return device + self.host_read_seconds(n)
         kv = n * self.kv_per_request * (self.kv_decode_passes if matvec else 1.0)
@@ -839,7 +866,11 @@ class StepModel:
         flops = prompt_token_flops(self.plan, self.counts) + 2.0 * model.kv_layers * inf.prompt_tokens * model.q_width
         compute = chunk * flops / inf.tensor_parallel / self.achieved_flops if self.achieved_flops > 0 else math.inf
         stages = self.stages
-        one = max(compute, self.memory_seconds(1, matvec=False)) + self.layout.layers * self.layer_seconds(chunk)
+        memory = self.memory_seconds(1, matvec=False)
+        upload = self.expert_upload_seconds(chunk)
+        if upload:  # op offload: the GPU multiplies the RAM-kept experts after copying them, the CPU reads none
+            memory -= self.host_expert_bytes * self._expert_touched(1) / (HOST_BANDWIDTH_GB_S * 1e9)
+        one = max(compute, memory) + upload + self.layout.layers * self.layer_seconds(chunk)
         if chunk > MMQ_MAX_BATCH_SIZE and self.bandwidth > 0:
             one += self.prompt_dequant_bytes / self.bandwidth
         if chunk > 1:  # Metal's mat-mat kernel, not its mat-vec (METAL_MM_TILE_TOKENS)
@@ -961,6 +992,7 @@ def step_model(
     offload: tuple[float, float],
     prompt_dequant: float = 0.0,
     prompt_interval: float = 1.0,
+    host_experts: float = 0.0,
 ) -> StepModel:
     inf = plan.inference
     family = engine_family(plan)
@@ -987,6 +1019,8 @@ def step_model(
         expert_share=_expert_share(plan, counts),
         host_bytes=offload[0],
         device_bytes=offload[1],
+        host_expert_bytes=host_experts,
+        host_link_bytes_per_s=host_link_rate(gpu) if host_experts else 0.0,
         prompt_dequant_bytes=prompt_dequant,
         matvec_alu_s=kquant_matvec_seconds(plan, gpu, _device_share(offload)),
         tile_dequant_alu_s=metal_tile_dequant_seconds(plan, gpu, _device_share(offload)),
@@ -1002,6 +1036,14 @@ def step_model(
         moe_kernels_layer_s=marlin_moe_kernels_per_layer(plan) * kernel_seconds(gpu, fit, EngineFamily.EAGER),
         kv_decode_passes=decode_kv_passes(plan),
     )
+
+
+def host_link_rate(gpu: GpuSpec) -> float:
+    """Bytes per second the card's host link carries one way: the PCIe link of its catalogue link
+    (``LinkSpec.host_link``: an NVLink card's own PCIe), the same link the training offload's copies take
+    (core.parallel.comm); PCIe 4.0 x16 for a card the catalogue gives none."""
+    link = find_link(gpu.intra_link or "pcie4-x16")
+    return find_link(link.host_link or link.id).bandwidth_gb_s * 1e9
 
 
 def v0_engine(plan: Plan) -> bool:
@@ -1087,14 +1129,16 @@ def serving_speed(
     chunk: int = 0,
     prompt_dequant: float = 0.0,
     prompt_interval: float = 1.0,
+    host_experts: float = 0.0,
 ) -> ServingSpeed:
     """Speed at the plan's concurrency and along a curve of concurrencies. ``offload``: for
     llama.cpp, the weight bytes read from host memory and from the GPUs each token; ``chunk``:
     the tokens one step prefills (vLLM's max_num_batched_tokens, llama.cpp's n_ubatch);
     ``prompt_dequant``: llama.cpp's bytes per prompt micro-batch to dequantise its weights (old builds);
-    ``prompt_interval``: llama.cpp's pipelined prompt micro-batches (core.serving.llamacpp.prompt_pipeline_interval)."""
+    ``prompt_interval``: llama.cpp's pipelined prompt micro-batches (core.serving.llamacpp.prompt_pipeline_interval);
+    ``host_experts``: llama.cpp's routed experts kept in host RAM (--n-cpu-moe)."""
     inf = plan.inference
-    model = step_model(plan, counts, gpu, layout, fit, offload, prompt_dequant, prompt_interval)
+    model = step_model(plan, counts, gpu, layout, fit, offload, prompt_dequant, prompt_interval, host_experts)
     chunk = chunk or inf.prompt_tokens
     slots = max(1, fits_at_once)
     running = max(1, min(inf.concurrent, slots))
@@ -1265,11 +1309,14 @@ def _formula(
     # llama.cpp's layers left on the CPU: their weights come from host memory each step, said with their time
     # (h55ux: the formula read as if every byte came at the card's bandwidth).
     host_read = model.host_read_seconds(running)
-    cpu = (
-        f" + the CPU layers' weights ÷ {HOST_BANDWIDTH_GB_S:g} GB/s of host memory ({host_read * 1e3:.2f} ms)"
-        if host_read
-        else ""
+    what = (
+        "the CPU layers' weights"
+        if not model.host_expert_bytes
+        else (
+            "the RAM-kept experts routed to" if not model.host_bytes else "the CPU layers' weights and RAM-kept experts"
+        )
     )
+    cpu = f" + {what} ÷ {HOST_BANDWIDTH_GB_S:g} GB/s of host memory ({host_read * 1e3:.2f} ms)" if host_read else ""
     device = f"max({'GPU ' if cpu else ''}bytes read ÷ ({bandwidth}){cpu}, FLOPs ÷ compute){layers}"
     host_s = model.host_layer_seconds(running)
     # Hugging Face generate: the host's rules are the plan's transformers release's

@@ -47,6 +47,9 @@ class ServingForm(PlanForm):
         self.kv = self.add_input("inference.kv_dtype")
         self.cache_type = self.add_input("inference.cache_type")
         self.gpu_layers = self.add_input("inference.gpu_layers")
+        # A mixture of experts under llama-server only (the input table's matters; Ollama has no such option):
+        # --n-cpu-moe, the first layers' routed experts kept in host RAM.
+        self.cpu_moe_layers = self.add_input("inference.cpu_moe_layers")
         # llama.cpp judges its host part against the host RAM, whose field is the Parallelism
         # form's, hidden in Inference mode: the same input here (one plan value, two fields).
         self.host_ram = self.add_input("parallel.host_ram_gb")

@@ -228,6 +228,8 @@ def plans(draw: st.DrawFn) -> Plan:
             transformers_version=draw(st.sampled_from(list(TransformersVersion)[4:])),
             gguf_quant=draw(st.sampled_from(list(GgufQuant))),
             gpu_layers=draw(st.integers(0, 1000)),
+            # llama.cpp's --n-cpu-moe: a mixture of experts only (the estimate refuses it for a dense model)
+            cpu_moe_layers=draw(st.integers(0, 1000)) if spec.num_experts > 1 else 0,
             cache_type=draw(st.sampled_from(list(CacheType))),  # flash attention on: every type allowed
             pipeline_parallel=draw(one if mac or hybrid else st.integers(1, min(16, spec.num_layers))),
             replicas=draw(st.integers(1, 1000)),

@@ -61,6 +61,8 @@ LATENT_ROWS = tuple(f"model.{name}" for name, _label, _tip in LATENT_DIMENSIONS)
 MEGATRON_ROWS = ("parallel.grad_accum_fusion", "parallel.grad_reduce_in_fp32")
 # The Serving form's row an image-text checkpoint alone shows (core.inputs: inference.text_only's ``matters``).
 VISION_ROWS = ("inference.text_only",)
+# The Serving form's row a mixture of experts under llama-server alone shows (inference.cpu_moe_layers' ``matters``).
+CPU_MOE_ROWS = ("inference.cpu_moe_layers",)
 # The rows a hybrid alone shows (branches h66htrain, h68gdn): its mixer's LoRA targets and the kernels switch.
 HYBRID_ROWS = ("lora.targets.in_proj", "lora.targets.out_proj", "mamba_kernels")
 # About 40 edits per input of the one table, so that each is reached: a fixed 2,000 stopped
@@ -363,6 +365,7 @@ def expected_values(window: MainWindow, plan: Plan) -> dict[str, Any]:
         "inference.gguf_quant": inf.gguf_quant,
         "inference.ollama_version": inf.ollama_version,
         "inference.gpu_layers": inf.gpu_layers,
+        "inference.cpu_moe_layers": inf.cpu_moe_layers,
         "inference.cache_type": inf.cache_type,
         "inference.flash_attention": inf.flash_attention,
         "inference.ubatch": inf.ubatch,
@@ -796,6 +799,64 @@ class Monkey:
                 done.append(self.edit(key, widget))
         return done
 
+    def reach_cpu_moe_rows(self) -> list[str]:
+        """The Serving form's experts-in-RAM field (llama.cpp's --n-cpu-moe), shown for a mixture of experts under
+        llama-server alone, if the walk missed it: Inference mode, File → New, Qwen3 30B-A3B picked, llama.cpp
+        chosen as the engine (no Ollama line) and the field edited once."""
+        done: list[str] = []
+        for key in [key for key in CPU_MOE_ROWS if not self.done[key]]:
+            if not self.window.inference_action.isChecked():
+                self.window.inference_action.trigger()
+                done.append("mode 'Inference'")
+            if self.window.controller.plan.model.num_experts <= 1:
+                done.append(self.new_plan_on("qwen3-30b-a3b"))
+            form = self.window.serving_form
+            for name, value in (("engine", "llamacpp"), ("ollama_version", "none")):
+                combo = getattr(form, name)
+                if combo.currentData() != value and combo.findData(value) >= 0:
+                    combo.setCurrentIndex(combo.findData(value))
+                    done.append(f"{name} {value!r}")
+            widget = self.fields[key]
+            if widget.isVisibleTo(self.window) and widget.isEnabled():
+                done.append(self.edit(key, widget))
+        return done
+
+    def type_committed(self, entries: tuple[tuple[Any, str], ...]) -> None:
+        """Each field's text typed over what it holds and committed with Enter, as a user types a layout."""
+        for field, text in entries:
+            field.setFocus()
+            field.lineEdit().selectAll()
+            type_keys(self.qtbot, field.lineEdit(), text)
+            self.qtbot.keyClick(field.lineEdit(), Qt.Key.Key_Return)
+
+    def edit_advanced_rows(self, keys: list[str], done: list[str]) -> list[str]:
+        """The Parallelism form's advanced settings shown, then each of ``keys`` edited once where it shows."""
+        form = self.window.parallel_form
+        if not form.advanced.isChecked():
+            form.advanced.click()
+            done.append("advanced parallel settings shown")
+        for key in keys:
+            widget = self.fields[key]
+            if widget.isVisibleTo(self.window) and widget.isEnabled():
+                done.append(self.edit(key, widget))
+        return done
+
+    def reach_cp_rotate_row(self) -> list[str]:
+        """The CP rotation's row (PyTorch's ring attention: context parallel above 1 outside Megatron), if the walk
+        missed it: Training mode, File → New, 8 GPUs and CP 2 typed, the advanced parallel settings shown and the row
+        edited once. The seeded path moves with each new input: after the Serving form's experts-in-RAM field
+        (branch h71cpumoe) a walk that ran after the other GUI tests no longer reached a CP layout."""
+        key = "parallel.cp_rotate_method"
+        if self.done[key]:
+            return []
+        window = self.window
+        if not window.training_action.isChecked():
+            window.training_action.trigger()
+        window.new_action.trigger()
+        form = window.parallel_form
+        self.type_committed(((form.gpus_per_node, "8"), (form.context_parallel, "2")))
+        return self.edit_advanced_rows([key], ["File → New, 8 GPUs, CP 2"])  # the rotation is an advanced knob
+
     def reach_megatron_rows(self) -> list[str]:
         """The Megatron gradient-buffer rows the walk missed: Training mode, File → New (the default plan: AdamW,
         which Megatron-Core builds; DDP on one GPU), the Megatron stack picked, 4 accumulation steps typed, and each
@@ -846,20 +907,9 @@ class Monkey:
         stack = window.method_form.stack
         stack.setCurrentIndex(stack.findData("megatron"))
         form = window.parallel_form
-        for field, text in ((form.gpus_per_node, "8"), (form.tensor_parallel, "2")):
-            field.setFocus()
-            field.lineEdit().selectAll()
-            type_keys(self.qtbot, field.lineEdit(), text)
-            self.qtbot.keyClick(field.lineEdit(), Qt.Key.Key_Return)
-        done = ["File → New, model 'qwen3-30b-a3b', stack 'megatron', 8 GPUs, TP 2"]
-        if not form.advanced.isChecked():  # the dispatcher is one of the advanced knobs
-            form.advanced.click()
-            done.append("advanced parallel settings shown")
-        for key in keys:
-            widget = self.fields[key]
-            if widget.isVisibleTo(window) and widget.isEnabled():
-                done.append(self.edit(key, widget))
-        return done
+        self.type_committed(((form.gpus_per_node, "8"), (form.tensor_parallel, "2")))
+        # the dispatcher is one of the advanced knobs
+        return self.edit_advanced_rows(keys, ["File → New, model 'qwen3-30b-a3b', stack 'megatron', 8 GPUs, TP 2"])
 
     def plain_single_gpu(self) -> None:
         """One GPU, DDP, PyTorch's own loop: TP, PP and CP typed back to 1, the framework boxes off."""
@@ -954,6 +1004,8 @@ def test_monkey(qtbot: Any, window: MainWindow) -> None:
             *monkey.reach_galore_rows(),
             *monkey.reach_moe_dispatcher(),
             *monkey.reach_vision_rows(),
+            *monkey.reach_cpu_moe_rows(),
+            *monkey.reach_cp_rotate_row(),
             *monkey.reach_hybrid_rows(),
         ]:
             monkey.log.append(what)

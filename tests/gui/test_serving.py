@@ -10,7 +10,7 @@ from PySide6.QtCore import Qt
 from core.breakdown import BucketKey
 from core.catalogue import find_model
 from core.cli.render import render_serving
-from core.plan import Engine, Hardware, Plan, PrefixCaching, TransformersVersion, VllmVersion
+from core.plan import Engine, Hardware, OllamaVersion, Plan, PrefixCaching, TransformersVersion, VllmVersion
 from core.serving.vllm_rules import VLLM_CUDA_GRAPH_BYTES
 from gui.format import latency, memory
 from gui.main_window import MainWindow
@@ -510,3 +510,23 @@ def test_the_cuda_graphs_box_and_the_prefix_caching_list_change_the_pool_at_once
     assert window.controller.estimate.inference.max_concurrency > requests
     window.controller.reset(llama_on_h100(engine=Engine.LLAMACPP))
     assert not form.form.isRowVisible(form.cuda_graphs)  # llama.cpp's graphs follow its build, not this switch
+
+
+def test_the_experts_in_ram_field_shows_for_a_moe_on_llama_server_and_moves_the_weights(window: MainWindow) -> None:
+    # core.inputs "inference.cpu_moe_layers": llama.cpp's --n-cpu-moe, a mixture of experts under llama-server only.
+    window.show()
+    window.inference_action.trigger()
+    form = window.serving_form
+    qwen = Plan(model=find_model("qwen3-30b-a3b").spec, model_id="qwen3-30b-a3b", hardware=Hardware(gpu="rtx-4060"))
+    window.controller.reset(qwen.with_inference(engine=Engine.LLAMACPP, context=8192))
+    assert form.form.isRowVisible(form.cpu_moe_layers)
+    weights = window.controller.estimate.inference.weights_bytes
+    form.cpu_moe_layers.setValue(2)
+    assert window.controller.plan.inference.cpu_moe_layers == 2
+    # Layers 0 and 1's ffn_up / gate / down _exps of the Q4_K_M file (tests/core/test_llamacpp_cpu_moe.py: layer 0's
+    # 391,643,136 bytes, the same in layer 1) leave the GPU's model buffer.
+    assert weights - window.controller.estimate.inference.weights_bytes == pytest.approx(2 * 391_643_136)
+    window.controller.reset(qwen.with_inference(engine=Engine.LLAMACPP, ollama_version=OllamaVersion.V0_12_11))
+    assert not form.form.isRowVisible(form.cpu_moe_layers)  # Ollama has no such option
+    window.controller.reset(llama_on_h100(engine=Engine.LLAMACPP))
+    assert not form.form.isRowVisible(form.cpu_moe_layers)  # a dense model has no routed experts

@@ -453,6 +453,14 @@ SERVING_FIELDS: Final = (
     _f("inference.kv_dtype", lambda p: p.inference.kv_dtype, _not_llamacpp, _VLLM),
     _f("inference.gguf_quant", lambda p: p.inference.gguf_quant, _llamacpp, _VLLM),
     _f("inference.gpu_layers", lambda p: p.inference.gpu_layers, _llamacpp, _VLLM),
+    # --n-cpu-moe N, or --cpu-moe at the layer count and above (read back as 999): compared as the layers it covers
+    _f(
+        "inference.cpu_moe_layers",
+        lambda p: min(p.inference.cpu_moe_layers, p.model.num_layers),
+        _matters("inference.cpu_moe_layers"),
+        _VLLM,
+        "inference.ollama_version",
+    ),
     _f("inference.cache_type", lambda p: p.inference.cache_type, _llamacpp, _VLLM),
     _f("inference.flash_attention", lambda p: p.inference.flash_attention, _llamacpp, _VLLM),
     _f("inference.ubatch", lambda p: p.inference.ubatch, _llamacpp, _VLLM),

@@ -10,17 +10,26 @@ q4_0 keep one fp16 scale per 32 values, 6 % and 12 % over the planner's int8 / i
 ``-sm`` (none: one GPU; layer: layers and their KV cache split across GPUs, the plan's
 pipeline stages) with ``-ts`` (the share of each GPU). The weights' format is the GGUF file's:
 only BF16, F16 and F32 files store what the plan's 16- and 32-bit formats do.
+
+A mixture of experts' routed experts kept in host RAM (the plan's ``cpu_moe_layers``) are written
+``--n-cpu-moe N`` (the first N layers'), or ``--cpu-moe`` (every layer's) from the layer count up. The
+reader takes those (and ``-ncmoe`` / ``-cmoe``) and the ``-ot`` / ``--override-tensor`` patterns that say the
+same: a pattern ``=CPU`` that moves the up, gate and down experts of layers 0 .. N-1 and nothing else, tried
+on tensor names as llama.cpp's loader does (``std::regex_search``; Python's ``re`` reads these patterns alike).
+A pattern it cannot read so is listed (:class:`UnreadOverrides`), never dropped.
 """
 
 from __future__ import annotations
 
+import re
 import shlex
 from typing import Any, Final
 
 from core.dtypes import CacheType, GgufQuant, KvDtype, WeightFormat
+from core.errors import PlanFileError
 from core.files.launch.common import Draft, Export, Target, command_words, header, model_reference
 from core.inputs import DEFAULTS
-from core.plan import ENGINE_LABELS, Engine, Plan
+from core.plan import ENGINE_LABELS, Engine, OllamaVersion, Plan
 
 MAX_CONTEXT: Final = 2**31 - 1  # common_params.n_ctx is an int32_t
 DEFAULT_UBATCH: Final = DEFAULTS["inference.ubatch"]  # -ub's default, 512 (common/common.h n_ubatch)
@@ -62,6 +71,81 @@ def gguf_file(draft: Draft, model_ref: str | None, reader: str = "llama-server")
     return stem, kind
 
 
+# What the reader takes --cpu-moe as: every layer's experts, past any model's layer count (as -ngl 999 is "all").
+CPU_MOE_ALL: Final = 999
+# Switches that take no value (common/arg.cpp: -cmoe / --cpu-moe); every other flag is followed by its value.
+_SWITCHES: Final = frozenset({"--cpu-moe", "-cmoe"})
+_OVERRIDE_FLAGS: Final = frozenset({"-ot", "--override-tensor"})
+_N_CPU_MOE_FLAGS: Final = frozenset({"--n-cpu-moe", "-ncmoe"})
+# The layers a pattern is tried on: more than any GGUF in the catalogue has (Kimi K2 / DeepSeek V3: 61).
+_PATTERN_LAYERS: Final = 512
+_EXPERT_NAMES: Final = ("ffn_up_exps", "ffn_gate_exps", "ffn_down_exps")
+_OTHER_NAMES: Final = ("ffn_up_shexp", "ffn_up", "ffn_gate_inp", "attn_q", "attn_output", "ffn_norm")
+
+
+class UnreadOverrides(PlanFileError):
+    """``-ot`` patterns a llama-server line gives that the reader cannot read as experts kept in RAM."""
+
+    def __init__(self, patterns: list[str]) -> None:
+        self.patterns = tuple(patterns)
+        super().__init__("llama-server command", f"has -ot patterns the planner cannot read: {', '.join(patterns)}")
+
+    def __reduce__(self) -> tuple[type[UnreadOverrides], tuple[list[str]]]:  # type: ignore[override]
+        return (type(self), (list(self.patterns),))
+
+
+def cpu_moe_flags(plan: Plan) -> list[str]:
+    """``--n-cpu-moe N`` / ``--cpu-moe`` for the plan's experts kept in host RAM (none for a dense model,
+    under Ollama or with none kept)."""
+    inf, model = plan.inference, plan.model
+    if inf.cpu_moe_layers <= 0 or model.num_experts <= 1 or inf.ollama_version is not OllamaVersion.NONE:
+        return []
+    return ["--cpu-moe"] if inf.cpu_moe_layers >= model.num_layers else ["--n-cpu-moe", str(inf.cpu_moe_layers)]
+
+
+def override_layers(pattern: str) -> int | None:
+    """The N of ``--n-cpu-moe N`` one ``-ot`` entry (``regex=BUFFER``) says: the experts of layers 0 .. N-1
+    kept on the CPU (:data:`CPU_MOE_ALL` for every layer); None for a pattern that moves anything else,
+    some experts of a layer only, layers that do not start at 0, or to another buffer than CPU."""
+    regex, sep, buffer = pattern.rpartition("=")
+    if not sep or buffer.strip().upper() != "CPU":
+        return None
+    try:
+        compiled = re.compile(regex)
+    except re.error:
+        return None
+    layers = []
+    for i in range(_PATTERN_LAYERS):
+        hits = [bool(compiled.search(f"blk.{i}.{name}.weight")) for name in _EXPERT_NAMES]
+        if any(compiled.search(f"blk.{i}.{name}.weight") for name in _OTHER_NAMES):
+            return None
+        if any(hits) and not all(hits):
+            return None
+        if all(hits):
+            layers.append(i)
+    if not layers or layers != list(range(len(layers))):
+        return None
+    return CPU_MOE_ALL if len(layers) == _PATTERN_LAYERS else len(layers)
+
+
+def _cpu_moe_read(words: list[str]) -> tuple[int, list[str]]:
+    """The experts kept in RAM a llama-server line asks for (layers; 0: none) and the -ot entries not read."""
+    layers, unread = 0, []
+    for i, word in enumerate(words):
+        if word in _SWITCHES:
+            layers = CPU_MOE_ALL
+        elif word in _N_CPU_MOE_FLAGS and i + 1 < len(words):
+            layers = max(layers, int(words[i + 1]))
+        elif word in _OVERRIDE_FLAGS and i + 1 < len(words):
+            for entry in words[i + 1].split(","):  # common/arg.cpp splits -ot's value on commas
+                read = override_layers(entry)
+                if read is None:
+                    unread.append(entry)
+                else:
+                    layers = max(layers, read)
+    return layers, unread
+
+
 def _engine_flags(draft: Draft) -> list[str]:
     """-ngl, -fa, -ctk / -ctv and -ub: the llama.cpp engine's own settings, or for a plan judged
     under another engine every layer on the GPU, flash attention and the nearest cache type."""
@@ -74,7 +158,9 @@ def _engine_flags(draft: Draft) -> list[str]:
             draft.cannot(
                 "inference.gpu_layers", "llama.cpp's fit stops when -ts is given: the even -ts written keeps -ngl all"
             )
-        flags = ["-ngl", layers, "-fa", "on" if inf.flash_attention else "off"]
+        if inf.cpu_moe_layers > 0 and draft.plan.model.num_experts <= 1:
+            draft.cannot("inference.cpu_moe_layers", "the model has no routed experts for --n-cpu-moe to keep in RAM")
+        flags = ["-ngl", layers, *cpu_moe_flags(draft.plan), "-fa", "on" if inf.flash_attention else "off"]
         flags += ["-ctk", cache, "-ctv", cache]
         return flags + (["-ub", str(inf.ubatch)] if inf.ubatch != DEFAULT_UBATCH else [])
     cache = CACHE_TYPES.get(inf.kv_dtype, "q8_0")
@@ -128,10 +214,18 @@ def export_llama_server(plan: Plan, model_ref: str | None = None) -> Export:
     return draft.finish(Target.LLAMA_SERVER, header(lines) + " ".join(shlex.quote(w) for w in argv) + "\n")
 
 
-def read_llama_server(text: str) -> dict[str, Any]:
-    """Plan fields from a ``llama-server`` line (the inverse of :func:`export_llama_server`)."""
+def read_llama_server(text: str, unread: list[str] | None = None) -> dict[str, Any]:
+    """Plan fields from a ``llama-server`` line (the inverse of :func:`export_llama_server`). ``-ot`` entries
+    it cannot read as experts kept in RAM are appended to ``unread``; without that list they are refused
+    (:class:`UnreadOverrides`), never dropped."""
     words = command_words(text)
-    flags = {words[i]: words[i + 1] for i in range(1, len(words) - 1, 2)}
+    values = [w for w in words[1:] if w not in _SWITCHES]
+    flags = {values[i]: values[i + 1] for i in range(0, len(values) - 1, 2)}
+    experts, not_read = _cpu_moe_read(words)
+    if not_read and unread is None:
+        raise UnreadOverrides(not_read)
+    if unread is not None:
+        unread.extend(not_read)
     slots = int(flags["-np"])
     gpus = len(flags.get("-ts", "1").split(","))
     kind = flags["-m"].rsplit("-", 1)[-1].removesuffix(".gguf")
@@ -142,6 +236,7 @@ def read_llama_server(text: str) -> dict[str, Any]:
         "inference.cache_type": CacheType(cache),
         "inference.flash_attention": flags.get("-fa") != "off",
         "inference.ubatch": int(flags.get("-ub", DEFAULT_UBATCH)),
+        "inference.cpu_moe_layers": experts,
     }
     if flags["-sm"] != "row":  # llama.cpp as the engine (its row split is the plan's tensor parallel)
         fields["inference.engine"] = Engine.LLAMACPP

@@ -127,6 +127,11 @@ def _parameters(draft: Draft) -> list[str]:
     # core.serving.ollama.ollama_estimate: GPU layers past the model's are Ollama's own choice (num_gpu -1).
     if inf.engine is Engine.LLAMACPP and inf.gpu_layers <= plan.model.num_layers:
         params.append(f"num_gpu {inf.gpu_layers}")
+    if inf.engine is Engine.LLAMACPP and inf.ollama_version is OllamaVersion.NONE and inf.cpu_moe_layers > 0:
+        draft.cannot(
+            "inference.cpu_moe_layers",
+            "Ollama has no --n-cpu-moe: its runner keeps every offloaded layer's experts on the GPU",
+        )
     ubatch = inf.ubatch if inf.engine is Engine.LLAMACPP else DEFAULT_UBATCH
     if ubatch > MAX_UBATCH:
         draft.cannot(
