@@ -1170,6 +1170,11 @@ def _node_split(plan: Plan) -> bool:
 
 # The table. A declarative table: one row per input, longer than a function may be.
 # fmt: off
+# Host memory the CPU reads llama.cpp's host-kept weights from, by default: dual-channel DDR4-3200,
+# 2 x 8 bytes x 3.2 GT/s = 51.2 GB/s (JEDEC JESD79-4), the common desktop and workstation case.
+HOST_BANDWIDTH_GB_S: Final = 51.2
+
+
 INPUTS: Final[tuple[Input, ...]] = (
     # ---- method -----------------------------------------------------------------------
     Input("method", Kind.ENUM, "Method", "Method", Method.FULL,
@@ -2152,6 +2157,18 @@ INPUTS: Final[tuple[Input, ...]] = (
           # shown for a dense model too while it holds a count, which the estimate refuses: the field to clear
           matters=lambda p: p.inference.engine is Engine.LLAMACPP and p.inference.ollama_version is OllamaVersion.NONE
           and (p.model.num_experts > 1 or p.inference.cpu_moe_layers > 0)),
+    # Default HOST_BANDWIDTH_GB_S (dual-channel DDR4-3200), the figure host reads were planned at before it
+    # was an input.
+    Input("inference.host_bandwidth_gb_s", Kind.FLOAT, "Host RAM speed", "Host memory bandwidth",
+          HOST_BANDWIDTH_GB_S,
+          "The bandwidth the CPU reads llama.cpp's host-kept weights at (the layers -ngl leaves on the CPU, the "
+          "experts --n-cpu-moe keeps in RAM), in decimal GB/s: channels x 8 bytes x transfer rate. Dual-channel "
+          "DDR4-3200 51.2, dual-channel DDR5-5600 89.6, eight-channel DDR5-4800 307.2. Decoding reads those "
+          "weights once per token, so it sets the speed of every token that touches them.",
+          ("--host-bandwidth",), "llama.cpp: host memory bandwidth in GB/s for CPU-kept weights (default 51.2)",
+          unit="GB/s", low=1.0, high=10_000.0, decimals=1, step=10,
+          matters=lambda p: p.inference.engine is Engine.LLAMACPP
+          and (p.inference.gpu_layers < p.model.num_layers or p.inference.cpu_moe_layers > 0)),
     Input("inference.ollama_version", Kind.ENUM, "Ollama", "Ollama release", OllamaVersion.NONE,
           "Run through Ollama: it picks the GPU layers itself from its own memory estimate of the card's "
           "free memory (its log's 'offload' line, ollama ps' SIZE and PROCESSOR), passes num_ctx × "

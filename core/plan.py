@@ -1038,6 +1038,7 @@ class Inference:
     gguf_quant: GgufQuant = DEFAULTS["inference.gguf_quant"]  # llama.cpp: the GGUF file type
     gpu_layers: int = DEFAULTS["inference.gpu_layers"]  # llama.cpp -ngl
     cpu_moe_layers: int = DEFAULTS["inference.cpu_moe_layers"]  # llama.cpp --n-cpu-moe; >= num_layers: --cpu-moe
+    host_bandwidth_gb_s: float = DEFAULTS["inference.host_bandwidth_gb_s"]  # what host-kept weights are read at
     ollama_version: OllamaVersion = DEFAULTS["inference.ollama_version"]  # Ollama in front; NONE: llama-server
     cache_type: CacheType = DEFAULTS["inference.cache_type"]  # llama.cpp -ctk / -ctv
     flash_attention: bool = DEFAULTS["inference.flash_attention"]  # llama.cpp -fa

@@ -124,6 +124,8 @@ OPTIONAL_KEYS: Final = (
             "prefix_caching",
             # llama.cpp's --n-cpu-moe (branch h71cpumoe): a file without it keeps every expert on the GPU
             "cpu_moe_layers",
+            # the host memory bandwidth (stop 63): a file without it reads at the old fixed 51.2 GB/s
+            "host_bandwidth_gb_s",
         )
     )
     | frozenset(

@@ -26,7 +26,8 @@ The model, stated (the window shows it under "Assumptions"):
   (:func:`embedding_allreduce_seconds`), and gather the step's logits across the ranks
   (:func:`logits_gather_seconds`). Pipeline stages run one after another.
 * **llama.cpp with partial offload** reads the layers left on the host at the host's memory
-  bandwidth (:data:`HOST_BANDWIDTH_GB_S`) and every GPU's layers at that GPU's, one after another.
+  bandwidth (the plan's ``inference.host_bandwidth_gb_s``, by default
+  :data:`core.inputs.HOST_BANDWIDTH_GB_S`) and every GPU's layers at that GPU's, one after another.
 * **Prefill** of a prompt runs 2 · the blocks' active parameters · tokens, the output head for its
   last token only, and causal attention FLOPs (the token embedding is a lookup:
   :data:`PROMPT_HEAD_ROWS`) at the dense peak × utilisation on the tensor-parallel GPUs, with its
@@ -98,9 +99,6 @@ from core.serving.vllm_hybrid import state_bytes_per_request
 from core.serving.vllm_versions import era_of
 from core.training.mixer_flops import mixer_flops
 
-# Host memory a CPU reads llama.cpp's host layers from: dual-channel DDR4-3200, 2 × 8 bytes ×
-# 3.2 GT/s = 51.2 GB/s (JEDEC JESD79-4), the common desktop and workstation case.
-HOST_BANDWIDTH_GB_S: Final = 51.2
 # The hidden state one all-reduce carries is in 16 bits.
 ACTIVATION_BYTES: Final = 2
 # llama.cpp's decode graph of one Llama layer (llm_build_llama; the ggml-cuda of the corpus's 2024
@@ -784,11 +782,11 @@ class StepModel:
 
     def host_read_seconds(self, n: int) -> float:
         """llama.cpp: seconds a step of ``n`` tokens reads the layers left on the CPU, and the experts
-        --n-cpu-moe keeps there (those its tokens route to), from host memory (HOST_BANDWIDTH_GB_S); 0 with
-        every weight on the GPU."""
+        --n-cpu-moe keeps there (those its tokens route to), from host memory (the plan's
+        inference.host_bandwidth_gb_s); 0 with every weight on the GPU."""
         read = self.host_bytes * self._read_share(n) if self.host_bytes else 0.0
         read += self.host_expert_bytes * self._expert_touched(n)
-        return read / (HOST_BANDWIDTH_GB_S * 1e9) if read else 0.0
+        return read / (self.plan.inference.host_bandwidth_gb_s * 1e9) if read else 0.0
 
     def expert_upload_seconds(self, chunk: int) -> float:
         """llama.cpp --n-cpu-moe: seconds a prompt micro-batch of ``chunk`` tokens copies the RAM-kept experts
@@ -869,7 +867,7 @@ class StepModel:
         memory = self.memory_seconds(1, matvec=False)
         upload = self.expert_upload_seconds(chunk)
         if upload:  # op offload: the GPU multiplies the RAM-kept experts after copying them, the CPU reads none
-            memory -= self.host_expert_bytes * self._expert_touched(1) / (HOST_BANDWIDTH_GB_S * 1e9)
+            memory -= self.host_expert_bytes * self._expert_touched(1) / (inf.host_bandwidth_gb_s * 1e9)
         one = max(compute, memory) + upload + self.layout.layers * self.layer_seconds(chunk)
         if chunk > MMQ_MAX_BATCH_SIZE and self.bandwidth > 0:
             one += self.prompt_dequant_bytes / self.bandwidth
@@ -1189,7 +1187,7 @@ def _assumptions(plan: Plan, gpu: GpuSpec, model: StepModel, fit: ServingFit, ru
         f"with the decodes; each step reads the weights and every running request's "
         f"cache at {fit.bandwidth_efficiency[bandwidth_key(engine_family(plan), gpu)]:.0%} of the bandwidth"
         + (" that carries data (15/16 of it: in-band ECC)" if ecc_data_share(gpu) < 1.0 else "")
-        + (f", host layers at {HOST_BANDWIDTH_GB_S:g} GB/s" if model.host_bytes else "")
+        + (f", host layers at {inf.host_bandwidth_gb_s:g} GB/s" if model.host_bytes else "")
         + _kv_passes_text(plan, model)
         + (
             f"; each prompt micro-batch of more than {MMQ_MAX_BATCH_SIZE} tokens first turns the quantised "
@@ -1316,7 +1314,11 @@ def _formula(
             "the RAM-kept experts routed to" if not model.host_bytes else "the CPU layers' weights and RAM-kept experts"
         )
     )
-    cpu = f" + {what} ÷ {HOST_BANDWIDTH_GB_S:g} GB/s of host memory ({host_read * 1e3:.2f} ms)" if host_read else ""
+    cpu = (
+        f" + {what} ÷ {plan.inference.host_bandwidth_gb_s:g} GB/s of host memory ({host_read * 1e3:.2f} ms)"
+        if host_read
+        else ""
+    )
     device = f"max({'GPU ' if cpu else ''}bytes read ÷ ({bandwidth}){cpu}, FLOPs ÷ compute){layers}"
     host_s = model.host_layer_seconds(running)
     # Hugging Face generate: the host's rules are the plan's transformers release's

@@ -50,6 +50,8 @@ class ServingForm(PlanForm):
         # A mixture of experts under llama-server only (the input table's matters; Ollama has no such option):
         # --n-cpu-moe, the first layers' routed experts kept in host RAM.
         self.cpu_moe_layers = self.add_input("inference.cpu_moe_layers")
+        # What the CPU reads those experts and the layers -ngl leaves on the host at (shown only then).
+        self.host_bandwidth = self.add_input("inference.host_bandwidth_gb_s")
         # llama.cpp judges its host part against the host RAM, whose field is the Parallelism
         # form's, hidden in Inference mode: the same input here (one plan value, two fields).
         self.host_ram = self.add_input("parallel.host_ram_gb")

@@ -230,6 +230,8 @@ def plans(draw: st.DrawFn) -> Plan:
             gpu_layers=draw(st.integers(0, 1000)),
             # llama.cpp's --n-cpu-moe: a mixture of experts only (the estimate refuses it for a dense model)
             cpu_moe_layers=draw(st.integers(0, 1000)) if spec.num_experts > 1 else 0,
+            # the host memory the CPU-kept weights are read from: DDR4-3200 / DDR5-5600 dual channel, 8-channel DDR5
+            host_bandwidth_gb_s=draw(st.sampled_from((51.2, 89.6, 307.2))),
             cache_type=draw(st.sampled_from(list(CacheType))),  # flash attention on: every type allowed
             pipeline_parallel=draw(one if mac or hybrid else st.integers(1, min(16, spec.num_layers))),
             replicas=draw(st.integers(1, 1000)),

@@ -26,10 +26,10 @@ from core.files.launch.llamacpp import (
 )
 from core.files.launch.ollama import export_ollama
 from core.files.planfile import dumps, loads
+from core.inputs import HOST_BANDWIDTH_GB_S, input_at
 from core.plan import Engine, OllamaVersion, Plan
 from core.presets import default_plan
 from core.serving.llamacpp import expert_tensor_bytes, gguf_layout, llamacpp_buffers, pipeline_parallel
-from core.serving.speed import HOST_BANDWIDTH_GB_S
 from core.units import MiB
 from core.verdict import Mode
 
@@ -128,6 +128,22 @@ def test_decode_reads_the_routed_experts_from_host_memory_and_prompts_copy_them_
     host_ms = 36 * GPT_OSS_LAYER_EXPERTS * 4 / 128 / (HOST_BANDWIDTH_GB_S * 1e9) * 1e3
     assert f"({host_ms:.2f} ms)" in ram.formula
     assert ram.ttft_alone_s > gpu.ttft_alone_s  # each 512-token micro-batch copies its experts to the GPU
+
+
+def test_the_host_bandwidth_input_sets_the_host_reads() -> None:
+    # The same 36 layers' routed experts read at dual-channel DDR5-5600 (2 x 8 B x 5.6 GT/s = 89.6 GB/s,
+    # JEDEC JESD79-5) instead of the default DDR4-3200: the host term is the same bytes over the typed rate.
+    plan = _plan("gpt-oss-120b", gpu="h100-sxm", cpu_moe_layers=36)
+    slow = estimate(plan).inference.speed
+    fast = estimate(plan.with_inference(host_bandwidth_gb_s=89.6)).inference.speed
+    host_ms = 36 * GPT_OSS_LAYER_EXPERTS * 4 / 128 / (89.6 * 1e9) * 1e3
+    assert f"({host_ms:.2f} ms)" in fast.formula and "89.6 GB/s of host memory" in fast.formula
+    assert fast.per_request_tokens_per_s > slow.per_request_tokens_per_s
+    # With every weight on the GPU the input changes nothing (and the form hides it).
+    whole = _plan("gpt-oss-120b", gpu="h200-sxm")
+    assert estimate(whole.with_inference(host_bandwidth_gb_s=400.0)).inference.speed == estimate(whole).inference.speed
+    assert not input_at("inference.host_bandwidth_gb_s").matters(whole)
+    assert input_at("inference.host_bandwidth_gb_s").matters(plan)
 
 
 def test_the_remedy_is_the_fewest_layers_that_fit_and_ranks_by_decode_speed() -> None:

@@ -62,7 +62,8 @@ MEGATRON_ROWS = ("parallel.grad_accum_fusion", "parallel.grad_reduce_in_fp32")
 # The Serving form's row an image-text checkpoint alone shows (core.inputs: inference.text_only's ``matters``).
 VISION_ROWS = ("inference.text_only",)
 # The Serving form's row a mixture of experts under llama-server alone shows (inference.cpu_moe_layers' ``matters``).
-CPU_MOE_ROWS = ("inference.cpu_moe_layers",)
+# The host bandwidth field after it: shown once weights live in host RAM (--n-cpu-moe or fewer GPU layers).
+CPU_MOE_ROWS = ("inference.cpu_moe_layers", "inference.host_bandwidth_gb_s")
 # The rows a hybrid alone shows (branches h66htrain, h68gdn): its mixer's LoRA targets and the kernels switch.
 HYBRID_ROWS = ("lora.targets.in_proj", "lora.targets.out_proj", "mamba_kernels")
 # About 40 edits per input of the one table, so that each is reached: a fixed 2,000 stopped
@@ -366,6 +367,7 @@ def expected_values(window: MainWindow, plan: Plan) -> dict[str, Any]:
         "inference.ollama_version": inf.ollama_version,
         "inference.gpu_layers": inf.gpu_layers,
         "inference.cpu_moe_layers": inf.cpu_moe_layers,
+        "inference.host_bandwidth_gb_s": inf.host_bandwidth_gb_s,
         "inference.cache_type": inf.cache_type,
         "inference.flash_attention": inf.flash_attention,
         "inference.ubatch": inf.ubatch,
@@ -817,6 +819,11 @@ class Monkey:
                     combo.setCurrentIndex(combo.findData(value))
                     done.append(f"{name} {value!r}")
             widget = self.fields[key]
+            plan = self.window.controller.plan
+            if key == "inference.host_bandwidth_gb_s" and not widget.isVisibleTo(self.window):
+                # the edit above may have left no expert in RAM: every layer's, as --cpu-moe
+                self.window.controller.set_plan(plan.with_inference(cpu_moe_layers=plan.model.num_layers))
+                done.append("--cpu-moe")
             if widget.isVisibleTo(self.window) and widget.isEnabled():
                 done.append(self.edit(key, widget))
         return done
