@@ -878,21 +878,10 @@ class Monkey:
         self.window.new_action.trigger()
         stack = self.window.method_form.stack
         stack.setCurrentIndex(stack.findData("megatron"))
-        accum = self.window.workload_form.grad_accum
-        accum.setFocus()
-        accum.lineEdit().selectAll()
-        type_keys(self.qtbot, accum.lineEdit(), "4")
-        self.qtbot.keyClick(accum.lineEdit(), Qt.Key.Key_Return)
+        self.type_committed(((self.window.workload_form.grad_accum, "4"),))
         done.append("File → New, stack 'megatron', 4 accumulation steps")
-        advanced = self.window.parallel_form.advanced  # the fusion row is one of the advanced knobs
-        if not advanced.isChecked():  # a seed's walk may end with them hidden (this one did, branch h65hyb)
-            advanced.click()
-            done.append("advanced parallel settings shown")
-        for key in missed:
-            widget = self.fields[key]
-            if widget.isVisibleTo(self.window) and widget.isEnabled():
-                done.append(self.edit(key, widget))
-        return done
+        # the fusion row is one of the advanced knobs, which a seed's walk may end with hidden (branch h65hyb)
+        return self.edit_advanced_rows(missed, done)
 
     def reach_moe_dispatcher(self) -> list[str]:
         """Megatron's MoE rows (the token dispatcher: a mixture of experts on the Megatron stack, TP × EP > 1; the
