@@ -523,7 +523,7 @@ def matvec_weights_by_type(model: ModelSpec, quant: GgufQuant, head: bool = True
     totals: dict[GgmlType, float] = {}
     for layer in range(model.num_layers):
         for kind, row, rows in layer_matrices(model, layer):
-            share = routed if kind.endswith("_exps") else 1.0
+            share = routed if is_expert_tensor(kind) else 1.0
             kind_type = tensor_type(q, kind, layer, row)
             totals[kind_type] = totals.get(kind_type, 0.0) + row * rows * share * scale
     if head:
