@@ -78,7 +78,7 @@ from core.inputs import (
     torch_before,
     zero_overlap_comm,
 )
-from core.model import ModelSpec
+from core.model import GDN_IN_PROJ, ModelSpec
 from core.parallel.layout import (
     Layout,
     Stage,
@@ -262,6 +262,7 @@ class _Rank:
     # Every decoder layer's parameters on the rank where its layers differ (a hybrid: layout.fsdp_block_units);
     # None: the stage's layers times one block.
     blocks: float | None = None
+    largest_block: float = 0.0  # the largest decoder-layer unit's parameters, set with ``blocks``
 
     def all_blocks(self, block: float) -> float:
         """The stage's decoder layers' parameters: ``blocks`` where they differ, else its layers × ``block``."""
@@ -902,7 +903,7 @@ def _fsdp(rank: _Rank) -> RankState:
     # A hybrid's units differ by layer kind: the largest one gathered, every one summed (fsdp_block_units); its
     # embedding and head are their shapes (ModelSpec.shape_scale: params_scale for any other model).
     block, blocks = fsdp_block_units(model, lay.tensor_parallel, lay.expert_parallel)
-    rank = replace(rank, blocks=blocks)
+    rank = replace(rank, blocks=blocks, largest_block=block)
     root = outside_params(model, stage, lay.tensor_parallel) * model.shape_scale
     block_b, root_b = _unit_bytes(rank, block, gather)
     one, gathered = _gathered_block(plan, lay, block, block_b)
@@ -992,10 +993,9 @@ def _end_units(
 def _all_units_gathered(rank: _Rank, gathered: float) -> float | None:
     """Bytes of every block unit gathered where the units differ (a hybrid's layers: ``rank.blocks``), each at
     the largest unit's bytes per parameter (``gathered`` ÷ its parameters); None where they are alike."""
-    if rank.blocks is None:
+    if rank.blocks is None or not rank.largest_block:
         return None
-    largest, _ = fsdp_block_units(rank.plan.model, rank.lay.tensor_parallel, rank.lay.expert_parallel)
-    return gathered / largest * rank.blocks if largest else None
+    return gathered / rank.largest_block * rank.blocks
 
 
 def _last_reduction(
@@ -1679,7 +1679,8 @@ def _largest_mixer_matrix(model: ModelSpec) -> float:
     Qwen3-Next's in_proj_qkvz, d → 2·Hk·dk + 2·H·dv; Qwen3.5's in_proj_qkv, d → 2·Hk·dk + H·dv)."""
     if model.recurrent_mixer == "gated_deltanet":
         keys = 2 * model.recurrent_groups * model.recurrent_state
-        values = model.recurrent_inner * (2 if model.family == "qwen3_next" else 1)
+        # in_proj_qkvz (Qwen3-Next) carries the gate z beside v; in_proj_qkv (Qwen3.5) does not: GDN_IN_PROJ
+        values = model.recurrent_inner * (2 if "in_proj_qkvz" in GDN_IN_PROJ.get(model.family, ()) else 1)
         return float(model.hidden_size * (keys + values))
     return float(max((fi * fo for fi, fo in model.mixer_shapes().values()), default=0))
 
