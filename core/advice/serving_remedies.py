@@ -19,6 +19,7 @@ from core.advice.request import Pin
 from core.advice.symptoms import Failure
 from core.estimate import Estimate, estimate, gpu_for
 from core.format import gb
+from core.memo import last_answer
 from core.plan import UNQUANTISED_CACHE, CacheType, Engine, GgufQuant, OllamaVersion, Plan
 from core.serving.engines import vllm_starting_utilization
 from core.serving.llamacpp import gguf_tensor_bytes
@@ -163,6 +164,7 @@ def _gguf_note(plan: Plan) -> str:
     return f"+{ppl:g} perplexity on Llama 3 8B against F16 (llama-quantize's table)" if ppl is not None else ""
 
 
+@last_answer  # asked twice of one plan: as its own remedy and by _cpu_moe_rank, each a search of estimates
 def _gpu_layers(plan: Plan) -> tuple[Plan, str] | None:
     """The most layers on the GPU that fit (llama.cpp's -ngl N: the last N repeating layers,
     the output layer as one more); the rest run on the CPU from host RAM. Not under Ollama, which
