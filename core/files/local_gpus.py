@@ -13,6 +13,10 @@ Where each figure comes from:
   share of unified memory by default (Metal's recommendedMaxWorkingSetSize): 2/3 up to
   36 GB, 3/4 above, the share the catalogue's Apple entries use. "Free now" is not reported.
 
+The host's RAM and its speed are read in the same run (:mod:`core.files.local_host`: its
+tool, dmidecode or PowerShell, starts before the GPUs' probes and is read after them) and come
+back as :attr:`LocalGpus.host`, with notes of their own.
+
 Every probe runs under one deadline (:data:`DEFAULT_TIMEOUT_S` in all): a hung tool is killed
 with its process group, a hung NVML call is left in a daemon thread. Nothing here raises to
 the caller: an absent tool is skipped quietly, a broken driver or an NVML/driver mismatch is
