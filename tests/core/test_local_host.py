@@ -317,6 +317,18 @@ def test_windows_garbage_is_a_note_or_nothing(text: str) -> None:
     assert host.bandwidth_gb_s is None and host.total_bytes is None
 
 
+def test_thousands_of_devices_from_udev_or_windows_are_bounded() -> None:
+    udev = "\n".join(f"E:MEMORY_DEVICE_{i}_SIZE=17179869184\nE:MEMORY_DEVICE_{i}_SPEED_MTS=3200" for i in range(5000))
+    found = HostFound()
+    parse_udev_memory(udev, found)
+    assert len(found.modules) == MAX_MODULES
+    rows = [{"Capacity": 2**34, "Speed": 3200, "DataWidth": 64, "DeviceLocator": "x" * 100}] * 5000
+    host = windows(json.dumps(rows))
+    assert len(host.modules) == MAX_MODULES and len(host.modules[0].locator) == 64  # labels cut to 64 characters
+    huge = windows(json.dumps(rows * 10))  # past the 1 MiB read: not JSON any more, one note
+    assert huge.modules == () and huge.notes == ("Win32_PhysicalMemory: PowerShell's output is not the JSON expected",)
+
+
 # ---- Apple silicon -----------------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("chip", "gb_s"),
