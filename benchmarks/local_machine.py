@@ -2,8 +2,10 @@
 a first paint that does not wait for it.
 
 1. Detection: :func:`core.files.local_gpus.detect_local_gpus` as this machine answers, then with
-   a stub ``nvidia-smi`` alone on PATH that answers at once, and one that hangs (the deadline
-   must stop it at 1 s). Wall time, median of the runs.
+   stub ``nvidia-smi`` and ``dmidecode`` alone on PATH that answer at once, and ones that both hang
+   (the deadline must stop both at 1 s: the host's tool runs beside the GPUs', not after them).
+   ``dmidecode`` is asked only where the SMBIOS records cannot be read as files (here: none).
+   Wall time, median of the runs; the host's RAM and speed are printed with the cards.
 2. First paint from source: ``gui.launcher`` with ``VRAMPLAN_EXIT_AFTER_PAINT=1`` (it prints the
    monotonic time of the first painted window and exits; gui/launcher.py), offscreen, a fresh
    settings folder each run, the hanging ``nvidia-smi`` first on PATH (the worst case: detection
@@ -34,15 +36,22 @@ from core.files.local_gpus import detect_local_gpus  # noqa: E402
 
 ANSWERS = "#!/bin/sh\nPATH=/usr/bin:/bin\necho 'NVIDIA GeForce RTX 4090, 24564, 4000, 20564, 550.54'\n"
 HANGS = "#!/bin/sh\nPATH=/usr/bin:/bin\nexec sleep 30\n"
+# Two DDR5-5600 modules in two channels, as dmidecode 3.x prints them.
+DMIDECODE = "#!/bin/sh\nPATH=/usr/bin:/bin\n" + "".join(
+    f"echo 'Memory Device'; echo '\tData Width: 64 bits'; echo '\tSize: 32 GB'; echo '\tBank Locator: P0 CHANNEL {c}';"
+    " echo '\tType: DDR5'; echo '\tConfigured Memory Speed: 5600 MT/s'; echo\n"
+    for c in "AB"
+)
 LAUNCH = "import sys; sys.path.insert(0, sys.argv[1]); from gui.launcher import main; sys.exit(main([]))"
 
 
-def stub_folder(parent: Path, name: str, body: str) -> Path:
+def stub_folder(parent: Path, name: str, body: str, dmidecode: str) -> Path:
     folder = parent / name
     folder.mkdir()
-    script = folder / "nvidia-smi"
-    script.write_text(body)
-    script.chmod(0o755)
+    for tool, text in (("nvidia-smi", body), ("dmidecode", dmidecode)):
+        script = folder / tool
+        script.write_text(text)
+        script.chmod(0o755)
     return folder
 
 
@@ -57,6 +66,8 @@ def detection_seconds(runs: int, path: str | None) -> tuple[float, str]:
             found = detect_local_gpus()
             times.append(time.monotonic() - started)
             summary = found.summary + "".join(f"; {note}" for note in found.notes)
+            if found.host is not None:
+                summary += f" | {found.host.label}" + "".join(f"; {note}" for note in found.host.notes)
     finally:
         os.environ["PATH"] = before
     return statistics.median(times), summary
@@ -86,8 +97,8 @@ def main() -> int:
     runs = max(3, min(args.runs, 50))
     print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
     with tempfile.TemporaryDirectory() as folder:
-        answers = stub_folder(Path(folder), "answers", ANSWERS)
-        hangs = stub_folder(Path(folder), "hangs", HANGS)
+        answers = stub_folder(Path(folder), "answers", ANSWERS, DMIDECODE)
+        hangs = stub_folder(Path(folder), "hangs", HANGS, HANGS)
         cases = (("this machine", None), ("stub that answers", str(answers)), ("stub that hangs", str(hangs)))
         for label, path in cases:
             median, summary = detection_seconds(runs if label != "stub that hangs" else 3, path)

@@ -4,7 +4,8 @@
   tools, holding no lock), within :data:`DETECT_TIMEOUT_S` in all: a hung ``nvidia-smi`` is
   stopped at the deadline and becomes one quiet note. The window starts it once it has
   painted (:meth:`gui.main_window.MainWindow.start_local_machine`), so it never delays the
-  first paint.
+  first paint. The same run reads the host's RAM and its speed (``LocalGpus.host``,
+  :mod:`core.files.local_host`), which the Hardware and Serving forms offer to the plan.
 - The Hugging Face cache: :func:`core.files.hfcache.scan_cache` in the "machine" worker
   process, with progress and Cancel; a model chosen from it has its safetensors headers read
   there too, as does a Hub id typed in the model picker (:mod:`core.files.model_source`).

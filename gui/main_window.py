@@ -271,6 +271,8 @@ class MainWindow(QMainWindow):
     def _make_serving_form(self) -> ServingForm:
         form = ServingForm(self.controller)
         form.setVisible(False)  # explicitly: a widget put into a shown layout would show itself
+        if self._local is not None:
+            form.attach_local(self._local)
         form.mode = self.display.mode.value
         after = self.parallel_form
         self._form_column.insertWidget(self._form_column.indexOf(after) + 1, form)
@@ -672,6 +674,8 @@ class MainWindow(QMainWindow):
             self._local.gpusDetected.connect(self._gpus_detected)
             self.model_form.attach_local(self._local)
             self.hardware_form.attach_local(self._local)
+            if self._serving_form is not None:
+                self._serving_form.attach_local(self._local)
         return self._local
 
     def start_local_machine(self) -> None:
@@ -696,7 +700,10 @@ class MainWindow(QMainWindow):
         untouched = self.document.path is None and self.controller.undo_stack.count() == 0
         if untouched and self.controller.plan == default_plan():
             gpu = found.gpus[0]
-            if self.controller.reset(self.controller.plan.with_hardware(**gpu.hardware_changes())) is None:
+            plan = self.controller.plan.with_hardware(**gpu.hardware_changes())
+            # Its host RAM and speed too, where found: the plan is this machine's (docs/LOCAL_MACHINE.md).
+            plan = found.host.apply(plan) if found.host is not None else plan
+            if self.controller.reset(plan) is None:
                 self.statusBar().showMessage(f"Planning on this machine's {gpu.spec.name}", 6000)
 
     # ---- reacting ------------------------------------------------------------------

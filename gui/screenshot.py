@@ -79,7 +79,11 @@ def render(
         if parallel or local or gpu:  # the plan column scrolled to the Parallelism (Hardware) section
             column = window.plan_dock.widget()
             if isinstance(column, QScrollArea):
-                column.ensureWidgetVisible(window.hardware_form if local or gpu else window.parallel_form, 0, 0)
+                # llama.cpp on this machine: the Serving form's host RAM rows and what this machine has.
+                if llamacpp and local:
+                    column.ensureWidgetVisible(window.serving_form.host_row, 0, 250)
+                else:
+                    column.ensureWidgetVisible(window.hardware_form if local or gpu else window.parallel_form, 0, 0)
                 for _ in range(3):
                     app.processEvents()
         if diagnosis:
@@ -147,11 +151,12 @@ def _wait_for_diagnosis(app: Any, window: Any) -> None:
 
 def stub_this_machine(window: object) -> None:
     """What a machine with one RTX 4090 (24,564 MiB as nvidia-smi reports it, 3,000 MiB held by
-    another process) and two downloaded models would report; the window plans on the card as a
-    first start does."""
+    another process), 64 GiB of dual-channel DDR5-5600 and two downloaded models would report; the
+    window plans on the card and its RAM as a first start does."""
     from core.catalogue import find_gpu, find_model
     from core.files.hfcache import CachedModel, CacheScan, Skipped
     from core.files.local_gpus import LocalGpu, LocalGpus
+    from core.files.local_host import LocalHost, MemoryModule
     from core.units import MiB
     from gui.main_window import MainWindow
 
@@ -159,7 +164,11 @@ def stub_this_machine(window: object) -> None:
     total, used = 24564 * MiB, 3000 * MiB
     name, matched = "NVIDIA GeForce RTX 4090", find_gpu("rtx-4090")
     card = LocalGpu(0, name, "nvidia", total, used, total - used, "nvidia-smi", "550.54", catalogue=matched)
-    found = LocalGpus((card,), (), ("nvidia-smi",), 0.04)
+    # Two 32 GiB DDR5-5600 modules, one per channel: 2 × 8 B × 5600 MT/s = 89.6 GB/s; MemTotal a little
+    # under the 64 GiB installed, as Linux reports it.
+    modules = tuple(MemoryModule(32 << 30, 5600, 64, "DDR5", "DIMM 1", f"P0 CHANNEL {c}") for c in "AB")
+    host = LocalHost(65_771_102_208, 41_000_000_000, "/proc/meminfo", 89.6, "dmidecode: 2 × DDR5-5600", modules)
+    found = LocalGpus((card,), (), ("nvidia-smi",), 0.04, host)
     window.local.set_gpus(found)
     root = "~/.cache/huggingface/hub"
     models = tuple(

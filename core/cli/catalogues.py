@@ -15,8 +15,11 @@ from core.cli.render import json_text
 from core.errors import one_line
 from core.files.hfcache import CachedModel, CacheScan, scan_cache
 from core.files.local_gpus import LocalGpu, LocalGpus, detect_local_gpus
+from core.files.local_host import LocalHost
+from core.files.local_host import as_json as host_json
 from core.format import count as format_count
 from core.format import memory as format_memory
+from core.inputs import input_at
 from core.model import ModelSpec
 from core.optimizer_stacks import STACK_NAMES, STACK_RULES, OptimizerStack, built
 from core.units import GB, GiB, MiB
@@ -47,7 +50,11 @@ def register(sub: Any) -> None:
     )
     gpus = sub.add_parser("gpus", help="list the GPU catalogue, or (--local) the GPUs of this machine")
     gpus.add_argument("--json", action="store_true")
-    gpus.add_argument("--local", action="store_true", help="this machine's GPUs (NVML, nvidia-smi, rocm-smi, sysctl)")
+    gpus.add_argument(
+        "--local",
+        action="store_true",
+        help="this machine's GPUs (NVML, nvidia-smi, rocm-smi, sysctl), its host RAM and speed",
+    )
     gpus.add_argument(
         "--timeout",
         type=float,
@@ -116,11 +123,26 @@ def render_local_gpus(found: LocalGpus) -> str:
     if count > 1:
         lines.append(f"  {count} cards of one kind: --gpus {count} plans on all of them")
     lines += [f"  note: {note}" for note in found.notes]
+    if found.host is not None:
+        lines += render_local_host(found.host)
     return "\n".join(lines) + "\n"
+
+
+def render_local_host(host: LocalHost) -> list[str]:
+    """The host's RAM and speed, where the size came from, the options that plan with them, its notes."""
+    lines = [host.label]
+    values = host.plan_values()
+    if values:
+        options = " ".join(f"{input_at(path).flags[0]} {value:g}" for path, value in values.items())
+        via = f"RAM from {host.total_source}; " if host.total_source else ""
+        lines.append(f"  {via}plan with it: {options}")
+    lines += [f"  note: {note}" for note in host.notes]
+    return lines
 
 
 def local_gpus_json(found: LocalGpus) -> dict[str, Any]:
     return {
+        "host": None if found.host is None else host_json(found.host),
         "found": found.found,
         "summary": found.summary,
         "elapsed_s": round(found.elapsed_s, 3),

@@ -13,6 +13,10 @@ Where each figure comes from:
   share of unified memory by default (Metal's recommendedMaxWorkingSetSize): 2/3 up to
   36 GB, 3/4 above, the share the catalogue's Apple entries use. "Free now" is not reported.
 
+The host's RAM and its speed are read in the same run (:mod:`core.files.local_host`: its
+tool, dmidecode or PowerShell, starts before the GPUs' probes and is read after them) and come
+back as :attr:`LocalGpus.host`, with notes of their own.
+
 Every probe runs under one deadline (:data:`DEFAULT_TIMEOUT_S` in all): a hung tool is killed
 with its process group, a hung NVML call is left in a daemon thread. Nothing here raises to
 the caller: an absent tool is skipped quietly, a broken driver or an NVML/driver mismatch is
@@ -39,6 +43,23 @@ from typing import Any, Final
 from core.catalogue import GpuSpec, custom_gpu
 from core.errors import escape_controls
 from core.files.gpu_match import match_catalogue
+from core.files.local_host import (
+    DMI_ENTRIES,
+    DMIDECODE_QUERY,
+    POWERSHELL_QUERY,
+    UDEV_DMI,
+    HostFound,
+    LocalHost,
+    host_from,
+    linux_speed_files,
+    parse_dmidecode,
+    parse_sysctl_host,
+    parse_windows_memory,
+    read_meminfo,
+    read_windows_memory,
+    unreadable_note,
+    windows_total,
+)
 from core.plan import Hardware
 from core.units import GiB, MiB
 
@@ -115,6 +136,7 @@ class LocalGpus:
     notes: tuple[str, ...]  # quiet notes: a driver that did not answer, a tool that failed
     tried: tuple[str, ...]  # the sources looked for, in order
     elapsed_s: float
+    host: LocalHost | None = None  # the host's RAM and its speed (core/files/local_host.py); None: not looked
 
     @property
     def found(self) -> bool:
@@ -147,6 +169,7 @@ class _Probe:
     notes: list[str] = field(default_factory=list)
     tried: list[str] = field(default_factory=list)
     meminfo: Callable[[], tuple[int, int | None] | None] = field(default_factory=lambda: read_meminfo)
+    what: str = "GPU detection"  # what the deadline's note names
 
     def note(self, text: str) -> None:
         text = escape_controls(text)[:300]
@@ -191,12 +214,18 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 
 def run_tool(argv: tuple[str, ...], probe: _Probe) -> str | None:
     """The tool's output, or None: absent (quietly), failed, or past the deadline (noted)."""
+    proc = start_tool(argv, probe)
+    return None if proc is None else finish_tool(argv, proc, probe)
+
+
+def start_tool(argv: tuple[str, ...], probe: _Probe) -> subprocess.Popen[bytes] | None:
+    """The tool started (its answer read by :func:`finish_tool`), or None: absent (quietly), not
+    startable or no time left (noted)."""
     executable = shutil.which(argv[0])
     if executable is None:
         return None
-    left = probe.left()
-    if left <= 0:
-        probe.note(f"{argv[0]} was not run: the {probe.budget_s:g} s given to GPU detection was spent")
+    if probe.left() <= 0:
+        probe.note(f"{argv[0]} was not run: the {probe.budget_s:g} s given to {probe.what} was spent")
         return None
     env = {**os.environ, "LC_ALL": "C"}
     try:
@@ -211,8 +240,13 @@ def run_tool(argv: tuple[str, ...], probe: _Probe) -> str | None:
     except OSError as exc:
         probe.note(f"{argv[0]} could not be started ({exc.strerror or exc})")
         return None
+    return proc
+
+
+def finish_tool(argv: tuple[str, ...], proc: subprocess.Popen[bytes], probe: _Probe) -> str | None:
+    """A started tool's output, or None: failed, or stopped at the deadline (noted)."""
     try:
-        out, err = proc.communicate(timeout=left)
+        out, err = proc.communicate(timeout=max(0.0, probe.left()))
     except subprocess.TimeoutExpired:
         _stop(proc)
         probe.note(f"{argv[0]} did not answer within {probe.budget_s:g} s and was stopped")
@@ -243,20 +277,6 @@ def parse_nvidia_smi(output: str, probe: _Probe) -> None:
             continue
         used, free = _mib(parts[2]), _mib(parts[3])
         probe.add(parts[0], "nvidia", total, used, free, source="nvidia-smi", driver=parts[4].strip()[:40])
-
-
-def read_meminfo(path: str = "/proc/meminfo") -> tuple[int, int | None] | None:
-    """Linux's MemTotal and MemAvailable in bytes, or None where the file is absent or unreadable."""
-    try:
-        with open(path, encoding="ascii", errors="replace") as handle:
-            text = handle.read(64 * 1024)
-    except OSError:
-        return None
-    fields = dict(re.findall(r"^(MemTotal|MemAvailable):\s+(\d+)\s*kB", text, re.MULTILINE))
-    if "MemTotal" not in fields or int(fields["MemTotal"]) <= 0:
-        return None
-    available = fields.get("MemAvailable")
-    return int(fields["MemTotal"]) * 1024, None if available is None else int(available) * 1024
 
 
 def add_unified_nvidia(probe: _Probe, name: str, source: str, driver: str) -> bool:
@@ -408,34 +428,115 @@ def parse_sysctl(output: str, probe: _Probe) -> None:
     probe.add(chip, "apple", share, None, None, source="sysctl", unified_memory_bytes=memory)
 
 
+# ---- the host: its RAM and how fast it is read (core/files/local_host.py) --------------------
+@dataclass(frozen=True)
+class HostSources:
+    """Where the host's figures are read from; tests point them at recorded files and stand-ins."""
+
+    dmi_entries: str = DMI_ENTRIES
+    udev_dmi: str = UDEV_DMI
+    windows_memory: Callable[[], tuple[int, int | None] | None] = read_windows_memory
+
+
+@dataclass
+class _HostProbe:
+    """The host's part of one detection: its tool starts first and runs beside the GPUs' probes."""
+
+    system: str
+    sources: HostSources
+    probe: _Probe
+    found: HostFound = field(default_factory=HostFound)
+    tool: tuple[str, ...] = ()
+    proc: subprocess.Popen[bytes] | None = None
+
+    def start(self, meminfo: Callable[[], tuple[int, int | None] | None]) -> None:
+        if self.system == "Linux":
+            memory = meminfo()
+            if memory is not None:
+                self.found.total, self.found.total_source = memory, "/proc/meminfo"
+            if not linux_speed_files(self.found, self.sources.dmi_entries, self.sources.udev_dmi):
+                self.tool = DMIDECODE_QUERY
+        elif self.system == "Windows":
+            windows_total(self.found, self.sources.windows_memory)
+            self.tool = POWERSHELL_QUERY
+        if self.tool:
+            self.proc = start_tool(self.tool, self.probe)
+
+    def finish(self, sysctl_output: str | None) -> LocalHost:
+        output = finish_tool(self.tool, self.proc, self.probe) if self.proc is not None else None
+        if sysctl_output is not None:
+            parse_sysctl_host(sysctl_output, self.found)
+        elif self.tool == DMIDECODE_QUERY:
+            if output is not None:
+                parse_dmidecode(output, self.found)
+                self.found.modules_source = "dmidecode" if self.found.modules else ""
+            if not self.found.modules:
+                said = "; ".join(self.probe.notes) or ("no dmidecode on PATH" if self.proc is None else "")
+                self.found.note(unreadable_note(self.found.records_readable, said))
+                self.probe.notes.clear()
+        elif self.tool == POWERSHELL_QUERY:
+            if output is not None:
+                parse_windows_memory(output, self.found)
+            if not self.found.modules:
+                said = "; ".join(self.probe.notes) or ("no PowerShell on PATH" if self.proc is None else "no modules")
+                self.found.note(
+                    f"memory speed not found (Win32_PhysicalMemory: {said}); the typed Host RAM speed is kept"
+                )
+                self.probe.notes.clear()
+        for note in self.probe.notes:
+            self.found.note(note)
+        if self.system not in ("Linux", "Windows", "Darwin"):
+            self.found.note(f"{self.system or 'this system'}: host memory is not detected here")
+        return host_from(self.found)
+
+
 # ---- all of it -----------------------------------------------------------------------------
 def detect_local_gpus(
     timeout_s: float = DEFAULT_TIMEOUT_S,
     *,
     system: str | None = None,
     nvml_loader: Callable[[], Any | None] = _load_nvml,
-    meminfo: Callable[[], tuple[int, int | None] | None] = read_meminfo,
+    meminfo: Callable[[], tuple[int, int | None] | None] | None = None,
+    host_sources: HostSources | None = None,
 ) -> LocalGpus:
-    """This machine's GPUs within ``timeout_s`` seconds in all; never raises.
+    """This machine's GPUs, and its host RAM and speed, within ``timeout_s`` seconds in all; never raises.
 
     ``system`` is ``platform.system()`` unless given (tests pass "Darwin" to read sysctl);
     ``nvml_loader`` returns the ``pynvml`` module or None (tests pass a stand-in); ``meminfo`` the
-    RAM a unified-memory NVIDIA chip allocates from (:func:`read_meminfo`; tests pass a stand-in).
+    RAM of the host and of a unified-memory NVIDIA chip (:func:`read_meminfo`; tests pass a stand-in);
+    ``host_sources`` where the host's memory records are read (tests pass recorded ones). The host's
+    tool (dmidecode, PowerShell) is started first and read last, so it runs beside the GPUs' probes
+    under the same deadline; its notes are the host's own (``host.notes``), never the GPUs'.
     """
     started = time.monotonic()
     budget = max(0.01, float(timeout_s))
+    meminfo = meminfo or read_meminfo
     probe = _Probe(deadline=started + budget, budget_s=budget, meminfo=meminfo)
+    system = system or platform.system()
+    host = _HostProbe(
+        system, host_sources or HostSources(), _Probe(deadline=probe.deadline, budget_s=budget, what="detection")
+    )
+    sysctl: str | None = None
+    try:
+        host.start(meminfo)
+    except Exception as exc:  # the host's surprise is the host's note; the GPUs are still looked for
+        host.found.note(f"host memory detection stopped: {type(exc).__name__}: {exc}")
     try:
         _nvidia(probe, nvml_loader())
         probe.tried.append("rocm-smi")
         output = run_tool(ROCM_SMI_QUERY, probe)
         if output is not None:
             parse_rocm_smi(output, probe)
-        if (system or platform.system()) == "Darwin":
+        if system == "Darwin":
             probe.tried.append("sysctl")
-            output = run_tool(SYSCTL_QUERY, probe)
-            if output is not None:
-                parse_sysctl(output, probe)
+            sysctl = run_tool(SYSCTL_QUERY, probe)
+            if sysctl is not None:
+                parse_sysctl(sysctl, probe)
     except Exception as exc:  # the promise is "never raises": a surprise is a note too
         probe.note(f"GPU detection stopped: {type(exc).__name__}: {exc}")
-    return LocalGpus(tuple(probe.gpus), tuple(probe.notes), tuple(probe.tried), time.monotonic() - started)
+    try:
+        found_host: LocalHost | None = host.finish(sysctl)
+    except Exception as exc:  # likewise
+        found_host = LocalHost(notes=(f"host memory detection stopped: {type(exc).__name__}: {exc}",))
+    gpus = tuple(probe.gpus)
+    return LocalGpus(gpus, tuple(probe.notes), tuple(probe.tried), time.monotonic() - started, found_host)

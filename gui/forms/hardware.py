@@ -65,6 +65,9 @@ def local_text(found: LocalGpus) -> str:
         if len(found.gpus) > MAX_LOCAL_LINES:
             lines.append(f"  … and {len(found.gpus) - MAX_LOCAL_LINES} more")
     lines += [f"Note: {note}" for note in found.notes]
+    if found.host is not None:
+        lines.append(found.host.label)
+        lines += [f"Note: {note}" for note in found.host.notes]
     return "\n".join(lines)
 
 
@@ -155,7 +158,7 @@ class _Note(QLabel):
             self.updateGeometry()  # as many lines as the new width takes
 
 
-def _note(name: str) -> QLabel:
+def note_label(name: str) -> QLabel:
     """A read-only line under the picker: plain text (it quotes the catalogue), selectable."""
     label = _Note()
     label.setAccessibleName(name)
@@ -182,13 +185,13 @@ class HardwareForm(PlanForm):
         self.gpu = SearchingPicker(gpu.name, gpu_sections(self._saved_cards()), gpu.tooltip, matcher=_gpu_matches)
         self.bind(gpu.path, gpu.label, self.gpu, self._pick)
         self._describe_entries()
-        self.card = _note("GPU summary")
+        self.card = note_label("GPU summary")
         self.form.addRow("", self.card)
         self.machine_row = self._machine_row()
         self.form.addRow("", self.machine_row)
         self.set_widget_row_visible(self.machine_row, False)
         # The card's limits (no bf16 on Turing/Volta, Apple's GPU share) and the plan's clash with them.
-        self.limits = _note("GPU limits")  # reasons and sources come from the catalogue file
+        self.limits = note_label("GPU limits")  # reasons and sources come from the catalogue file
         self.form.addRow("", self.limits)
         self.problem_row = self._precision_problem()
         self.form.addRow("", self.problem_row)
@@ -223,7 +226,7 @@ class HardwareForm(PlanForm):
         row.setObjectName("thisMachine")
         column = QVBoxLayout(row)
         column.setContentsMargins(0, 0, 0, 0)
-        self.machine = _note("This machine's GPUs")  # names the drivers report, their notes
+        self.machine = note_label("This machine's GPUs")  # names the drivers report, their notes
         self.machine.setObjectName("machineGpus")
         column.addWidget(self.machine)
         buttons = QHBoxLayout()
@@ -238,6 +241,9 @@ class HardwareForm(PlanForm):
             "serving engine's own rule) says whether the plan fits in what is free on this machine now."
         )
         self.judge_free.toggled.connect(self._judge_free)
+        self.use_host = QPushButton("Use this machine's RAM")
+        self.use_host.setObjectName("useLocalHost")
+        self.use_host.clicked.connect(self._use_host)
         self.detect_again = QToolButton()
         self.detect_again.setObjectName("detectAgain")
         self.detect_again.setText("Look again")
@@ -246,6 +252,11 @@ class HardwareForm(PlanForm):
             buttons.addWidget(widget)
         buttons.addStretch(1)
         column.addLayout(buttons)
+        # A row of its own: beside the card's buttons it would widen the form past a 1024-px window.
+        host_row = QHBoxLayout()
+        host_row.addWidget(self.use_host)
+        host_row.addStretch(1)
+        column.addLayout(host_row)
         return row
 
     def attach_local(self, local: LocalMachine) -> None:
@@ -277,6 +288,13 @@ class HardwareForm(PlanForm):
         changes = found.gpus[0].hardware_changes()
         self.controller.update("hardware.gpu", lambda p: p.with_hardware(**changes), "Use this machine's card")
 
+    def _use_host(self) -> None:
+        found = self._found()
+        host = found.host if found is not None else None
+        if host is not None and host.plan_values():
+            # Key "": one undo step of its own, never merged with a typed edit of either field.
+            self.controller.update("", host.apply, "Use this machine's RAM")
+
     def _judged_free(self, plan: Plan) -> bool:
         return self._free_judged is not None and plan.hardware.held_by_others == self._free_judged[1]
 
@@ -304,6 +322,13 @@ class HardwareForm(PlanForm):
         self.judge_free.setVisible(gpu is not None and gpu.held_fraction is not None)
         with QSignalBlocker(self.judge_free):
             self.judge_free.setChecked(self._judged_free(plan))
+        host = found.host
+        self.use_host.setVisible(host is not None and bool(host.plan_values()) and not host.applied(plan))
+        if host is not None:
+            values = ", ".join(
+                f"{input_at(path).label} {value:g} {input_at(path).unit}" for path, value in host.plan_values().items()
+            )
+            self.use_host.setToolTip(f"Plan with {values} (one undoable step)")
         self.detect_again.setVisible(not found.gpus or bool(found.notes))
 
     def _precision_problem(self) -> QWidget:

@@ -1,8 +1,16 @@
-"""Serving: the engine, how the weights and cache are stored, the requests, the GPUs."""
+"""Serving: the engine, how the weights and cache are stored, the requests, the GPUs.
+
+Under llama.cpp's host RAM and its speed, what this machine has of both (detected off the GUI
+thread with its GPUs, :class:`gui.local_machine.LocalMachine`) and where each figure came from,
+with "Use this machine's RAM": detection never changes a figure by itself (the Hardware form's rule).
+"""
 
 from __future__ import annotations
 
-from PySide6.QtWidgets import QWidget
+from typing import TYPE_CHECKING
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QPushButton, QVBoxLayout, QWidget
 
 from core.catalogue import LinkKind
 from core.estimate import gpu_for
@@ -10,7 +18,13 @@ from core.inputs import input_at
 from core.plan import Plan
 from gui.controller import PlanController
 from gui.forms.base import PlanForm
+from gui.forms.hardware import note_label
 from gui.forms.parallel import LinkField, link_choices
+
+if TYPE_CHECKING:  # this machine is looked at once the window has painted: not imported before
+    from core.files.local_gpus import LocalGpus
+    from core.files.local_host import LocalHost
+    from gui.local_machine import LocalMachine
 
 
 def with_ollama_line(plan: Plan, value: object) -> Plan:
@@ -55,6 +69,10 @@ class ServingForm(PlanForm):
         # llama.cpp judges its host part against the host RAM, whose field is the Parallelism
         # form's, hidden in Inference mode: the same input here (one plan value, two fields).
         self.host_ram = self.add_input("parallel.host_ram_gb")
+        self.host_here: LocalHost | None = None  # this machine's, once detected
+        self.host_row = self._host_row()
+        self.form.addRow("", self.host_row)
+        self.set_widget_row_visible(self.host_row, False)
         self.flash_attention = self.add_input("inference.flash_attention")
         self.ubatch = self.add_input("inference.ubatch")
         self.llamacpp_build = self.add_input("inference.llamacpp_build")
@@ -74,3 +92,42 @@ class ServingForm(PlanForm):
         self.max_num_seqs = self.add_input("inference.max_num_seqs")
         self.max_batched = self.add_input("inference.max_num_batched_tokens")
         self.mem_fraction = self.add_input("inference.mem_fraction_static")
+
+    # ---- this machine's host RAM -------------------------------------------------------
+    def _host_row(self) -> QWidget:
+        row = QWidget()
+        column = QVBoxLayout(row)
+        column.setContentsMargins(0, 0, 0, 0)
+        self.host_note = note_label("This machine's host RAM")  # plain text: it quotes the firmware's labels
+        self.host_note.setObjectName("machineHost")
+        column.addWidget(self.host_note)
+        self.use_host = QPushButton("Use this machine's RAM")
+        self.use_host.setObjectName("useLocalHostServing")
+        self.use_host.setToolTip("Plan with this machine's host RAM and its speed (one undoable step)")
+        self.use_host.clicked.connect(self._use_host)
+        column.addWidget(self.use_host, 0, Qt.AlignmentFlag.AlignLeft)
+        return row
+
+    def attach_local(self, local: LocalMachine) -> None:
+        """Show what ``local`` finds of this machine's host RAM from now on."""
+        local.gpusDetected.connect(self._detected)
+        if local.gpus is not None:
+            self._detected(local.gpus)
+
+    def _detected(self, found: LocalGpus) -> None:
+        self.host_here = found.host
+        if found.host is not None:
+            self.host_note.setText("This machine: " + found.host.label)
+        self._redraw(self.controller.plan)
+
+    def _use_host(self) -> None:
+        host = self.host_here
+        if host is not None and host.plan_values():
+            self.controller.update("", host.apply, "Use this machine's RAM")
+
+    def show_plan(self, plan: Plan) -> None:
+        super().show_plan(plan)
+        host = self.host_here
+        shown = self.form.isRowVisible(self.host_bandwidth) or self.form.isRowVisible(self.host_ram)
+        self.set_widget_row_visible(self.host_row, host is not None and shown)
+        self.use_host.setVisible(host is not None and bool(host.plan_values()) and not host.applied(plan))

@@ -18,12 +18,14 @@ import pytest
 from core.catalogue import find_model
 from core.cli.app import build_parser, main
 from core.cli.plans import plan_from_args
+from core.files import local_gpus
 from core.files.launch import Target, export
+from core.files.local_gpus import HostSources
 from core.files.planfile import save as save_plan
 from core.files.runconfig import load_run_config, resolve_model
 from core.plan import Plan
 from tests.core.test_hfcache import CONFIG, add_model, safetensors
-from tests.stub_tools import stub
+from tests.stub_tools import printing, stub
 
 posix_only = pytest.mark.skipif(os.name != "posix", reason="stub tools and links as POSIX has them")
 
@@ -77,9 +79,33 @@ def test_a_card_the_catalogue_lacks_plans_as_a_custom_card(tools: Path, capsys: 
 def test_no_gpu_is_not_an_error(tools: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run(capsys, "gpus", "--local")
     assert (code, err) == (0, "")
-    assert out == "No GPU found on this machine (looked for nvidia-smi, rocm-smi)\n"
+    assert out.startswith("No GPU found on this machine (looked for nvidia-smi, rocm-smi)\n")
     code, out, _ = run(capsys, "gpus", "--local", "--json")
     assert code == 0 and json.loads(out)["found"] is False
+
+
+@posix_only
+def test_local_lists_the_host_s_ram_and_speed(
+    tools: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # No SMBIOS files to read (as in a container): dmidecode's answer is the speed's source.
+    monkeypatch.setattr(local_gpus, "HostSources", lambda: HostSources(str(tmp_path / "none"), str(tmp_path / "none")))
+    monkeypatch.setattr(local_gpus, "read_meminfo", lambda: (64 * 10**9, 41 * 10**9))
+    slots = "".join(
+        f"Memory Device\n\tData Width: 64 bits\n\tSize: 32 GB\n\tBank Locator: P0 CHANNEL {c}\n\tType: DDR5\n"
+        "\tSpeed: 5600 MT/s\n\tConfigured Memory Speed: 5600 MT/s\n\n"
+        for c in "AB"
+    )  # dmidecode 3.x's "Memory Device" layout, two modules in two channels
+    printing(tools, "dmidecode", slots)
+    code, out, err = run(capsys, "gpus", "--local")
+    assert code == 0 and err == ""
+    # 2 channels × 8 B × 5600 MT/s = 89.6 GB/s; 64 GB from the meminfo stand-in.
+    assert "Host RAM 64.0 GB (41.0 GB free now), 89.6 GB/s (dmidecode: 2 × DDR5-5600)\n" in out
+    assert "  RAM from /proc/meminfo; plan with it: --host-ram-gb 64 --host-bandwidth 89.6\n" in out
+    code, out, _ = run(capsys, "gpus", "--local", "--json")
+    host = json.loads(out)["host"]
+    assert host["plan"] == {"parallel.host_ram_gb": 64.0, "inference.host_bandwidth_gb_s": 89.6}
+    assert [m["channel"] for m in host["modules"]] == ["P0 CHANNEL A", "P0 CHANNEL B"] and host["notes"] == []
 
 
 @posix_only

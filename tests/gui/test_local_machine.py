@@ -22,11 +22,12 @@ from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QLabel, QPushButton
 
-from core.catalogue import find_model
+from core.catalogue import find_gpu, find_model
 from core.files.launch import Target, export
 from core.files.local_gpus import LocalGpu, LocalGpus
+from core.files.local_host import LocalHost
 from core.plan import Engine, Method, OllamaVersion
-from core.presets import default_plan
+from core.presets import default_plan, plan_for_model
 from core.units import MiB
 from core.verdict import Mode
 from gui.forms.model import CACHED
@@ -88,7 +89,9 @@ def test_no_gpu_is_a_quiet_line(window: MainWindow, tools: Path, qtbot: Any, fak
     window.show()
     found = detected(qtbot, window)
     assert not found.found and found.notes == ()
-    assert window.hardware_form.machine.text() == "This machine: no GPU found (looked for nvidia-smi, rocm-smi)."
+    lines = window.hardware_form.machine.text().splitlines()
+    assert lines[0] == "This machine: no GPU found (looked for nvidia-smi, rocm-smi)."
+    assert found.host is not None and lines[1] == found.host.label  # the host's RAM, as this machine has it
     assert window.statusBar().currentMessage() == "" and fake_dialogs.calls == []
 
 
@@ -103,8 +106,9 @@ def test_the_first_start_plans_on_the_card_found_after_the_first_paint(
     assert window.local.gpus is None and not window.local.detecting  # nothing before the window paints
     window.show()
     qtbot.waitUntil(lambda: window.local.gpus is not None, timeout=10_000)
-    plan = window.controller.plan
-    assert plan.hardware.gpu == "rtx-4090" and plan == default_plan().with_hardware(gpu="rtx-4090")
+    plan, found = window.controller.plan, window.local.gpus
+    assert found.host is not None  # this machine's RAM (and speed where readable) fill the starting plan too
+    assert plan.hardware.gpu == "rtx-4090" and plan == found.host.apply(default_plan().with_hardware(gpu="rtx-4090"))
     assert window.controller.undo_stack.count() == 0 and not window.isWindowModified()
     assert settings.local_gpu_preselected
     card = window.hardware_form.card.text()
@@ -165,6 +169,82 @@ def test_a_card_the_catalogue_lacks_is_planned_as_its_custom_card(window: MainWi
     hw = window.controller.plan.hardware
     assert hw.gpu == "custom" and hw.custom_memory_gb == pytest.approx(34.36, abs=1e-3)
     assert "31,744 MiB free now on this machine" in window.hardware_form.card.text()
+
+
+# ---- the host's RAM and speed -------------------------------------------------------------------
+# 64 GB MemTotal and two DDR5-5600 modules in two channels: 2 × 8 B × 5600 MT/s = 89.6 GB/s (the input
+# table's own dual-channel DDR5-5600 example, core/inputs.py inference.host_bandwidth_gb_s).
+HOST = LocalHost(64 * 10**9, 41 * 10**9, "/proc/meminfo", 89.6, "dmidecode: 2 × DDR5-5600")
+
+
+def test_detection_fills_the_host_s_ram_and_speed_on_the_user_s_click(window: MainWindow, qtbot: Any) -> None:
+    window.controller.update("method", lambda p: p.with_changes(method=Method.FULL), "full")  # no first start
+    window.show()
+    window.local.set_gpus(LocalGpus((), (), ("nvidia-smi",), 0.01, HOST))
+    form = window.hardware_form
+    assert "Host RAM 64.0 GB (41.0 GB free now), 89.6 GB/s (dmidecode: 2 × DDR5-5600)" in form.machine.text()
+    assert form.use_host.isVisibleTo(window)
+    assert form.use_host.toolTip() == "Plan with Host RAM 64 GB, Host RAM speed 89.6 GB/s (one undoable step)"
+    before = window.controller.plan
+    form.use_host.click()
+    plan = window.controller.plan
+    assert (plan.parallel.host_ram_gb, plan.inference.host_bandwidth_gb_s) == (64.0, 89.6)
+    assert not form.use_host.isVisibleTo(window)  # the plan holds them now
+    window.controller.undo_stack.undo()  # one undo step brings both back
+    assert window.controller.plan == before and form.use_host.isVisibleTo(window)
+
+
+def test_a_typed_host_figure_is_never_overwritten_by_detection(qtbot: Any, settings: Settings, tmp_path: Path) -> None:
+    window = MainWindow(settings=settings)
+    qtbot.addWidget(window)
+    window.show()
+    window.controller.update(
+        "inference.host_bandwidth_gb_s", lambda p: p.with_input("inference.host_bandwidth_gb_s", 120.0), "typed"
+    )
+    gpu = LocalGpu(0, "NVIDIA GeForce RTX 4090", "nvidia", RTX_4090_MIB * MiB, 0, RTX_4090_MIB * MiB, "nvidia-smi")
+    window.local.set_gpus(LocalGpus((gpu,), (), ("nvidia-smi",), 0.01, HOST))
+    plan = window.controller.plan
+    assert plan.inference.host_bandwidth_gb_s == 120.0 and plan.parallel.host_ram_gb == 0.0  # not silently
+    assert plan.hardware.gpu == default_plan().hardware.gpu  # the edited plan is not a first start
+    assert window.hardware_form.use_host.isVisibleTo(window)  # offered instead
+    window.local.set_gpus(LocalGpus((gpu,), (), ("nvidia-smi",), 0.01, HOST))  # Look again: still not
+    assert window.controller.plan == plan
+
+
+def test_the_first_start_plans_with_the_host_found(qtbot: Any, settings: Settings) -> None:
+    window = MainWindow(settings=settings)
+    qtbot.addWidget(window)
+    window.show()
+    total = RTX_4090_MIB * MiB
+    gpu = LocalGpu(
+        0, "NVIDIA GeForce RTX 4090", "nvidia", total, 0, total, "nvidia-smi", catalogue=find_gpu("rtx-4090")
+    )
+    window.local.set_gpus(LocalGpus((gpu,), (), ("nvidia-smi",), 0.01, HOST))
+    plan = window.controller.plan
+    assert plan == default_plan().with_hardware(gpu="rtx-4090").with_parallel(host_ram_gb=64.0).with_inference(
+        host_bandwidth_gb_s=89.6
+    )
+    assert window.controller.undo_stack.count() == 0 and not window.hardware_form.use_host.isVisibleTo(window)
+
+
+def test_the_serving_form_shows_the_host_beside_llama_cpp_s_host_fields(window: MainWindow, qtbot: Any) -> None:
+    window.set_chart_mode("inference")
+    # A llama.cpp plan keeping 12 of 32 layers on the host: Host RAM and Host RAM speed both matter.
+    plan = plan_for_model("llama-3.1-8b").with_hardware(gpu="rtx-4090").with_parallel(host_ram_gb=32)
+    window.controller.reset(plan.with_inference(engine="llamacpp", gpu_layers=20))
+    window.show()
+    form = window.serving_form
+    assert not form.host_row.isVisibleTo(window)  # nothing detected yet
+    window.local.set_gpus(LocalGpus((), (), ("nvidia-smi",), 0.01, HOST))
+    assert form.host_note.text() == "This machine: " + HOST.label
+    assert form.host_row.isVisibleTo(window) and form.use_host.isVisibleTo(window)
+    assert window.controller.plan.inference.host_bandwidth_gb_s == 51.2  # not changed by itself
+    form.use_host.click()
+    chosen = window.controller.plan
+    assert (chosen.parallel.host_ram_gb, chosen.inference.host_bandwidth_gb_s) == (64.0, 89.6)
+    assert form.host_ram.text().startswith("64") and not form.use_host.isVisibleTo(window)
+    window.controller.update("engine", lambda p: p.with_inference(engine="vllm"), "vllm")
+    assert not form.host_row.isVisibleTo(window)  # vLLM keeps nothing in host RAM here: no host fields
 
 
 # ---- the models downloaded on this machine -------------------------------------------------------
