@@ -20,7 +20,7 @@ from core.evidence import Confidence, confidence
 from core.format import amount, memory
 from core.memo import fills_fields
 from core.params import ParamCounts, param_counts
-from core.plan import Accounting, Engine, Offload, Plan, PrefixCaching
+from core.plan import Accounting, Engine, Offload, Plan
 from core.runtime import card_left_bytes, mps_high_watermark_bytes, pytorch_limit_bytes, runs_mps, runtime_names
 from core.training.compute import MFU_CONVENTION, Compute, UtilisationSource, compute_estimate
 from core.training.host import HostMemory, host_memory
@@ -314,18 +314,6 @@ def estimate(plan: Plan, gpu: GpuSpec | None = None) -> Estimate:
     ranks, worst_index = rank_memories(plan, counts, capacity)
     worst = ranks[worst_index]
     host = host_memory(plan, counts)
-    if plan.inference.text_only:  # refused at once where the engine or release loads the tower anyway
-        from core.serving.text_only import skips_vision_tower
-
-        skips_vision_tower(plan.model, plan.inference)
-    if plan.inference.engine is Engine.LLAMACPP and plan.inference.cpu_moe_layers > 0:
-        from core.serving.llamacpp import cpu_moe_refusal  # a dense model or Ollama: no experts to keep in RAM
-
-        cpu_moe_refusal(plan)
-    if plan.inference.engine is Engine.VLLM and plan.inference.prefix_caching is PrefixCaching.ON:
-        from core.serving.vllm_hybrid import prefix_caching_refusal  # a hybrid before vLLM 0.26 is refused
-
-        prefix_caching_refusal(plan)
     serving = partial(_serving, plan, counts, card)
     warnings = plan_warnings(plan) + _host_warnings(plan, host) + _mps_warnings(plan, card, capacity, worst.total_bytes)
     warnings += _unified_offload_warnings(plan, card, host, worst.total_bytes)

@@ -459,6 +459,45 @@ VLLM_V1_FROM: Final = VllmVersion.V0_8
 # The first release line that loads Llama 4 (0.8.3's registry; core.serving.vllm_versions says where it was read).
 LLAMA4_VLLM_FROM: Final = VllmVersion.V0_8
 
+# Text-only serving of an image-text checkpoint: the release lines whose model class leaves the vision tower
+# unbuilt when every modality it serves has ``--limit-mm-per-prompt`` 0, by the wrapper's model_type
+# (core.vision.VISION_FAMILIES; each one's modalities: core.serving.vllm_versions.TOWER_MODALITIES). Plan
+# validation reads it (core.plan.serving_refusal). Read in the released wheels' vllm/model_executor/models/<family>.py:
+# * 0.10.0 (no commit id in the wheel): no model checks the limit; the tower always loads.
+# * 0.10.1 (aab549870): vllm-project/vllm PR #22299 (merged 2025-08-06) — llava.py, mistral3.py (``if
+#   multimodal_config.get_limit_per_prompt("image"):`` builds the tower, else ``self.vision_tower = None``) and
+#   qwen2_5_vl.py (image or video); the same in 0.10.2 (26b999c71), 0.11.0 (f71952c1c) and 0.14.0 (b17039bcc).
+#   mllama4.py (Llama 4) too: ``if multimodal_config.get_limit_per_prompt("image"):`` builds vision_model and
+#   multi_modal_projector, else both None, in 0.10.1.1, 0.11.0 and 0.14.0 (0.10.0 builds them whatever the limit).
+#   llava.py's class is LlavaForConditionalGeneration only: llava_next.py and llava_onevision.py still build
+#   theirs, and gemma3_mm.py builds SigLIP whatever the limit.
+# * 0.11.0 (f71952c1c): qwen3_vl.py (PR #26000) skips its tower when neither image nor video is allowed.
+# * 0.15.0 (f17644344): PR #32605 (January 2026) — ``SupportsMultiModal._mark_tower_model``
+#   (model_executor/models/interfaces.py) builds every marked tower as a StageMissingLayer when
+#   ``all(mm_config.get_limit_per_prompt(m) == 0 for m in modalities)``; gemma3_mm.py, llava_next.py and
+#   llava_onevision.py mark theirs; the same in 0.16.0 (89a77b108) and 0.19.0 (2a69949bd).
+# A release line is modelled as its later patch releases, as START_CHECK_FROM does (0.10.0 itself skips
+# none: the 0.10 line here means 0.10.1 and 0.10.2).
+TEXT_ONLY_EVERY_MODEL_FROM: Final = VllmVersion.V0_15
+TEXT_ONLY_FROM: Final = {
+    "llama4": VllmVersion.V0_10,
+    "llava": VllmVersion.V0_10,
+    "mistral3": VllmVersion.V0_10,
+    "qwen2_5_vl": VllmVersion.V0_10,
+    "qwen3_vl": VllmVersion.V0_11,
+}
+
+
+def text_only_from(family: str) -> VllmVersion:
+    """The first release line whose model class for ``family`` skips the vision tower in text-only mode."""
+    return TEXT_ONLY_FROM.get(family, TEXT_ONLY_EVERY_MODEL_FROM)
+
+
+def skips_tower(version: VllmVersion, family: str) -> bool:
+    """Whether ``version`` leaves ``family``'s tower unbuilt when every modality's limit is 0."""
+    lines = list(VllmVersion)
+    return lines.index(version) >= lines.index(text_only_from(family))
+
 
 def vllm_v1(plan: Plan) -> bool:
     """Whether the plan's vLLM release line runs the V1 engine."""

@@ -43,6 +43,7 @@ from core.inputs import (
     STACK_LABELS,
     STRATEGY_LABELS,
     TE_FLOAT8,
+    TEXT_ONLY_EVERY_MODEL_FROM,
     TRANSFORMERS_LOSS_LABELS,
     Accounting,
     Attention,
@@ -76,6 +77,8 @@ from core.inputs import (
     checks_of,
     input_at,
     run_checks,
+    skips_tower,
+    text_only_from,
     torch_before,
 )
 from core.mac import mac_refusal
@@ -275,19 +278,28 @@ def serving_on(model: ModelSpec, inference: Inference) -> Inference:
     """``inference`` for ``model``: where :func:`serving_refusal` refuses the engine or its release for a model
     planned on vLLM only, the plan moves to vLLM: chunked attention (Llama 4) at the default release where the
     plan's predates Llama 4, a hybrid recurrent model at the newest of HYBRID_VLLM_LINES where the plan's is not
-    one of the model's. Anything else (no refusal, a refusal of another field, a model served elsewhere too):
-    ``inference`` itself. A hybrid on llama.cpp that :func:`hybrid_llamacpp_refusal` allows stays there."""
+    one of the model's. Where the plan's own release then refuses what else the plan asks (text only before the
+    family's line, prefix caching of a hybrid before 0.26) and that default or newest line does not, that line.
+    Anything else (no refusal, a refusal of another field, a model served elsewhere too): ``inference`` itself.
+    A hybrid on llama.cpp that :func:`hybrid_llamacpp_refusal` allows stays there."""
     error = serving_refusal(model, inference)
     if error is None or error.field not in _ENGINE_CHOICE:
         return inference
     if model.hybrid is not None:  # the releases whose hybrid rules were read, else the newest
-        version = inference.vllm_version if inference.vllm_version in hybrid_vllm_lines(model) else HYBRID_VLLM_NEWEST
+        fallback = HYBRID_VLLM_NEWEST
+        version = inference.vllm_version if inference.vllm_version in hybrid_vllm_lines(model) else fallback
     elif model.chunked_attention:
+        fallback = DEFAULTS["inference.vllm_version"]
         late = list(VllmVersion).index(inference.vllm_version) >= list(VllmVersion).index(LLAMA4_VLLM_FROM)
-        version = inference.vllm_version if late else DEFAULTS["inference.vllm_version"]
+        version = inference.vllm_version if late else fallback
     else:
         return inference
-    return replace(inference, engine=Engine.VLLM, vllm_version=version)
+    moved = replace(inference, engine=Engine.VLLM, vllm_version=version)
+    if version is not fallback and serving_refusal(model, moved) is not None:
+        other = replace(moved, vllm_version=fallback)
+        if serving_refusal(model, other) is None:
+            return other
+    return moved
 
 
 # The serving inputs that choose the engine and its build or release: a refusal of one of them is answered by
@@ -305,7 +317,18 @@ def serving_refusal(model: ModelSpec, inf: Inference) -> PlanError | None:
     recurrent model on the vLLM releases read and on llama.cpp (:func:`_hybrid_serving_refusal`); a
     latent-attention model on llama.cpp at a current build and without Ollama (:func:`_latent_llamacpp_refusal`).
     Sliding windows and mixtures of experts are served by every engine (their own settings are checked with the
-    engine's: Plan._check_serving_layout)."""
+    engine's: Plan._check_serving_layout). Then what the plan asks of the engine beyond the model: text only where
+    the engine or release builds the vision tower anyway (:func:`_text_only_refusal`), prefix caching of a hybrid
+    before vLLM 0.26 (:func:`_hybrid_prefix_caching_refusal`)."""
+    refused = _model_kind_refusal(model, inf)
+    if refused is None:
+        refused = _text_only_refusal(model, inf)
+    if refused is None:
+        refused = _hybrid_prefix_caching_refusal(model, inf)
+    return refused
+
+
+def _model_kind_refusal(model: ModelSpec, inf: Inference) -> PlanError | None:
     if model.chunked_attention:
         return _chunked_attention_refusal(inf)
     if model.hybrid is not None:
@@ -313,6 +336,61 @@ def serving_refusal(model: ModelSpec, inf: Inference) -> PlanError | None:
     if model.latent_attention and inf.engine is Engine.LLAMACPP:
         return _latent_llamacpp_refusal(inf)
     return None
+
+
+# SGLang's text-only flag, open (not merged) in the snapshot read: sgl-project/sglang PR #28497.
+SGLANG_TEXT_ONLY_PR: Final = "sgl-project/sglang PR #28497"
+
+
+def _text_only_refusal(model: ModelSpec, inf: Inference) -> PlanError | None:
+    """Text-only serving (``inference.text_only``) of an image-text checkpoint on an engine or release that builds
+    the vision tower whatever the requests hold (core.serving.text_only says what each engine does): vLLM before
+    the family's line of core.inputs.TEXT_ONLY_FROM, SGLang (``--language-model-only`` is
+    :data:`SGLANG_TEXT_ONLY_PR`, not merged) and transformers. llama.cpp loads a tower only from an mmproj file,
+    which its plans leave out: nothing to refuse."""
+    if not inf.text_only or not model.vision_params or inf.engine is Engine.LLAMACPP:
+        return None
+    family = model.vision_family or "an image-text family"
+    every = f"vLLM {TEXT_ONLY_EVERY_MODEL_FROM.value} or later (any image-text family)"
+    if inf.engine is Engine.VLLM:
+        if not model.vision_family:
+            return PlanError(
+                "inference.text_only",
+                True,
+                "off for a model whose family is not recorded",
+                "the plan's model predates the family field; reopen the model to read it",
+            )
+        if skips_tower(inf.vllm_version, model.vision_family):
+            return None
+        first = text_only_from(model.vision_family).value
+        return PlanError(
+            "inference.text_only",
+            True,
+            f"vLLM {first} or later for {family}",
+            f"vLLM {inf.vllm_version.value} builds {family}'s vision tower whatever --limit-mm-per-prompt says",
+        )
+    if inf.engine is Engine.SGLANG:
+        why = f"SGLang builds the vision tower: --language-model-only is {SGLANG_TEXT_ONLY_PR}, not merged"
+        return PlanError("inference.text_only", True, every, why)
+    why = "transformers 5.25's AutoModelForCausalLM builds the whole image-text model (Gemma 3) or refuses it (Qwen-VL)"
+    return PlanError("inference.text_only", True, every, why)
+
+
+def _hybrid_prefix_caching_refusal(model: ModelSpec, inf: Inference) -> PlanError | None:
+    """Prefix caching asked of a hybrid on a vLLM release before :data:`PREFIX_CACHING_OPT_IN_FROM`, where
+    ``is_prefix_caching_supported`` is False for hybrids ("Hybrid models do not support prefix caching since the
+    feature is still experimental", 0.24.0 vllm/config/model.py) and what the engine then does with the switch is
+    not modelled (core.serving.vllm_hybrid reads the releases from it on)."""
+    if model.hybrid is None or inf.engine is not Engine.VLLM or inf.prefix_caching is not PrefixCaching.ON:
+        return None
+    if _VLLM_LINES.index(inf.vllm_version) >= _VLLM_LINES.index(PREFIX_CACHING_OPT_IN_FROM):
+        return None
+    return PlanError(
+        "inference.prefix_caching",
+        inf.prefix_caching.value,
+        f"engine default or off, or vLLM {PREFIX_CACHING_OPT_IN_FROM.value} or later",
+        f"vLLM {inf.vllm_version.value} does not support prefix caching for hybrid models",
+    )
 
 
 def _chunked_attention_refusal(inf: Inference) -> PlanError | None:
@@ -475,6 +553,11 @@ HYBRID_VLLM_LINES: Final = frozenset(
 )
 HYBRID_VLLM_LINES_TEXT: Final = "0.11 - 0.34"
 HYBRID_VLLM_NEWEST: Final = VllmVersion.V0_34  # the line Plan.on_model moves a hybrid to from any other
+# The first line whose ModelConfig.is_prefix_caching_supported is True for a generative hybrid (False up to 0.25.0:
+# "Hybrid models do not support prefix caching"; the x.0 wheels read on branch h66v20, core.serving.vllm_hybrid's
+# module text), so that --enable-prefix-caching turns "align" mode on (opt-in in 0.26.0 and 0.27.0, the default from
+# 0.28.0: vllm_hybrid.PREFIX_CACHING_FROM); before it Plan validation refuses the switch.
+PREFIX_CACHING_OPT_IN_FROM: Final = VllmVersion.V0_26
 
 
 # The first release line that loads a hybrid family newer than 0.11, by core.hybrid's model_type: Qwen3.5 /
@@ -1099,6 +1182,8 @@ _MODEL_DROPS: Final[dict[str, tuple[str, dict[str, int]]]] = {
     "parallel.pipeline_parallel": ("parallel", {**_SPLIT_WHOLE, "virtual_stages": 1}),
     "inference.tensor_parallel": ("inference", _SPLIT_WHOLE),
     "inference.pipeline_parallel": ("inference", _SPLIT_WHOLE),
+    # llama.cpp's --n-cpu-moe on a dense model: no experts to keep in RAM (Plan._check_llamacpp)
+    "inference.cpu_moe_layers": ("inference", {"cpu_moe_layers": 0}),
 }
 
 
@@ -1404,7 +1489,7 @@ class Plan:
         commit 145b6280 the launch exporter reads: "V cache quantization requires flash_attn"), and
         a split the planner does not model: llama.cpp spreads layers over GPUs (``-sm layer``, the
         plan's pipeline stages), 16 at most (core.inputs.LLAMACPP_MAX_DEVICES); its row split keeps
-        the whole KV cache on the main GPU."""
+        the whole KV cache on the main GPU. --n-cpu-moe of a dense model: it has no expert tensors to move."""
         inf = self.inference
         if inf.tensor_parallel > 1:
             raise PlanError(
@@ -1421,6 +1506,15 @@ class Plan:
                 f"ggml's CUDA backend holds at most {LLAMACPP_MAX_DEVICES} devices (GGML_CUDA_MAX_DEVICES)",
             )
         self._check_llamacpp_fit()
+        if inf.cpu_moe_layers > 0 and self.model.num_experts <= 1 and inf.ollama_version is OllamaVersion.NONE:
+            # Ollama has no such option and leaves the count unread (core.serving.llamacpp.cpu_moe_count).
+            raise PlanError(
+                "inference.cpu_moe_layers",
+                inf.cpu_moe_layers,
+                "0 for a dense model",
+                f"{self.model.name} has no routed experts: --n-cpu-moe moves ffn_*_exps tensors only "
+                "(use fewer GPU layers)",
+            )
         if inf.cache_type not in UNQUANTISED_CACHE and not inf.flash_attention:
             raise PlanError(
                 "inference.cache_type",
@@ -2060,15 +2154,16 @@ class Plan:
         a tensor or pipeline split the new model cannot take (heads that TP does not divide,
         fewer layers than pipeline chunks), for training or serving, drops to 1 on the same GPUs,
         as :meth:`on_gpus` does; so does an expert-parallel degree the new model's experts do not
-        divide. A model planned on vLLM only (chunked attention, Llama 4; a hybrid recurrent model:
-        :func:`serving_refusal`) moves the plan's serving to vLLM (:func:`serving_on`)."""
+        divide, and llama.cpp's --n-cpu-moe drops to 0 on a model with no experts. A model planned on vLLM only
+        (chunked attention, Llama 4; a hybrid recurrent model: :func:`serving_refusal`) moves the plan's serving to
+        vLLM (:func:`serving_on`)."""
         frozen = min(self.frozen_layers, model.num_layers)
         plan = self
         if self.lora.adapter_start_layer >= model.num_layers:  # LitGPT's Adapter: some block keeps a prompt
             plan = replace(self, lora=replace(self.lora, adapter_start_layer=max(0, model.num_layers - 1)))
         plan = plan.targets_for(model)
         plan = replace(plan, inference=serving_on(model, plan.inference))
-        for _ in range(3):  # the training split, the experts' split, then the serving split
+        for _ in range(4):  # the training split, the experts' split, the serving split, llama.cpp's experts in RAM
             try:
                 return replace(plan, model=model, model_id=model_id, frozen_layers=frozen)
             except PlanError as error:

@@ -60,7 +60,6 @@ from core.dtypes import (
     LlamaCppBackend,
     ggml_row_bytes,
 )
-from core.errors import PlanError
 from core.format import gb
 from core.hybrid import MIXER_NAMES
 from core.inputs import OllamaVersion
@@ -585,20 +584,6 @@ def cpu_moe_count(plan: Plan) -> int:
     if inf.engine is not Engine.LLAMACPP or model.num_experts <= 1 or inf.ollama_version is not OllamaVersion.NONE:
         return 0
     return min(max(inf.cpu_moe_layers, 0), model.num_layers)
-
-
-def cpu_moe_refusal(plan: Plan) -> None:
-    """Refuse --n-cpu-moe for a dense model: it has no expert tensors to move. (Ollama, which has no such
-    option, leaves the count unread: :func:`cpu_moe_count`.)"""
-    model, inf = plan.model, plan.inference
-    moe_free = model.num_experts <= 1 and inf.ollama_version is OllamaVersion.NONE
-    if inf.engine is Engine.LLAMACPP and inf.cpu_moe_layers > 0 and moe_free:
-        raise PlanError(
-            "inference.cpu_moe_layers",
-            inf.cpu_moe_layers,
-            "0 for a dense model",
-            f"{model.name} has no routed experts: --n-cpu-moe moves ffn_*_exps tensors only (use fewer GPU layers)",
-        )
 
 
 def gguf_layout(plan: Plan, split: tuple[int, ...] = ()) -> GgufLayout:

@@ -57,11 +57,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
-from functools import lru_cache
 from typing import Final
 
-from core.catalogue import GpuSpec, amd_target, find_model
-from core.errors import PlanError
+from core.catalogue import GpuSpec, amd_target, hub_repo_of
 from core.model import ModelSpec
 from core.plan import Inference, Plan, SglangVersion
 from core.serving import releases
@@ -303,19 +301,11 @@ def is_multimodal(version: SglangVersion, model: ModelSpec) -> bool:
     return releases.at_least(version, first) and releases.at_least(last, version)
 
 
-@lru_cache(maxsize=64)
-def _hub_repo(model_id: str) -> str:
-    """The catalogue's Hugging Face repository of ``model_id`` (what an export passes as --model-path); "" if none."""
-    try:
-        return find_model(model_id).hf_repo
-    except PlanError:
-        return ""
-
-
 def model_path(plan: Plan) -> str:
-    """The --model-path the plan's launch gives: the catalogue model's Hub repository (core.files.launch.common
-    model_reference), else the model's own name (an imported model's Hub id or folder name)."""
-    return (_hub_repo(plan.model_id) if plan.model_id else "") or plan.model.name
+    """The --model-path the plan's launch gives (core.files.launch.common model_reference): the Hub repository of
+    the catalogue model the plan's model is (core.catalogue.hub_repo_of), else the model's own name (an imported
+    model's Hub id or folder name, an edited model's)."""
+    return hub_repo_of(plan) or plan.model.name
 
 
 def launch_of(plan: Plan, gpu: GpuSpec) -> Launch:

@@ -1,8 +1,9 @@
 """Image-text checkpoints at serving: text-only mode and vLLM's encoder profile run.
 
 Text-only mode (``inference.text_only``): vLLM builds no vision tower when every modality the tower serves
-has ``--limit-mm-per-prompt`` 0, from the release lines :mod:`core.serving.vllm_versions` names
-(``TEXT_ONLY_FROM``). The other engines cannot skip it, so a text-only plan on them is refused with the reason:
+has ``--limit-mm-per-prompt`` 0, from the release lines core.inputs names
+(``TEXT_ONLY_FROM``). The other engines cannot skip it, so Plan validation refuses a text-only plan on
+them with the reason (core.plan ``_text_only_refusal``, one of :func:`core.plan.serving_refusal`'s answers):
 
 * SGLang: ``--language-model-only`` is sgl-project/sglang PR #28497, not merged in the releases the planner
   models (core.serving.sglang_versions, up to 0.5.23); the model classes build their towers.
@@ -34,48 +35,25 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from core.errors import PlanError
+from core.inputs import skips_tower
 from core.model import ModelSpec
 from core.plan import Engine, Inference, VllmVersion
-from core.serving.vllm_versions import at_least, skips_tower, text_only_from
+from core.serving.vllm_versions import at_least
 
 # get_limit_per_prompt's default for a modality left unset (vllm/config/multimodal.py, 0.19.0).
 VLLM_DEFAULT_MM_LIMIT: Final = 999
 # The release lines whose profile_run was read (above); the V2 model runner of later lines is not.
 ENCODER_PROFILE_FROM: Final = VllmVersion.V0_10
 ENCODER_PROFILE_LAST: Final = VllmVersion.V0_19
-# SGLang's text-only flag, open (not merged) in the snapshot read: sgl-project/sglang PR #28497.
-SGLANG_TEXT_ONLY_PR: Final = "sgl-project/sglang PR #28497"
 
 
 def skips_vision_tower(model: ModelSpec, inf: Inference) -> bool:
-    """Whether the plan serves ``model`` without its vision tower; refuses (PlanError) a text-only plan on an
-    engine or release that loads the tower anyway, naming the release that does not."""
-    if not inf.text_only or not model.vision_params or inf.engine is Engine.LLAMACPP:
-        return False  # llama.cpp loads a tower only from an mmproj file, which its plans leave out
-    family = model.vision_family or "an image-text family"
-    if inf.engine is Engine.VLLM:
-        if not model.vision_family:
-            raise PlanError(
-                "inference.text_only",
-                True,
-                "off for a model whose family is not recorded",
-                "the plan's model predates the family field; reopen the model to read it",
-            )
-        if skips_tower(inf.vllm_version, model.vision_family):
-            return True
-        first = text_only_from(model.vision_family).value
-        raise PlanError(
-            "inference.text_only",
-            True,
-            f"vLLM {first} or later for {family}",
-            f"vLLM {inf.vllm_version.value} builds {family}'s vision tower whatever --limit-mm-per-prompt says",
-        )
-    if inf.engine is Engine.SGLANG:
-        why = f"SGLang builds the vision tower: --language-model-only is {SGLANG_TEXT_ONLY_PR}, not merged"
-        raise PlanError("inference.text_only", True, "vLLM 0.15 or later (any image-text family)", why)
-    why = "transformers 5.25's AutoModelForCausalLM builds the whole image-text model (Gemma 3) or refuses it (Qwen-VL)"
-    raise PlanError("inference.text_only", True, "vLLM 0.15 or later (any image-text family)", why)
+    """Whether the plan serves ``model`` without its vision tower: text only, on a vLLM release that skips the
+    family's tower. Plan validation has refused a text-only plan on any other engine or release (llama.cpp aside,
+    which loads a tower only from an mmproj file its plans leave out)."""
+    if not inf.text_only or not model.vision_params or inf.engine is not Engine.VLLM:
+        return False
+    return bool(model.vision_family) and skips_tower(inf.vllm_version, model.vision_family)
 
 
 def tower_serving_words(model: ModelSpec, inf: Inference) -> str:

@@ -75,10 +75,9 @@ from typing import Final
 
 from core.catalogue import Generation, generation
 from core.dtypes import KV_BYTES, WeightFormat
-from core.errors import PlanError
 from core.hybrid import GATED_DELTANET, MAMBA2, WRAPPED_HYBRID_TYPES, HybridSpec
 from core.inputs import PrefixCaching, VllmVersion
-from core.plan import Inference, Plan
+from core.plan import PREFIX_CACHING_OPT_IN_FROM, Inference, Plan
 from core.serving.releases import at_least
 from core.serving.vllm_versions import default_block_size
 
@@ -258,11 +257,6 @@ def state_bytes(plan: Plan) -> tuple[int, int]:
     return conv, 4 if float32 else conv
 
 
-# The first line whose ModelConfig.is_prefix_caching_supported is True for a generative hybrid, so that
-# --enable-prefix-caching turns "align" mode on (opt-in in 0.26.0 and 0.27.0; see PREFIX_CACHING_FROM).
-PREFIX_CACHING_OPT_IN_FROM: Final = VllmVersion.V0_26
-
-
 def default_prefix_caching(version: VllmVersion) -> bool:
     """Whether the release serves a hybrid with prefix caching on by default (:data:`PREFIX_CACHING_FROM`)."""
     return at_least(version, PREFIX_CACHING_FROM)
@@ -270,28 +264,11 @@ def default_prefix_caching(version: VllmVersion) -> bool:
 
 def align_mode(inf: Inference) -> bool:
     """Whether the plan's vLLM keeps a hybrid's recurrent state in ``mamba_cache_mode`` "align": prefix caching
-    on, by the release's default or by ``--enable-prefix-caching`` (from :data:`PREFIX_CACHING_OPT_IN_FROM`;
-    :func:`prefix_caching_refusal` refuses it before); ``--no-enable-prefix-caching`` turns it off."""
+    on, by the release's default or by ``--enable-prefix-caching`` (from core.plan.PREFIX_CACHING_OPT_IN_FROM;
+    Plan validation refuses it before: core.plan.serving_refusal); ``--no-enable-prefix-caching`` turns it off."""
     if inf.prefix_caching is PrefixCaching.DEFAULT:
         return default_prefix_caching(inf.vllm_version)
     return inf.prefix_caching is PrefixCaching.ON and at_least(inf.vllm_version, PREFIX_CACHING_OPT_IN_FROM)
-
-
-def prefix_caching_refusal(plan: Plan) -> None:
-    """Raise a PlanError for prefix caching asked of a hybrid on a vLLM release before
-    :data:`PREFIX_CACHING_OPT_IN_FROM`, where ``is_prefix_caching_supported`` is False for hybrids ("Hybrid models
-    do not support prefix caching since the feature is still experimental", 0.24.0 vllm/config/model.py) and
-    what the engine then does with the switch is not modelled."""
-    inf = plan.inference
-    if plan.model.hybrid is None or inf.prefix_caching is not PrefixCaching.ON:
-        return
-    if not at_least(inf.vllm_version, PREFIX_CACHING_OPT_IN_FROM):
-        raise PlanError(
-            "inference.prefix_caching",
-            inf.prefix_caching.value,
-            f"engine default or off, or vLLM {PREFIX_CACHING_OPT_IN_FROM.value} or later",
-            f"vLLM {inf.vllm_version.value} does not support prefix caching for hybrid models",
-        )
 
 
 def gdn_flashinfer_prefill(gpu_id: str, key_dim: int) -> bool:

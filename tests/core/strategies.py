@@ -228,7 +228,7 @@ def plans(draw: st.DrawFn) -> Plan:
             transformers_version=draw(st.sampled_from(list(TransformersVersion)[4:])),
             gguf_quant=draw(st.sampled_from(list(GgufQuant))),
             gpu_layers=draw(st.integers(0, 1000)),
-            # llama.cpp's --n-cpu-moe: a mixture of experts only (the estimate refuses it for a dense model)
+            # llama.cpp's --n-cpu-moe: a mixture of experts only (Plan validation refuses it for a dense model)
             cpu_moe_layers=draw(st.integers(0, 1000)) if spec.num_experts > 1 else 0,
             # the host memory the CPU-kept weights are read from: DDR4-3200 / DDR5-5600 dual channel, 8-channel DDR5
             host_bandwidth_gb_s=draw(st.sampled_from((51.2, 89.6, 307.2))),

@@ -112,9 +112,19 @@ def test_the_breakdown_shows_the_experts_kept_in_ram() -> None:
 
 
 def test_a_dense_model_is_refused_and_ollama_leaves_the_count_unread() -> None:
+    # Refused by Plan validation (Plan._check_llamacpp), not by estimate(): the plan is never built, so the window,
+    # the command line and the reports give the same answer before any estimate.
     with pytest.raises(PlanError, match="no routed experts") as refused:
-        estimate(_plan("llama-3.1-8b", cpu_moe_layers=4))
+        _plan("llama-3.1-8b", cpu_moe_layers=4)
     assert refused.value.field == "inference.cpu_moe_layers"
+    assert str(refused.value) == (  # the words estimate() raised before branch h72home (core.serving.llamacpp)
+        "inference.cpu_moe_layers: 4 is not allowed; expected 0 for a dense model (Llama 3.1 8B has no routed "
+        "experts: --n-cpu-moe moves ffn_*_exps tensors only (use fewer GPU layers))"
+    )
+    # A mixture of experts keeps the count; picking a dense model drops it to 0, as a split the model cannot take.
+    moe = _plan("qwen3-30b-a3b", cpu_moe_layers=4)
+    dense = find_model("llama-3.1-8b")
+    assert moe.on_model(dense.spec, dense.id).inference.cpu_moe_layers == 0
     # Ollama has no such option: its layout is the one without it.
     ollama = _plan("qwen3-30b-a3b", ollama_version=OllamaVersion.V0_12_11, gpu_layers=20)
     assert gguf_layout(ollama.with_inference(cpu_moe_layers=10)) == gguf_layout(ollama)

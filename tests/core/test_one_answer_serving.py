@@ -1,7 +1,9 @@
 """Which serving plans are refused, and why: one answer (core.plan.serving_refusal) whatever asks.
 
 A table of engines and releases × kinds of model (a Mamba-2 hybrid, a Gated DeltaNet hybrid, chunked and sliding
-attention, latent attention, a mixture of experts, a plain dense model). For every cell the entry points agree
+attention, latent attention, a mixture of experts, an image-text checkpoint, a plain dense model), some cells asking
+text-only serving or a hybrid's prefix caching (refused by estimate() before branch h72home, by validation since).
+For every cell the entry points agree
 with the home's answer: Plan validation (what the window's edit and a plan file go through) raises exactly that
 PlanError or none; the serving estimate runs where it is none; the command line prints the same words; and
 serving_on moves a plan to vLLM only where the engine or its release is the reason and the model is planned on
@@ -19,7 +21,17 @@ from core.catalogue import find_model
 from core.cli.app import main
 from core.errors import PlanError, one_line
 from core.estimate import estimate
-from core.plan import Engine, KvDtype, OllamaVersion, VllmVersion, default_plan_on, serving_on, serving_refusal
+from core.plan import (
+    HYBRID_VLLM_NEWEST,
+    Engine,
+    KvDtype,
+    OllamaVersion,
+    PrefixCaching,
+    VllmVersion,
+    default_plan_on,
+    serving_on,
+    serving_refusal,
+)
 
 # Catalogue models, one per kind (resources/models.json).
 MODELS = {
@@ -30,6 +42,7 @@ MODELS = {
     "sliding window": "gemma-2-9b",
     "latent attention": "deepseek-v2-lite",
     "mixture of experts": "qwen3-30b-a3b",
+    "image-text": "gemma-3-4b",  # SigLIP beside the language model; vLLM skips it in text-only mode from 0.15
 }
 # (inference changes, the same as command-line options). The releases are the planner's own lines: 0.7 predates
 # Llama 4 (0.8) and every hybrid line (0.11 on); 0.13 is a hybrid line before Qwen3.5's first (0.17); build 5000
@@ -61,6 +74,36 @@ ENGINES: dict[str, tuple[dict[str, Any], list[str]]] = {
     "ollama 0.12.11": (
         {"engine": Engine.LLAMACPP, "ollama_version": OllamaVersion("0.12.11")},
         ["--engine", "llamacpp", "--ollama", "0.12.11"],
+    ),
+    # Text only (core.inputs TEXT_ONLY_FROM): Gemma 3's tower is skipped from 0.15, Llama 4's from 0.10; SGLang and
+    # transformers build it whatever the requests hold.
+    "vllm 0.14 text only": (
+        {"engine": Engine.VLLM, "vllm_version": VllmVersion.V0_14, "text_only": True},
+        ["--engine", "vllm", "--vllm-version", "0.14", "--text-only"],
+    ),
+    "vllm 0.19 text only": (
+        {"engine": Engine.VLLM, "vllm_version": VllmVersion.V0_19, "text_only": True},
+        ["--engine", "vllm", "--vllm-version", "0.19", "--text-only"],
+    ),
+    "sglang text only": ({"engine": Engine.SGLANG, "text_only": True}, ["--engine", "sglang", "--text-only"]),
+    "hf text only": ({"engine": Engine.HF, "text_only": True}, ["--engine", "hf", "--text-only"]),
+    # SGLang with vLLM 0.9 named: a model planned on vLLM only moves to 0.9, which skips no Llama 4 tower.
+    "sglang text only, vllm 0.9": (
+        {"engine": Engine.SGLANG, "vllm_version": VllmVersion.V0_9, "text_only": True},
+        ["--engine", "sglang", "--vllm-version", "0.9", "--text-only"],
+    ),
+    # A hybrid's prefix caching: opt-in from vLLM 0.26 (core.plan.PREFIX_CACHING_OPT_IN_FROM).
+    "vllm 0.24 prefix caching": (
+        {"engine": Engine.VLLM, "vllm_version": VllmVersion.V0_24, "prefix_caching": PrefixCaching.ON},
+        ["--engine", "vllm", "--vllm-version", "0.24", "--prefix-caching", "on"],
+    ),
+    "vllm 0.26 prefix caching": (
+        {"engine": Engine.VLLM, "vllm_version": VllmVersion.V0_26, "prefix_caching": PrefixCaching.ON},
+        ["--engine", "vllm", "--vllm-version", "0.26", "--prefix-caching", "on"],
+    ),
+    "sglang prefix caching, vllm 0.24": (
+        {"engine": Engine.SGLANG, "vllm_version": VllmVersion.V0_24, "prefix_caching": PrefixCaching.ON},
+        ["--engine", "sglang", "--vllm-version", "0.24", "--prefix-caching", "on"],
     ),
 }
 # The refusals serving_on answers with another engine (core.plan._ENGINE_CHOICE): the engine and its release.
@@ -118,14 +161,59 @@ def test_the_table_holds_refusals_of_every_kind_it_names() -> None:
     # The table is worth its cells: each kind planned on some engines only meets a refusal, each field the home
     # decides is exercised, and every kind is served somewhere.
     refused = {(kind, engine): _cell(kind, engine)[2] for kind, engine in CELLS}
-    for kind in ("mamba2 hybrid", "gated deltanet hybrid", "chunked attention", "latent attention"):
+    for kind in ("mamba2 hybrid", "gated deltanet hybrid", "chunked attention", "latent attention", "image-text"):
         assert any(refused[kind, engine] is not None for engine in ENGINES), kind
     for kind in MODELS:
         assert any(refused[kind, engine] is None for engine in ENGINES), kind
     fields = {error.field for error in refused.values() if error is not None}
-    assert fields == ENGINE_CHOICE | {"inference.kv_dtype"}
+    assert fields == ENGINE_CHOICE | {"inference.kv_dtype", "inference.text_only", "inference.prefix_caching"}
     assert all(
         refused[kind, engine] is None
         for kind in ("dense", "sliding window", "mixture of experts")
         for engine in ENGINES
+    )
+
+
+# The messages the estimate raised before branch h72home (core/serving/text_only.py skips_vision_tower and
+# core/serving/vllm_hybrid.py prefix_caching_refusal at ab64306a), now Plan validation's, word for word.
+FORMER_ESTIMATE_REFUSALS = {
+    ("image-text", "vllm 0.14 text only"): (
+        "inference.text_only: True is not allowed; expected vLLM 0.15 or later for gemma3 (vLLM 0.14 builds gemma3's "
+        "vision tower whatever --limit-mm-per-prompt says)"
+    ),
+    ("image-text", "sglang text only"): (
+        "inference.text_only: True is not allowed; expected vLLM 0.15 or later (any image-text family) (SGLang builds "
+        "the vision tower: --language-model-only is sgl-project/sglang PR #28497, not merged)"
+    ),
+    ("image-text", "hf text only"): (
+        "inference.text_only: True is not allowed; expected vLLM 0.15 or later (any image-text family) (transformers "
+        "5.25's AutoModelForCausalLM builds the whole image-text model (Gemma 3) or refuses it (Qwen-VL))"
+    ),
+    ("mamba2 hybrid", "vllm 0.24 prefix caching"): (
+        "inference.prefix_caching: 'on' is not allowed; expected engine default or off, or vLLM 0.26 or later "
+        "(vLLM 0.24 does not support prefix caching for hybrid models)"
+    ),
+}
+
+
+@pytest.mark.parametrize(("kind", "engine"), list(FORMER_ESTIMATE_REFUSALS))
+def test_what_the_estimate_refused_validation_refuses_with_the_same_words(kind: str, engine: str) -> None:
+    model, inference, refusal = _cell(kind, engine)
+    assert refusal is not None and str(refusal) == FORMER_ESTIMATE_REFUSALS[kind, engine]
+    with pytest.raises(PlanError) as info:
+        replace(default_plan_on(model.spec, model.id), inference=inference)
+    assert str(info.value) == FORMER_ESTIMATE_REFUSALS[kind, engine]
+
+
+def test_serving_on_takes_the_later_line_where_the_plans_own_refuses_the_rest() -> None:
+    # Llama 4 asked text only on SGLang with vLLM 0.9 named: 0.9 loads Llama 4 (from 0.8) but builds its tower
+    # (skipped from 0.10), so the plan moves to the default line (0.19), which does both.
+    model, inference, _ = _cell("chunked attention", "sglang text only, vllm 0.9")
+    assert serving_on(model.spec, inference).vllm_version is VllmVersion.V0_19
+    # A hybrid asked prefix caching with vLLM 0.24 named: 0.24 serves Granite 4.0-H without it, so the newest line.
+    model, inference, _ = _cell("mamba2 hybrid", "sglang prefix caching, vllm 0.24")
+    assert serving_on(model.spec, inference).vllm_version is HYBRID_VLLM_NEWEST
+    # Without the setting the line the plan names is kept, as before.
+    assert serving_on(model.spec, replace(inference, prefix_caching=PrefixCaching.DEFAULT)).vllm_version is (
+        VllmVersion.V0_24
     )

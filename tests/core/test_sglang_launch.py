@@ -8,15 +8,17 @@ gives (H100 81,559 MiB, H200 143,771, MI300X 196,288, B200 183,359)."""
 from __future__ import annotations
 
 import json
+import shlex
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from core.catalogue import find_gpu, find_model
+from core.catalogue import catalogue_entry, find_gpu, find_model, hub_repo_of
 from core.estimate import estimate
 from core.files.launch.sglang import export_sglang
+from core.files.launch.vllm import export_vllm
 from core.hfconfig import model_from_hf_config
 from core.plan import Plan, SglangVersion
 from core.presets import plan_for_model
@@ -123,15 +125,49 @@ def test_a_llama_2_path_captures_prefill_graphs_to_4096_tokens() -> None:
     )
 
 
-def test_the_model_path_is_the_catalogue_repository_or_the_models_name() -> None:
-    # The catalogue's llama-2-7b is meta-llama/Llama-2-7b-hf (resources/models.json); SGLang lowercases the path.
-    plan = served("llama-2-7b")
-    assert model_path(plan) == "meta-llama/Llama-2-7b-hf"
-    assert launch_of(plan, find_gpu("h100-sxm")).llama2_path
-    # An imported model has no catalogue id: its name (the Hub id an import from the cache gives) is the path.
-    renamed = served().on_model(plan.model)
-    assert renamed.model_id == "" and model_path(renamed) == plan.model.name == "Llama 2 7B"
-    assert not launch_of(renamed, find_gpu("h100-sxm")).llama2_path
+def _llama_2_cases() -> dict[str, tuple[Plan, str]]:
+    """Llama 2 7B on SGLang on an H200, reached four ways, and the --model-path each launch names."""
+    plan = served("llama-2-7b", gpu="h200-sxm")
+    edited = replace(plan.model, num_layers=30)
+    return {
+        # The catalogue pick: its Hub repository (resources/models.json llama-2-7b: meta-llama/Llama-2-7b-hf).
+        "catalogue pick": (plan, "meta-llama/Llama-2-7b-hf"),
+        # No catalogue id, the catalogue's spec (a plan file or run config that names no id): the same checkpoint.
+        "catalogue spec, no id": (replace(plan, model_id=""), "meta-llama/Llama-2-7b-hf"),
+        # The id kept, the spec edited (a hand-written plan file): no longer that checkpoint, so its name.
+        "catalogue id, edited spec": (replace(plan, model=edited), "Llama 2 7B"),
+        # A model read from the Hugging Face cache: its Hub id is its name.
+        "cached model": (plan.on_model(plan.model.renamed("someone/llama-2-7b-merged")), "someone/llama-2-7b-merged"),
+    }
+
+
+LLAMA_2_CASES = ("catalogue pick", "catalogue spec, no id", "catalogue id, edited spec", "cached model")
+
+
+@pytest.mark.parametrize("case", LLAMA_2_CASES)
+def test_the_model_path_is_the_one_the_launch_export_writes(case: str) -> None:
+    # core.catalogue.hub_repo_of is the one answer: SGLang's llama-2 rule reads the path the export writes, so the
+    # --mem-fraction-static written is the estimate's, cap or no cap.
+    plan, path = _llama_2_cases()[case]
+    assert model_path(plan) == path == (hub_repo_of(plan) or plan.model.name)
+    argv = shlex.split(export_sglang(plan).text.splitlines()[-1])  # the command, after the comment lines
+    assert argv[argv.index("--model-path") + 1] == path
+    assert float(argv[argv.index("--mem-fraction-static") + 1]) == fraction(plan)
+    capped = launch_of(plan, find_gpu("h200-sxm")).llama2_path
+    assert capped == ("llama-2" in path.lower())
+    # 0.904 with the cap, 0.903 without (test_a_llama_2_path_captures_prefill_graphs_to_4096_tokens's figures).
+    assert fraction(plan) == (0.904 if capped else 0.903)
+    # The export lists the model as not expressed exactly where no catalogue repository was found; every exporter
+    # names the same model (vLLM's: "vllm serve MODEL").
+    assert export_sglang(plan).cannot("model") == (hub_repo_of(plan) == "")
+    assert shlex.split(export_vllm(plan).text.splitlines()[-1])[2] == path
+
+
+def test_the_catalogue_entry_is_decided_by_the_spec() -> None:
+    cases = _llama_2_cases()
+    assert catalogue_entry(cases["catalogue spec, no id"][0]) == find_model("llama-2-7b")
+    assert catalogue_entry(cases["catalogue id, edited spec"][0]) is None
+    assert catalogue_entry(cases["cached model"][0]) is None
 
 
 # ---- the multimodal reduction -------------------------------------------------------------------------------------

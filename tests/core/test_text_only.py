@@ -16,9 +16,10 @@ from core.estimate import estimate
 from core.files.launch.vllm import export_vllm, read_vllm, text_only_limits
 from core.files.planfile import dumps, loads
 from core.hfconfig import model_from_hf_config
+from core.inputs import skips_tower
 from core.plan import Engine, Plan, VllmVersion
 from core.serving.text_only import encoder_profile, skips_vision_tower
-from core.serving.vllm_versions import limit_mm_json, skips_tower
+from core.serving.vllm_versions import limit_mm_json
 
 _COUNTS = Path(__file__).parents[1] / "data" / "vision" / "meta_counts.json"
 META: dict[str, Any] = json.loads(_COUNTS.read_text("utf-8"))["cases"]
@@ -33,7 +34,7 @@ def _served(engine: Engine = Engine.VLLM, text_only: bool = True, version: VllmV
     return replace(plan, inference=inf)
 
 
-# The first release lines whose model class skips the tower, read in the wheels (core.serving.vllm_versions
+# The first release lines whose model class skips the tower, read in the wheels (core.inputs
 # TEXT_ONLY_FROM): PR #22299 in 0.10.1 for llava / mistral3 / qwen2_5_vl, PR #26000's Qwen3-VL in 0.11.0, and
 # PR #32605's _mark_tower_model for every family in 0.15.0 (0.14.0's gemma3_mm.py has no check).
 @pytest.mark.parametrize(
@@ -76,7 +77,7 @@ def test_an_engine_that_loads_the_tower_anyway_refuses_text_only(
     engine: Engine, version: VllmVersion, names: str
 ) -> None:
     with pytest.raises(PlanError, match="inference.text_only") as refused:
-        estimate(_served(engine, version=version))
+        _served(engine, version=version)  # Plan validation refuses it (core.plan.serving_refusal): no estimate runs
     assert names in str(refused.value)
     assert "vLLM 0.15 or later" in str(refused.value)
 

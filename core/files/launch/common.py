@@ -12,9 +12,9 @@ from typing import Any, Final
 
 import yaml
 
-from core.catalogue import CatalogueModel, load_models
+from core.catalogue import hub_repo_of
 from core.dtypes import Dtype, WeightFormat
-from core.errors import PlanFileError, one_line
+from core.errors import one_line
 from core.files.launch.fields import FIELDS_BY_NAME, TRAINING_FIELDS, differs_from_default
 from core.plan import Attention, Engine, Method, OllamaVersion, Optimizer, OptimizerImpl, Plan
 from core.serving.gptq import marlin_card
@@ -324,16 +324,6 @@ LAUNCHER_WHY: Final = "the GPU count is the launcher's: see the torchrun or acce
 
 
 # ---- the model the file names ------------------------------------------------------------
-def catalogue_entry(plan: Plan) -> CatalogueModel | None:
-    """The catalogue model the plan's model is (same architecture and counts), if any."""
-    try:
-        models = load_models()
-    except PlanFileError:
-        return None
-    same = [m for m in models if m.spec == plan.model]
-    return next((m for m in same if m.id == plan.model_id), same[0] if same else None)
-
-
 GPTQ_INT8_CHECKPOINT: Final = (
     "Serve an 8-bit GPTQ checkpoint of the model (Qwen's: its repository name + '-GPTQ-Int8'): "
     "the weights come from it."
@@ -357,13 +347,14 @@ def gptq_int8_header(draft: Draft, engine: str) -> list[str]:
 
 
 def model_reference(draft: Draft, given: str | None) -> str:
-    """The Hub id (or folder) the file names: ``given``, else the catalogue's Hub repository;
-    else the model's own name, and the model is listed as not expressed."""
+    """The Hub id (or folder) the file names: ``given``, else the catalogue's Hub repository
+    (core.catalogue.hub_repo_of, what SGLang's --model-path rules read too); else the model's own name, and
+    the model is listed as not expressed."""
     if given and given.strip():
         return given.strip()
-    entry = catalogue_entry(draft.plan)
-    if entry is not None and entry.hf_repo:
-        return entry.hf_repo
+    repo = hub_repo_of(draft.plan)
+    if repo:
+        return repo
     name = one_line(draft.plan.model.name)[:200] or "MODEL"
     draft.cannot("model", f"not a catalogue model: '{name}' is written; put its Hub id or folder there")
     return name

@@ -24,12 +24,12 @@ from __future__ import annotations
 import shlex
 from typing import Any, Final
 
+from core.catalogue import catalogue_entry
 from core.dtypes import Autocast, Dtype
 from core.files.launch.common import (
     Draft,
     Export,
     Target,
-    catalogue_entry,
     dump_yaml,
     header,
     model_reference,

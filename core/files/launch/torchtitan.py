@@ -26,12 +26,12 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from core.catalogue import catalogue_entry
 from core.dtypes import Autocast, Dtype, MpDtype
 from core.files.launch.common import (
     Draft,
     Export,
     Target,
-    catalogue_entry,
     header,
     model_reference,
     optimizer_steps,

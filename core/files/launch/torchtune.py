@@ -22,13 +22,13 @@ import math
 import re
 from typing import Any, Final
 
+from core.catalogue import catalogue_entry
 from core.dtypes import Autocast, Dtype, Quant
 from core.files.launch.common import (
     GPU_COUNT,
     Draft,
     Export,
     Target,
-    catalogue_entry,
     dump_yaml,
     header,
     one_model_dtype,
