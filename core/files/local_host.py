@@ -156,7 +156,11 @@ class LocalHost:
         if self.ram_gb is not None:
             values["parallel.host_ram_gb"] = self.ram_gb
         if self.bandwidth_gb_s is not None:
+            # One physical figure, two uses, both defined as the peak (channels x width x transfer rate):
+            # llama.cpp's reads of host-kept weights, and the CPU optimizer step of an offloaded plan
+            # (core/inputs.py, inference.host_bandwidth_gb_s and parallel.host_memory_gbs).
             values["inference.host_bandwidth_gb_s"] = self.bandwidth_gb_s
+            values["parallel.host_memory_gbs"] = self.bandwidth_gb_s
         return values
 
     def applied(self, plan: Plan) -> bool:
@@ -164,7 +168,7 @@ class LocalHost:
         return all(plan.input_value(path) == value for path, value in self.plan_values().items())
 
     def apply(self, plan: Plan) -> Plan:
-        """``plan`` with the figures found: Host RAM per node and Host RAM speed."""
+        """``plan`` with the figures found: Host RAM per node, Host RAM speed and Host memory bandwidth."""
         for path, value in self.plan_values().items():
             plan = plan.with_input(path, value)
         return plan

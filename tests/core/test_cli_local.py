@@ -101,10 +101,16 @@ def test_local_lists_the_host_s_ram_and_speed(
     assert code == 0 and err == ""
     # 2 channels × 8 B × 5600 MT/s = 89.6 GB/s; 64 GB from the meminfo stand-in.
     assert "Host RAM 64.0 GB (41.0 GB free now), 89.6 GB/s (dmidecode: 2 × DDR5-5600)\n" in out
-    assert "  RAM from /proc/meminfo; plan with it: --host-ram-gb 64 --host-bandwidth 89.6\n" in out
+    assert (
+        "  RAM from /proc/meminfo; plan with it: --host-ram-gb 64 --host-bandwidth 89.6 --host-memory-gbs 89.6\n" in out
+    )
     code, out, _ = run(capsys, "gpus", "--local", "--json")
     host = json.loads(out)["host"]
-    assert host["plan"] == {"parallel.host_ram_gb": 64.0, "inference.host_bandwidth_gb_s": 89.6}
+    assert host["plan"] == {
+        "parallel.host_ram_gb": 64.0,
+        "inference.host_bandwidth_gb_s": 89.6,
+        "parallel.host_memory_gbs": 89.6,
+    }
     assert [m["channel"] for m in host["modules"]] == ["P0 CHANNEL A", "P0 CHANNEL B"] and host["notes"] == []
 
 

@@ -363,7 +363,8 @@ def test_sysctl_gives_the_mac_s_ram_and_an_intel_mac_is_a_note() -> None:
     parse_sysctl_host("68719476736\nApple M2 Max\n", found)
     host = host_from(found)
     assert host.total_bytes == 64 * GiB and host.ram_gb == 68.7  # 64 GiB = 68.72 GB, rounded down
-    assert host.plan_values() == {"parallel.host_ram_gb": 68.7, "inference.host_bandwidth_gb_s": 400.0}
+    assert host.plan_values() == {"parallel.host_ram_gb": 68.7, "inference.host_bandwidth_gb_s": 400.0,
+                                  "parallel.host_memory_gbs": 400.0}
     intel = HostFound()
     parse_sysctl_host("17179869184\nIntel(R) Core(TM) i7-9750H CPU @ 2.60GHz\n", intel)
     assert host_from(intel).bandwidth_gb_s is None and "an Intel Mac's memory speed" in intel.notes[0]

@@ -184,11 +184,18 @@ def test_detection_fills_the_host_s_ram_and_speed_on_the_user_s_click(window: Ma
     form = window.hardware_form
     assert "Host RAM 64.0 GB (41.0 GB free now), 89.6 GB/s (dmidecode: 2 × DDR5-5600)" in form.machine.text()
     assert form.use_host.isVisibleTo(window)
-    assert form.use_host.toolTip() == "Plan with Host RAM 64 GB, Host RAM speed 89.6 GB/s (one undoable step)"
+    assert (
+        form.use_host.toolTip()
+        == "Plan with Host RAM 64 GB, Host RAM speed 89.6 GB/s, Host memory bandwidth 89.6 GB/s (one undoable step)"
+    )
     before = window.controller.plan
     form.use_host.click()
     plan = window.controller.plan
-    assert (plan.parallel.host_ram_gb, plan.inference.host_bandwidth_gb_s) == (64.0, 89.6)
+    assert (plan.parallel.host_ram_gb, plan.inference.host_bandwidth_gb_s, plan.parallel.host_memory_gbs) == (
+        64.0,
+        89.6,
+        89.6,
+    )
     assert not form.use_host.isVisibleTo(window)  # the plan holds them now
     window.controller.undo_stack.undo()  # one undo step brings both back
     assert window.controller.plan == before and form.use_host.isVisibleTo(window)
@@ -221,9 +228,9 @@ def test_the_first_start_plans_with_the_host_found(qtbot: Any, settings: Setting
     )
     window.local.set_gpus(LocalGpus((gpu,), (), ("nvidia-smi",), 0.01, HOST))
     plan = window.controller.plan
-    assert plan == default_plan().with_hardware(gpu="rtx-4090").with_parallel(host_ram_gb=64.0).with_inference(
-        host_bandwidth_gb_s=89.6
-    )
+    assert plan == default_plan().with_hardware(gpu="rtx-4090").with_parallel(
+        host_ram_gb=64.0, host_memory_gbs=89.6
+    ).with_inference(host_bandwidth_gb_s=89.6)
     assert window.controller.undo_stack.count() == 0 and not window.hardware_form.use_host.isVisibleTo(window)
 
 
