@@ -1175,8 +1175,8 @@ _LAYOUT_DROPS: Final = ("parallel.expert_parallel", "parallel.dp_replicate")
 
 # What a change of model drops when the new model refuses a split (Plan.on_model): the refused
 # field -> the section and the degrees that go back to 1 (a tensor or pipeline split goes whole).
-_SPLIT_WHOLE: Final = {"tensor_parallel": 1, "pipeline_parallel": 1}
-_MODEL_DROPS: Final[dict[str, tuple[str, dict[str, int]]]] = {
+_SPLIT_WHOLE: Final[dict[str, object]] = {"tensor_parallel": 1, "pipeline_parallel": 1}
+_MODEL_DROPS: Final[dict[str, tuple[str, dict[str, object]]]] = {
     "parallel.expert_parallel": ("parallel", {"expert_parallel": 1}),
     "parallel.tensor_parallel": ("parallel", {**_SPLIT_WHOLE, "virtual_stages": 1}),
     "parallel.pipeline_parallel": ("parallel", {**_SPLIT_WHOLE, "virtual_stages": 1}),
@@ -1184,6 +1184,11 @@ _MODEL_DROPS: Final[dict[str, tuple[str, dict[str, int]]]] = {
     "inference.pipeline_parallel": ("inference", _SPLIT_WHOLE),
     # llama.cpp's --n-cpu-moe on a dense model: no experts to keep in RAM (Plan._check_llamacpp)
     "inference.cpu_moe_layers": ("inference", {"cpu_moe_layers": 0}),
+    # Settings the form shows only for some models (core.inputs matters=): a text model's unseen Text only tick,
+    # a dense model's unseen prefix caching "on", which the picked image-text or hybrid model refuses on the
+    # plan's engine and release (serving_refusal): the pick keeps the model and drops the setting.
+    "inference.text_only": ("inference", {"text_only": False}),
+    "inference.prefix_caching": ("inference", {"prefix_caching": PrefixCaching.DEFAULT}),
 }
 
 
@@ -2154,7 +2159,8 @@ class Plan:
         a tensor or pipeline split the new model cannot take (heads that TP does not divide,
         fewer layers than pipeline chunks), for training or serving, drops to 1 on the same GPUs,
         as :meth:`on_gpus` does; so does an expert-parallel degree the new model's experts do not
-        divide, and llama.cpp's --n-cpu-moe drops to 0 on a model with no experts. A model planned on vLLM only
+        divide, and llama.cpp's --n-cpu-moe drops to 0 on a model with no experts; Text only and prefix caching
+        go back to their defaults where the new model refuses them on the plan's engine. A model planned on vLLM only
         (chunked attention, Llama 4; a hybrid recurrent model: :func:`serving_refusal`) moves the plan's serving to
         vLLM (:func:`serving_on`)."""
         frozen = min(self.frozen_layers, model.num_layers)
@@ -2163,7 +2169,8 @@ class Plan:
             plan = replace(self, lora=replace(self.lora, adapter_start_layer=max(0, model.num_layers - 1)))
         plan = plan.targets_for(model)
         plan = replace(plan, inference=serving_on(model, plan.inference))
-        for _ in range(4):  # the training split, the experts' split, the serving split, llama.cpp's experts in RAM
+        for _ in range(6):  # the training split, the experts' split, the serving split, llama.cpp's experts in RAM,
+            # text only, prefix caching
             try:
                 return replace(plan, model=model, model_id=model_id, frozen_layers=frozen)
             except PlanError as error:

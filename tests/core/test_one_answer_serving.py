@@ -217,3 +217,26 @@ def test_serving_on_takes_the_later_line_where_the_plans_own_refuses_the_rest() 
     assert serving_on(model.spec, replace(inference, prefix_caching=PrefixCaching.DEFAULT)).vllm_version is (
         VllmVersion.V0_24
     )
+
+
+def test_picking_a_model_drops_a_setting_the_last_model_kept_hidden() -> None:
+    # Text only and prefix caching are shown only for image-text and hybrid models (core/inputs.py matters=): a
+    # text model keeps a text-only tick unseen, a dense model an "on" prefix caching. Picking a model that refuses
+    # the unseen setting on the plan's engine (the refusals of FORMER_ESTIMATE_REFUSALS) drops it to its default,
+    # as a split the new model cannot take, rather than refuse the pick naming a field the form does not show.
+    dense = find_model(MODELS["dense"])
+    image_text, hybrid = find_model(MODELS["image-text"]), find_model(MODELS["mamba2 hybrid"])
+    base = default_plan_on(dense.spec, dense.id)
+    hidden_tick = replace(base, inference=replace(base.inference, engine=Engine.SGLANG, text_only=True))
+    picked = hidden_tick.on_model(image_text.spec, image_text.id)
+    assert picked.model == image_text.spec and picked.inference.engine is Engine.SGLANG
+    assert picked.inference.text_only is False
+    hidden_on = replace(
+        base,
+        inference=replace(
+            base.inference, engine=Engine.VLLM, vllm_version=VllmVersion.V0_24, prefix_caching=PrefixCaching.ON
+        ),
+    )
+    picked = hidden_on.on_model(hybrid.spec, hybrid.id)
+    assert picked.model == hybrid.spec and picked.inference.prefix_caching is PrefixCaching.DEFAULT
+    assert picked.inference.vllm_version is VllmVersion.V0_24  # the line the plan names, which serves it without
