@@ -82,6 +82,7 @@ from core.model import GDN_IN_PROJ, ModelSpec
 from core.parallel.layout import (
     Layout,
     Stage,
+    UnitOrder,
     block_params_per_rank,
     carved_ends,
     float8_recipe,
@@ -89,6 +90,7 @@ from core.parallel.layout import (
     fsdp_held_through_step,
     fsdp_no_sync,
     fsdp_reduce_bytes,
+    fsdp_unit_order,
     megatron_grad_bytes,
     no_sync_grad_bytes,
     outside_params,
@@ -263,6 +265,7 @@ class _Rank:
     # None: the stage's layers times one block.
     blocks: float | None = None
     largest_block: float = 0.0  # the largest decoder-layer unit's parameters, set with ``blocks``
+    order: UnitOrder | None = None  # a hybrid's units by layer order (layout.fsdp_unit_order); None: all alike
 
     def all_blocks(self, block: float) -> float:
         """The stage's decoder layers' parameters: ``blocks`` where they differ, else its layers × ``block``."""
@@ -866,8 +869,40 @@ def _bnb_quant_state(rank: _Rank, why: str = "FSDP shards parameters only") -> t
     return replace(rank, weights=weights), state
 
 
+@dataclass(frozen=True)
+class _Near:
+    """Formula and bytes of the blocks gathered together at each point of the backward: the last layer's unit
+    (in flight as the forward ends and the backward starts), the block computing with the one prefetched (the
+    largest two neighbours: :class:`core.parallel.layout.UnitOrder`), the first layer's unit (its backward,
+    the last), and the largest unit. Where the units are alike (or a hybrid's order is not known), one block,
+    two, one."""
+
+    largest: tuple[str, float]
+    last: tuple[str, float]
+    pair: tuple[str, float]
+    first: tuple[str, float]
+
+
+def _near(rank: _Rank, one: str, gathered: float) -> _Near:
+    """:class:`_Near` of the rank: ``one`` / ``gathered`` is the largest unit's formula and bytes; a hybrid's
+    units in its layer order at the same bytes per parameter (as :func:`_all_units_gathered`)."""
+    order = rank.order
+    if order is None or not rank.largest_block:
+        times = one if "float8" not in one else f"({one})"
+        two = (f"{GATHERED_UNITS} × {times}", GATHERED_UNITS * gathered)
+        return _Near((one, gathered), (one, gathered), two, (one, gathered))
+    per = gathered / rank.largest_block
+
+    def unit(params: float, what: str) -> tuple[str, float]:
+        return f"{sci(params)} × {per:g} B ({what})", params * per
+
+    pair = unit(order.pair, "the largest two neighbouring layers' units")
+    last, first = unit(order.last, "the last layer's unit"), unit(order.first, "the first layer's unit")
+    return _Near((one, gathered), last, pair, first)
+
+
 def _fsdp_gathered(
-    plan: Plan, layers: int, root_term: Term, one: str, gathered: float, every_b: float | None = None
+    plan: Plan, layers: int, root_term: Term, near: _Near, every_b: float | None = None
 ) -> tuple[list[Term], list[Term], list[Term]]:
     """The gathered parameters at the end of the forward, as the backward starts, and while a
     block runs its backward. Measured (benchmarks/parallel, fake process group): at the end of
@@ -878,16 +913,13 @@ def _fsdp_gathered(
     bytes where the blocks differ (a hybrid's, :func:`_all_units_gathered`), else ``layers`` × ``gathered``."""
     par = plan.parallel
     piped = fsdp_held_through_step(par)
-    times = one if "float8" not in one else f"({one})"
-    in_flight = Term("one block's all-gather output in flight (prefetch)", one, gathered)
+    in_flight = Term("one block's all-gather output in flight (prefetch)", *near.last)
     if par.reshard_after_forward and not piped:
-        computing = Term(
-            f"{GATHERED_UNITS} blocks gathered (the one computing + the one prefetched)",
-            f"{GATHERED_UNITS} × {times}",
-            GATHERED_UNITS * gathered,
-        )
+        computing = Term(f"{GATHERED_UNITS} blocks gathered (the one computing + the one prefetched)", *near.pair)
         return [root_term, in_flight], [root_term, in_flight], [root_term, computing]
     why = "kept through the pipeline's micro-batches" if piped else "reshard_after_forward=False"
+    one, gathered = near.largest
+    times = one if "float8" not in one else f"({one})"
     every = Term(f"all {layers} blocks gathered ({why})", f"{layers} × {times}", layers * gathered)
     if every_b is not None:
         every = Term(every.label, f"Σ of the {layers} blocks' units", every_b)
@@ -903,7 +935,7 @@ def _fsdp(rank: _Rank) -> RankState:
     # A hybrid's units differ by layer kind: the largest one gathered, every one summed (fsdp_block_units); its
     # embedding and head are their shapes (ModelSpec.shape_scale: params_scale for any other model).
     block, blocks = fsdp_block_units(model, lay.tensor_parallel, lay.expert_parallel)
-    rank = replace(rank, blocks=blocks, largest_block=block)
+    rank = replace(rank, blocks=blocks, largest_block=block, order=fsdp_unit_order(model))
     root = outside_params(model, stage, lay.tensor_parallel) * model.shape_scale
     block_b, root_b = _unit_bytes(rank, block, gather)
     one, gathered = _gathered_block(plan, lay, block, block_b)
@@ -979,15 +1011,15 @@ def _end_units(
     formula and bytes. PEFT's modules_to_save copies stay planned in the root unit
     (:func:`_root_gathered`)."""
     plan, lay = rank.plan, rank.lay
-    one, gathered = block
+    near = _near(rank, *block)
     carved = None if rank.copies else carved_ends(plan, rank.stage, lay.tensor_parallel)
     if carved is None:
         root_term = _root_gathered(rank, root, root_b)
-        every_b = _all_units_gathered(rank, gathered)
-        forward, backward, in_block = _fsdp_gathered(plan, rank.stage.layers, root_term, one, gathered, every_b)
+        every_b = _all_units_gathered(rank, block[1])
+        forward, backward, in_block = _fsdp_gathered(plan, rank.stage.layers, root_term, near, every_b)
         return (forward, backward, in_block, None), None
     ends = (carved[0] * plan.model.shape_scale, carved[1] * plan.model.shape_scale)
-    return _carved_gathered(ends, root_b, one, gathered), ends
+    return _carved_gathered(ends, root_b, near), ends
 
 
 def _all_units_gathered(rank: _Rank, gathered: float) -> float | None:
@@ -1024,7 +1056,7 @@ def _last_reduction(
 
 
 def _carved_gathered(
-    ends: tuple[float, float], end_b: float, one: str, gathered: float
+    ends: tuple[float, float], end_b: float, near: _Near
 ) -> tuple[list[Term], list[Term], list[Term], list[Term]]:
     """What FSDP2 holds gathered where the embedding and [final norm, head] are units of their own
     (core.parallel.layout.carved_ends): at the end of the forward (the loss), as the backward starts,
@@ -1051,14 +1083,10 @@ def _carved_gathered(
     tail_output = Term(
         "[final norm, head] unit's all-gather output (kept until the root's post-forward)", formula, tail * end_b
     )
-    computing = Term(
-        f"{GATHERED_UNITS} blocks gathered (the one computing + the one prefetched)",
-        f"{GATHERED_UNITS} × {one if 'float8' not in one else f'({one})'}",
-        GATHERED_UNITS * gathered,
-    )
+    computing = Term(f"{GATHERED_UNITS} blocks gathered (the one computing + the one prefetched)", *near.pair)
     end = [
         Term("embedding unit gathered (prefetched for its backward)", f"{sci(embed)} × {end_b:g} B", embed * end_b),
-        Term("one block gathered (the first, running its backward)", one, gathered),
+        Term("one block gathered (the first, running its backward)", *near.first),
     ]
     return [tail_term, tail_output], [tail_term], [computing], end
 
