@@ -1549,15 +1549,14 @@ def _zero3_forward_tail(rank: _Rank) -> float:
     plan, stage = rank.plan, rank.stage
     if plan.checkpointing or not stage.head:
         return 0.0
-    model, tp, scale = plan.model, rank.lay.tensor_parallel, plan.model.params_scale
-    shapes = model.linear_shapes()
-    attention = [shapes[name][0] * shapes[name][1] / tp for name in ("q_proj", "k_proj", "v_proj", "o_proj")]
-    if model.num_experts > 1:  # the rank's experts as one grouped module (as _largest_module)
-        mlp = [model.num_experts * model.hidden_size * model.intermediate_size * 2 / tp / rank.lay.expert_parallel]
+    model, tp, scale = plan.model, rank.lay.tensor_parallel, plan.model.shape_scale
+    attention, mlp = _zero3_block_modules(rank)
+    order = _zero3_hybrid_modules(model, attention, mlp)
+    if order:  # a hybrid: each layer's modules by its kind, from the last layer back
+        later = [size for layer in reversed(order) for size in reversed(layer)]
     else:
-        names = ("gate_proj", "up_proj", "down_proj")
-        mlp = [shapes[name][0] * shapes[name][1] / tp for name in names if name in shapes]
-    forward = [model.vocab_size * model.hidden_size / tp] + [*attention, *mlp][::-1] * stage.layers
+        later = [*attention, *mlp][::-1] * stage.layers
+    forward = [model.vocab_size * model.hidden_size / tp, *later]
     if stage.embedding and not model.tie_embeddings:  # a tied head is the embedding's own weight
         forward.append(model.embedding_params() / tp)
     kept, after = 0.0, 0.0
@@ -1567,6 +1566,73 @@ def _zero3_forward_tail(rank: _Rank) -> float:
         kept += module
         after += module
     return kept * scale
+
+
+def _zero3_block_modules(rank: _Rank) -> tuple[list[float], list[float]]:
+    """Elements of one block's attention projections and of its MLP on the rank, in forward order: q, k, v, o
+    (a Gated DeltaNet hybrid's gated q_proj twice as wide, :func:`_gated_q`); gate, up, down, or the rank's
+    experts as one grouped module (as :func:`_largest_module`)."""
+    model, tp = rank.plan.model, rank.lay.tensor_parallel
+    shapes = model.linear_shapes()
+    attention = [shapes[name][0] * shapes[name][1] / tp for name in ("q_proj", "k_proj", "v_proj", "o_proj")]
+    attention[0] = _gated_q(model) / tp or attention[0]
+    if model.num_experts > 1:
+        mlp = [model.num_experts * model.hidden_size * model.intermediate_size * 2 / tp / rank.lay.expert_parallel]
+    else:
+        names = ("gate_proj", "up_proj", "down_proj")
+        mlp = [shapes[name][0] * shapes[name][1] / tp for name in names if name in shapes]
+    return attention, mlp
+
+
+def _zero3_hybrid_modules(model: ModelSpec, attention: list[float], mlp: list[float]) -> list[list[float]]:
+    """A hybrid's decoder layers in module order (ModelSpec.layer_pattern), each its modules' elements in forward
+    order: an attention layer's projections, a recurrent layer's mixer projections (:func:`_mixer_modules`), then
+    the MLP (Granite 4.0-H, Bamba, Qwen3-Next, Qwen3.5: every layer; Nemotron-H: its MLP and MoE layers alone,
+    NemotronHBlock holding one of the four). Empty for any other model, or where the order is not known. The
+    convolution's and the norms' few weights are left out, as a dense block's norms are.
+
+    transformers 5.25.0's Mamba-2 mixers read ``self.conv1d.weight`` (and, on mamba_ssm's fused path,
+    ``self.out_proj.weight``) without calling those modules; DeepSpeed's ``ZeROOrderedDict.__getitem__``
+    (deepspeed/runtime/zero/parameter_offload.py, as the code search holds it) gathers such a parameter and
+    registers it as an external parameter of the module running, so it joins the mixer's fetch in the same
+    place of the trace: the elements in order are the same. Never run here (DeepSpeed is not installed):
+    core.evidence names the plan's kind ``hybrid:zero3`` as never validated."""
+    if not model.recurrent_mixer or not model.layer_pattern or "P" in model.layer_pattern:  # Falcon-H1: not trained
+        return []
+    nemotron = model.family == "nemotron_h"
+    kinds = {"*": attention, "M": _mixer_modules(model), "-": [], "E": []}
+    return [kinds[c] + (mlp if not nemotron or c in "-E" else []) for c in model.layer_pattern]
+
+
+def _mixer_modules(model: ModelSpec) -> list[float]:
+    """Elements of a recurrent layer's projections in forward order (transformers 5.25.0). Mamba-2 (BambaMixer,
+    GraniteMoeHybridMambaLayer, NemotronHMamba2Mixer): in_proj d → inner + conv channels + heads, out_proj inner →
+    d (ModelSpec.mixer_shapes). Gated DeltaNet: Qwen3-Next's in_proj_qkvz d → conv channels + inner (q, k, v, z)
+    and in_proj_ba d → 2 · heads; Qwen3.5's in_proj_qkv d → conv channels, in_proj_z d → inner, in_proj_b and
+    in_proj_a d → heads each (core.model.GDN_IN_PROJ's order); then out_proj inner → d."""
+    mixer = model.mixer
+    assert mixer is not None
+    d, inner, conv, heads = model.hidden_size, mixer.inner, mixer.conv_dim, mixer.heads
+    if mixer.kind != "gated_deltanet":
+        return [float(fi * fo) for fi, fo in model.mixer_shapes().values()]
+    widths = {
+        "in_proj_qkvz": conv + inner,
+        "in_proj_ba": 2 * heads,
+        "in_proj_qkv": conv,
+        "in_proj_z": inner,
+        "in_proj_b": heads,
+        "in_proj_a": heads,
+    }
+    return [float(d * widths[name]) for name in GDN_IN_PROJ[model.family]] + [float(inner * d)]
+
+
+def _gated_q(model: ModelSpec) -> float:
+    """Elements of a Gated DeltaNet hybrid's attention q_proj, whose output is the queries and their gate
+    (transformers 5.25.0 Qwen3NextAttention / Qwen3_5Attention: d → 2 · heads · head_dim, as
+    ModelSpec.hybrid_layer_params counts it); 0 for any other model."""
+    if model.recurrent_mixer != "gated_deltanet":
+        return 0.0
+    return float(model.hidden_size * 2 * model.q_width)
 
 
 def _ipg_bucket(rank: _Rank, bucket_el: float) -> Term:
@@ -1632,8 +1698,12 @@ def _zero3_kept_block(rank: _Rank) -> float:
     plan = rank.plan
     if not plan.checkpointing or not rank.stage.layers:
         return 0.0
+    units = plan.model.hybrid_layer_params()  # a hybrid: its largest layer (core.plan allows it no TP / EP)
     block = (
-        block_params_per_rank(plan.model, rank.lay.tensor_parallel, rank.lay.expert_parallel) * plan.model.params_scale
+        float(max(params for _, params in units))
+        if units
+        else block_params_per_rank(plan.model, rank.lay.tensor_parallel, rank.lay.expert_parallel)
+        * plan.model.params_scale
     )
     if block > plan.parallel.zero3_max_reuse_elements:
         return 0.0
@@ -1698,7 +1768,7 @@ def _largest_module(plan: Plan, lay: Layout, stage: Stage) -> float:
     if model.num_experts > 1:  # the rank's experts (÷ EP) as one grouped module
         linear = model.num_experts * model.hidden_size * model.intermediate_size * 2 / tp / lay.expert_parallel
     vocab = model.vocab_size * model.hidden_size / tp if stage.embedding or stage.head else 0.0
-    return max(linear, _largest_mixer_matrix(model), vocab)
+    return max(linear, _gated_q(model) / tp, _largest_mixer_matrix(model), vocab)
 
 
 def _largest_mixer_matrix(model: ModelSpec) -> float:

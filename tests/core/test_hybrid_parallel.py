@@ -1,4 +1,4 @@
-"""Hybrid Mamba-2 / Gated DeltaNet models trained on data-parallel ranks (DDP, FSDP2, ZeRO-1 / 2): each rank runs
+"""Hybrid Mamba-2 / Gated DeltaNet models trained on data-parallel ranks (DDP, FSDP2, ZeRO-1 / 2 / 3): each rank runs
 the one-GPU step at its micro-batch, core.parallel holds its state, and FSDP wraps each decoder layer, whose size
 differs by kind (core.parallel.layout.fsdp_block_units). Splits of the model stay refused with their reason."""
 
@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.parallel import plan_for_parallel_case
+from core import evidence
 from core.catalogue import load_models
 from core.errors import PlanError
 from core.estimate import estimate
@@ -213,7 +214,7 @@ def test_no_reshard_gathers_every_layer_once() -> None:
     assert every == pytest.approx(layers * 4)  # the plan's float32 weights, gathered as stored
 
 
-@pytest.mark.parametrize("strategy", [Strategy.DDP, Strategy.FSDP, Strategy.ZERO1, Strategy.ZERO2])
+@pytest.mark.parametrize("strategy", [Strategy.DDP, Strategy.FSDP, Strategy.ZERO1, Strategy.ZERO2, Strategy.ZERO3])
 @pytest.mark.parametrize("model_id", ["granite-4.0-h-small", "qwen3.5-27b", "nemotron-nano-9b-v2"])
 def test_data_parallel_layouts_are_estimated(model_id: str, strategy: Strategy) -> None:
     one = plan_for_model(model_id)
@@ -237,7 +238,10 @@ def test_splits_of_the_model_stay_refused_with_their_reason() -> None:
     assert "colwise_gather_output" in (training_refusal(qwen.with_parallel(tensor_parallel=2)) or "")
     for split in ({"pipeline_parallel": 2}, {"context_parallel": 2}):
         assert "pipeline, context and expert parallel" in (training_refusal(granite.with_parallel(**split)) or "")
-    assert "ZeRO-3" in (training_refusal(granite.with_parallel(strategy=Strategy.ZERO3)) or "")
+    # ZeRO-3 follows the layer order: refused where the plan's model has none (a file written before it).
+    unordered = granite.with_changes(model=replace(granite.model, layer_pattern=""))
+    assert "layer order" in (training_refusal(unordered.with_parallel(strategy=Strategy.ZERO3)) or "")
+    assert training_refusal(granite.with_parallel(strategy=Strategy.ZERO3)) is None
     fsdp1 = granite.with_parallel(strategy=Strategy.FSDP, fsdp1_wrap=True)
     assert "FSDP1" in (training_refusal(fsdp1) or "")
 
@@ -245,7 +249,12 @@ def test_splits_of_the_model_stay_refused_with_their_reason() -> None:
 @pytest.mark.parametrize("target", OWN_READERS)
 @pytest.mark.parametrize(
     ("model_id", "strategy"),
-    [("granite-4.0-h-small", Strategy.FSDP), ("qwen3.5-27b", Strategy.DDP), ("nemotron-nano-9b-v2", Strategy.ZERO2)],
+    [
+        ("granite-4.0-h-small", Strategy.FSDP),
+        ("qwen3.5-27b", Strategy.DDP),
+        ("nemotron-nano-9b-v2", Strategy.ZERO2),
+        ("granite-4.0-h-tiny", Strategy.ZERO3),
+    ],
 )
 def test_hybrid_multi_gpu_plans_round_trip_through_the_launch_configs(
     target: Target, model_id: str, strategy: Strategy
@@ -276,3 +285,56 @@ def test_fsdp_no_sync_accumulates_every_layers_gradient_once() -> None:
     forward = _terms(plan, "forward")
     held = next(v for k, v in forward.items() if k.startswith("unsharded gradients of all 40 blocks"))
     assert held == 32_207_337_984 * 4  # the plan's float32 gradients, reduced in float32
+
+
+def _zero3_turn(pattern: list[str], reuse: int) -> float:
+    """The elements ZeRO-3 keeps gathered from the forward's end into the backward on one of 2 ranks, for the tiny
+    apart Qwen3.5 with ``pattern`` as its layer_types, at ``reuse`` (stage3_max_reuse_distance)."""
+    config = json.loads((ROOT / "benchmarks" / "accuracy" / "configs" / "tiny-qwen3.5-apart.json").read_text())
+    config["text_config"]["layer_types"] = pattern
+    plan = plan_for_model("qwen3.5-9b").on_model(model_from_hf_config(config))
+    plan = plan.with_parallel(gpus_per_node=2, strategy=Strategy.ZERO3, zero3_max_reuse_elements=reuse)
+    assert training_refusal(plan) is None and not plan.checkpointing
+    label = "gathered: the forward's last modules, kept for the backward + the prefetch bucket"
+    term = _terms(plan, "forward")[label]
+    prefetch = min(plan.parallel.zero3_prefetch_elements, plan.parallel.zero3_max_live_elements)
+    return term / 2 - prefetch  # the plan's 16-bit (bf16) weights
+
+
+def test_zero3_keeps_the_last_layers_modules_by_their_order() -> None:
+    # DeepSpeed's rule (core.parallel.state._zero3_forward_tail): from the head back through the forward, each module
+    # stays gathered while the elements after it, twice over (forward then backward), are under the reuse distance.
+    # tiny-qwen3.5-apart.json: d 256, vocabulary 4,096 (an untied head of 1,048,576), MLP 512 (gate, up, down
+    # 131,072 each); attention's o_proj 1,024 x 256 = 262,144 (16 heads of 64); a Gated DeltaNet layer's out_proj
+    # 128 x 256 = 32,768 (4 value heads of 32). At R = 2 x (head + MLP) + 1 the module after the last layer's MLP
+    # is kept, then the walk stops: which module that is follows the last layer's kind.
+    head_and_mlp = 1_048_576 + 3 * 131_072
+    reuse = 2 * head_and_mlp + 1
+    ends_linear = _zero3_turn(["full_attention", "linear_attention", "full_attention", "linear_attention"], reuse)
+    ends_full = _zero3_turn(["linear_attention", "full_attention", "linear_attention", "full_attention"], reuse)
+    assert ends_linear == pytest.approx(head_and_mlp + 32_768)  # the Gated DeltaNet layer's out_proj
+    assert ends_full == pytest.approx(head_and_mlp + 262_144)  # the attention layer's o_proj
+
+
+def test_zero3_on_a_hybrid_says_it_was_never_run() -> None:
+    # DeepSpeed is not installed here and no published figure covers a hybrid under ZeRO-3: the estimate's range
+    # names it as never validated (core.evidence), beside the one-GPU hybrid rules' own kinds.
+    plan = plan_for_model("granite-4.0-h-small").with_parallel(gpus_per_node=8, strategy=Strategy.ZERO3)
+    confidence = evidence.confidence(plan)
+    assert "hybrid:zero3" in confidence.unvalidated
+    assert "DeepSpeed ZeRO-3 on a hybrid" in confidence.text
+    assert "hybrid:zero3" not in evidence.confidence(plan.with_parallel(strategy=Strategy.ZERO2)).unvalidated
+
+
+def test_zero3_keeps_a_checkpointed_hybrids_largest_layer() -> None:
+    # Under checkpointing ZeRO-3 keeps a block gathered from its recompute to its backward: a hybrid's largest layer,
+    # Granite 4.0-H Small's Mamba-2 one (800,941,696 parameters, core.hybrid's count), not an attention block scaled.
+    plan = (
+        plan_for_model("granite-4.0-h-small")
+        .with_parallel(gpus_per_node=8, strategy=Strategy.ZERO3)
+        .with_changes(checkpointing=True)
+    )
+    assert training_refusal(plan) is None
+    label = "gathered: a checkpointed block's modules, kept for its backward + the prefetch bucket"
+    prefetch = plan.parallel.zero3_prefetch_elements  # 5e7, under the 1e9 live limit beside the block
+    assert _terms(plan, "backward")[label] == (800_941_696 + prefetch) * 2  # the plan's bf16 weights
