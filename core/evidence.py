@@ -20,7 +20,7 @@ from typing import Final
 from core.catalogue import load_gpus
 from core.inputs import Method, Offload, loss_16bit_matters
 from core.memo import last_answer
-from core.plan import Float8, Plan, Stack
+from core.plan import Float8, Plan, Stack, Strategy
 
 
 @dataclass(frozen=True)
@@ -183,6 +183,7 @@ KIND_LABELS: Final = {
     "hybrid:mamba2-torch": "a Mamba-2 hybrid's mixers on transformers' torch path (fake tensors only)",
     "hybrid:gdn-kernels": "a Gated DeltaNet hybrid's layers on fla (read from the source, never measured)",
     "hybrid:gdn-torch": "a Gated DeltaNet hybrid's layers on transformers' torch path (fake tensors only)",
+    "hybrid:zero3": "DeepSpeed ZeRO-3 on a hybrid (read from DeepSpeed's source, never run: no measurement at all)",
 }
 
 # A card whose runtime is not CUDA's: every figure of the corpus is from an NVIDIA card, so a plan
@@ -248,6 +249,8 @@ def plan_kinds(plan: Plan) -> tuple[str, ...]:
         kinds.append("hybrid:mamba2-kernels" if plan.mamba_kernels else "hybrid:mamba2-torch")
     if plan.model.recurrent_mixer == "gated_deltanet":  # core.training.gdn: likewise
         kinds.append("hybrid:gdn-kernels" if plan.mamba_kernels else "hybrid:gdn-torch")
+    if plan.model.recurrent_mixer and par.strategy is Strategy.ZERO3:  # core.parallel.state: DeepSpeed not run here
+        kinds.append("hybrid:zero3")
     runtime = _RUNTIME_KINDS.get(_vendors().get(plan.hardware.gpu, ""))
     if runtime:
         kinds.append(runtime)

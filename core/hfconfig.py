@@ -1011,5 +1011,6 @@ def _hybrid_model(config: Mapping[str, Any], model_type: str, label: str) -> Mod
         recurrent_inner=mixer.inner,
         recurrent_state_float32=hybrid.ssm_state_float32,
         recurrent_chunk=_mamba_chunk(r, model_type) if mixer.kind == "mamba2" else 0,
+        layer_pattern=hybrid.pattern,
         **_hybrid_mlp(r, model_type, hybrid.layers),
     )

@@ -64,6 +64,10 @@ _LAYER_NAMES: Final[dict[str, str]] = {
 }
 # huggingface/transformers 5.25.0 models/nemotron_h/configuration_nemotron_h.py ``_pattern_to_list``.
 _PATTERN_CHARS: Final[dict[str, str]] = {"M": RECURRENT, "*": ATTENTION, "-": MLP, "E": MOE}
+# One character a layer in ModelSpec.layer_pattern: Nemotron-H's hybrid_override_pattern characters (above) for
+# every family, and "P" for Falcon-H1's layer that runs both mixers side by side (no config spells that one: ours).
+LAYER_CHARS: Final[dict[str, str]] = {kind: char for char, kind in _PATTERN_CHARS.items()} | {PARALLEL: "P"}
+PATTERN_KINDS: Final[dict[str, str]] = {char: kind for kind, char in LAYER_CHARS.items()}
 # The longest stack a config may list: a bound on hostile files (Nemotron 3 Super lists 88 layers; no released
 # hybrid comes near it), not a library limit.
 MAX_HYBRID_LAYERS: Final = 1024
@@ -122,6 +126,11 @@ class HybridSpec:
     params: int  # every parameter transformers 5.25.0 builds (meta-device count)
     active_params: int  # what one token passes through: the routed experts only
     ssm_state_float32: bool = False  # the checkpoint asks for a float32 SSM state (mamba_ssm_cache_dtype)
+
+    @property
+    def pattern(self) -> str:
+        """The stack in module order, one LAYER_CHARS character a layer (ModelSpec.layer_pattern)."""
+        return "".join(LAYER_CHARS[kind] for kind in self.layers)
 
     @property
     def attention_layers(self) -> int:

@@ -16,7 +16,18 @@ from functools import lru_cache
 from typing import Any, Final
 
 from core.errors import PlanError
-from core.hybrid import ATTENTION, MIXER_NAMES, MLP, PARALLEL, RECURRENT, HybridSpec, RecurrentMixer
+from core.hybrid import (
+    ATTENTION,
+    LAYER_CHARS,
+    MIXER_NAMES,
+    MLP,
+    MOE,
+    PARALLEL,
+    PATTERN_KINDS,
+    RECURRENT,
+    HybridSpec,
+    RecurrentMixer,
+)
 from core.units import finite_number
 
 # "layernorm_nobias": a LayerNorm with a weight and no bias, in float32 by hand (Cohere's CohereLayerNorm and
@@ -282,6 +293,12 @@ class ModelSpec:
     # config classes' defaults 256 and 128), which sizes what the torch path keeps in training
     # (core.training.mamba); 0: not read (a plan file written before it: core.plan.training_refusal says so).
     recurrent_chunk: int = 0
+    # A hybrid's layers in module order, one core.hybrid.LAYER_CHARS character a layer (Nemotron-H's
+    # hybrid_override_pattern characters: "M" recurrent, "*" attention, "-" MLP, "E" MoE; "P" Falcon-H1's layer
+    # with both), as core.hybrid reads config.json's layer_types / layers_block_type / hybrid_override_pattern.
+    # FSDP's neighbouring units follow it (core.parallel.layout.fsdp_block_units). "": not known (a typed model,
+    # a plan file written before it), read from the counts alone, attention layers first.
+    layer_pattern: str = ""
     # Parameters one token passes through, given instead of derived (a hybrid's, from core.hybrid); None: derived.
     active_params_override: int | None = None
 
@@ -390,6 +407,7 @@ class ModelSpec:
             if not is_int(value) or not (low <= value <= top if low else value == 0):
                 allowed = f"an integer from 1 to {top:,}" if low else "0 (the model has no recurrent layers)"
                 raise PlanError(f"model.{name}", value, allowed)
+        self._check_pattern()
         if not self.recurrent_mixer:
             return
         # Falcon-H1: every layer holds both; Nemotron-H: its MLP and MoE layers hold neither.
@@ -402,6 +420,32 @@ class ModelSpec:
             )
         if self.params_override is None:
             raise PlanError("model.params_override", None, "the hybrid's exact count (core.hybrid)")
+
+    def _check_pattern(self) -> None:
+        """``layer_pattern`` (see it): "" or one known character a layer, agreeing with the layer counts."""
+        pattern = self.layer_pattern
+        if not isinstance(pattern, str):
+            raise PlanError("model.layer_pattern", pattern, "a string of layer characters, or ''")
+        if not pattern:
+            return
+        chars = "".join(PATTERN_KINDS)
+        if not self.recurrent_mixer:
+            raise PlanError("model.layer_pattern", pattern, "'' for a model without recurrent layers")
+        if len(pattern) != self.num_layers or set(pattern) - set(chars):
+            raise PlanError("model.layer_pattern", pattern, f"{self.num_layers} characters of {chars}, one a layer")
+        both = pattern.count(LAYER_CHARS[PARALLEL])
+        attention = pattern.count(LAYER_CHARS[ATTENTION]) + both
+        recurrent = pattern.count(LAYER_CHARS[RECURRENT]) + both
+        if (attention, recurrent) != (self.attention_layers, self.recurrent_layers):
+            raise PlanError(
+                "model.layer_pattern",
+                pattern,
+                f"{self.attention_layers} attention and {self.recurrent_layers} recurrent layers "
+                f"(attention_layers, recurrent_layers); it has {attention} and {recurrent}",
+            )
+        mlp_only = set(pattern) & {LAYER_CHARS[MLP], LAYER_CHARS[MOE]}
+        if mlp_only and self.family != "nemotron_h":
+            raise PlanError("model.layer_pattern", pattern, "MLP-only layers ('-', 'E') in a Nemotron-H stack only")
 
     def _check_chunks(self) -> None:
         """Chunked local attention's two fields (see them): both set or both 0, never beside a sliding window."""
@@ -500,8 +544,10 @@ class ModelSpec:
         mixer = self.mixer
         if mixer is None:
             return None
-        if self.attention_layers == self.recurrent_layers == self.num_layers:
-            layers: tuple[str, ...] = (PARALLEL,) * self.num_layers
+        if self.layer_pattern:
+            layers: tuple[str, ...] = tuple(PATTERN_KINDS[c] for c in self.layer_pattern)
+        elif self.attention_layers == self.recurrent_layers == self.num_layers:
+            layers = (PARALLEL,) * self.num_layers
         else:
             rest = self.num_layers - self.attention_layers - self.recurrent_layers
             layers = (ATTENTION,) * self.attention_layers + (RECURRENT,) * self.recurrent_layers + (MLP,) * rest
@@ -882,8 +928,30 @@ class ModelSpec:
         model. FSDP and accelerate wrap each decoder layer as one unit (``_no_split_modules``:
         GraniteMoeHybridDecoderLayer, BambaDecoderLayer, NemotronHBlock, Qwen3NextDecoderLayer,
         Qwen3_5DecoderLayer), so a hybrid's units differ in size by kind."""
-        if not self.recurrent_mixer:
+        kind = self._hybrid_kind_params()
+        if not kind:
             return ()
+        attention_layers, recurrent_layers, mlp_layers = self.hybrid_layer_counts()
+        kinds: tuple[tuple[int, int], ...] = ((attention_layers, kind[ATTENTION]), (recurrent_layers, kind[RECURRENT]))
+        if self.family == "nemotron_h":
+            kinds += ((mlp_layers, kind[MLP]),)
+        return tuple((count, params) for count, params in kinds if count)
+
+    def hybrid_unit_params(self) -> tuple[int, ...]:
+        """One decoder layer's parameters for each of a hybrid's layers in module order (``layer_pattern``, the
+        sizes of :meth:`hybrid_layer_params`): the units FSDP gathers one after another, each beside its
+        neighbour. Empty where the order is not known ("" pattern) or the model is no hybrid; Falcon-H1's
+        layers (both mixers) are not counted here either."""
+        kind = self._hybrid_kind_params()
+        if not kind or not self.layer_pattern or LAYER_CHARS[PARALLEL] in self.layer_pattern:
+            return ()
+        return tuple(kind[{MOE: MLP}.get(PATTERN_KINDS[c], PATTERN_KINDS[c])] for c in self.layer_pattern)
+
+    def _hybrid_kind_params(self) -> dict[str, int]:
+        """One decoder layer's parameters by kind (ATTENTION, RECURRENT, Nemotron-H's MLP for its MLP or MoE
+        layers); see :meth:`hybrid_layer_params`. Empty for any other model."""
+        if not self.recurrent_mixer:
+            return {}
         d, m = self.hidden_size, self.hybrid
         assert m is not None
         mix = m.mixer
@@ -901,13 +969,9 @@ class ModelSpec:
         experts = self.num_experts * up * d * self.intermediate_size if self.num_experts > 1 else 0
         shared = up * d * self.shared_expert_size + (d if self.shared_expert_size and self.shared_expert_gate else 0)
         mlp = experts + self.router_params() + shared if self.num_experts > 1 else up * d * self.intermediate_size
-        attention_layers, recurrent_layers, mlp_layers = self.hybrid_layer_counts()
-        kinds: tuple[tuple[int, int], ...]
         if self.family == "nemotron_h":  # NemotronHBlock: one RMSNorm, then one of the four
-            kinds = ((attention_layers, attention + d), (recurrent_layers, mixer + d), (mlp_layers, mlp + d))
-        else:
-            kinds = ((attention_layers, attention + mlp + 2 * d), (recurrent_layers, mixer + mlp + 2 * d))
-        return tuple((count, params) for count, params in kinds if count)
+            return {ATTENTION: attention + d, RECURRENT: mixer + d, MLP: mlp + d}
+        return {ATTENTION: attention + mlp + 2 * d, RECURRENT: mixer + mlp + 2 * d}
 
     def _hybrid_lora_params(self, rank: int, chosen: set[str]) -> int:
         attention, recurrent, mlp = self.hybrid_layer_counts()
@@ -1037,6 +1101,14 @@ class ModelSpec:
 
     def renamed(self, name: str) -> ModelSpec:
         return replace(self, name=name)
+
+    def edited(self, **changes: Any) -> ModelSpec:
+        """This model with ``changes`` typed in (the window's dimensions): a hybrid's layer order is dropped ("",
+        not known) where the edit changes how many layers there are, which says nothing of where they sit; the
+        plan then reads the counts alone, as before the order was kept."""
+        if self.layer_pattern and changes.get("num_layers", self.num_layers) != self.num_layers:
+            changes.setdefault("layer_pattern", "")
+        return replace(self, **changes)
 
 
 MAX_PARAMS: Final = 10**16  # parameters a typed or imported count may claim; 10¹⁵ stays expressible

@@ -701,7 +701,7 @@ def check_trainable(plan: Plan, expected: str) -> None:
 
 def hybrid_training_refusal(plan: Plan) -> str | None:
     """A hybrid is trained here as transformers 5.25.0 + PEFT run it on one GPU, or on data-parallel ranks that each
-    run that step (DDP, FSDP2, ZeRO-1 / 2: :func:`_hybrid_layout_gap`): a Mamba-2 hybrid (Granite 4.0-H,
+    run that step (DDP, FSDP2, ZeRO-1 / 2 / 3: :func:`_hybrid_layout_gap`): a Mamba-2 hybrid (Granite 4.0-H,
     Bamba, Nemotron-H: core.training.mamba) or a Gated DeltaNet one (Qwen3-Next, Qwen3.5 / 3.6: core.training.gdn),
     both measured on fake tensors (benchmarks/accuracy/cases_hybrid.json): full fine-tuning or LoRA on attention's
     and the mixer's projections (a dense Gated DeltaNet hybrid's MLP too: :func:`hybrid_trained_targets`) with
@@ -718,7 +718,7 @@ def hybrid_training_refusal(plan: Plan) -> str | None:
         return None
     return (
         f"Training {model.name} (a {mixer} hybrid) is estimated on one GPU or data-parallel ranks (DDP, FSDP2, "
-        f"ZeRO-1 / 2) under transformers + PEFT only: {why}"
+        f"ZeRO-1 / 2 / 3) under transformers + PEFT only: {why}"
     )
 
 
@@ -737,22 +737,24 @@ _MIXER_TP: Final = {
 def _hybrid_layout_gap(plan: Plan) -> str | None:
     """Which multi-GPU layout of a hybrid is not modelled: anything that splits the model (a rank of pure data
     parallelism runs the one-GPU step at its micro-batch; core.parallel holds its state, each decoder layer an
-    FSDP unit of its own size: core.parallel.layout.fsdp_block_units), FSDP1's flat-parameter wrap and ZeRO-3."""
+    FSDP unit of its own size: core.parallel.layout.fsdp_block_units), FSDP1's flat-parameter wrap, and ZeRO-3
+    without the layer order (ModelSpec.layer_pattern; core.parallel.state._zero3_hybrid_modules reads it)."""
     par = plan.parallel
     if par.tensor_parallel > 1:
         return (
             f"tensor parallel is not modelled for it: transformers 5.25.0's base_model_tp_plan for {plan.model.family} "
-            f"{_MIXER_TP[plan.model.recurrent_mixer]}; DDP, FSDP2 and ZeRO-1 / 2 are"
+            f"{_MIXER_TP[plan.model.recurrent_mixer]}; DDP, FSDP2 and ZeRO-1 / 2 / 3 are"
         )
     if par.pipeline_parallel > 1 or par.context_parallel > 1 or par.expert_parallel > 1:
         return (
             "pipeline, context and expert parallel are not modelled for it (a context-parallel ring would hand "
-            "the recurrent state from rank to rank); DDP, FSDP2 and ZeRO-1 / 2 are"
+            "the recurrent state from rank to rank); DDP, FSDP2 and ZeRO-1 / 2 / 3 are"
         )
-    if par.strategy is Strategy.ZERO3:
+    if par.strategy is Strategy.ZERO3 and not plan.model.layer_pattern:
         return (
-            "DeepSpeed ZeRO-3 is not modelled for it: what ZeRO-3 keeps gathered follows the forward's module "
-            "order, and the plan holds a hybrid's layer counts, not its layer pattern; ZeRO-1 / 2, DDP and FSDP2 are"
+            "DeepSpeed ZeRO-3 is not modelled for it without its layer order: what ZeRO-3 keeps gathered follows the "
+            "forward's module order, and this plan's model holds the layer counts alone (model.layer_pattern is "
+            "empty: a file written before it, or an edited depth; pick the model again); ZeRO-1 / 2, DDP and FSDP2 are"
         )
     if par.strategy is Strategy.FSDP and par.fsdp1_wrap:
         return (

@@ -597,6 +597,10 @@ CLI_RUNS: tuple[tuple[str, ...], ...] = (
             "estimate --json --mode inference --model gemma-3-4b --engine sglang --sglang-version 0.4.5 --gpu h100-sxm"
         )
     ),
+    # ZeRO-3 on a hybrid (branch h72hyb3): the modules kept from the forward's end read in the layer order.
+    tuple(
+        shlex.split("estimate --json --model granite-4.0-h-tiny --method full --gpus 8 --strategy zero3 --gpu h100-sxm")
+    ),
 )
 
 

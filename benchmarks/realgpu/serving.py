@@ -1162,6 +1162,7 @@ def qwen36_27b_recurrent() -> ModelSpec:
         num_layers=64,
         attention_layers=16,
         recurrent_layers=48,
+        layer_pattern="MMM*" * 16,  # its layer_types: three linear_attention layers, then full_attention
         recurrent_heads=48,
         recurrent_head_dim=128,
         recurrent_inner=48 * 128,

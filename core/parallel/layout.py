@@ -47,6 +47,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 from functools import lru_cache
+from itertools import pairwise
 
 from core.catalogue import Generation, generation
 from core.dtypes import DTYPE_BYTES, MP_BYTES, Dtype, MpDtype
@@ -342,6 +343,33 @@ def fsdp_block_units(model: ModelSpec, tp: int, ep: int = 1) -> tuple[float, flo
     if kinds:
         return float(max(params for _, params in kinds)), float(sum(count * params for count, params in kinds))
     return block_params_per_rank(model, tp, ep) * model.params_scale, None
+
+
+@dataclass(frozen=True)
+class UnitOrder:
+    """A hybrid's FSDP units where its layer order is known (ModelSpec.layer_pattern): the decoder layers'
+    parameters that meet, by module order.
+
+    torch 2.13.0 ``torch/distributed/fsdp/_fully_shard/_fsdp_param_group.py``: ``pre_backward`` gathers the
+    unit and ``_backward_prefetch`` gathers the one before it in ``post_forward_order`` (``curr_index - 1``),
+    so while layer i runs its backward layer i − 1 is gathered beside it. The root's post-forward comes last,
+    so as the backward starts the root's ``pre_backward`` prefetches the last layer (measured: one rank's
+    all-gather buffer at that peak is the last layer's unit, benchmarks/parallel/hybrid/measured/
+    hyb-fsdp-qwen35apart-*); the first layer runs its backward last."""
+
+    first: float  # layer 0's unit: gathered as the backward ends
+    pair: float  # the largest two neighbouring units together: what any block's backward holds at most
+    last: float  # the last layer's unit: in flight as the forward ends and the backward starts
+
+
+def fsdp_unit_order(model: ModelSpec) -> UnitOrder | None:
+    """:class:`UnitOrder` of a hybrid whose layers differ and whose order is known
+    (ModelSpec.hybrid_unit_params); None: every unit is the largest, as before the order was kept."""
+    units = model.hybrid_unit_params()
+    if len(units) < 2:
+        return None
+    pair = max(a + b for a, b in pairwise(units))
+    return UnitOrder(float(units[0]), float(pair), float(units[-1]))
 
 
 def _experts_per_block(model: ModelSpec, tp: int) -> float:

@@ -82,6 +82,7 @@ from core.model import GDN_IN_PROJ, ModelSpec
 from core.parallel.layout import (
     Layout,
     Stage,
+    UnitOrder,
     block_params_per_rank,
     carved_ends,
     float8_recipe,
@@ -89,6 +90,7 @@ from core.parallel.layout import (
     fsdp_held_through_step,
     fsdp_no_sync,
     fsdp_reduce_bytes,
+    fsdp_unit_order,
     megatron_grad_bytes,
     no_sync_grad_bytes,
     outside_params,
@@ -263,6 +265,7 @@ class _Rank:
     # None: the stage's layers times one block.
     blocks: float | None = None
     largest_block: float = 0.0  # the largest decoder-layer unit's parameters, set with ``blocks``
+    order: UnitOrder | None = None  # a hybrid's units by layer order (layout.fsdp_unit_order); None: all alike
 
     def all_blocks(self, block: float) -> float:
         """The stage's decoder layers' parameters: ``blocks`` where they differ, else its layers × ``block``."""
@@ -866,8 +869,40 @@ def _bnb_quant_state(rank: _Rank, why: str = "FSDP shards parameters only") -> t
     return replace(rank, weights=weights), state
 
 
+@dataclass(frozen=True)
+class _Near:
+    """Formula and bytes of the blocks gathered together at each point of the backward: the last layer's unit
+    (in flight as the forward ends and the backward starts), the block computing with the one prefetched (the
+    largest two neighbours: :class:`core.parallel.layout.UnitOrder`), the first layer's unit (its backward,
+    the last), and the largest unit. Where the units are alike (or a hybrid's order is not known), one block,
+    two, one."""
+
+    largest: tuple[str, float]
+    last: tuple[str, float]
+    pair: tuple[str, float]
+    first: tuple[str, float]
+
+
+def _near(rank: _Rank, one: str, gathered: float) -> _Near:
+    """:class:`_Near` of the rank: ``one`` / ``gathered`` is the largest unit's formula and bytes; a hybrid's
+    units in its layer order at the same bytes per parameter (as :func:`_all_units_gathered`)."""
+    order = rank.order
+    if order is None or not rank.largest_block:
+        times = one if "float8" not in one else f"({one})"
+        two = (f"{GATHERED_UNITS} × {times}", GATHERED_UNITS * gathered)
+        return _Near((one, gathered), (one, gathered), two, (one, gathered))
+    per = gathered / rank.largest_block
+
+    def unit(params: float, what: str) -> tuple[str, float]:
+        return f"{sci(params)} × {per:g} B ({what})", params * per
+
+    pair = unit(order.pair, "the largest two neighbouring layers' units")
+    last, first = unit(order.last, "the last layer's unit"), unit(order.first, "the first layer's unit")
+    return _Near((one, gathered), last, pair, first)
+
+
 def _fsdp_gathered(
-    plan: Plan, layers: int, root_term: Term, one: str, gathered: float, every_b: float | None = None
+    plan: Plan, layers: int, root_term: Term, near: _Near, every_b: float | None = None
 ) -> tuple[list[Term], list[Term], list[Term]]:
     """The gathered parameters at the end of the forward, as the backward starts, and while a
     block runs its backward. Measured (benchmarks/parallel, fake process group): at the end of
@@ -878,16 +913,13 @@ def _fsdp_gathered(
     bytes where the blocks differ (a hybrid's, :func:`_all_units_gathered`), else ``layers`` × ``gathered``."""
     par = plan.parallel
     piped = fsdp_held_through_step(par)
-    times = one if "float8" not in one else f"({one})"
-    in_flight = Term("one block's all-gather output in flight (prefetch)", one, gathered)
+    in_flight = Term("one block's all-gather output in flight (prefetch)", *near.last)
     if par.reshard_after_forward and not piped:
-        computing = Term(
-            f"{GATHERED_UNITS} blocks gathered (the one computing + the one prefetched)",
-            f"{GATHERED_UNITS} × {times}",
-            GATHERED_UNITS * gathered,
-        )
+        computing = Term(f"{GATHERED_UNITS} blocks gathered (the one computing + the one prefetched)", *near.pair)
         return [root_term, in_flight], [root_term, in_flight], [root_term, computing]
     why = "kept through the pipeline's micro-batches" if piped else "reshard_after_forward=False"
+    one, gathered = near.largest
+    times = one if "float8" not in one else f"({one})"
     every = Term(f"all {layers} blocks gathered ({why})", f"{layers} × {times}", layers * gathered)
     if every_b is not None:
         every = Term(every.label, f"Σ of the {layers} blocks' units", every_b)
@@ -903,7 +935,7 @@ def _fsdp(rank: _Rank) -> RankState:
     # A hybrid's units differ by layer kind: the largest one gathered, every one summed (fsdp_block_units); its
     # embedding and head are their shapes (ModelSpec.shape_scale: params_scale for any other model).
     block, blocks = fsdp_block_units(model, lay.tensor_parallel, lay.expert_parallel)
-    rank = replace(rank, blocks=blocks, largest_block=block)
+    rank = replace(rank, blocks=blocks, largest_block=block, order=fsdp_unit_order(model))
     root = outside_params(model, stage, lay.tensor_parallel) * model.shape_scale
     block_b, root_b = _unit_bytes(rank, block, gather)
     one, gathered = _gathered_block(plan, lay, block, block_b)
@@ -979,15 +1011,15 @@ def _end_units(
     formula and bytes. PEFT's modules_to_save copies stay planned in the root unit
     (:func:`_root_gathered`)."""
     plan, lay = rank.plan, rank.lay
-    one, gathered = block
+    near = _near(rank, *block)
     carved = None if rank.copies else carved_ends(plan, rank.stage, lay.tensor_parallel)
     if carved is None:
         root_term = _root_gathered(rank, root, root_b)
-        every_b = _all_units_gathered(rank, gathered)
-        forward, backward, in_block = _fsdp_gathered(plan, rank.stage.layers, root_term, one, gathered, every_b)
+        every_b = _all_units_gathered(rank, block[1])
+        forward, backward, in_block = _fsdp_gathered(plan, rank.stage.layers, root_term, near, every_b)
         return (forward, backward, in_block, None), None
     ends = (carved[0] * plan.model.shape_scale, carved[1] * plan.model.shape_scale)
-    return _carved_gathered(ends, root_b, one, gathered), ends
+    return _carved_gathered(ends, root_b, near), ends
 
 
 def _all_units_gathered(rank: _Rank, gathered: float) -> float | None:
@@ -1024,7 +1056,7 @@ def _last_reduction(
 
 
 def _carved_gathered(
-    ends: tuple[float, float], end_b: float, one: str, gathered: float
+    ends: tuple[float, float], end_b: float, near: _Near
 ) -> tuple[list[Term], list[Term], list[Term], list[Term]]:
     """What FSDP2 holds gathered where the embedding and [final norm, head] are units of their own
     (core.parallel.layout.carved_ends): at the end of the forward (the loss), as the backward starts,
@@ -1051,14 +1083,10 @@ def _carved_gathered(
     tail_output = Term(
         "[final norm, head] unit's all-gather output (kept until the root's post-forward)", formula, tail * end_b
     )
-    computing = Term(
-        f"{GATHERED_UNITS} blocks gathered (the one computing + the one prefetched)",
-        f"{GATHERED_UNITS} × {one if 'float8' not in one else f'({one})'}",
-        GATHERED_UNITS * gathered,
-    )
+    computing = Term(f"{GATHERED_UNITS} blocks gathered (the one computing + the one prefetched)", *near.pair)
     end = [
         Term("embedding unit gathered (prefetched for its backward)", f"{sci(embed)} × {end_b:g} B", embed * end_b),
-        Term("one block gathered (the first, running its backward)", one, gathered),
+        Term("one block gathered (the first, running its backward)", *near.first),
     ]
     return [tail_term, tail_output], [tail_term], [computing], end
 
@@ -1521,15 +1549,14 @@ def _zero3_forward_tail(rank: _Rank) -> float:
     plan, stage = rank.plan, rank.stage
     if plan.checkpointing or not stage.head:
         return 0.0
-    model, tp, scale = plan.model, rank.lay.tensor_parallel, plan.model.params_scale
-    shapes = model.linear_shapes()
-    attention = [shapes[name][0] * shapes[name][1] / tp for name in ("q_proj", "k_proj", "v_proj", "o_proj")]
-    if model.num_experts > 1:  # the rank's experts as one grouped module (as _largest_module)
-        mlp = [model.num_experts * model.hidden_size * model.intermediate_size * 2 / tp / rank.lay.expert_parallel]
+    model, tp, scale = plan.model, rank.lay.tensor_parallel, plan.model.shape_scale
+    attention, mlp = _zero3_block_modules(rank)
+    order = _zero3_hybrid_modules(model, attention, mlp)
+    if order:  # a hybrid: each layer's modules by its kind, from the last layer back
+        later = [size for layer in reversed(order) for size in reversed(layer)]
     else:
-        names = ("gate_proj", "up_proj", "down_proj")
-        mlp = [shapes[name][0] * shapes[name][1] / tp for name in names if name in shapes]
-    forward = [model.vocab_size * model.hidden_size / tp] + [*attention, *mlp][::-1] * stage.layers
+        later = [*attention, *mlp][::-1] * stage.layers
+    forward = [model.vocab_size * model.hidden_size / tp, *later]
     if stage.embedding and not model.tie_embeddings:  # a tied head is the embedding's own weight
         forward.append(model.embedding_params() / tp)
     kept, after = 0.0, 0.0
@@ -1539,6 +1566,73 @@ def _zero3_forward_tail(rank: _Rank) -> float:
         kept += module
         after += module
     return kept * scale
+
+
+def _zero3_block_modules(rank: _Rank) -> tuple[list[float], list[float]]:
+    """Elements of one block's attention projections and of its MLP on the rank, in forward order: q, k, v, o
+    (a Gated DeltaNet hybrid's gated q_proj twice as wide, :func:`_gated_q`); gate, up, down, or the rank's
+    experts as one grouped module (as :func:`_largest_module`)."""
+    model, tp = rank.plan.model, rank.lay.tensor_parallel
+    shapes = model.linear_shapes()
+    attention = [shapes[name][0] * shapes[name][1] / tp for name in ("q_proj", "k_proj", "v_proj", "o_proj")]
+    attention[0] = _gated_q(model) / tp or attention[0]
+    if model.num_experts > 1:
+        mlp = [model.num_experts * model.hidden_size * model.intermediate_size * 2 / tp / rank.lay.expert_parallel]
+    else:
+        names = ("gate_proj", "up_proj", "down_proj")
+        mlp = [shapes[name][0] * shapes[name][1] / tp for name in names if name in shapes]
+    return attention, mlp
+
+
+def _zero3_hybrid_modules(model: ModelSpec, attention: list[float], mlp: list[float]) -> list[list[float]]:
+    """A hybrid's decoder layers in module order (ModelSpec.layer_pattern), each its modules' elements in forward
+    order: an attention layer's projections, a recurrent layer's mixer projections (:func:`_mixer_modules`), then
+    the MLP (Granite 4.0-H, Bamba, Qwen3-Next, Qwen3.5: every layer; Nemotron-H: its MLP and MoE layers alone,
+    NemotronHBlock holding one of the four). Empty for any other model, or where the order is not known. The
+    convolution's and the norms' few weights are left out, as a dense block's norms are.
+
+    transformers 5.25.0's Mamba-2 mixers read ``self.conv1d.weight`` (and, on mamba_ssm's fused path,
+    ``self.out_proj.weight``) without calling those modules; DeepSpeed's ``ZeROOrderedDict.__getitem__``
+    (deepspeed/runtime/zero/parameter_offload.py, as the code search holds it) gathers such a parameter and
+    registers it as an external parameter of the module running, so it joins the mixer's fetch in the same
+    place of the trace: the elements in order are the same. Never run here (DeepSpeed is not installed):
+    core.evidence names the plan's kind ``hybrid:zero3`` as never validated."""
+    if not model.recurrent_mixer or not model.layer_pattern or "P" in model.layer_pattern:  # Falcon-H1: not trained
+        return []
+    nemotron = model.family == "nemotron_h"
+    kinds = {"*": attention, "M": _mixer_modules(model), "-": [], "E": []}
+    return [kinds[c] + (mlp if not nemotron or c in "-E" else []) for c in model.layer_pattern]
+
+
+def _mixer_modules(model: ModelSpec) -> list[float]:
+    """Elements of a recurrent layer's projections in forward order (transformers 5.25.0). Mamba-2 (BambaMixer,
+    GraniteMoeHybridMambaLayer, NemotronHMamba2Mixer): in_proj d → inner + conv channels + heads, out_proj inner →
+    d (ModelSpec.mixer_shapes). Gated DeltaNet: Qwen3-Next's in_proj_qkvz d → conv channels + inner (q, k, v, z)
+    and in_proj_ba d → 2 · heads; Qwen3.5's in_proj_qkv d → conv channels, in_proj_z d → inner, in_proj_b and
+    in_proj_a d → heads each (core.model.GDN_IN_PROJ's order); then out_proj inner → d."""
+    mixer = model.mixer
+    assert mixer is not None
+    d, inner, conv, heads = model.hidden_size, mixer.inner, mixer.conv_dim, mixer.heads
+    if mixer.kind != "gated_deltanet":
+        return [float(fi * fo) for fi, fo in model.mixer_shapes().values()]
+    widths = {
+        "in_proj_qkvz": conv + inner,
+        "in_proj_ba": 2 * heads,
+        "in_proj_qkv": conv,
+        "in_proj_z": inner,
+        "in_proj_b": heads,
+        "in_proj_a": heads,
+    }
+    return [float(d * widths[name]) for name in GDN_IN_PROJ[model.family]] + [float(inner * d)]
+
+
+def _gated_q(model: ModelSpec) -> float:
+    """Elements of a Gated DeltaNet hybrid's attention q_proj, whose output is the queries and their gate
+    (transformers 5.25.0 Qwen3NextAttention / Qwen3_5Attention: d → 2 · heads · head_dim, as
+    ModelSpec.hybrid_layer_params counts it); 0 for any other model."""
+    if model.recurrent_mixer != "gated_deltanet":
+        return 0.0
+    return float(model.hidden_size * 2 * model.q_width)
 
 
 def _ipg_bucket(rank: _Rank, bucket_el: float) -> Term:
@@ -1604,8 +1698,12 @@ def _zero3_kept_block(rank: _Rank) -> float:
     plan = rank.plan
     if not plan.checkpointing or not rank.stage.layers:
         return 0.0
+    units = plan.model.hybrid_layer_params()  # a hybrid: its largest layer (core.plan allows it no TP / EP)
     block = (
-        block_params_per_rank(plan.model, rank.lay.tensor_parallel, rank.lay.expert_parallel) * plan.model.params_scale
+        float(max(params for _, params in units))
+        if units
+        else block_params_per_rank(plan.model, rank.lay.tensor_parallel, rank.lay.expert_parallel)
+        * plan.model.params_scale
     )
     if block > plan.parallel.zero3_max_reuse_elements:
         return 0.0
@@ -1670,7 +1768,7 @@ def _largest_module(plan: Plan, lay: Layout, stage: Stage) -> float:
     if model.num_experts > 1:  # the rank's experts (÷ EP) as one grouped module
         linear = model.num_experts * model.hidden_size * model.intermediate_size * 2 / tp / lay.expert_parallel
     vocab = model.vocab_size * model.hidden_size / tp if stage.embedding or stage.head else 0.0
-    return max(linear, _largest_mixer_matrix(model), vocab)
+    return max(linear, _gated_q(model) / tp, _largest_mixer_matrix(model), vocab)
 
 
 def _largest_mixer_matrix(model: ModelSpec) -> float:

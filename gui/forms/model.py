@@ -11,7 +11,6 @@ same way (:mod:`core.files.model_source`: the cache, else the catalogue, else on
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import Qt, Signal
@@ -129,7 +128,7 @@ def _edited_name(plan: Plan) -> str:
 
 
 def _with_dimension(plan: Plan, name: str, value: Any) -> Plan:
-    model = replace(plan.model, **{name: value, "name": _edited_name(plan)})
+    model = plan.model.edited(**{name: value, "name": _edited_name(plan)})
     return plan.on_model(model)
 
 

@@ -209,3 +209,12 @@ def test_a_dense_nemotron_h_is_read_without_experts() -> None:
     nano = model_from_hf_config(META["nemotron-nano-9b-v2"]["config"])
     assert META["nemotron-nano-9b-v2"]["config"]["n_routed_experts"] == 8
     assert (nano.num_experts, nano.intermediate_size, nano.gated_mlp) == (1, 15680, False)
+
+
+def test_typing_another_depth_drops_a_hybrids_layer_order() -> None:
+    # The window's dimension editor (gui.forms.model): a new layer count says nothing of where the layers sit,
+    # so the order is dropped ("", the counts alone) rather than the edit refused for a pattern of the old length.
+    nemotron = find_model("nemotron-nano-9b-v2").spec  # 56 layers, 27 Mamba-2 and 4 attention (its pattern)
+    deeper = nemotron.edited(num_layers=60, name="Nemotron (edited)")
+    assert (deeper.num_layers, deeper.layer_pattern) == (60, "")
+    assert nemotron.edited(hidden_size=4096).layer_pattern == nemotron.layer_pattern

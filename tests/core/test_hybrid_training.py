@@ -148,7 +148,7 @@ def test_flops_count_the_scan_and_attention_in_attention_layers_only() -> None:
     assert terms["Mamba-2 convolution and chunked scan"] == pytest.approx(scan * 36 / 40 * 120)
     attention = "attention scores and values (causal)"
     # Attention's scores in the attention layers only: twice the layers, twice the FLOPs.
-    doubled = replace(plan, model=replace(plan.model, attention_layers=8, recurrent_layers=32))
+    doubled = replace(plan, model=replace(plan.model, attention_layers=8, recurrent_layers=32, layer_pattern=""))
     assert {t.label: t.per_token for t in token_flops(doubled).terms}[attention] == pytest.approx(2 * terms[attention])
 
 

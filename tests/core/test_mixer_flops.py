@@ -112,7 +112,7 @@ def test_attention_layers_only_and_the_mixer_term_shown() -> None:
     assert "Mamba-2 convolution and chunked scan" in terms
     assert "3 attention layers" in terms["attention scores and values (causal)"].formula
     # Twice the recurrent layers (and as many fewer MLP-only... none in Bamba): twice the scan term.
-    doubled = replace(plan, model=replace(plan.model, attention_layers=2, recurrent_layers=30))
+    doubled = replace(plan, model=replace(plan.model, attention_layers=2, recurrent_layers=30, layer_pattern=""))
     scan = {t.label: t.per_token for t in token_flops(doubled).terms}["Mamba-2 convolution and chunked scan"]
     assert scan == pytest.approx(terms["Mamba-2 convolution and chunked scan"].per_token * 30 / 29)
 

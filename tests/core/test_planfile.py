@@ -13,7 +13,7 @@ from core.catalogue import load_models
 from core.errors import PlanError, PlanFileError
 from core.files import planfile
 from core.plan import Plan
-from core.presets import default_plan
+from core.presets import default_plan, plan_for_model
 from tests.core.strategies import plans
 
 
@@ -190,3 +190,18 @@ def test_an_edited_model_missing_new_fields_stays_as_written() -> None:
     model = planfile.plan_from_dict(document).model
     assert model.hidden_size == entry.spec.hidden_size + 128
     assert model.vision_config_layers == 0
+
+
+def test_a_hybrids_layer_order_round_trips_and_an_older_file_reads_without_it() -> None:
+    # Qwen3.5 27B's catalogue entry (resources/models.json, its Hub config's layer_types: three Gated DeltaNet
+    # layers to one attention layer) keeps its order in a plan file.
+    entry = next(m for m in load_models() if m.id == "qwen3.5-27b")
+    document = json.loads(planfile.dumps(plan_for_model(entry.id)))
+    assert document["plan"]["model"]["layer_pattern"] == entry.spec.layer_pattern != ""
+    assert planfile.plan_from_dict(document).model == entry.spec
+    # A file written before the field: the catalogue model's reads as the entry (as any field added since), an
+    # edited one as "" (order not known: core.parallel.layout.fsdp_unit_order plans as before it).
+    del document["plan"]["model"]["layer_pattern"]
+    assert planfile.plan_from_dict(document).model == entry.spec
+    document["plan"]["model"]["hidden_size"] = entry.spec.hidden_size + 128
+    assert planfile.plan_from_dict(document).model.layer_pattern == ""
