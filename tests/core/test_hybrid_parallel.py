@@ -134,8 +134,8 @@ def test_fsdp_units_are_the_layers_by_kind_as_fully_shard_made_them(case_id: str
 def test_measured_ranks_within_the_one_gpu_rules_accuracy() -> None:
     # benchmarks/parallel/hybrid/measured: one rank of 2 or 4 under DDP and FSDP2, fake process group (torch 2.13.0,
     # transformers 5.25.0, peft 0.18.0). Nothing was fitted to them.
-    errors = {path.stem: _error(json.loads(path.read_text())) for path in MEASURED}
-    assert len(errors) == 16
+    errors = {path.stem: _error(json.loads(path.read_text())) for path in MEASURED if path.stem not in CHECKPOINTED}
+    assert len(errors) == 17
     long = [abs(e) for k, e in errors.items() if k.endswith("s1024")]
     assert statistics.median(long) < 1.0 and max(long) < 1.5
     # At 1 × 256 tokens the one-GPU rule itself is 4.5 % over on tiny Granite (a one-GPU run of that shape:
@@ -143,7 +143,8 @@ def test_measured_ranks_within_the_one_gpu_rules_accuracy() -> None:
     assert max(abs(e) for e in errors.values()) < 6.0
 
 
-APART = [path.stem for path in MEASURED if "qwen35apart" in path.stem]
+APART = [path.stem for path in MEASURED if "qwen35apart" in path.stem and "-bf16-w" in path.stem]
+CHECKPOINTED = [path.stem for path in MEASURED if "-ckpt-" in path.stem]
 
 
 @pytest.mark.parametrize("case_id", [case for case in APART if "-full-" in case])
@@ -338,3 +339,4 @@ def test_zero3_keeps_a_checkpointed_hybrids_largest_layer() -> None:
     label = "gathered: a checkpointed block's modules, kept for its backward + the prefetch bucket"
     prefetch = plan.parallel.zero3_prefetch_elements  # 5e7, under the 1e9 live limit beside the block
     assert _terms(plan, "backward")[label] == (800_941_696 + prefetch) * 2  # the plan's bf16 weights
+
