@@ -360,6 +360,7 @@ class UnitOrder:
     first: float  # layer 0's unit: gathered as the backward ends
     pair: float  # the largest two neighbouring units together: what any block's backward holds at most
     last: float  # the last layer's unit: in flight as the forward ends and the backward starts
+    units: tuple[float, ...] = ()  # every layer's unit in module order (core.parallel.state._block_moments)
 
 
 def fsdp_unit_order(model: ModelSpec) -> UnitOrder | None:
@@ -369,7 +370,7 @@ def fsdp_unit_order(model: ModelSpec) -> UnitOrder | None:
     if len(units) < 2:
         return None
     pair = max(a + b for a, b in pairwise(units))
-    return UnitOrder(float(units[0]), float(pair), float(units[-1]))
+    return UnitOrder(float(units[0]), float(pair), float(units[-1]), tuple(float(u) for u in units))
 
 
 def _experts_per_block(model: ModelSpec, tp: int) -> float:

@@ -167,6 +167,8 @@ class RankState:
     # (``forward`` / ``backward``) is not (None: ``backward`` there, ``forward`` in the evaluation)
     off_turn: list[Term] | None = None
     backward_grads: list[Term] = field(default_factory=list)  # reduction buffers in the backward (gradients)
+    # the same as the first layer runs its backward, where a hybrid's layer order sets them (None: backward_grads)
+    backward_end_grads: list[Term] | None = None
     step: list[Term] = field(default_factory=list)  # extra at the optimizer step (optimizer bucket)
     step_temporary: bool = True  # the torch.optim step temporaries apply (not DeepSpeed's fused step)
     host: list[Term] = field(default_factory=list)  # what the rank keeps in host memory instead
@@ -565,21 +567,107 @@ def _block_gradients(rank: _Rank, block: float, gather: float, reduce_b: float) 
     reduces only the parameters that have a gradient (``_fsdp_param_group.py`` post_backward:
     ``fsdp_params_with_grad``): under LoRA / DoRA / QLoRA the block's adapters, not the frozen
     base, in the adapters' dtype unless the policy casts them."""
-    plan, stage = rank.plan, rank.stage
-    if rank.trainable <= 0:
+    sizes = _block_grad_sizes(rank, block, gather, reduce_b)
+    if sizes is None:
         return []
-    if plan.adapter_based:
-        elements = rank.trainable / max(1, stage.layers)
-        par = plan.parallel
-        gather = MP_BYTES.get(par.fsdp_param_dtype, rank.dt.grad)
-        reduce_b = fsdp_reduce_bytes(par, rank.dt.grad)
-        what = "one block's adapter gradients"
-    else:
-        elements, what = block, "one block's unsharded gradients"
+    elements, grad_b, reduce_b, what = sizes
     return [
-        Term(what, f"{sci(elements)} × {gather:g} B", elements * gather),
+        Term(what, f"{sci(elements)} × {grad_b:g} B", elements * grad_b),
         Term("reduce-scatter input (one block)", f"{sci(elements)} × {reduce_b:g} B", elements * reduce_b),
     ]
+
+
+def _block_grad_sizes(
+    rank: _Rank, block: float, gather: float, reduce_b: float
+) -> tuple[float, float, float, str] | None:
+    """(elements, bytes per unsharded gradient, bytes per reduce-scatter input element, what) of one block's
+    reduction (:func:`_block_gradients`); None where nothing trains on the rank."""
+    plan, stage = rank.plan, rank.stage
+    if rank.trainable <= 0:
+        return None
+    if plan.adapter_based:
+        par = plan.parallel
+        grad_b, reduce_b = MP_BYTES.get(par.fsdp_param_dtype, rank.dt.grad), fsdp_reduce_bytes(par, rank.dt.grad)
+        return rank.trainable / max(1, stage.layers), grad_b, reduce_b, "one block's adapter gradients"
+    return block, gather, reduce_b, "one block's unsharded gradients"
+
+
+@dataclass(frozen=True)
+class _Moment:
+    """One point of a hybrid's backward, by layer order (:func:`_block_moments`): the decoder-layer units'
+    parameters gathered, the gradient elements formed unsharded, the elements of the reduce-scatter input held."""
+
+    layer: int
+    post: bool  # at the layer's post_backward (its unit resharded, its reduce-scatter input made), else inside it
+    gathered: float
+    grads: float
+    reduce: float
+    reduce_layer: int  # whose reduce-scatter input is held (the layer after ``layer`` inside it; its own at post)
+
+
+def _block_moments(
+    rank: _Rank, per: float, sizes: tuple[float, float, float, str] | None, resharded: bool
+) -> tuple[_Moment, _Moment] | None:
+    """(the heaviest point of any block's backward, the heaviest of the first layer's) where a hybrid's units
+    differ and their order is known (:class:`core.parallel.layout.UnitOrder`); None: every unit is the largest.
+    ``per``: bytes per gathered parameter; ``sizes``: :func:`_block_grad_sizes`; ``resharded``: the units are
+    gathered one at a time in the backward (else all are, and only the gradients' points differ).
+
+    torch 2.13.0 ``torch/distributed/fsdp/_fully_shard/_fsdp_param_group.py``, the backward running from the
+    last layer to the first: ``pre_backward`` of layer i gathers it and prefetches layer i − 1
+    (``_backward_prefetch``; layer 0 prefetches nothing); autograd forms layer i's unsharded gradients while the
+    reduce-scatter input of layer i + 1 stays in ``comm_ctx.reduce_scatter_states`` (one buffer,
+    ``reduce_scatter_max_input_buffers`` = 1 by default; none while the last layer runs, the list being
+    cleared at the previous backward's end, ``_fsdp_state.py`` ``_root_post_backward_final_callback``).
+    ``post_backward`` of layer i reshards it, pops layer i + 1's input, and ``foreach_reduce``
+    (``_fsdp_collectives.py``) allocates layer i's reduce-scatter input and copies the gradients into it
+    before freeing them. So inside layer i: units i and i − 1 gathered, i's gradients, i + 1's input; at its
+    post_backward: unit i − 1 gathered, i's gradients and i's input. A dense model's alike units give two
+    units, one block's gradients and one input, as before."""
+    order = rank.order
+    if order is None or not order.units or not rank.largest_block:
+        return None
+    units = order.units
+    n = len(units)
+    if sizes is None:
+        grads: tuple[float, ...] = (0.0,) * n
+        grad_b = reduce_b = 0.0
+    else:
+        elements, grad_b, reduce_b, _ = sizes
+        grads = (elements,) * n if rank.plan.adapter_based else units  # adapters: one block's share each
+    gather_b = per if resharded else 0.0  # not resharded: every unit stays gathered, whichever point
+
+    def inside(i: int) -> _Moment:
+        after = grads[i + 1] if i + 1 < n else 0.0
+        return _Moment(i, False, units[i] + (units[i - 1] if i else 0.0), grads[i], after, i + 1)
+
+    def at_post(i: int) -> _Moment:
+        return _Moment(i, True, units[i - 1] if i else 0.0, grads[i], grads[i], i)
+
+    def weight(m: _Moment) -> float:
+        return m.gathered * gather_b + m.grads * grad_b + m.reduce * reduce_b
+
+    # Equal points: the earlier layer, reached later in the backward, beside more layers' sharded gradients
+    # (measured: benchmarks/parallel/hybrid/measured/hyb-fsdp-qwen35apart-full-bf16-ckpt-w4-b1-s256.json).
+    points = [m for i in range(n) for m in (inside(i), at_post(i))]
+    return max(points, key=weight), max((inside(0), at_post(0)), key=weight)
+
+
+def _moment_gradients(moment: _Moment, sizes: tuple[float, float, float, str] | None) -> list[Term]:
+    """The gradients and the reduce-scatter input held at ``moment`` (:func:`_block_moments`), labelled as
+    :func:`_block_gradients` labels a block's, the layers named in the formula."""
+    if sizes is None:
+        return []
+    _, grad_b, reduce_b, what = sizes
+    where = f"layer {moment.layer}" + (", at its post_backward" if moment.post else "")
+    terms = [Term(what, f"{sci(moment.grads)} × {grad_b:g} B ({where})", moment.grads * grad_b)]
+    if moment.reduce:
+        whose = f"layer {moment.reduce_layer}'s, held " + (
+            "as it reduces" if moment.post else "until this post_backward"
+        )
+        formula = f"{sci(moment.reduce)} × {reduce_b:g} B ({whose})"
+        terms.append(Term("reduce-scatter input (one block)", formula, moment.reduce * reduce_b))
+    return terms
 
 
 def _reduce_stream_cache(
@@ -881,11 +969,13 @@ class _Near:
     last: tuple[str, float]
     pair: tuple[str, float]
     first: tuple[str, float]
+    pair_label: str = f"{GATHERED_UNITS} blocks gathered (the one computing + the one prefetched)"
 
 
-def _near(rank: _Rank, one: str, gathered: float) -> _Near:
+def _near(rank: _Rank, one: str, gathered: float, moments: tuple[_Moment, _Moment] | None = None) -> _Near:
     """:class:`_Near` of the rank: ``one`` / ``gathered`` is the largest unit's formula and bytes; a hybrid's
-    units in its layer order at the same bytes per parameter (as :func:`_all_units_gathered`)."""
+    units in its layer order at the same bytes per parameter (as :func:`_all_units_gathered`): in a block's
+    backward and in the first layer's, the units gathered at the heaviest point (:func:`_block_moments`)."""
     order = rank.order
     if order is None or not rank.largest_block:
         times = one if "float8" not in one else f"({one})"
@@ -898,7 +988,18 @@ def _near(rank: _Rank, one: str, gathered: float) -> _Near:
 
     pair = unit(order.pair, "the largest two neighbouring layers' units")
     last, first = unit(order.last, "the last layer's unit"), unit(order.first, "the first layer's unit")
-    return _Near((one, gathered), last, pair, first)
+    if moments is None:
+        return _Near((one, gathered), last, pair, first)
+    block, end = moments
+    if block.post:
+        what = f"layer {block.layer - 1}'s unit, prefetched; layer {block.layer}'s resharded at its post_backward"
+        label = "one block gathered (the one prefetched)"
+    else:
+        what, label = f"layers {block.layer} and {block.layer - 1}'s units", _Near.pair_label
+        if not block.layer:
+            what, label = "layer 0's unit, nothing to prefetch", "one block gathered (the first, running its backward)"
+    first_what = "layer 0's unit resharded at its post_backward" if end.post else "the first layer's unit"
+    return _Near((one, gathered), last, unit(block.gathered, what), unit(end.gathered, first_what), label)
 
 
 def _fsdp_gathered(
@@ -915,7 +1016,7 @@ def _fsdp_gathered(
     piped = fsdp_held_through_step(par)
     in_flight = Term("one block's all-gather output in flight (prefetch)", *near.last)
     if par.reshard_after_forward and not piped:
-        computing = Term(f"{GATHERED_UNITS} blocks gathered (the one computing + the one prefetched)", *near.pair)
+        computing = Term(near.pair_label, *near.pair)
         return [root_term, in_flight], [root_term, in_flight], [root_term, computing]
     why = "kept through the pipeline's micro-batches" if piped else "reshard_after_forward=False"
     one, gathered = near.largest
@@ -939,11 +1040,15 @@ def _fsdp(rank: _Rank) -> RankState:
     root = outside_params(model, stage, lay.tensor_parallel) * model.shape_scale
     block_b, root_b = _unit_bytes(rank, block, gather)
     one, gathered = _gathered_block(plan, lay, block, block_b)
-    gathered_at, ends = _end_units(rank, root, root_b, (one, gathered))
+    sizes = _block_grad_sizes(rank, block, gather, reduce_b)
+    resharded = par.reshard_after_forward and not fsdp_held_through_step(par)
+    moments = _block_moments(rank, gathered / block if block else 0.0, sizes, resharded)
+    gathered_at, ends = _end_units(rank, root, root_b, (one, gathered), moments)
     forward, backward, backward_block, backward_end = gathered_at
     largest_end = root if ends is None else max(ends)
     block_grads = _block_gradients(rank, block, gather, reduce_b)
-    backward_grads, accumulated = _backward_reduction(rank, (block, root), block_grads, reduce_b)
+    in_block = block_grads if moments is None else _moment_gradients(moments[0], sizes)
+    backward_grads, accumulated = _backward_reduction(rank, (block, root), in_block, reduce_b)
     root_pending, root_reduce = _last_reduction(rank, root, ends, gather, reduce_b)
     if rank.copies and plan.workload.grad_accum == 1:
         root_pending, root_reduce = _copies_reduction(rank)
@@ -951,7 +1056,7 @@ def _fsdp(rank: _Rank) -> RankState:
     # stream's freed blocks for it (CUDACachingAllocator.cpp get_free_block): outside a block's
     # backward the second gathered block stays reserved, beside what the reduction frees there.
     stream_cache = [
-        Term("all-gather stream's cache: a second block's gathered parameters", one, gathered),
+        _all_gather_cache(rank, (one, gathered), resharded),
         *_reduce_stream_cache(rank, backward_grads, (block, largest_end), reduce_b),
         *_release_cache(rank, block_grads, pipelined=accumulated is not None and fsdp_held_through_step(par)),
     ]
@@ -971,6 +1076,7 @@ def _fsdp(rank: _Rank) -> RankState:
         backward_block=backward_block,
         backward_end=backward_end,
         backward_grads=backward_grads,
+        backward_end_grads=None if moments is None else _moment_gradients(moments[1], sizes),
     )
     if par.offload is Offload.NONE:
         return state
@@ -1003,15 +1109,15 @@ _Gathered = tuple[list[Term], list[Term], list[Term], list[Term] | None]
 
 
 def _end_units(
-    rank: _Rank, root: float, root_b: float, block: tuple[str, float]
+    rank: _Rank, root: float, root_b: float, block: tuple[str, float], moments: tuple[_Moment, _Moment] | None
 ) -> tuple[_Gathered, tuple[float, float] | None]:
     """What is gathered at the forward's end, as the backward starts, in a block's backward and in the
     first block's (None: as it starts), and the carved ends' parameters (embedding, [norm, head]; None:
     the root unit holds them, core.parallel.layout.carved_ends). ``block``: one block's gathered
-    formula and bytes. PEFT's modules_to_save copies stay planned in the root unit
-    (:func:`_root_gathered`)."""
+    formula and bytes; ``moments``: a hybrid's points by layer order (:func:`_block_moments`). PEFT's
+    modules_to_save copies stay planned in the root unit (:func:`_root_gathered`)."""
     plan, lay = rank.plan, rank.lay
-    near = _near(rank, *block)
+    near = _near(rank, *block, moments)
     carved = None if rank.copies else carved_ends(plan, rank.stage, lay.tensor_parallel)
     if carved is None:
         root_term = _root_gathered(rank, root, root_b)
@@ -1020,6 +1126,31 @@ def _end_units(
         return (forward, backward, in_block, None), None
     ends = (carved[0] * plan.model.shape_scale, carved[1] * plan.model.shape_scale)
     return _carved_gathered(ends, root_b, near), ends
+
+
+def _all_gather_cache(rank: _Rank, block: tuple[str, float], resharded: bool) -> Term:
+    """What FSDP2's all-gather copy-in stream keeps cached beside the backward's allocation.
+
+    torch 2.13.0 ``_fsdp_collectives.py`` ``foreach_all_gather`` allocates each unit's all-gather output under
+    ``all_gather_copy_in_stream`` in the forward and as the backward prefetches (``get_all_gather_streams``);
+    in the forward ``wait_for_unshard`` frees the previous unit's output (``comm_ctx.all_gather_state``) only
+    after the next one's is allocated, so two neighbouring units' outputs coexist there, and the caching
+    allocator keeps the stream's freed blocks for it (CUDACachingAllocator.cpp ``get_free_block``). As the
+    backward starts the last layer's output is in flight (allocated): the rest of the pool stays cached. Alike
+    units: a second block. A hybrid whose order is known: its largest two neighbours less the last layer's unit
+    (:class:`core.parallel.layout.UnitOrder`); not resharded after the forward, a second largest unit as before."""
+    one, gathered = block
+    order = rank.order
+    if order is None or not resharded or not rank.largest_block:
+        return Term("all-gather stream's cache: a second block's gathered parameters", one, gathered)
+    per = gathered / rank.largest_block
+    cached = order.pair - order.last
+    return Term(
+        "all-gather stream's cache: the largest two neighbouring units' all-gather outputs, less the last "
+        "layer's in flight",
+        f"({sci(order.pair)} − {sci(order.last)}) × {per:g} B",
+        cached * per,
+    )
 
 
 def _all_units_gathered(rank: _Rank, gathered: float) -> float | None:
@@ -1083,7 +1214,7 @@ def _carved_gathered(
     tail_output = Term(
         "[final norm, head] unit's all-gather output (kept until the root's post-forward)", formula, tail * end_b
     )
-    computing = Term(f"{GATHERED_UNITS} blocks gathered (the one computing + the one prefetched)", *near.pair)
+    computing = Term(near.pair_label, *near.pair)
     end = [
         Term("embedding unit gathered (prefetched for its backward)", f"{sci(embed)} × {end_b:g} B", embed * end_b),
         Term("one block gathered (the first, running its backward)", *near.first),

@@ -803,6 +803,10 @@ def backward_phases(plan: Plan, parts: _Parts, dt: Dtypes) -> list[Phase]:
     )
     if plan.optimizer_in_backward:
         return [start, last_block]
+    # A hybrid's first layer reduces its own gradients by its layer order (core.parallel.state._block_moments).
+    end_grads = None if parts.state is None else parts.state.backward_end_grads
+    if end_grads is not None:
+        buffers = parts.extra("persistent") + list(end_grads)
     first = _first_block_backward(parts, weights.first_block_copy, optim, buffers)
     embedding = _embedding_gradient_formed(plan, parts, dt, optim, buffers)
     ends = (first, embedding, *_root_assembled(plan, parts, optim))

@@ -14,6 +14,7 @@ import pytest
 from benchmarks.parallel import plan_for_parallel_case
 from core import evidence
 from core.catalogue import load_models
+from core.dtypes import MpDtype
 from core.errors import PlanError
 from core.estimate import estimate
 from core.files.launch import Target, export
@@ -23,6 +24,7 @@ from core.files.measurement import plan_for_case
 from core.hfconfig import model_from_hf_config
 from core.inputs import GradSync
 from core.parallel.layout import layout
+from core.parallel.state import RankState
 from core.params import param_counts
 from core.plan import Method, Plan, Strategy, default_plan_on, lora_on, training_refusal
 from core.presets import plan_for_model
@@ -134,8 +136,8 @@ def test_fsdp_units_are_the_layers_by_kind_as_fully_shard_made_them(case_id: str
 def test_measured_ranks_within_the_one_gpu_rules_accuracy() -> None:
     # benchmarks/parallel/hybrid/measured: one rank of 2 or 4 under DDP and FSDP2, fake process group (torch 2.13.0,
     # transformers 5.25.0, peft 0.18.0). Nothing was fitted to them.
-    errors = {path.stem: _error(json.loads(path.read_text())) for path in MEASURED}
-    assert len(errors) == 16
+    errors = {path.stem: _error(json.loads(path.read_text())) for path in MEASURED if path.stem not in CHECKPOINTED}
+    assert len(errors) == 17
     long = [abs(e) for k, e in errors.items() if k.endswith("s1024")]
     assert statistics.median(long) < 1.0 and max(long) < 1.5
     # At 1 × 256 tokens the one-GPU rule itself is 4.5 % over on tiny Granite (a one-GPU run of that shape:
@@ -143,7 +145,8 @@ def test_measured_ranks_within_the_one_gpu_rules_accuracy() -> None:
     assert max(abs(e) for e in errors.values()) < 6.0
 
 
-APART = [path.stem for path in MEASURED if "qwen35apart" in path.stem]
+APART = [path.stem for path in MEASURED if "qwen35apart" in path.stem and "-bf16-w" in path.stem]
+CHECKPOINTED = [path.stem for path in MEASURED if "-ckpt-" in path.stem]
 
 
 @pytest.mark.parametrize("case_id", [case for case in APART if "-full-" in case])
@@ -338,3 +341,98 @@ def test_zero3_keeps_a_checkpointed_hybrids_largest_layer() -> None:
     label = "gathered: a checkpointed block's modules, kept for its backward + the prefetch bucket"
     prefetch = plan.parallel.zero3_prefetch_elements  # 5e7, under the 1e9 live limit beside the block
     assert _terms(plan, "backward")[label] == (800_941_696 + prefetch) * 2  # the plan's bf16 weights
+
+
+def _block_state(plan: Plan) -> RankState:
+    lay = layout(plan)
+    state = detailed._parts(plan, param_counts(plan), dtypes_for(plan), detailed.Rank(lay, lay.stages[0])).state
+    assert state is not None and state.backward_block is not None
+    return state
+
+
+def _units(doc: dict) -> list[int]:
+    return [u["numel"] for u in doc["fsdp_units"] if u["module"] != "<root>"]
+
+
+@pytest.mark.parametrize(
+    "case_id", ["hyb-fsdp-qwen35apart-full-bf16-ckpt-w4-b1-s256", "hyb-fsdp-granite-full-bf16-ckpt-w4-b1-s256"]
+)
+def test_a_checkpointed_blocks_backward_holds_its_neighbours_by_layer_order(case_id: str) -> None:
+    # Checkpointed, 4 ranks at 1 x 256 tokens: the measured peak is inside layer 1's backward (recomputed), after
+    # layers 3 and 2 reduced. benchmarks/parallel/hybrid/measured/<case_id>.json at the peak: layer 1's unit
+    # gathered (unsharded_parameters less the root's 4,194,816 / 2,097,664 B), layer 0's all-gather output in
+    # flight (all_gather_buffers) and layer 2's reduce-scatter input (reduce_scatter_buffers), each in bf16 and
+    # rounded up to the allocator's 512 B blocks per tensor.
+    doc = _doc(case_id)
+    units, peak = _units(doc), doc["breakdown_at_peak"]
+    root = next(u["numel"] for u in doc["fsdp_units"] if u["module"] == "<root>") * 2
+    assert units[0] * 2 <= peak["all_gather_buffers"] < units[0] * 2 + 512
+    assert units[2] * 2 <= peak["reduce_scatter_buffers"] < units[2] * 2 + 512
+    assert units[1] * 2 <= peak["unsharded_parameters"] - root < units[1] * 2 + 512 * 16  # one tensor a block each
+    # The estimate's heaviest point of a block's backward is the same one: layers 1 and 0 gathered, layer 1's
+    # gradients (not formed yet at the measured point: the one-GPU rule's block-sized upper bound), layer 2's input.
+    plan = plan_for_parallel_case(doc["case"], doc["model_config"])
+    state = _block_state(plan)
+    gathered = {t.label: t.bytes for t in state.backward_block}
+    assert gathered["2 blocks gathered (the one computing + the one prefetched)"] == (units[1] + units[0]) * 2
+    grads = {t.label: t for t in state.backward_grads}
+    assert grads["one block's unsharded gradients"].bytes == units[1] * 2
+    assert grads["reduce-scatter input (one block)"].bytes == units[2] * 2
+    assert "layer 2's" in grads["reduce-scatter input (one block)"].formula
+    # Before, each was the largest unit: the largest pair, and the largest unit's gradients and input.
+    assert sum(t.bytes for t in state.backward_grads) < 2 * max(units) * 2
+
+
+def test_the_checkpointed_cases_moved_by_the_order_alone() -> None:
+    # benchmarks/parallel.py --data benchmarks/parallel/hybrid, branch main (cb4b9db5, the largest unit's gradients
+    # and input in every block): the checkpointed full fine-tunes at 1 x 256 tokens were +16.60 % (Qwen3.5 apart)
+    # and +5.63 % (Granite); by layer order they lose the largest unit less the one the order puts there.
+    errors = {case: _error(_doc(case)) for case in CHECKPOINTED}
+    assert len(errors) == 8
+    assert errors["hyb-fsdp-qwen35apart-full-bf16-ckpt-w4-b1-s256"] < 16.60 - 4.0
+    assert errors["hyb-fsdp-granite-full-bf16-ckpt-w4-b1-s256"] < 5.63 - 1.0
+    # At 1024 tokens a checkpointed rank is within the one-GPU rule's error; at 256 the rest is the one-GPU part
+    # (the recomputed block and its backward transients, not the FSDP terms above).
+    long = [abs(e) for k, e in errors.items() if k.endswith("s1024")]
+    assert max(long) < 2.0
+    assert all(e > 0 for k, e in errors.items() if k.endswith("s256"))  # never under the measured rank
+    # The one-GPU twin of the Qwen3.5 apart case (benchmarks/parallel/hybrid/one_gpu/measured: 50,233,856 B at
+    # step 2's backward) is itself estimated over by more than 3 MB: most of the rank's 3.5 MB.
+    one = json.loads((DATA / "one_gpu" / "measured" / "one-qwen35apart-full-bf16-ckpt-b1-s256.json").read_text())
+    measured = one["phase_peaks"]["step2"]["backward"]
+    est = estimate(plan_for_case(one["case"], one["model_config"]))
+    backward = max(p.allocated_bytes for p in est.phases if p.name.startswith("backward"))
+    assert backward - measured > 3_000_000
+
+
+def test_the_first_layer_reduces_its_own_gradients_at_its_post_backward() -> None:
+    # tiny-qwen3.5-apart (layers full, linear, full, linear: 1,245,824 / 527,912 parameters, the measured
+    # fsdp_units) with float32 reduction: inside layer 0 it holds 1,245,824 x (2 + 2) B gathered and as gradients
+    # beside layer 1's 527,912 x 4 B input; at its post_backward its unit is resharded and its own input made,
+    # 1,245,824 x (2 + 4) B, more: the order and the dtypes pick the point (core.parallel.state._block_moments).
+    doc = _doc("hyb-fsdp-qwen35apart-full-bf16-w2-b2-s1024")
+    plan = plan_for_parallel_case(doc["case"], doc["model_config"])
+    units = _units(doc)
+    fp32 = plan.with_parallel(fsdp_reduce_dtype=MpDtype.FP32)
+    state = _block_state(fp32)
+    assert state.backward_end_grads is not None
+    end = [t.bytes for t in state.backward_end_grads]
+    assert end == [units[0] * 2, units[0] * 4]
+    # bf16 reduction: inside layer 0 is the heavier point, layer 1's input beside layer 0's gradients.
+    end = [t.bytes for t in (_block_state(plan).backward_end_grads or [])]
+    assert end == [units[0] * 2, units[1] * 2]
+
+
+def test_the_all_gather_streams_cache_is_the_largest_neighbours_less_the_last_layer() -> None:
+    # Qwen3.5-27B (resources/models.json): layer_types put attention (372,255,232 parameters, core.hybrid's count)
+    # every fourth layer, the last among them, beside Gated DeltaNet ones (383,273,184). The forward keeps two
+    # neighbours' all-gather outputs on the copy-in stream (two Gated DeltaNet layers); as the backward starts the
+    # last layer's is in flight, the rest cached: (2 x 383,273,184 - 372,255,232) x 4 B (float32 weights).
+    plan = plan_for_model("qwen3.5-27b").with_parallel(gpus_per_node=8, strategy=Strategy.FSDP)
+    state = _block_state(plan)
+    cache = next(t for t in state.stream_cache if t.label.startswith("all-gather stream's cache"))
+    assert cache.bytes == (2 * 383_273_184 - 372_255_232) * 4
+    # Without the order (a plan file written before it): a second largest unit, as before.
+    unknown = plan.with_changes(model=replace(plan.model, layer_pattern=""))
+    cache = next(t for t in _block_state(unknown).stream_cache if t.label.startswith("all-gather stream's cache"))
+    assert cache.bytes == 383_273_184 * 4
