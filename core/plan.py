@@ -338,16 +338,20 @@ def _model_kind_refusal(model: ModelSpec, inf: Inference) -> PlanError | None:
     return None
 
 
-# SGLang's text-only flag, open (not merged) in the snapshot read: sgl-project/sglang PR #28497.
+# SGLang's text-only flag for the Qwen-VL families, open (not merged): sgl-project/sglang PR #28497. The
+# --language-model-only that shipped from 0.5.18 (arg_groups/model_hook.py handle_language_model_only in the 0.5.20 /
+# 0.5.23 wheels; absent from 0.5.17's) refuses any architecture outside ServerArgs.LANGUAGE_MODEL_ONLY_ARCHITECTURES:
+# MuseGlimmer (0.5.18), Cosmos3 / Cosmos3Edge (0.5.20), DeepseekV4ForCausalLM (0.5.23), none an image-text family
+# the planner reads.
 SGLANG_TEXT_ONLY_PR: Final = "sgl-project/sglang PR #28497"
 
 
 def _text_only_refusal(model: ModelSpec, inf: Inference) -> PlanError | None:
     """Text-only serving (``inference.text_only``) of an image-text checkpoint on an engine or release that builds
     the vision tower whatever the requests hold (core.serving.text_only says what each engine does): vLLM before
-    the family's line of core.inputs.TEXT_ONLY_FROM, SGLang (``--language-model-only`` is
-    :data:`SGLANG_TEXT_ONLY_PR`, not merged) and transformers. llama.cpp loads a tower only from an mmproj file,
-    which its plans leave out: nothing to refuse."""
+    the family's line of core.inputs.TEXT_ONLY_FROM, SGLang (its ``--language-model-only`` takes none of these
+    families; :data:`SGLANG_TEXT_ONLY_PR`, which would, is not merged) and transformers. llama.cpp loads a tower
+    only from an mmproj file, which its plans leave out: nothing to refuse."""
     if not inf.text_only or not model.vision_params or inf.engine is Engine.LLAMACPP:
         return None
     family = model.vision_family or "an image-text family"
@@ -370,7 +374,10 @@ def _text_only_refusal(model: ModelSpec, inf: Inference) -> PlanError | None:
             f"vLLM {inf.vllm_version.value} builds {family}'s vision tower whatever --limit-mm-per-prompt says",
         )
     if inf.engine is Engine.SGLANG:
-        why = f"SGLang builds the vision tower: --language-model-only is {SGLANG_TEXT_ONLY_PR}, not merged"
+        why = (
+            "SGLang builds the vision tower: its --language-model-only (0.5.18 on) takes none of these families, "
+            f"{SGLANG_TEXT_ONLY_PR} is not merged"
+        )
         return PlanError("inference.text_only", True, every, why)
     why = "transformers 5.25's AutoModelForCausalLM builds the whole image-text model (Gemma 3) or refuses it (Qwen-VL)"
     return PlanError("inference.text_only", True, every, why)

@@ -57,10 +57,12 @@ from core.serving.kv import cached_positions, kv_bytes_per_token_layer, kv_formu
 from core.serving.sglang_versions import (
     TEXT_LAUNCH,
     Launch,
+    card_mib,
     default_fraction,
     default_notes,
     graphs_reserved,
     launch_of,
+    mm_reserve_mib,
     release_default,
     reserves_for_graphs,
     runner_factor,
@@ -103,7 +105,7 @@ from core.serving.vllm_versions import (
     v2_runner,
 )
 from core.solve import largest_fitting
-from core.units import GiB
+from core.units import GiB, MiB
 from core.verdict import Verdict, judge
 
 if TYPE_CHECKING:
@@ -174,7 +176,8 @@ def tower_bytes(model: ModelSpec, fmt: WeightFormat, tp: int, text_only: bool = 
     and transformers load it with the model. vLLM skips it only in its text-only mode, every modality's
     ``--limit-mm-per-prompt`` 0 (vllm-project/vllm PR #22299, merged 2025-08-06, for the models it listed; PR
     #26000 added Qwen3-VL; PR #32605, January 2026, made it every model's ``_mark_tower_model``); SGLang's
-    ``--language-model-only`` (PR #28497) is not merged. ``text_only``: the plan's text-only mode where its
+    ``--language-model-only`` (0.5.18 on) takes none of the planner's image-text families (core.plan
+    ``SGLANG_TEXT_ONLY_PR``). ``text_only``: the plan's text-only mode where its
     engine and release skip the tower (core.serving.text_only.skips_vision_tower, which refuses the others).
     Split over tensor-parallel ranks as vLLM's default ``mm_encoder_tp_mode`` "weights" shards it
     (an approximation: PR #26000's Qwen3-VL-235B at TP 8 logs 0.33 GiB more per rank with the tower than
@@ -890,7 +893,8 @@ def sglang_memory(plan: Plan, gpu: GpuSpec, layout: RankLayout, fit: ServingFit 
     given = _sglang_fraction_words(inf, gpu, launch)
     # The (1 - fraction) of that total is what SGLang keeps for activations and CUDA graphs.
     rope = sglang_rope_cache_bytes(plan.model)
-    pool_budget = total * fraction - layout.weights_bytes - rope
+    mm_reserve = mm_reserve_mib(inf.sglang_version, launch, card_mib(gpu)) * MiB  # a multimodal model's, from 0.5.18
+    pool_budget = total * fraction - layout.weights_bytes - rope - mm_reserve
     cell = layout.kv_token_layer_bytes * layout.layers
     tokens = max(0, int(pool_budget // cell)) if cell > 0 else 0
     per_request = cached_positions(plan.model, inf.context) / plan.model.num_layers
@@ -909,12 +913,13 @@ def sglang_memory(plan: Plan, gpu: GpuSpec, layout: RankLayout, fit: ServingFit 
         ),
     )
     others = f", {held / GiB:.2f} GiB other processes hold" if held else ""
+    taken = f"− weights {layout.weights_bytes / GiB:.2f} − rotary cos/sin table (float32) {rope / GiB:.2f}" + (
+        f" − multimodal reserve (embedding cache / feature pool) {mm_reserve / GiB:.2f}" if mm_reserve else ""
+    )
     formula = (
         f"In GiB: token pool = {total / GiB:.2f} GiB (free after start-up: CUDA context and NCCL taken{others}) × "
-        f"mem_fraction_static {fraction:g}{given} − weights {layout.weights_bytes / GiB:.2f} − rotary "
-        f"cos/sin table (float32) {rope / GiB:.2f} = "
-        f"{max(pool_budget, 0) / GiB:.2f} GiB ÷ {cell:,.0f} B per token = {tokens:,} tokens; "
-        f"{reserved / GiB:.2f} GiB left for activations and CUDA graphs"
+        f"mem_fraction_static {fraction:g}{given} {taken} = {max(pool_budget, 0) / GiB:.2f} GiB ÷ {cell:,.0f} B per "
+        f"token = {tokens:,} tokens; {reserved / GiB:.2f} GiB left for activations and CUDA graphs"
         + ("" if inf.cuda_graphs else " (none captured: --disable-cuda-graph)")
     )
     memory = EngineMemory(

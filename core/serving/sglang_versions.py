@@ -44,6 +44,13 @@ What of the model and card the default reads (:class:`Launch`, :func:`launch_of`
   multiplied, x 0.90 in 0.4.9, from 0.4.10 by ``adjust_mem_fraction_for_vlm``'s rule of the vision
   config's layers and width. Gemma 3 and Llama 4 are not multimodal at SGLang's defaults
   (``mm_disabled_models``), so neither rule touches them.
+* **The multimodal reserve** (:func:`mm_reserve_mib`, not a fraction: taken from the token pool by
+  core.serving.engines.sglang_memory): from 0.5.18 a multimodal model's pool leaves room for the embedding cache
+  allocated after it (100 MiB), from 0.5.20 Qwen3-VL's 1 GiB feature pool instead on an sm90 card of 60 GiB or more.
+
+Whether the vision tower is built does not depend on the multimodal switch for the families the planner serves on
+SGLang (Gemma 3, Qwen2.5-VL, Qwen3-VL, LLaVA, Mistral 3: core.serving.text_only, read per class); the weights count
+it whatever the launch.
 
 Not modelled: speculative decoding, DP attention, DeepEP's extra reserves, LoRA serving, torch.compile,
 MoE all-to-all backends, context parallelism and GGUF checkpoints (each also turns the prefill graphs off;
@@ -59,7 +66,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final
 
-from core.catalogue import GpuSpec, amd_target, hub_repo_of
+from core.catalogue import Generation, GpuSpec, amd_target, generation, hub_repo_of
 from core.model import ModelSpec
 from core.plan import Inference, Plan, SglangVersion
 from core.serving import releases
@@ -275,6 +282,25 @@ LLAMA2_PREFILL_CAP: Final = 4096
 # sglang 0.5.10 - 0.5.23: an MLA model's prefill graphs reserve 1.5 x 1,024 MiB instead of 8 MiB per count ("For MLA
 # backend the memory overhead is much higher than expected with fa3").
 RESERVE_MLA_PREFILL_GRAPHS_MIB: Final = 1.5 * 1024
+# The multimodal reserve out of the token pool (:func:`mm_reserve_mib`): sglang 0.5.18 - 0.5.23
+# mem_cache/kv_cache_configurator.py mm_runtime_reservation_gb (sgl-project/sglang PR #34141, merged 2026-08-09; not in
+# the 0.5.17 wheel), subtracted in _profile_available_bytes ("rest_memory = available_gpu_memory - slack_gb -
+# mm_reservation_gb", GiB: reserved_mb / 1024) for a model whose ModelConfig.is_multimodal holds: the embedding cache
+# SGLANG_VLM_CACHE_SIZE_MB (environ.py EnvInt(100) in 0.5.18, 0.5.20 and 0.5.23), plus SGLANG_MM_FEATURE_CACHE_MB
+# (EnvInt(1 * 1024)) where the feature transport is cuda_ipc / cuda_vmm, which _handle_multimodal_feature_transport
+# leaves at "cpu" on one node unless asked (0.5.18 server_args.py; 0.5.20 arg_groups/serving_hook.py).
+MM_RESERVE_FROM: Final = SglangVersion.V0_5_18
+VLM_CACHE_MIB: Final = 100
+MM_FEATURE_CACHE_MIB: Final = 1024
+# sglang 0.5.20 - 0.5.23 arg_groups/model_overrides/qwen3_vl.py _qwen3vl_hopper_serving_overrides (not in 0.5.19):
+# Qwen3-VL (hf_config.model_type in _HOPPER_QWEN3_VL_TYPES) served as multimodal on an sm90 card of at least 60 GiB
+# (large_hopper_qwen3_vl_model_type) sets SGLANG_VLM_CACHE_SIZE_MB to 0 and, with no cache retained on one node, the
+# feature transport to cuda_ipc; the overrides run (handle_model_specific_adjustments) before the transport is
+# resolved (handle_environment_variables), so the reserve is the 1,024 MiB feature pool instead of the 100 MiB cache
+# (3 GiB with --max-running-requests 400 or more, which no serving plan gives).
+HOPPER_QWEN3_VL_FROM: Final = SglangVersion.V0_5_20
+HOPPER_QWEN3_VL_CARD_MIB: Final = 60 * 1024
+HOPPER_QWEN3_VL_TYPES: Final = frozenset(("qwen3_vl", "qwen3_vl_moe"))
 
 
 @dataclass(frozen=True)
@@ -287,6 +313,8 @@ class Launch:
     amd: bool = False  # a ROCm build (is_hip): the card is an AMD one
     vit_layers: int = 0  # vision_config.num_hidden_layers as the config object answers it; 0: none (SGLang: 24)
     vit_hidden: int = 0  # vision_config.hidden_size; 0: none (SGLang: 1,024)
+    vision_family: str = ""  # the image-text wrapper's model_type (ModelSpec.vision_family); "" for a text model
+    hopper: bool = False  # an sm90 card (is_sm90_supported): H100, H200, H20, GH200
 
 
 TEXT_LAUNCH: Final = Launch()
@@ -318,6 +346,8 @@ def launch_of(plan: Plan, gpu: GpuSpec) -> Launch:
         amd=amd_target(gpu.id) is not None,
         vit_layers=model.vision_config_layers,
         vit_hidden=model.vision_config_hidden,
+        vision_family=model.vision_family,
+        hopper=generation(gpu.id) is Generation.HOPPER,
     )
 
 
@@ -386,6 +416,18 @@ def reserved_mib(
     if gpu_mib > RESERVE_FLOOR_CARD_MIB:
         reserve = max(reserve, RESERVE_FLOOR_MIB)
     return reserve
+
+
+def mm_reserve_mib(version: SglangVersion, launch: Launch, gpu_mib: float) -> float:
+    """What SGLang keeps out of the token pool for a multimodal model's later allocations (:data:`MM_RESERVE_FROM`):
+    0 before 0.5.18 and for a launch that is not multimodal (Gemma 3 at its defaults: :func:`is_multimodal`); the
+    embedding cache's 100 MiB; from 0.5.20 Qwen3-VL's 1,024 MiB feature pool on an sm90 card of 60 GiB or more."""
+    if not launch.multimodal or not releases.at_least(version, MM_RESERVE_FROM):
+        return 0.0
+    large_hopper = launch.hopper and gpu_mib >= HOPPER_QWEN3_VL_CARD_MIB
+    if large_hopper and launch.vision_family in HOPPER_QWEN3_VL_TYPES and at_least(version, HOPPER_QWEN3_VL_FROM):
+        return MM_FEATURE_CACHE_MIB
+    return VLM_CACHE_MIB
 
 
 def runner_factor(version: SglangVersion, launch: Launch) -> float:

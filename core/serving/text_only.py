@@ -5,8 +5,15 @@ has ``--limit-mm-per-prompt`` 0, from the release lines core.inputs names
 (``TEXT_ONLY_FROM``). The other engines cannot skip it, so Plan validation refuses a text-only plan on
 them with the reason (core.plan ``_text_only_refusal``, one of :func:`core.plan.serving_refusal`'s answers):
 
-* SGLang: ``--language-model-only`` is sgl-project/sglang PR #28497, not merged in the releases the planner
-  models (core.serving.sglang_versions, up to 0.5.23); the model classes build their towers.
+* SGLang: the ``--language-model-only`` of 0.5.18 - 0.5.23 refuses every architecture outside its allowlist (Muse
+  Glimmer, Cosmos 3, DeepSeek-V4: core.plan ``SGLANG_TEXT_ONLY_PR``); sgl-project/sglang PR #28497, which would take
+  the Qwen-VL families, is not merged. Gemma3ForConditionalGeneration builds its SigLIP tower whatever
+  ``--enable-multimodal`` says (models/gemma3_mm.py ``__init__``: HF's AutoModel.from_config in 0.4.5 / 0.4.6,
+  SiglipVisionModel from 0.4.7, read to 0.5.23), as do Qwen2_5_VLForConditionalGeneration (``self.visual``) and the
+  LLaVA / Mistral 3 classes, which are multimodal at every default anyway. Llama 4, planned on vLLM only, is the
+  exception (models/mllama4.py): 0.4.5's Llama4ForConditionalGeneration builds no tower and skips its weights,
+  0.4.6 - 0.4.9 build it always, 0.4.10 - 0.5.23 only with ``--enable-multimodal`` (``has_vision =
+  has_vision_weights and enable_multimodal``, the server argument's default None).
 * transformers 5.25.0: ``AutoModelForCausalLM.from_config`` on a Gemma 3 config builds
   Gemma3ForConditionalGeneration, tower and all (22,202,880 of a 23,641,344-parameter two-layer test model
   on the meta device are the tower's and projector's), and refuses Qwen2.5-VL / Qwen3-VL configs ("Unrecognized

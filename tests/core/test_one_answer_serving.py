@@ -175,7 +175,8 @@ def test_the_table_holds_refusals_of_every_kind_it_names() -> None:
 
 
 # The messages the estimate raised before branch h72home (core/serving/text_only.py skips_vision_tower and
-# core/serving/vllm_hybrid.py prefix_caching_refusal at ab64306a), now Plan validation's, word for word.
+# core/serving/vllm_hybrid.py prefix_caching_refusal at ab64306a), now Plan validation's, word for word; the SGLang
+# reason reworded on branch h73sglvlm (a --language-model-only shipped in 0.5.18, for other architectures: core.plan).
 FORMER_ESTIMATE_REFUSALS = {
     ("image-text", "vllm 0.14 text only"): (
         "inference.text_only: True is not allowed; expected vLLM 0.15 or later for gemma3 (vLLM 0.14 builds gemma3's "
@@ -183,7 +184,8 @@ FORMER_ESTIMATE_REFUSALS = {
     ),
     ("image-text", "sglang text only"): (
         "inference.text_only: True is not allowed; expected vLLM 0.15 or later (any image-text family) (SGLang builds "
-        "the vision tower: --language-model-only is sgl-project/sglang PR #28497, not merged)"
+        "the vision tower: its --language-model-only (0.5.18 on) takes none of these families, sgl-project/sglang PR "
+        "#28497 is not merged)"
     ),
     ("image-text", "hf text only"): (
         "inference.text_only: True is not allowed; expected vLLM 0.15 or later (any image-text family) (transformers "
