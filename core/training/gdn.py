@@ -97,8 +97,6 @@ def torch_path_terms(m: DeltaNetShape, ca: float, autocast: bool, trainable: boo
     ``trainable``: the layer's own weights train (A_log and the gated norm's weight keep inputs of their own)."""
     n, np_, h, dk, dv = m.b * m.s, m.padded, m.heads, m.k_dim, m.v_dim
     c, nc = CHUNK, m.chunks
-    blocks = m.b * h * nc * c * c  # (B, H, chunks, 64, 64)
-    states = m.b * h * dk * dv  # one chunk's recurrent state
     t = 2 if trainable else 1
     terms = [
         Term("Gated DeltaNet: conv1d input (q, k, v projection)", "N·conv", n * m.conv_dim * ca),
@@ -123,8 +121,27 @@ def torch_path_terms(m: DeltaNetShape, ca: float, autocast: bool, trainable: boo
             np_ * h * (dk + dv + 1) * 4 + c * c,
         ),
     ]
+    terms += _scan_terms(m, ca, autocast)
+    terms += [
+        Term(
+            "Gated DeltaNet: the decays' cumsums (float32)",
+            "3 × Np·H × 4 + B·H·chunks × 4",
+            (3 * np_ + m.b * nc) * h * 4,
+        ),
+        _norm_term(m, ca, autocast, trainable),
+    ]
+    return terms
+
+
+def _scan_terms(m: DeltaNetShape, ca: float, autocast: bool) -> list[Term]:
+    """torch_chunk_gated_delta_rule's chunk blocks, the block matmuls' operands and the chunk loop (module
+    docstring): 16-bit copies of the float32 operands under autocast, the float32 tensors themselves without."""
+    np_, h, dk, dv = m.padded, m.heads, m.k_dim, m.v_dim
+    c, nc = CHUNK, m.chunks
+    blocks = m.b * h * nc * c * c  # (B, H, chunks, 64, 64)
+    states = m.b * h * dk * dv  # one chunk's recurrent state
     if autocast:
-        terms += [
+        return [
             Term(
                 "Gated DeltaNet: chunk blocks (decays, KKᵀ, QKᵀ) and their 16-bit copies",
                 f"B·H·chunks·64² × (8 + 3 × {ca:g}) = {sci(blocks)} × {8 + 3 * ca:g}",
@@ -141,33 +158,30 @@ def torch_path_terms(m: DeltaNetShape, ca: float, autocast: bool, trainable: boo
                 nc * states * (4 + 2 * ca) + (4 * np_ * h * dv - 2 * m.b * h * c * dv + np_ * h * dk) * ca,
             ),
         ]
-    else:
-        terms += [
-            Term(
-                "Gated DeltaNet: chunk blocks (decays, KKᵀ, QKᵀ; float32)",
-                f"5 × B·H·chunks·64² × 4 = 5 × {sci(blocks)} × 4",
-                5 * blocks * 4,
-            ),
-            Term(
-                "Gated DeltaNet: the block matmuls' operands and the solves' outputs (float32)",
-                "2 × Np·H·dk × 4 + Np·H·(dk + dv) × 4",
-                2 * np_ * h * dk * 4 + np_ * h * (dk + dv) * 4,
-            ),
-            Term(
-                "Gated DeltaNet: the chunk loop (states, v_new, decayed q and k; float32)",
-                "chunks·B·H·dk·dv × 4 + Np·H·(dv + 2·dk) × 4",
-                nc * states * 4 + np_ * h * (dv + 2 * dk) * 4,
-            ),
-        ]
-    terms += [
+    # The loop's first chunk reads the zero initial state, which needs no gradient, so its ``query[:, :, 0] @
+    # last_recurrent_state`` keeps no view of the decayed q; the later chunks' views keep its whole storage.
+    # One chunk (S ≤ 64): the decayed q is kept by nobody (tools/measure/gdn_saved.py tiny-qwen3.5 at 1 × 64
+    # and 1 × 50: 32,768 B = Np·H·dk × 4 fewer than the two-chunk rule; 65,536 B at 2 × 50).
+    q_views = 1 if nc > 1 else 0
+    return [
         Term(
-            "Gated DeltaNet: the decays' cumsums (float32)",
-            "3 × Np·H × 4 + B·H·chunks × 4",
-            (3 * np_ + m.b * nc) * h * 4,
+            "Gated DeltaNet: chunk blocks (decays, KKᵀ, QKᵀ; float32)",
+            f"5 × B·H·chunks·64² × 4 = 5 × {sci(blocks)} × 4",
+            5 * blocks * 4,
         ),
-        _norm_term(m, ca, autocast, trainable),
+        Term(
+            "Gated DeltaNet: the block matmuls' operands and the solves' outputs (float32)",
+            "2 × Np·H·dk × 4 + Np·H·(dk + dv) × 4",
+            2 * np_ * h * dk * 4 + np_ * h * (dk + dv) * 4,
+        ),
+        Term(
+            "Gated DeltaNet: the chunk loop (states, v_new, decayed "
+            + ("q and k" if q_views else "k; the one chunk reads no q")
+            + "; float32)",
+            f"chunks·B·H·dk·dv × 4 + Np·H·(dv + {1 + q_views}·dk) × 4",
+            nc * states * 4 + np_ * h * (dv + (1 + q_views) * dk) * 4,
+        ),
     ]
-    return terms
 
 
 def _norm_term(m: DeltaNetShape, ca: float, autocast: bool, trainable: bool) -> Term:

@@ -10,6 +10,10 @@ chunked state-space-duality scan in plain torch ops, then the gated RMSNorm and 
 The torch path (:func:`torch_path_terms`) is what autograd saves op by op; every term was counted with torch
 2.13's ``saved_tensors_hooks`` on one mixer under fake CUDA (tools/measure/mamba_saved.py) and the whole step is
 held to tools.measure's fake-tensor runs (benchmarks/accuracy/cases_hybrid.json, tests/core/test_hybrid_training.py).
+A sequence of one chunk (S ≤ chunk, padded to it) keeps less: ``torch.einsum`` (torch 2.13
+aten/src/ATen/native/Linear.cpp ``sumproduct_pair``) permutes each operand to (batch dims, kept, summed) and
+``reshape``s the batch dims b, c, h into one, which is a view of the operand, not a copy, when the strides allow;
+``bmm`` then keeps the view, so the operand's own storage is what stays (:func:`_single_chunk_views`).
 The kernel path (:func:`kernel_path_terms`) is read from state-spaces/mamba ``mamba_ssm/ops/triton/ssd_combined.py``
 ``MambaSplitConv1dScanCombinedFn.forward`` (``ctx.save_for_backward(zxbcdt, conv1d_weight, conv1d_bias, out_x, A,
 D, dt_bias, initial_states, seq_idx, rmsnorm_weight, rstd, outproj_weight, outproj_bias)``: the in_proj output,
@@ -143,6 +147,8 @@ def torch_path_terms(m: MixerShape, ca: float, autocast: bool, trainable: bool, 
             4 * n * i * 4 + n * m.groups * 4,
         ),
     ]
+    if m.chunks == 1:
+        terms.append(_single_chunk_views(m, e, autocast))
     if trainable:
         a_copy = 0.0 if autocast else n * h * 4  # A·dt's dt.float(): a copy unless softplus ran in float32
         terms.append(
@@ -153,6 +159,40 @@ def torch_path_terms(m: MixerShape, ca: float, autocast: bool, trainable: bool, 
             )
         )
     return terms
+
+
+def _single_chunk_views(m: MixerShape, e: float, autocast: bool) -> Term:
+    """What a one-chunk scan keeps beside the copies :func:`torch_path_terms` counts (a negative term, in bytes).
+
+    transformers 5.25.0 ``mamba2_chunk_scan`` (modeling_granitemoehybrid.py; bamba's and nemotron_h's the same)
+    with ``chunks`` = 1, the einsums' batch dims b, c, h merged by ``reshape`` (module docstring):
+
+    * x·dt keeps the conv output's layout (b, h, p, s: ``hidden_states`` is the transposed conv output), so
+      b·c·h is one stride apart when c = 1: Y_diag's and the chunk states' einsums both keep a view of x·dt
+      (one N·I float32 storage) where they otherwise keep a copy each. Under autocast each einsum casts x·dt to
+      16 bits first and keeps its own cast (view or copy, the same bytes): no change.
+    * C and B are contiguous (b, c, l, h, n), so b·c·h merges only when b = c = 1: G = C·Bᵀ then keeps views of C
+      (the storage C·states keeps) and of B (the one B·decay's product keeps) instead of two copies. Under
+      autocast its operands are the einsum's own 16-bit casts: no change.
+    * ``states = new_states[:, :-1]`` is a view of the recurrence's output, laid out (b, h, c + 1, p, n) by its
+      bmm, whose b·c·h merges when c = 1: C·states keeps ``new_states`` whole, (c + 1) chunks of states rather
+      than the copy of c (in either mode: under autocast ``new_states`` is already 16-bit).
+
+    Counted with tools/measure/mamba_saved.py on the tiny Granite 4.0-H mixer (chunk 256): at B·S 1 × 256 and
+    1 × 100, 1,441,792 B fewer than the copies; at 2 × 256 and 2 × 100, 786,432 B fewer; under autocast 65,536
+    and 131,072 B more (the states' extra chunk)."""
+    np_, hn = m.padded, m.heads * m.state
+    one_state = m.b * m.heads * m.head_dim * m.state  # one chunk's states, every head
+    fewer = 0.0
+    if not autocast:
+        fewer += np_ * m.inner * e  # x·dt's one view for two copies
+        if m.b == 1:
+            fewer += 2 * np_ * hn * e  # G's C and B operands: views of storages kept anyway
+    return Term(
+        "Mamba-2: one chunk: the einsums keep views (x·dt, C, B) and new_states whole",
+        "B·H·P·S × " + f"{e:g}" + ("" if autocast else " − N·I × 4" + (" − 2 × N·HS × 4" if m.b == 1 else "")),
+        one_state * e - fewer,
+    )
 
 
 def kernel_path_terms(m: MixerShape, ca: float) -> list[Term]:

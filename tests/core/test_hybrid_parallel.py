@@ -140,9 +140,9 @@ def test_measured_ranks_within_the_one_gpu_rules_accuracy() -> None:
     assert len(errors) == 17
     long = [abs(e) for k, e in errors.items() if k.endswith("s1024")]
     assert statistics.median(long) < 1.0 and max(long) < 1.5
-    # At 1 × 256 tokens the one-GPU rule itself is 4.5 % over on tiny Granite (a one-GPU run of that shape:
-    # 106,409,984 B measured, 111,201,096 B estimated); the ranks carry that, no more.
-    assert max(abs(e) for e in errors.values()) < 6.0
+    # At 1 × 256 tokens (one Mamba-2 chunk) the one-GPU rule was 4.5 % over on tiny Granite and the ranks +4.0 %
+    # (DDP) and +5.8 % (FSDP2); core.training.mamba's one-chunk views (branch h73short) took them to +0.4 / +0.6 %.
+    assert max(abs(e) for e in errors.values()) < 1.5
 
 
 APART = [path.stem for path in MEASURED if "qwen35apart" in path.stem and "-bf16-w" in path.stem]
