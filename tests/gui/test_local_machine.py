@@ -73,7 +73,9 @@ def test_a_hung_nvidia_smi_is_reported_once_and_never_freezes_the_window(
     # The window went on handling events while the stub hung: a timer due at 0.3 s fired before
     # the answer, which came once the deadline (1 s) had stopped the stub.
     assert heard == ["timer", "gpus"]
-    assert 0.9 < time.monotonic() - started < 5
+    # Under the deadline, well before the stub's own 30 s: the upper bound only tells "stopped" from "waited
+    # for" (a loaded CI machine took 7 s once to deliver the answer, stub stopped at 1 s).
+    assert 0.9 < time.monotonic() - started < 20
     note = "nvidia-smi did not answer within 1 s and was stopped"
     found = window.local.gpus
     assert found is not None and found.notes == (note,)
