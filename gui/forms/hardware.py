@@ -253,10 +253,13 @@ class HardwareForm(PlanForm):
         buttons.addStretch(1)
         column.addLayout(buttons)
         # A row of its own: beside the card's buttons it would widen the form past a 1024-px window.
-        host_row = QHBoxLayout()
+        # In a widget of its own, hidden with its button: an empty row would still take the layout's spacing.
+        self.host_buttons = QWidget()
+        host_row = QHBoxLayout(self.host_buttons)
+        host_row.setContentsMargins(0, 0, 0, 0)
         host_row.addWidget(self.use_host)
         host_row.addStretch(1)
-        column.addLayout(host_row)
+        column.addWidget(self.host_buttons)
         return row
 
     def attach_local(self, local: LocalMachine) -> None:
@@ -323,7 +326,9 @@ class HardwareForm(PlanForm):
         with QSignalBlocker(self.judge_free):
             self.judge_free.setChecked(self._judged_free(plan))
         host = found.host
-        self.use_host.setVisible(host is not None and bool(host.plan_values()) and not host.applied(plan))
+        offered = host is not None and bool(host.plan_values()) and not host.applied(plan)
+        self.use_host.setVisible(offered)
+        self.host_buttons.setVisible(offered)
         if host is not None:
             values = ", ".join(
                 f"{input_at(path).label} {value:g} {input_at(path).unit}" for path, value in host.plan_values().items()
