@@ -466,28 +466,28 @@ class _HostProbe:
         output = finish_tool(self.tool, self.proc, self.probe) if self.proc is not None else None
         if sysctl_output is not None:
             parse_sysctl_host(sysctl_output, self.found)
-        elif self.tool == DMIDECODE_QUERY:
-            if output is not None:
-                parse_dmidecode(output, self.found)
-                self.found.modules_source = "dmidecode" if self.found.modules else ""
-            if not self.found.modules:
-                said = "; ".join(self.probe.notes) or ("no dmidecode on PATH" if self.proc is None else "")
-                self.found.note(unreadable_note(self.found.records_readable, said))
-                self.probe.notes.clear()
-        elif self.tool == POWERSHELL_QUERY:
-            if output is not None:
-                parse_windows_memory(output, self.found)
-            if not self.found.modules:
-                said = "; ".join(self.probe.notes) or ("no PowerShell on PATH" if self.proc is None else "no modules")
-                self.found.note(
-                    f"memory speed not found (Win32_PhysicalMemory: {said}); the typed Host RAM speed is kept"
-                )
-                self.probe.notes.clear()
+        elif self.tool:
+            self._modules_from(output)
         for note in self.probe.notes:
             self.found.note(note)
         if self.system not in ("Linux", "Windows", "Darwin"):
             self.found.note(f"{self.system or 'this system'}: host memory is not detected here")
         return host_from(self.found)
+
+    def _modules_from(self, output: str | None) -> None:
+        """The modules the system's tool listed; where none, one note naming why, which takes the tool's own."""
+        windows = self.tool == POWERSHELL_QUERY
+        if output is not None:
+            (parse_windows_memory if windows else parse_dmidecode)(output, self.found)
+        if self.found.modules:
+            return
+        missing = f"no {'PowerShell' if windows else 'dmidecode'} on PATH" if self.proc is None else ""
+        said = "; ".join(self.probe.notes) or missing or ("no modules" if windows else "")
+        if windows:
+            self.found.note(f"memory speed not found (Win32_PhysicalMemory: {said}); the typed Host RAM speed is kept")
+        else:
+            self.found.note(unreadable_note(self.found.records_readable, said))
+        self.probe.notes.clear()
 
 
 # ---- all of it -----------------------------------------------------------------------------

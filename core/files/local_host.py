@@ -412,6 +412,8 @@ def parse_dmidecode(text: str, found: HostFound) -> None:
                 fields.get("Bank Locator", ""),
             ),
         )
+    if found.modules:
+        found.modules_source = "dmidecode"
 
 
 def parse_windows_memory(text: str, found: HostFound) -> None:
