@@ -103,6 +103,12 @@ APPLE_OTHER_GB_S: Final = {
     "M4 Max": 410.0,
     # Apple, "MacBook Pro (14-inch, M5) - Tech Specs" (October 2025): 153GB/s memory bandwidth
     "M5": 153.0,
+    # Apple Newsroom, "Apple introduces MacBook Pro with M5 Pro and M5 Max" (2026-03-03), as reported by
+    # popsci.com and morningoverview.com: M5 Pro up to 64GB and 307GB/s, M5 Max up to 128GB and 614GB/s.
+    "M5 Pro": 307.0,
+    # M5 Max with the 32-core GPU: 460GB/s (cputronic.com's "Apple M5 Max (32-core GPU)" page; three of the
+    # 40-core GPU variant's four quarters of 614GB/s, as M4 Max's 410 is of 546). The lower, as for M3 / M4 Max.
+    "M5 Max": 460.0,
 }
 APPLE_CHIP: Final = re.compile(r"\bApple (M\d{1,2})(?: (Pro|Max|Ultra))?\b", re.IGNORECASE)
 
