@@ -295,7 +295,30 @@ def _hybrid_layers(
     block = max((acts for _, acts in stack), key=lambda acts: acts.bytes)
     mixer = GDN_MIXER if plan.model.recurrent_mixer == GDN_MIXER else MAMBA2_MIXER
     freed = block.bytes - layer_activations(ap, trains, mixer, False).bytes
+    if mixer == GDN_MIXER:
+        layer_grads = _attention_after_mlp(ap, layer_grads, block, trains)
     return stack, block, _with_mixer_backward(plan, layer_grads, freed)
+
+
+def _attention_after_mlp(ap: Plan, layer_grads: Term, block: LayerActs, trains: bool) -> Term:
+    """A Qwen3-Next / Qwen3.5 attention layer's backward in two points, not one: its MLP's (the gradients
+    through the MLP over every saved tensor of the layer), then its attention kernel's scratch, once the MLP's
+    and its norm's saved tensors are freed. transformers 5.25.0 Qwen3_5DecoderLayer / Qwen3NextDecoderLayer
+    ``forward``: the MLP and post_attention_layernorm run after the attention, so autograd runs their nodes
+    first and frees what they saved before the attention's; the flash backward's softmax_d and dq_accum
+    (core.training.attention.backward_workspace) are made when its own node runs. Measured:
+    tools/measure on tiny-qwen3.5-apart, 1 × 256 tokens checkpointed (benchmarks/parallel/hybrid/one_gpu),
+    the peak inside _scaled_dot_product_flash_attention_backward with the MLP's tensors gone."""
+    workspace = backward_workspace(ap, dtypes_for(ap).compute)
+    if not workspace:
+        return layer_grads
+    mlp = layer_grads.bytes - workspace
+    freed = block.bytes - layer_activations(ap, trains, mlp=False).bytes
+    if workspace - freed <= mlp:
+        label = "gradients flowing through a block's MLP (the attention kernel's scratch comes once it is freed)"
+        return Term(label, layer_grads.formula.replace(" + kernel scratch", ""), mlp)
+    label = "attention backward workspace, less the MLP's freed tensors"
+    return Term(label, f"kernel scratch − {gb(freed)} GB", workspace - freed)
 
 
 def _with_mixer_backward(plan: Plan, layer_grads: Term, freed: float) -> Term:

@@ -136,7 +136,11 @@ def test_fsdp_units_are_the_layers_by_kind_as_fully_shard_made_them(case_id: str
 def test_measured_ranks_within_the_one_gpu_rules_accuracy() -> None:
     # benchmarks/parallel/hybrid/measured: one rank of 2 or 4 under DDP and FSDP2, fake process group (torch 2.13.0,
     # transformers 5.25.0, peft 0.18.0). Nothing was fitted to them.
-    errors = {path.stem: _error(json.loads(path.read_text())) for path in MEASURED if path.stem not in CHECKPOINTED}
+    errors = {
+        path.stem: _error(json.loads(path.read_text()))
+        for path in MEASURED
+        if path.stem not in CHECKPOINTED and path.stem not in HELD_OUT
+    }
     assert len(errors) == 17
     long = [abs(e) for k, e in errors.items() if k.endswith("s1024")]
     assert statistics.median(long) < 1.0 and max(long) < 1.5
@@ -146,7 +150,9 @@ def test_measured_ranks_within_the_one_gpu_rules_accuracy() -> None:
 
 
 APART = [path.stem for path in MEASURED if "qwen35apart" in path.stem and "-bf16-w" in path.stem]
-CHECKPOINTED = [path.stem for path in MEASURED if "-ckpt-" in path.stem]
+# The ho- cases (branch h74gdnck) were measured after the rule below was written, and are scored apart.
+HELD_OUT = [path.stem for path in MEASURED if path.stem.startswith("ho-")]
+CHECKPOINTED = [path.stem for path in MEASURED if "-ckpt-" in path.stem and path.stem not in HELD_OUT]
 
 
 @pytest.mark.parametrize("case_id", [case for case in APART if "-full-" in case])
@@ -391,18 +397,49 @@ def test_the_checkpointed_cases_moved_by_the_order_alone() -> None:
     assert len(errors) == 8
     assert errors["hyb-fsdp-qwen35apart-full-bf16-ckpt-w4-b1-s256"] < 16.60 - 4.0
     assert errors["hyb-fsdp-granite-full-bf16-ckpt-w4-b1-s256"] < 5.63 - 1.0
-    # At 1024 tokens a checkpointed rank is within the one-GPU rule's error; at 256 the rest is the one-GPU part
-    # (the recomputed block and its backward transients, not the FSDP terms above).
+    # At 1024 tokens a checkpointed rank is within the one-GPU rule's error.
     long = [abs(e) for k, e in errors.items() if k.endswith("s1024")]
     assert max(long) < 2.0
     assert all(e > 0 for k, e in errors.items() if k.endswith("s256"))  # never under the measured rank
-    # The one-GPU twin of the Qwen3.5 apart case (benchmarks/parallel/hybrid/one_gpu/measured: 50,233,856 B at
-    # step 2's backward) is itself estimated over by more than 3 MB: most of the rank's 3.5 MB.
+
+
+def test_a_gated_attention_layers_kernel_scratch_comes_after_its_mlp() -> None:
+    # benchmarks/parallel.py --data benchmarks/parallel/hybrid, branch main (b3607de4): the checkpointed Qwen3.5
+    # apart ranks at 4 x 1 x 256 tokens were +11.80 % (full) and +7.09 % (LoRA), the block's backward counting the
+    # attention's flash scratch beside the MLP's gradients over the whole recomputed layer. The layer's MLP runs
+    # after its attention (transformers 5.25.0 Qwen3_5DecoderLayer), so autograd frees the MLP's tensors first:
+    # tools/measure on the one-GPU twin puts the backward's peak inside _scaled_dot_product_flash_attention_backward
+    # of layer 0, the MLP's tensors gone (core.training.detailed._attention_after_mlp).
+    errors = {case: _error(_doc(case)) for case in CHECKPOINTED}
+    assert 0 < errors["hyb-fsdp-qwen35apart-full-bf16-ckpt-w4-b1-s256"] < 5.0
+    assert 0 < errors["hyb-fsdp-qwen35apart-lora-bf16-ckpt-w4-b1-s256"] < 2.0
+    doc = _doc("hyb-fsdp-qwen35apart-full-bf16-ckpt-w4-b1-s256")
+    plan = plan_for_parallel_case(doc["case"], doc["model_config"])
+    block = _terms(plan, "backward")
+    assert not any("workspace" in label for label in block)
+    mlp = next(b for label, b in block.items() if label.startswith("gradients flowing through a block's MLP"))
+    n, inter = plan.workload.micro_batch * plan.workload.seq_len, plan.model.intermediate_size
+    assert mlp == 3 * n * inter * 2  # the MLP's three N x I bf16 gradients alone
+    # The one-GPU twin (benchmarks/parallel/hybrid/one_gpu/measured: 50,233,856 B at step 2's backward) was over by
+    # 3.24 MB on main; by about 1.1 MB now: the attention's own weight gradients, counted formed at the MLP's point.
     one = json.loads((DATA / "one_gpu" / "measured" / "one-qwen35apart-full-bf16-ckpt-b1-s256.json").read_text())
     measured = one["phase_peaks"]["step2"]["backward"]
     est = estimate(plan_for_case(one["case"], one["model_config"]))
     backward = max(p.allocated_bytes for p in est.phases if p.name.startswith("backward"))
-    assert backward - measured > 3_000_000
+    assert 0 < backward - measured < 1_500_000
+    # A Granite 4.0-H (Mamba-2) hybrid keeps its rule for now (its mixer's backward: core.training.mamba).
+    granite = _doc("hyb-fsdp-granite-full-bf16-ckpt-w4-b1-s256")
+    terms = _terms(plan_for_parallel_case(granite["case"], granite["model_config"]), "backward")
+    assert any("attention backward workspace" in label for label in terms)
+
+
+def test_the_held_out_checkpointed_short_cases() -> None:
+    # Four checkpointed FSDP2 ranks chosen before they were measured (branch h74gdnck; tools.measure, torch 2.13.0
+    # CPU fake-CUDA, transformers 5.25.0, peft 0.18.0): 2 ranks at 1 x 256 and 4 at 1 x 512 (Qwen3.5 apart), tiny
+    # Qwen3-Next, LoRA on the plain tiny Qwen3.5. Branch main (b3607de4) gave +6.74, +9.00, +3.96 and +0.43 %.
+    errors = {case: _error(_doc(case)) for case in HELD_OUT}
+    assert len(errors) == 4
+    assert max(abs(e) for e in errors.values()) < 3.0
 
 
 def test_the_first_layer_reduces_its_own_gradients_at_its_post_backward() -> None:
