@@ -586,6 +586,29 @@ class SglangVersion(StrEnum):
     V0_5_23 = "0.5.23"
 
 
+# SGLang's --enable-multimodal (sglang/srt/server_args.py, "--enable-multimodal", action="store_true", default None;
+# not in 0.4.0 - 0.4.5's, read in every wheel from 0.4.6 to 0.5.23). Its ModelConfig (configs/model_config.py) sets
+# enable_multimodal False for the architectures in mm_disabled_models unless the flag is given: Gemma3 /
+# Llama4ForConditionalGeneration from 0.4.6 (Step3VL from 0.5.1, Inkling from 0.5.16: families the planner does not
+# read); every other model's enable_multimodal is True already, and for a text model "nothing will happen" (the
+# flag's own help text). core.serving.sglang_versions.is_multimodal reads it; Plan validation refuses it on a
+# release without it (core.plan._sglang_multimodal_refusal).
+SGLANG_ENABLE_MULTIMODAL_FROM: Final = SglangVersion.V0_4_6
+# The wrappers' model_type (ModelSpec.vision_family) of those two architectures.
+SGLANG_MM_DISABLED_FAMILIES: Final = frozenset(("gemma3", "llama4"))
+
+
+def sglang_multimodal_opt_in(plan: Plan) -> bool:
+    """Whether SGLang's --enable-multimodal changes this plan: an image-text checkpoint SGLang serves as a text model
+    at its defaults (:data:`SGLANG_MM_DISABLED_FAMILIES`), on SGLang. The Serving form shows the box only then."""
+    model = plan.model
+    return (
+        plan.inference.engine is Engine.SGLANG
+        and model.vision_params > 0
+        and model.vision_family in SGLANG_MM_DISABLED_FAMILIES
+    )
+
+
 class TransformersVersion(StrEnum):
     """The transformers release line whose Hugging Face generate rules apply
     (core.serving.transformers_versions: the MoE block's loop and the fine-grained FP8 linear's
@@ -2154,6 +2177,13 @@ INPUTS: Final[tuple[Input, ...]] = (
           "the requests hold, so they refuse it.",
           ("--text-only",), "image-text models: serve text only (vLLM: --limit-mm-per-prompt 0 for every modality)",
           matters=lambda p: p.model.vision_params > 0 and p.inference.engine is not Engine.LLAMACPP),
+    Input("inference.sglang_enable_multimodal", Kind.BOOL, "Multimodal", "SGLang --enable-multimodal", False,
+          "SGLang's --enable-multimodal (0.4.6 on). At its defaults SGLang serves Gemma 3 and Llama 4 as text models "
+          "(it still builds Gemma 3's vision tower); with the flag they take images, and SGLang lowers its default "
+          "memory share for the vision encoder (from 0.4.9), captures no prefill CUDA graphs (0.5.10 on) and keeps "
+          "100 MiB of the token pool for the image-embedding cache (0.5.18 on).",
+          ("--enable-multimodal",), "SGLang: serve Gemma 3 / Llama 4 with images (--enable-multimodal, 0.4.6 on)",
+          matters=sglang_multimodal_opt_in),
     Input("inference.sglang_version", Kind.ENUM, "SGLang version", "SGLang version", SglangVersion.V0_5_23,
           "The SGLang release whose default mem_fraction_static applies: a table by tensor-parallel size "
           "up to 0.4.5, by card size from 0.4.6, and from 0.5.3 the card less a reserve for the prefill "

@@ -40,6 +40,8 @@ from core.inputs import (
     OPTIMIZER_LABELS,
     PRESET_LABELS,
     QUANT_LABELS,
+    SGLANG_ENABLE_MULTIMODAL_FROM,
+    SGLANG_MM_DISABLED_FAMILIES,
     STACK_LABELS,
     STRATEGY_LABELS,
     TE_FLOAT8,
@@ -324,6 +326,8 @@ def serving_refusal(model: ModelSpec, inf: Inference) -> PlanError | None:
     if refused is None:
         refused = _text_only_refusal(model, inf)
     if refused is None:
+        refused = _sglang_multimodal_refusal(model, inf)
+    if refused is None:
         refused = _hybrid_prefix_caching_refusal(model, inf)
     return refused
 
@@ -381,6 +385,27 @@ def _text_only_refusal(model: ModelSpec, inf: Inference) -> PlanError | None:
         return PlanError("inference.text_only", True, every, why)
     why = "transformers 5.25's AutoModelForCausalLM builds the whole image-text model (Gemma 3) or refuses it (Qwen-VL)"
     return PlanError("inference.text_only", True, every, why)
+
+
+def _sglang_multimodal_refusal(model: ModelSpec, inf: Inference) -> PlanError | None:
+    """SGLang's --enable-multimodal (``inference.sglang_enable_multimodal``) where it would change the plan
+    (core.inputs.sglang_multimodal_opt_in: Gemma 3 / Llama 4 on SGLang) on a release before
+    core.inputs.SGLANG_ENABLE_MULTIMODAL_FROM, whose server_args.py has no such flag (argparse refuses it; 0.4.5
+    serves both families as multimodal without it). Elsewhere the flag changes nothing, as its help text says ("If
+    the model being served is not multimodal, nothing will happen"), and is left alone."""
+    if not inf.sglang_enable_multimodal or inf.engine is not Engine.SGLANG:
+        return None
+    if not model.vision_params or model.vision_family not in SGLANG_MM_DISABLED_FAMILIES:
+        return None
+    if _SGLANG_LINES.index(inf.sglang_version) >= _SGLANG_LINES.index(SGLANG_ENABLE_MULTIMODAL_FROM):
+        return None
+    return PlanError(
+        "inference.sglang_enable_multimodal",
+        True,
+        f"off, or SGLang {SGLANG_ENABLE_MULTIMODAL_FROM.value} or later",
+        f"SGLang {inf.sglang_version.value}'s server_args.py has no --enable-multimodal: the flag came in "
+        f"{SGLANG_ENABLE_MULTIMODAL_FROM.value}",
+    )
 
 
 def _hybrid_prefix_caching_refusal(model: ModelSpec, inf: Inference) -> PlanError | None:
@@ -555,6 +580,7 @@ _LYCORIS: Final = frozenset((Method.LOHA, Method.LOKR))
 # (every x.0 wheel read, branch h66v20): the platform sets the page, and from 0.28.0 prefix caching is on for
 # hybrids by default ("align" mode: two or three state blocks a request), as core.serving.vllm_hybrid models.
 _VLLM_LINES: Final = list(VllmVersion)
+_SGLANG_LINES: Final = list(SglangVersion)
 HYBRID_VLLM_LINES: Final = frozenset(
     _VLLM_LINES[_VLLM_LINES.index(VllmVersion.V0_11) : _VLLM_LINES.index(VllmVersion.V0_34) + 1]
 )
@@ -1124,6 +1150,8 @@ class Inference:
     cuda_graphs: bool = DEFAULTS["inference.cuda_graphs"]
     prefix_caching: PrefixCaching = DEFAULTS["inference.prefix_caching"]  # vLLM; DEFAULT: the release's own
     sglang_version: SglangVersion = DEFAULTS["inference.sglang_version"]  # the release whose fraction applies
+    # SGLang --enable-multimodal: Gemma 3 / Llama 4 served with images (core.serving.sglang_versions.is_multimodal)
+    sglang_enable_multimodal: bool = DEFAULTS["inference.sglang_enable_multimodal"]
     # Hugging Face generate: the transformers release whose MoE and FP8 host rules apply
     transformers_version: TransformersVersion = DEFAULTS["inference.transformers_version"]
     link: str = DEFAULTS["inference.link"]  # what carries the TP all-reduce; "auto": the card's own
@@ -1197,6 +1225,8 @@ _MODEL_DROPS: Final[dict[str, tuple[str, dict[str, object]]]] = {
     # a dense model's unseen prefix caching "on", which the picked image-text or hybrid model refuses on the
     # plan's engine and release (serving_refusal): the pick keeps the model and drops the setting.
     "inference.text_only": ("inference", {"text_only": False}),
+    # SGLang's --enable-multimodal, unseen for a text model, which Gemma 3 refuses on a release without the flag
+    "inference.sglang_enable_multimodal": ("inference", {"sglang_enable_multimodal": False}),
     "inference.prefix_caching": ("inference", {"prefix_caching": PrefixCaching.DEFAULT}),
 }
 

@@ -126,6 +126,9 @@ OPTIONAL_KEYS: Final = (
             "cpu_moe_layers",
             # the host memory bandwidth (stop 63): a file without it reads at the old fixed 51.2 GB/s
             "host_bandwidth_gb_s",
+            # SGLang's --enable-multimodal (branch h74sglmm): a file without it serves Gemma 3 as SGLang's defaults
+            # do, a text model, as every earlier release planned
+            "sglang_enable_multimodal",
         )
     )
     | frozenset(

@@ -63,6 +63,7 @@ from core.serving.sglang_versions import (
     graphs_reserved,
     launch_of,
     mm_reserve_mib,
+    multimodal_words,
     release_default,
     reserves_for_graphs,
     runner_factor,
@@ -810,7 +811,9 @@ def _sglang_fraction_words(inf: Inference, gpu: GpuSpec, launch: Launch = TEXT_L
     prefill graphs left out, the llama-2 cap, the multimodal reduction)."""
     if inf.mem_fraction_static > 0:
         factor = runner_factor(inf.sglang_version, launch)
-        return f" ({inf.mem_fraction_static:g} given × {factor:g} for a multimodal model)" if factor != 1.0 else ""
+        if factor == 1.0:
+            return ""
+        return f" ({inf.mem_fraction_static:g} given × {factor:g} for {multimodal_words(inf, launch)})"
     notes = "".join(f"; {note}" for note in default_notes(inf, gpu, launch))
     if inf.cuda_graphs:
         return f" (SGLang {inf.sglang_version.value}'s default{notes})"

@@ -43,7 +43,8 @@ What of the model and card the default reads (:class:`Launch`, :func:`launch_of`
 * **The multimodal reduction** (:func:`vlm_factor`): from 0.4.9 a multimodal model's default fraction is
   multiplied, x 0.90 in 0.4.9, from 0.4.10 by ``adjust_mem_fraction_for_vlm``'s rule of the vision
   config's layers and width. Gemma 3 and Llama 4 are not multimodal at SGLang's defaults
-  (``mm_disabled_models``), so neither rule touches them.
+  (``mm_disabled_models``), so neither rule touches them unless the plan passes ``--enable-multimodal``
+  (``inference.sglang_enable_multimodal``, :func:`is_multimodal`).
 * **The multimodal reserve** (:func:`mm_reserve_mib`, not a fraction: taken from the token pool by
   core.serving.engines.sglang_memory): from 0.5.18 a multimodal model's pool leaves room for the embedding cache
   allocated after it (100 MiB), from 0.5.20 Qwen3-VL's 1 GiB feature pool instead on an sm90 card of 60 GiB or more.
@@ -52,12 +53,20 @@ Whether the vision tower is built does not depend on the multimodal switch for t
 SGLang (Gemma 3, Qwen2.5-VL, Qwen3-VL, LLaVA, Mistral 3: core.serving.text_only, read per class); the weights count
 it whatever the launch.
 
+``--enable-multimodal`` (``inference.sglang_enable_multimodal``; the flag from 0.4.6, core.inputs
+SGLANG_ENABLE_MULTIMODAL_FROM) makes ModelConfig.is_multimodal True for Gemma 3 (and Llama 4, planned on vLLM only),
+and everything above that reads it follows: the reduction, no prefill graphs, the reserve. Read in the wheels for what
+else it moves: nothing in memory. The chunked prefill stays on (``is_multimodal_chunked_prefill_supported``: its
+unsupported list, 0.4.9 - 0.5.23 configs/model_config.py, names neither family), the decode graphs' largest batch is
+the card's (0.5.23 memory_hook.py ``expand_multimodal_decode_graph_to_running_limit`` is Qwen3-VL's on a large sm90
+card only), and Gemma 3's SigLIP is built either way (above); Llama 4's tower would be built only with the flag
+(0.4.10 on models/mllama4.py ``has_vision``), which no SGLang plan reaches.
+
 Not modelled: speculative decoding, DP attention, DeepEP's extra reserves, LoRA serving, torch.compile,
 MoE all-to-all backends, context parallelism and GGUF checkpoints (each also turns the prefill graphs off;
-no serving plan expresses them), ``--enable-multimodal`` (which would make Gemma 3 and Llama 4 multimodal),
-``--language-only`` and PD disaggregation (which skip the multimodal reduction), the post-capture KV sizing
-of 0.5.16 on (``SGLANG_ENABLE_POST_CAPTURE_KV_SIZING`` defaults to False; with it 0.5.20's reduction is a
-flat 8 GiB), ``--max-total-tokens`` (which also caps the captured counts), NPU / XPU tiers.
+no serving plan expresses them), ``--language-only`` and PD disaggregation (which skip the multimodal reduction),
+the post-capture KV sizing of 0.5.16 on (``SGLANG_ENABLE_POST_CAPTURE_KV_SIZING`` defaults to False; with it
+0.5.20's reduction is a flat 8 GiB), ``--max-total-tokens`` (which also caps the captured counts), NPU / XPU tiers.
 """
 
 from __future__ import annotations
@@ -67,6 +76,7 @@ from enum import StrEnum
 from typing import Final
 
 from core.catalogue import Generation, GpuSpec, amd_target, generation, hub_repo_of
+from core.inputs import SGLANG_ENABLE_MULTIMODAL_FROM, SGLANG_MM_DISABLED_FAMILIES
 from core.model import ModelSpec
 from core.plan import Inference, Plan, SglangVersion
 from core.serving import releases
@@ -307,7 +317,7 @@ HOPPER_QWEN3_VL_TYPES: Final = frozenset(("qwen3_vl", "qwen3_vl_moe"))
 class Launch:
     """What SGLang's start-up reads of the model and the card for its default fraction (:func:`launch_of`)."""
 
-    multimodal: bool = False  # ModelConfig.is_multimodal (:func:`is_multimodal`)
+    multimodal: bool = False  # ModelConfig.is_multimodal (:func:`is_multimodal`, --enable-multimodal included)
     mla: bool = False  # use_mla_backend: the model's attention is multi-head latent (DeepSeek-V2 / V3, Kimi K2)
     llama2_path: bool = False  # "llama-2" in --model-path, lowercased
     amd: bool = False  # a ROCm build (is_hip): the card is an AMD one
@@ -320,11 +330,17 @@ class Launch:
 TEXT_LAUNCH: Final = Launch()
 
 
-def is_multimodal(version: SglangVersion, model: ModelSpec) -> bool:
-    """SGLang's ModelConfig.is_multimodal for the model at its defaults (no --enable-multimodal), by release
-    (:data:`MULTIMODAL_RELEASES`)."""
+def is_multimodal(version: SglangVersion, model: ModelSpec, enable_multimodal: bool = False) -> bool:
+    """SGLang's ModelConfig.is_multimodal for the model, by release (:data:`MULTIMODAL_RELEASES`), at its defaults or,
+    ``enable_multimodal``, with ``--enable-multimodal``: then a family of mm_disabled_models (Gemma 3, Llama 4) is
+    multimodal from 0.4.6, the first release with the flag ("enable_multimodal and is_multimodal_model(...)": both
+    architectures are in multimodal_model_archs from 0.4.5 to 0.5.23). The flag changes no other model: every other
+    family's enable_multimodal is True already, and a text model is in no list."""
     if not model.vision_params:
         return False
+    opted_in = enable_multimodal and model.vision_family in SGLANG_MM_DISABLED_FAMILIES
+    if opted_in and releases.at_least(version, SGLANG_ENABLE_MULTIMODAL_FROM):
+        return True
     first, last = MULTIMODAL_RELEASES.get(model.vision_family, (MULTIMODAL_SUBCONFIG_FROM, SglangVersion.V0_5_23))
     return releases.at_least(version, first) and releases.at_least(last, version)
 
@@ -340,7 +356,7 @@ def launch_of(plan: Plan, gpu: GpuSpec) -> Launch:
     """The plan's :class:`Launch` on ``gpu``."""
     model = plan.model
     return Launch(
-        multimodal=is_multimodal(plan.inference.sglang_version, model),
+        multimodal=is_multimodal(plan.inference.sglang_version, model, plan.inference.sglang_enable_multimodal),
         mla=model.latent_attention,
         llama2_path=LLAMA2_PATH_TEXT in model_path(plan).lower(),
         amd=amd_target(gpu.id) is not None,
@@ -420,8 +436,9 @@ def reserved_mib(
 
 def mm_reserve_mib(version: SglangVersion, launch: Launch, gpu_mib: float) -> float:
     """What SGLang keeps out of the token pool for a multimodal model's later allocations (:data:`MM_RESERVE_FROM`):
-    0 before 0.5.18 and for a launch that is not multimodal (Gemma 3 at its defaults: :func:`is_multimodal`); the
-    embedding cache's 100 MiB; from 0.5.20 Qwen3-VL's 1,024 MiB feature pool on an sm90 card of 60 GiB or more."""
+    0 before 0.5.18 and for a launch that is not multimodal (Gemma 3 without --enable-multimodal:
+    :func:`is_multimodal`); the embedding cache's 100 MiB; from 0.5.20 Qwen3-VL's 1,024 MiB feature pool on an sm90
+    card of 60 GiB or more."""
     if not launch.multimodal or not releases.at_least(version, MM_RESERVE_FROM):
         return 0.0
     large_hopper = launch.hopper and gpu_mib >= HOPPER_QWEN3_VL_CARD_MIB
@@ -498,5 +515,12 @@ def default_notes(inf: Inference, gpu: GpuSpec, launch: Launch) -> list[str]:
             notes.append(f'prefill graphs to {LLAMA2_PREFILL_CAP:,} tokens: "{LLAMA2_PATH_TEXT}" in the model path')
     factor = vlm_factor(version, launch)
     if factor != 1.0:
-        notes.append(f"× {factor:.4g} for a multimodal model")
+        notes.append(f"× {factor:.4g} for {multimodal_words(inf, launch)}")
     return notes
+
+
+def multimodal_words(inf: Inference, launch: Launch) -> str:
+    """What the formula calls a multimodal launch: "a multimodal model", naming --enable-multimodal where the plan's
+    flag made it one (a family of SGLang's mm_disabled_models, :func:`is_multimodal`)."""
+    opted_in = inf.sglang_enable_multimodal and launch.vision_family in SGLANG_MM_DISABLED_FAMILIES
+    return "a multimodal model (--enable-multimodal)" if opted_in else "a multimodal model"

@@ -47,6 +47,8 @@ class ServingForm(PlanForm):
         self.vllm_version = self.add_input("inference.vllm_version")
         self.vllm_sampler = self.add_input("inference.vllm_sampler")
         self.sglang_version = self.add_input("inference.sglang_version")
+        # SGLang --enable-multimodal: shown for Gemma 3 on SGLang alone (the input table's matters).
+        self.sglang_multimodal = self.add_input("inference.sglang_enable_multimodal")
         # vLLM --enforce-eager / SGLang --disable-cuda-graph, and vLLM's prefix caching (a hybrid's state blocks).
         self.cuda_graphs = self.add_input("inference.cuda_graphs")
         self.prefix_caching = self.add_input("inference.prefix_caching")

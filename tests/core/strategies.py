@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from core.catalogue import load_gpus, load_models
 from core.dtypes import Autocast, CacheType, Dtype, GgufQuant, KvDtype, Quant, WeightFormat
 from core.errors import PlanError
-from core.inputs import LLAMA4_VLLM_FROM
+from core.inputs import LLAMA4_VLLM_FROM, SGLANG_ENABLE_MULTIMODAL_FROM, SGLANG_MM_DISABLED_FAMILIES
 from core.mac import MAC_ATTENTION, MAC_OPTIMIZERS
 from core.model import LORA_TARGETS, MIXER_TARGETS, ModelSpec
 from core.plan import (
@@ -223,7 +223,15 @@ def plans(draw: st.DrawFn) -> Plan:
             if engine is Engine.LLAMACPP or mac
             else draw(st.sampled_from(serving_tensor_parallel(spec, 64))),
             vllm_version=draw(st.sampled_from(versions)),
-            sglang_version=draw(st.sampled_from(list(SglangVersion))),
+            sglang_version=(sglang_version := draw(st.sampled_from(list(SglangVersion)))),
+            # SGLang's --enable-multimodal: Gemma 3 / Llama 4 on SGLang refuse it before 0.4.6 (core.plan
+            # _sglang_multimodal_refusal); any other plan takes it and ignores it
+            sglang_enable_multimodal=draw(st.booleans())
+            and not (
+                engine is Engine.SGLANG
+                and spec.vision_family in SGLANG_MM_DISABLED_FAMILIES
+                and list(SglangVersion).index(sglang_version) < list(SglangVersion).index(SGLANG_ENABLE_MULTIMODAL_FROM)
+            ),
             # transformers loads FP8 weights from 4.49 (Plan refuses earlier releases with them).
             transformers_version=draw(st.sampled_from(list(TransformersVersion)[4:])),
             gguf_quant=draw(st.sampled_from(list(GgufQuant))),

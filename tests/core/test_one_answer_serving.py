@@ -27,6 +27,7 @@ from core.plan import (
     KvDtype,
     OllamaVersion,
     PrefixCaching,
+    SglangVersion,
     VllmVersion,
     default_plan_on,
     serving_on,
@@ -91,6 +92,16 @@ ENGINES: dict[str, tuple[dict[str, Any], list[str]]] = {
     "sglang text only, vllm 0.9": (
         {"engine": Engine.SGLANG, "vllm_version": VllmVersion.V0_9, "text_only": True},
         ["--engine", "sglang", "--vllm-version", "0.9", "--text-only"],
+    ),
+    # SGLang's --enable-multimodal (core.inputs SGLANG_ENABLE_MULTIMODAL_FROM): Gemma 3 served with images from 0.4.6;
+    # 0.4.5's server_args.py has no such flag. Any other model takes it and ignores it ("nothing will happen").
+    "sglang multimodal": (
+        {"engine": Engine.SGLANG, "sglang_enable_multimodal": True},
+        ["--engine", "sglang", "--enable-multimodal"],
+    ),
+    "sglang 0.4.5 multimodal": (
+        {"engine": Engine.SGLANG, "sglang_version": SglangVersion.V0_4_5, "sglang_enable_multimodal": True},
+        ["--engine", "sglang", "--sglang-version", "0.4.5", "--enable-multimodal"],
     ),
     # A hybrid's prefix caching: opt-in from vLLM 0.26 (core.plan.PREFIX_CACHING_OPT_IN_FROM).
     "vllm 0.24 prefix caching": (
@@ -166,7 +177,12 @@ def test_the_table_holds_refusals_of_every_kind_it_names() -> None:
     for kind in MODELS:
         assert any(refused[kind, engine] is None for engine in ENGINES), kind
     fields = {error.field for error in refused.values() if error is not None}
-    assert fields == ENGINE_CHOICE | {"inference.kv_dtype", "inference.text_only", "inference.prefix_caching"}
+    assert fields == ENGINE_CHOICE | {
+        "inference.kv_dtype",
+        "inference.text_only",
+        "inference.prefix_caching",
+        "inference.sglang_enable_multimodal",
+    }
     assert all(
         refused[kind, engine] is None
         for kind in ("dense", "sliding window", "mixture of experts")
@@ -242,3 +258,12 @@ def test_picking_a_model_drops_a_setting_the_last_model_kept_hidden() -> None:
     picked = hidden_on.on_model(hybrid.spec, hybrid.id)
     assert picked.model == hybrid.spec and picked.inference.prefix_caching is PrefixCaching.DEFAULT
     assert picked.inference.vllm_version is VllmVersion.V0_24  # the line the plan names, which serves it without
+    # SGLang's --enable-multimodal, unseen for a text model on 0.4.5, which Gemma 3 refuses there (no such flag).
+    hidden_mm = replace(
+        base,
+        inference=replace(
+            base.inference, engine=Engine.SGLANG, sglang_version=SglangVersion.V0_4_5, sglang_enable_multimodal=True
+        ),
+    )
+    picked = hidden_mm.on_model(image_text.spec, image_text.id)
+    assert picked.model == image_text.spec and picked.inference.sglang_enable_multimodal is False

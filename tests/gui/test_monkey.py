@@ -61,6 +61,8 @@ LATENT_ROWS = tuple(f"model.{name}" for name, _label, _tip in LATENT_DIMENSIONS)
 MEGATRON_ROWS = ("parallel.grad_accum_fusion", "parallel.grad_reduce_in_fp32")
 # The Serving form's row an image-text checkpoint alone shows (core.inputs: inference.text_only's ``matters``).
 VISION_ROWS = ("inference.text_only",)
+# The Serving form's row Gemma 3 on SGLang alone shows (inference.sglang_enable_multimodal's ``matters``).
+SGLANG_MM_ROWS = ("inference.sglang_enable_multimodal",)
 # The Serving form's row a mixture of experts under llama-server alone shows (inference.cpu_moe_layers' ``matters``).
 # The host bandwidth field after it: shown once weights live in host RAM (--n-cpu-moe or fewer GPU layers).
 CPU_MOE_ROWS = ("inference.cpu_moe_layers", "inference.host_bandwidth_gb_s")
@@ -358,6 +360,7 @@ def expected_values(window: MainWindow, plan: Plan) -> dict[str, Any]:
         "inference.vllm_version": inf.vllm_version,
         "inference.vllm_sampler": inf.vllm_sampler,
         "inference.text_only": inf.text_only,
+        "inference.sglang_enable_multimodal": inf.sglang_enable_multimodal,
         "inference.cuda_graphs": inf.cuda_graphs,
         "inference.prefix_caching": inf.prefix_caching,
         "inference.sglang_version": inf.sglang_version,
@@ -801,6 +804,26 @@ class Monkey:
                 done.append(self.edit(key, widget))
         return done
 
+    def reach_sglang_mm_rows(self) -> list[str]:
+        """The Serving form's --enable-multimodal box, shown for Gemma 3 (or Llama 4) on SGLang alone, if the walk
+        missed it: Inference mode, File → New, Gemma 3 4B picked, SGLang chosen as the engine and the box edited
+        once."""
+        done: list[str] = []
+        for key in [key for key in SGLANG_MM_ROWS if not self.done[key]]:
+            if not self.window.inference_action.isChecked():
+                self.window.inference_action.trigger()
+                done.append("mode 'Inference'")
+            if self.window.controller.plan.model.vision_family != "gemma3":
+                done.append(self.new_plan_on("gemma-3-4b"))
+            combo = self.window.serving_form.engine
+            if combo.currentData() != "sglang":
+                combo.setCurrentIndex(combo.findData("sglang"))
+                done.append("engine 'sglang'")
+            widget = self.fields[key]
+            if widget.isVisibleTo(self.window) and widget.isEnabled():
+                done.append(self.edit(key, widget))
+        return done
+
     def reach_cpu_moe_rows(self) -> list[str]:
         """The Serving form's experts-in-RAM field (llama.cpp's --n-cpu-moe), shown for a mixture of experts under
         llama-server alone, if the walk missed it: Inference mode, File → New, Qwen3 30B-A3B picked, llama.cpp
@@ -1000,6 +1023,7 @@ def test_monkey(qtbot: Any, window: MainWindow) -> None:
             *monkey.reach_galore_rows(),
             *monkey.reach_moe_dispatcher(),
             *monkey.reach_vision_rows(),
+            *monkey.reach_sglang_mm_rows(),
             *monkey.reach_cpu_moe_rows(),
             *monkey.reach_cp_rotate_row(),
             *monkey.reach_hybrid_rows(),

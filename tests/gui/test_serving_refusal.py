@@ -66,3 +66,30 @@ def test_a_hybrids_prefix_caching_before_vllm_0_26_is_refused_on_its_list(window
     assert form.prefix_caching.currentData() == PrefixCaching.DEFAULT  # the plan's value shown again
     assert is_marked_invalid(form.prefix_caching) and form.prefix_caching.property("invalidMessage") == str(home)
     assert str(home) in window.problem.text()
+
+
+def test_the_multimodal_box_shows_for_gemma_3_on_sglang_and_is_refused_before_0_4_6(window: MainWindow) -> None:
+    # core.inputs "inference.sglang_enable_multimodal": shown for Gemma 3 on SGLang alone (mm_disabled_models). Ticked
+    # on 0.5.23 it makes the launch multimodal (core.serving.sglang_versions.is_multimodal): the pool shrinks. On 0.4.5
+    # (no such flag in server_args.py) the tick is refused on the box with the home's words.
+    window.show()
+    window.inference_action.trigger()
+    form = window.serving_form
+    gemma = find_model("gemma-3-4b")
+    plan = default_plan_on(gemma.spec, gemma.id).with_hardware(gpu="h100-sxm").with_inference(engine=Engine.SGLANG)
+    window.controller.reset(plan)
+    assert form.form.isRowVisible(form.sglang_multimodal)
+    pool = window.controller.estimate.inference.kv_cache_tokens
+    form.sglang_multimodal.click()
+    assert window.controller.plan.inference.sglang_enable_multimodal
+    assert window.controller.estimate.inference.kv_cache_tokens < pool
+    old = plan.with_inference(sglang_version="0.4.5")
+    window.controller.reset(old)
+    form.sglang_multimodal.click()
+    home = serving_refusal(gemma.spec, replace(old.inference, sglang_enable_multimodal=True))
+    assert home is not None and home.field == "inference.sglang_enable_multimodal"
+    assert window.controller.plan == old and not form.sglang_multimodal.isChecked()
+    assert is_marked_invalid(form.sglang_multimodal)
+    assert form.sglang_multimodal.property("invalidMessage") == str(home)
+    window.controller.reset(plan.with_inference(engine=Engine.VLLM))
+    assert not form.form.isRowVisible(form.sglang_multimodal)  # vLLM has no such switch

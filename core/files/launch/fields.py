@@ -497,6 +497,13 @@ SERVING_FIELDS: Final = (
     _f("inference.text_only", lambda p: p.inference.text_only, _matters("inference.text_only"), _VLLM, "model"),
     _f("inference.cuda_graphs", lambda p: p.inference.cuda_graphs, _matters("inference.cuda_graphs"), _VLLM),
     _f(
+        "inference.sglang_enable_multimodal",
+        lambda p: p.inference.sglang_enable_multimodal,
+        _matters("inference.sglang_enable_multimodal"),
+        _VLLM,
+        "model",
+    ),
+    _f(
         "inference.prefix_caching",
         lambda p: p.inference.prefix_caching,
         lambda p: p.inference.engine is Engine.VLLM,

@@ -23,6 +23,9 @@ the commit it was built from: 0.4.x has no ``_version.py``, 0.5.23's has ``commi
   0.4.0 ``__init__``, 0.5.23 ``_derive_context_length``) raises unless
   ``SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1``, which is then written in front.
 
+``--enable-multimodal`` (a switch, 0.4.6 on) is written where the plan asks for it and it changes the launch: Gemma 3
+served with images (core.inputs.sglang_multimodal_opt_in); for any other model it does nothing, as its help says.
+
 ``--mem-fraction-static`` is always written for a plan judged under SGLang's rules: the plan's own
 or the default the estimate took for the plan's release, card and layout
 (:func:`core.serving.engines.sglang_flag_fraction`: the multimodal reduction of 0.4.9 on included, 0.4.0 - 0.4.8's
@@ -43,7 +46,7 @@ from core.errors import PlanError
 from core.estimate import gpu_for
 from core.files.launch.common import Draft, Export, Target, command_words, gptq_int8_header, header, model_reference
 from core.files.launch.vllm import DTYPES, KV_DTYPES, compute_dtype
-from core.inputs import SglangVersion, input_at
+from core.inputs import SglangVersion, input_at, sglang_multimodal_opt_in
 from core.plan import ENGINE_LABELS, Engine, Plan
 from core.serving.engines import sglang_flag_fraction
 from core.serving.sglang_versions import at_least
@@ -67,6 +70,10 @@ PIP_MARK: Final = "pip install sglang=="
 # CUDA graphs off (inference.cuda_graphs): the spelling every release read takes (0.5.23 keeps it, deprecated,
 # for --cuda-graph-backend-{decode,prefill}=disabled: sglang/srt/server_args.py).
 DISABLE_CUDA_GRAPH: Final = "--disable-cuda-graph"
+# inference.sglang_enable_multimodal: a store_true switch from 0.4.6 (server_args.py; 0.5.23 arg_groups/fields/mm.py
+# enable_multimodal), written where it changes the plan (Gemma 3 on SGLang: core.inputs.sglang_multimodal_opt_in).
+ENABLE_MULTIMODAL: Final = "--enable-multimodal"
+SWITCHES: Final = (DISABLE_CUDA_GRAPH, ENABLE_MULTIMODAL)  # flags with no value: written last, read first
 CLIENT_WHY: Final = "the clients' (requests at once, max_new_tokens per answer), not the server's"
 
 
@@ -140,7 +147,9 @@ def export_sglang(plan: Plan, model_ref: str | None = None) -> Export:
     argv += [*_weights(draft, version), "--context-length", str(inf.context), *_layout(draft, version)]
     fraction, note = _fraction(draft)
     argv += fraction
-    if not inf.cuda_graphs:  # a switch with no value, written last (read_sglang takes it out first)
+    if inf.sglang_enable_multimodal and sglang_multimodal_opt_in(plan):  # switches with no value, written last
+        argv.append(ENABLE_MULTIMODAL)
+    if not inf.cuda_graphs:  # (read_sglang takes them out first)
         argv.append(DISABLE_CUDA_GRAPH)
     if inf.engine is not Engine.SGLANG:
         draft.cannot(
@@ -185,7 +194,8 @@ def read_sglang(text: str) -> tuple[str, dict[str, Any]]:
     """The model and the plan fields of a ``sglang.launch_server`` line (the inverse of :func:`export_sglang`)."""
     words = command_words(text)
     graphs = DISABLE_CUDA_GRAPH not in words
-    words = [w for w in words if w != DISABLE_CUDA_GRAPH]
+    multimodal = ENABLE_MULTIMODAL in words
+    words = [w for w in words if w not in SWITCHES]
     while words and "=" in words[0] and not words[0].startswith("-"):  # the environment in front
         words = words[1:]
     start = words.index("sglang.launch_server") + 1
@@ -203,6 +213,7 @@ def read_sglang(text: str) -> tuple[str, dict[str, Any]]:
         "inference.replicas": int(flags.get("--dp-size", 1)),
         "inference.mem_fraction_static": float(flags.get("--mem-fraction-static", 0.0)),
         "inference.cuda_graphs": graphs,
+        "inference.sglang_enable_multimodal": multimodal,
     }
     version = _version(text)
     if version is not None:
