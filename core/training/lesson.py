@@ -13,9 +13,10 @@ stage 3 (and FSDP, which shards the same three) also the weights; DDP divides no
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Final
 
-from core.breakdown import Breakdown, BucketKey, Phase, StepPhase, Term, make_bucket
+from core.breakdown import Breakdown, Bucket, BucketKey, Phase, StepPhase, Term, make_bucket
 from core.dtypes import ELEMENT_BYTES
 from core.format import gb, sci
 from core.params import ParamCounts
@@ -138,20 +139,23 @@ def training_breakdown(plan: Plan, counts: ParamCounts) -> Breakdown:
     notes: tuple[str, ...] = ()
     if plan.adapter_based and plan.lesson.trainable_override:
         notes = (f"T = {t:,} as given (the lesson's figure), not derived from the architecture.",)
-    # An evaluation forward keeps the weights and the optimizer state; the typed allowance
-    # stands for its activations too (the lesson has no finer figure).
-    evaluation = Phase(
-        "evaluation forward",
-        tuple(b for b in buckets if b.key is not BucketKey.GRADIENTS),
-        "the weights, the optimizer state and the activation allowance",
-        StepPhase.EVALUATION,
-    )
     overhead = make_bucket(BucketKey.OVERHEAD, [])
     return Breakdown(
         phases=(phase,),
         overhead=overhead,
         summary_formula=summary,
         notes=notes,
-        evaluation=evaluation,
+        _evaluation_of=partial(_evaluation, buckets),
         evaluation_overhead=overhead,
+    )
+
+
+def _evaluation(buckets: tuple[Bucket, ...]) -> Phase:
+    """An evaluation forward keeps the weights and the optimizer state; the typed allowance
+    stands for its activations too (the lesson has no finer figure)."""
+    return Phase(
+        "evaluation forward",
+        tuple(b for b in buckets if b.key is not BucketKey.GRADIENTS),
+        "the weights, the optimizer state and the activation allowance",
+        StepPhase.EVALUATION,
     )
