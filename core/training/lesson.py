@@ -23,6 +23,15 @@ from core.params import ParamCounts
 from core.plan import Optimizer, Plan, Precision, Strategy
 from core.units import GB
 
+# Enum members this module's hot paths compare with, read from their classes once: on Python 3.11 each
+# ``Class.MEMBER`` read goes through EnumType.__getattr__'s slot, ~0.15 µs (core.plan's note; h74speed).
+_BUCKET_KEY_ACTIVATIONS: Final = BucketKey.ACTIVATIONS
+_BUCKET_KEY_GRADIENTS: Final = BucketKey.GRADIENTS
+_BUCKET_KEY_OPTIMIZER: Final = BucketKey.OPTIMIZER
+_BUCKET_KEY_OVERHEAD: Final = BucketKey.OVERHEAD
+_BUCKET_KEY_WEIGHTS: Final = BucketKey.WEIGHTS
+_PRECISION_FP32: Final = Precision.FP32
+
 # Bytes of optimizer state per trainable parameter, lesson-level.
 # AdamW: two float32 moments (Kingma & Ba 2015; the lesson's b_o = 8). 8-bit AdamW: two
 # 1-byte moments (Dettmers et al. 2022, arXiv:2110.02861). SGD with momentum: one buffer.
@@ -79,7 +88,7 @@ def weight_bytes(plan: Plan) -> float:
     the block scales the detailed accounting adds."""
     if plan.quantised_base:
         return ELEMENT_BYTES[plan.quant.value]
-    return ELEMENT_BYTES["fp32"] if plan.precision is Precision.FP32 else ELEMENT_BYTES["bf16"]
+    return ELEMENT_BYTES["fp32"] if plan.precision is _PRECISION_FP32 else ELEMENT_BYTES["bf16"]
 
 
 # What each strategy splits across the data-parallel GPUs (ZeRO's P_os, P_os+g, P_os+g+p).
@@ -116,16 +125,16 @@ def training_breakdown(plan: Plan, counts: ParamCounts) -> Breakdown:
         if mixed:
             optim.append(Term("float32 master copy", f"T × 4 B = {sci(t)} × 4 B", t * MASTER_COPY_BYTES))
         optim.append(Term("optimizer state", f"T × b_o = {sci(t)} × {bo:g} B", t * bo))
-    weights = _split(weights, BucketKey.WEIGHTS, plan)
-    grads = _split(grads, BucketKey.GRADIENTS, plan)
-    optim = _split(optim, BucketKey.OPTIMIZER, plan)
+    weights = _split(weights, _BUCKET_KEY_WEIGHTS, plan)
+    grads = _split(grads, _BUCKET_KEY_GRADIENTS, plan)
+    optim = _split(optim, _BUCKET_KEY_OPTIMIZER, plan)
     act_bytes = plan.lesson.activations_gb * GB
     activations = [Term("activation allowance", f"{plan.lesson.activations_gb:g} GB as typed", act_bytes)]
     buckets = (
-        make_bucket(BucketKey.WEIGHTS, weights),
-        make_bucket(BucketKey.GRADIENTS, grads),
-        make_bucket(BucketKey.OPTIMIZER, optim),
-        make_bucket(BucketKey.ACTIVATIONS, activations),
+        make_bucket(_BUCKET_KEY_WEIGHTS, weights),
+        make_bucket(_BUCKET_KEY_GRADIENTS, grads),
+        make_bucket(_BUCKET_KEY_OPTIMIZER, optim),
+        make_bucket(_BUCKET_KEY_ACTIVATIONS, activations),
     )
     total = sum(b.bytes for b in buckets)
     if plan.adapter_based and plan.parallel.data_parallel == 1:
@@ -139,7 +148,7 @@ def training_breakdown(plan: Plan, counts: ParamCounts) -> Breakdown:
     notes: tuple[str, ...] = ()
     if plan.adapter_based and plan.lesson.trainable_override:
         notes = (f"T = {t:,} as given (the lesson's figure), not derived from the architecture.",)
-    overhead = make_bucket(BucketKey.OVERHEAD, [])
+    overhead = make_bucket(_BUCKET_KEY_OVERHEAD, [])
     return Breakdown(
         phases=(phase,),
         overhead=overhead,
