@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import operator
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Final
 
@@ -150,9 +151,10 @@ class Breakdown:
     overhead: Bucket
     summary_formula: str
     notes: tuple[str, ...] = ()
-    # An evaluation forward with the plan's eval batch, between steps: the state stays, nothing
-    # is kept for a backward. Judged apart from the step (its own overhead on top).
-    evaluation: Phase | None = None
+    # An evaluation forward with the plan's eval batch, between steps (:attr:`evaluation`, worked out when
+    # first read: only the diagnosis reads it, and a detailed breakdown's is some tenth of its cost). A partial
+    # of a module function, so a breakdown still pickles; None: no evaluation.
+    _evaluation_of: Callable[[], Phase] | None = field(default=None, compare=False, repr=False)
     evaluation_overhead: Bucket | None = None
     # Of ``overhead``: what the caching allocator reserves beyond the allocated peak (the rest
     # is the runtime's own memory, outside PyTorch's allocator), and the activations' high
@@ -169,6 +171,12 @@ class Breakdown:
     # Of ``reserve_bytes`` as the wrap left it: what an FSDP1 wrap from the CPU cached before the first
     # step (core.parallel.state._fsdp1_wrap_cache); read by a figure taken right after the wrap.
     wrap_cache_bytes: float = 0.0
+
+    @Once
+    def evaluation(self) -> Phase | None:
+        """An evaluation forward with the plan's eval batch, between steps: the state stays, nothing is
+        kept for a backward. Judged apart from the step (its own overhead on top)."""
+        return self._evaluation_of() if self._evaluation_of is not None else None
 
     @property
     def evaluation_bytes(self) -> float:

@@ -28,6 +28,13 @@ from core.training.ranks import RankMemory, rank_memories
 from core.units import GiB
 from core.verdict import VERDICT_LABELS, Judgement, Mode, Verdict, judge
 
+# Enum members this module's hot paths compare with, read from their classes once: on Python 3.11 each
+# ``Class.MEMBER`` read goes through EnumType.__getattr__'s slot, ~0.15 µs (core.plan's note; h74speed).
+_ACCOUNTING_DETAILED: Final = Accounting.DETAILED
+_ENGINE_LLAMACPP: Final = Engine.LLAMACPP
+_MODE_TRAINING: Final = Mode.TRAINING
+_OFFLOAD_NONE: Final = Offload.NONE
+
 if TYPE_CHECKING:
     from core.serving.inference import InferenceEstimate
 
@@ -317,7 +324,7 @@ def estimate(plan: Plan, gpu: GpuSpec | None = None) -> Estimate:
     serving = partial(_serving, plan, counts, card)
     warnings = plan_warnings(plan) + _host_warnings(plan, host) + _mps_warnings(plan, card, capacity, worst.total_bytes)
     warnings += _unified_offload_warnings(plan, card, host, worst.total_bytes)
-    served = serving() if plan.inference.engine is Engine.LLAMACPP else None
+    served = serving() if plan.inference.engine is _ENGINE_LLAMACPP else None
     if served is not None:  # llama.cpp's host part is judged against the host RAM given
         warnings += _llamacpp_host_warnings(served)
     result = Estimate(
@@ -338,7 +345,7 @@ def estimate(plan: Plan, gpu: GpuSpec | None = None) -> Estimate:
         worst_rank=worst_index,
         host=host,
         reserved_bytes=worst.reserved_bytes,
-        confidence=confidence(plan) if plan.accounting is Accounting.DETAILED else None,
+        confidence=confidence(plan) if plan.accounting is _ACCOUNTING_DETAILED else None,
         _inference_of=serving,
     )
     if served is not None:
@@ -348,11 +355,11 @@ def estimate(plan: Plan, gpu: GpuSpec | None = None) -> Estimate:
 
 def _host_warnings(plan: Plan, host: HostMemory) -> tuple[PlanWarning, ...]:
     """Offloaded state with no host RAM given: what a node needs is known, whether it has it is not."""
-    if host.verdict is not None or plan.parallel.offload is Offload.NONE:
+    if host.verdict is not None or plan.parallel.offload is _OFFLOAD_NONE:
         return ()
     return (
         PlanWarning(
-            Mode.TRAINING,
+            _MODE_TRAINING,
             f"Host RAM is not given: each node needs {memory(host.bytes)} for the offloaded state and its "
             "processes; give the RAM (Host RAM per node, --host-ram-gb) to have it judged.",
         ),
@@ -431,7 +438,7 @@ def _unified_offload_warnings(plan: Plan, card: GpuSpec, host: HostMemory, total
     """A unified-memory machine's offloaded state and its GPU's step come out of one RAM (a Mac, DGX Spark, a Ryzen
     AI Max): the host check reads the host RAM given, this says when the two together pass the machine's RAM (macOS
     swaps; Linux swaps or its OOM killer ends the run)."""
-    if plan.parallel.offload is Offload.NONE or not card.unified_memory_gb:
+    if plan.parallel.offload is _OFFLOAD_NONE or not card.unified_memory_gb:
         return ()
     ram = card.unified_memory_gb * GiB  # RAM sizes are binary (core.runtime.pytorch_limit_bytes)
     if host.bytes + total <= ram:
@@ -441,7 +448,7 @@ def _unified_offload_warnings(plan: Plan, card: GpuSpec, host: HostMemory, total
     frees = "Metal's working set" if mac else "the GPU's share"
     return (
         PlanWarning(
-            Mode.TRAINING,
+            _MODE_TRAINING,
             f"On {card.name} the CPU and the GPU share {card.unified_memory_gb:g} GB of RAM: the host part "
             f"(offloaded state and the process, {memory(host.bytes)}) and the GPU's step ({memory(total)}) need "
             f"{memory(host.bytes + total)} together, so {happens}; offloading frees {frees}, not the machine's "

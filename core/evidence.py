@@ -22,6 +22,14 @@ from core.inputs import Method, Offload, loss_16bit_matters
 from core.memo import last_answer
 from core.plan import Float8, Plan, Stack, Strategy
 
+# Enum members this module's hot paths compare with, read from their classes once: on Python 3.11 each
+# ``Class.MEMBER`` read goes through EnumType.__getattr__'s slot, ~0.15 µs (core.plan's note; h74speed).
+_FLOAT8_NONE: Final = Float8.NONE
+_METHOD_QLORA: Final = Method.QLORA
+_OFFLOAD_NONE: Final = Offload.NONE
+_STACK_COMPILE: Final = Stack.COMPILE
+_STRATEGY_ZERO3: Final = Strategy.ZERO3
+
 
 @dataclass(frozen=True)
 class KindEvidence:
@@ -215,7 +223,7 @@ def plan_kinds(plan: Plan) -> tuple[str, ...]:
     ):
         if degree > 1:
             kinds.append(f"parallel:{name}")
-    if par.offload is not Offload.NONE:
+    if par.offload is not _OFFLOAD_NONE:
         kinds.append(f"offload:{par.offload.value}")
     if plan.checkpointing:
         kinds.append(f"checkpointing:{plan.checkpoint_policy.value}")
@@ -231,9 +239,9 @@ def plan_kinds(plan: Plan) -> tuple[str, ...]:
         kinds.append("loss:chunked")
     elif plan.loss_16bit and loss_16bit_matters(plan):
         kinds.append("loss:16bit")
-    if plan.method is Method.QLORA and plan.bnb_legacy:
+    if plan.method is _METHOD_QLORA and plan.bnb_legacy:
         kinds.append("recipe:bnb_legacy")
-    if plan.method is Method.QLORA and plan.kbit_upcast:
+    if plan.method is _METHOD_QLORA and plan.kbit_upcast:
         kinds.append("recipe:kbit_upcast")
     if plan.optimizer_in_backward:
         kinds.append("recipe:optimizer_in_backward")
@@ -241,15 +249,15 @@ def plan_kinds(plan: Plan) -> tuple[str, ...]:
         kinds.append("recipe:activation_offload")
     if plan.unsloth:
         kinds.append("recipe:unsloth")
-    if plan.stack is Stack.COMPILE:
+    if plan.stack is _STACK_COMPILE:
         kinds.append("stack:compile")
-    if plan.float8 is not Float8.NONE:
+    if plan.float8 is not _FLOAT8_NONE:
         kinds.append(f"float8:{plan.float8.value}")
     if plan.model.recurrent_mixer == "mamba2":  # core.training.mamba: no real-GPU figure of a hybrid's training
         kinds.append("hybrid:mamba2-kernels" if plan.mamba_kernels else "hybrid:mamba2-torch")
     if plan.model.recurrent_mixer == "gated_deltanet":  # core.training.gdn: likewise
         kinds.append("hybrid:gdn-kernels" if plan.mamba_kernels else "hybrid:gdn-torch")
-    if plan.model.recurrent_mixer and par.strategy is Strategy.ZERO3:  # core.parallel.state: DeepSpeed not run here
+    if plan.model.recurrent_mixer and par.strategy is _STRATEGY_ZERO3:  # core.parallel.state: DeepSpeed not run here
         kinds.append("hybrid:zero3")
     runtime = _RUNTIME_KINDS.get(_vendors().get(plan.hardware.gpu, ""))
     if runtime:

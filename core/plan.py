@@ -851,6 +851,19 @@ _PEFT_FLAT_TRAINED: Final = _PROMPT_LEARNING | {Method.LN_TUNING, Method.TRAINAB
 # sequence tokens a chat template adds). TrainableTokensConfig's own default is an empty list.
 TRAINABLE_TOKENS_SWITCH_ROWS: Final = 2
 _LORA_SHAPED: Final = frozenset((Method.LORA, Method.QLORA, Method.DORA))
+# The members the Plan's derived properties compare with, read from their classes once: on Python 3.11 each
+# ``Method.QLORA`` read goes through EnumType.__getattr__'s slot (~0.15 µs; gone in 3.12), and one estimate()
+# reads these properties some forty times (benchmarks/estimate_speed.py, h74speed).
+_QLORA: Final = Method.QLORA
+_VERA: Final = Method.VERA
+_ADALORA: Final = Method.ADALORA
+_OFT: Final = Method.OFT
+_MISS: Final = Method.MISS
+_FROZEN: Final = Method.FROZEN
+_ADAPTER: Final = Method.ADAPTER
+_PREFIX_TUNING: Final = Method.PREFIX_TUNING
+_VIRTUAL_TOKENS_FIRST: Final = (Method.PROMPT_TUNING, Method.P_TUNING)  # before the sequence, not the keys
+_AUTOCAST_FP16: Final = Autocast.FP16
 # VeraConfig's default rank (huggingface/peft 51c2ff66 src/peft/tuners/vera/config.py: ``r: int =
 # field(default=256)``; LoraConfig's is 8): VeRA's A and B are frozen and shared, so it runs at far higher
 # ranks than LoRA for the same trained count. A switch moves a rank still at one default to the other's.
@@ -1976,28 +1989,28 @@ class Plan:
         """PEFT's VeRA: a frozen random pair (vera_A r × in, vera_B out × r, the largest target's sides) shared
         by every target of ``lora.targets``, scaled by two trained vectors per target (huggingface/peft
         51c2ff66 src/peft/tuners/vera)."""
-        return self.method is Method.VERA
+        return self.method is _VERA
 
     @property
     def adalora(self) -> bool:
         """PEFT's AdaLoRA: lora_A (r × in), lora_E (r × 1) and lora_B (out × r) on each target of
         ``lora.targets`` at ``lora.rank`` = init_r, applied as ``x @ (A * E).T @ B.T``, with a RankAllocator
         that keeps three copies of every trained tensor (huggingface/peft 51c2ff66 src/peft/tuners/adalora)."""
-        return self.method is Method.ADALORA
+        return self.method is _ADALORA
 
     @property
     def oft(self) -> bool:
         """PEFT's OFT: each target of ``lora.targets`` rotates its input by a block-diagonal orthogonal matrix
         (``lora.oft_block_size`` wide blocks, or ``lora.rank`` blocks when that is 0) built every forward from
         trained skew-symmetric blocks (huggingface/peft 51c2ff66 src/peft/tuners/oft)."""
-        return self.method is Method.OFT
+        return self.method is _OFT
 
     @property
     def miss(self) -> bool:
         """PEFT's MiSS (formerly Bone) with MissConfig's default init: each target of ``lora.targets`` adds
         ``sum(x.reshape(..., in / r, r), dim=-2) @ miss_block`` (r × out, trained) to its frozen base linear's
         output (huggingface/peft 51c2ff66 src/peft/tuners/miss/layer.py ``MissLinear.forward``)."""
-        return self.method is Method.MISS
+        return self.method is _MISS
 
     @property
     def peft_config(self) -> bool:
@@ -2016,9 +2029,10 @@ class Plan:
         method's frozen blocks; under LitGPT's Adapter (v1) the blocks below ``adapter_start_layer``,
         which train nothing and follow only the frozen embedding (lit_gpt/adapter.py at
         Lightning-AI/litgpt 0f021f3). Adapter v2 trains every block's norms, biases and scales."""
-        if self.method is Method.FROZEN:
+        method = self.method
+        if method is _FROZEN:
             return min(self.frozen_layers, self.model.num_layers)
-        if self.method is Method.ADAPTER:
+        if method is _ADAPTER:
             return min(self.lora.adapter_start_layer, self.model.num_layers)
         return 0
 
@@ -2027,7 +2041,7 @@ class Plan:
         """The frozen base stored by bitsandbytes (``quant``, ``double_quant``): QLoRA, or LitGPT's
         adapters under ``--quantize bnb.*`` (one pair of method and quantisation, the same storage)."""
         method = self.method
-        return method is Method.QLORA or (method in _LITGPT_ADAPTERS and self.lora.adapter_quantised)
+        return method is _QLORA or (method in _LITGPT_ADAPTERS and self.lora.adapter_quantised)
 
     @property
     def prompt_learning(self) -> bool:
@@ -2047,7 +2061,7 @@ class Plan:
         """Keys and values prefix tuning puts before the sequence's own in every layer's attention
         (huggingface/peft 51c2ff66 src/peft/peft_model.py ``PeftModelForCausalLM.forward``: ``past_key_values =
         self.get_prompt(batch_size, ...)`` handed to the base model as its cache); 0 for every other method."""
-        return self.lora.virtual_tokens if self.method is Method.PREFIX_TUNING else 0
+        return self.lora.virtual_tokens if self.method is _PREFIX_TUNING else 0
 
     @property
     def run_seq_len(self) -> int:
@@ -2056,7 +2070,7 @@ class Plan:
         ``inputs_embeds = torch.cat((prompts, inputs_embeds), dim=1)``, the labels padded with -100 in
         front and the attention mask with ones, so every block, the logits and the loss cover
         seq + num_virtual_tokens positions)."""
-        extra = self.lora.virtual_tokens if self.method in (Method.PROMPT_TUNING, Method.P_TUNING) else 0
+        extra = self.lora.virtual_tokens if self.method in _VIRTUAL_TOKENS_FIRST else 0
         return self.workload.seq_len + extra
 
     @property
@@ -2072,7 +2086,7 @@ class Plan:
     @property
     def grad_scaler(self) -> bool:
         """fp16 autocast runs with a GradScaler (Trainer(fp16=True), torch.amp recipes)."""
-        return self.autocast is Autocast.FP16
+        return self.autocast is _AUTOCAST_FP16
 
     @property
     def effective_batch(self) -> int:

@@ -9,11 +9,18 @@ model was loaded in) and matmul outputs (the autocast dtype when autocast runs).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Final
 
 from core.dtypes import DTYPE_BYTES, Autocast, Dtype
 from core.dtypes import compute_dtype as matmul_output_dtype
 from core.memo import fills_fields, last_answer
 from core.plan import Method, Plan, Stack, Strategy
+
+# Enum members this module's hot paths compare with, read from their classes once: on Python 3.11 each
+# ``Class.MEMBER`` read goes through EnumType.__getattr__'s slot, ~0.15 µs (core.plan's note; h74speed).
+_AUTOCAST_NONE: Final = Autocast.NONE
+_METHOD_FULL: Final = Method.FULL
+_METHOD_LN_TUNING: Final = Method.LN_TUNING
 
 
 @fills_fields
@@ -134,7 +141,7 @@ def runs_autocast(plan: Plan) -> bool:
       self.is_deepspeed_enabled" ("deepspeed ... manage their own half precision"), and
       ``autocast_smart_context_manager`` is a nullcontext off CPU AMP.
     A script of its own that opens torch.autocast around an engine before v0.17.2 is the one exception."""
-    return plan.autocast is not Autocast.NONE and deepspeed_engine_dtype(plan) is None
+    return plan.autocast is not _AUTOCAST_NONE and deepspeed_engine_dtype(plan) is None
 
 
 def runs_grad_scaler(plan: Plan) -> bool:
@@ -208,7 +215,7 @@ def adapter_dtype(plan: Plan) -> Dtype:
     PEFT skips its float32 cast for them (huggingface/peft 51c2ff66 src/peft/tuners/ln_tuning/model.py
     ``LNTuningModel._cast_adapter_dtype``: "LN Tuning does not add adapter layers, instead it creates copies
     of the original layer. For this reason, we need to skip adapter autocasting")."""
-    if plan.method is Method.LN_TUNING:
+    if plan.method is _METHOD_LN_TUNING:
         return plan.base_dtype
     return deepspeed_cast_adapters(plan) or plan.adapter_dtype
 
@@ -227,7 +234,7 @@ def _dtypes_for(plan: Plan) -> Dtypes:
     adapter = adapter_dtype(plan)
     engine = deepspeed_engine_dtype(plan)
     param = engine or plan.weight_dtype
-    base = param if plan.method is Method.FULL else engine or plan.base_dtype
+    base = param if plan.method is _METHOD_FULL else engine or plan.base_dtype
     trainable = adapter if plan.adapter_based else param
     return Dtypes(
         param=DTYPE_BYTES[param],

@@ -50,6 +50,7 @@ DERIVED: dict[str, tuple[str, ...]] = {
     "Compute": ("formula",),  # written when first read since 2026-12 (h65perf)
     "ComputePart": ("formula",),  # written when first read since 2026-12 (h65perf)
     "FlopTerm": ("formula",),  # written when first read since 2026-12 (h65perf)
+    "RankMemory": ("evaluation", "evaluation_bytes"),  # worked out when first read since 2026-12 (h74speed)
 }
 
 

@@ -45,6 +45,22 @@ from core.training.extra_trained import head_copy_trains, merged_head_copy
 from core.training.mamba import MixerShape, kernel_path_terms, torch_path_terms
 from core.training.storage import litgpt_quantised_head
 
+# Enum members this module's hot paths compare with, read from their classes once: on Python 3.11 each
+# ``Class.MEMBER`` read goes through EnumType.__getattr__'s slot, ~0.15 µs (core.plan's note; h74speed).
+_KERNEL_EAGER: Final = Kernel.EAGER
+_KERNEL_EFFICIENT: Final = Kernel.EFFICIENT
+_KERNEL_FLASH: Final = Kernel.FLASH
+_KERNEL_MATH: Final = Kernel.MATH
+_METHOD_ADAPTER_V2: Final = Method.ADAPTER_V2
+_METHOD_FROZEN: Final = Method.FROZEN
+_METHOD_FULL: Final = Method.FULL
+_METHOD_LN_TUNING: Final = Method.LN_TUNING
+_METHOD_LOHA: Final = Method.LOHA
+_OPTIMIZER_LORA_FA: Final = Optimizer.LORA_FA
+_STACK_COMPILE: Final = Stack.COMPILE
+_TRANSFORMERS_LOSS_V4_31_TO_4_45: Final = TransformersLoss.V4_31_TO_4_45
+_TRANSFORMERS_LOSS_V4_46_TO_4_48: Final = TransformersLoss.V4_46_TO_4_48
+
 # torch.compile's default partitioner for training, min_cut_rematerialization_partition
 # (pytorch/pytorch 00c07b93, torch/_functorch/partitioners.py), decides what the compiled
 # forward saves: matmuls and the flash / efficient attention kernels are never recomputed
@@ -222,12 +238,12 @@ def _plan_fields(plan: Plan) -> dict[str, object]:
         "compute_dtype": compute_dtype(plan),
         "adapter_dtype": adapter_dtype(plan),
         "autocast": dt.autocast,
-        "compiled": plan.stack is Stack.COMPILE,
+        "compiled": plan.stack is _STACK_COMPILE,
         "unsloth_norm": unsloth_fast_path(plan),
-        "norms_train": plan.method is Method.LN_TUNING,
+        "norms_train": plan.method is _METHOD_LN_TUNING,
         "prefix": plan.prefix_tokens,
-        "hada_autocast": plan.method is Method.LOHA and dt.autocast,
-        "frozen_a": plan.optimizer is Optimizer.LORA_FA,
+        "hada_autocast": plan.method is _METHOD_LOHA and dt.autocast,
+        "frozen_a": plan.optimizer is _OPTIMIZER_LORA_FA,
     }
 
 
@@ -407,14 +423,14 @@ def _attention(plan: Plan, ctx: _Ctx) -> list[Term]:
             )
     if model.family == "gpt2":
         items.append(Term("q, k, v (the fused projection's output)", f"N·(q + 2kv) × {ca:g}", (q_el + 2 * kv_el) * ca))
-    elif kernel is not Kernel.MATH:  # the math kernel keeps its own scaled q, k and repeated v instead
+    elif kernel is not _KERNEL_MATH:  # the math kernel keeps its own scaled q, k and repeated v instead
         items.append(Term("q after RoPE", f"N·H·hd × {ca:g} = {sci(q_el)} × {ca:g}", q_el * ca))
         items += _kv_terms(plan, ctx, kernel)
-    if kernel is Kernel.EAGER:
+    if kernel is _KERNEL_EAGER:
         items += _eager_scores(plan, ctx, b * h * s * s)
         if ctx.saves("o_proj") and not o_adapter_copy:  # else the adapter's copy below is what is kept
             items.append(Term("attention output (o_proj input)", f"N·H·hd × {ca:g}", q_el * ca))
-    elif kernel is Kernel.MATH:
+    elif kernel is _KERNEL_MATH:
         # PyTorch's math fallback (float32 with grouped-query heads, or unsupported shapes;
         # _scaled_dot_product_attention_math): the matmuls keep q and k each scaled by
         # √scale and v repeated to every head, not the inputs; then the probabilities, and an
@@ -434,10 +450,10 @@ def _attention(plan: Plan, ctx: _Ctx) -> list[Term]:
     else:
         # Flash / memory-efficient kernels keep their output and a float32 log-sum-exp per
         # row (the efficient kernel pads the rows to a multiple of 32).
-        rows = s if kernel is Kernel.FLASH else -(-s // 32) * 32
+        rows = s if kernel is _KERNEL_FLASH else -(-s // 32) * 32
         items.append(Term("softmax log-sum-exp (float32)", f"B·H·S × 4 = {sci(b * h * rows)} × 4", b * h * rows * 4))
         items.append(Term("attention output", f"N·H·hd × {ca:g} = {sci(q_el)} × {ca:g}", q_el * ca))
-    if model.fused_qkv and model.family == "gpt2" and kernel is not Kernel.EAGER and not plan.checkpointing:
+    if model.fused_qkv and model.family == "gpt2" and kernel is not _KERNEL_EAGER and not plan.checkpointing:
         # With use_cache on (the default outside checkpointing) the KV cache concatenates k
         # and v into fresh tensors, which attention then keeps, while q still pins the fused
         # projection output (transformers DynamicLayer.update).
@@ -1432,7 +1448,9 @@ def _logits_terms(plan: Plan, nv: int, ca: float, half: bool, release: Transform
 
     The shifted copy has (S − 1)/S of the logits' rows; it is counted at N·V, as the log-softmax is."""
     f = f"N·V × 4 = {sci(nv)} × 4"
-    upcasts = release is TransformersLoss.V4_31_TO_4_45 or (release is not None and plan.model.family in LOGITS_UPCAST)
+    upcasts = release is _TRANSFORMERS_LOSS_V4_31_TO_4_45 or (
+        release is not None and plan.model.family in LOGITS_UPCAST
+    )
     rebound = upcasts and ca == 2
     if rebound:
         terms = [Term("logits rebound to float32 (logits.float(); the 16-bit ones freed)", f, nv * 4)]
@@ -1442,7 +1460,7 @@ def _logits_terms(plan: Plan, nv: int, ca: float, half: bool, release: Transform
         terms.append(Term("soft-capped logits (tanh, kept)", f"N·V × {ca:g}", nv * ca))
     if ca == 2 and not half and not rebound:
         terms.append(Term("logits upcast to float32", f, nv * 4))
-    if release in (TransformersLoss.V4_31_TO_4_45, TransformersLoss.V4_46_TO_4_48):
+    if release in (_TRANSFORMERS_LOSS_V4_31_TO_4_45, _TRANSFORMERS_LOSS_V4_46_TO_4_48):
         terms.append(Term("shifted logits copy (logits[..., :-1, :].contiguous(), float32)", f, nv * 4))
     return terms
 
@@ -1827,11 +1845,11 @@ def outside_blocks(plan: Plan) -> LayerActs:
     model = plan.model
     n = plan.workload.micro_batch * plan.workload.seq_len
     d = model.hidden_size
-    head_trains = plan.method is Method.FULL or (plan.method is Method.FROZEN and not model.tie_embeddings)
+    head_trains = plan.method is _METHOD_FULL or (plan.method is _METHOD_FROZEN and not model.tie_embeddings)
     head_trains = head_trains or head_copy_trains(plan)  # PEFT's modules_to_save / tied trainable tokens
     adapted = plan.lora_adapters and model.head_adapter_shape(plan.lora.targets) is not None
     lora = (HEAD_TARGET,) if adapted else ()
-    ctx = _context(plan, plan.method in (Method.FULL, Method.FROZEN), lora)
+    ctx = _context(plan, plan.method in (_METHOD_FULL, _METHOD_FROZEN), lora)
     head_ctx = _context(plan, head_trains, lora)  # the same context but whether the head trains
     head_input = _norm_output(model, ctx)
     readers = _consumer_inputs(head_ctx, d, (HEAD_TARGET,), False, "final norm output (head input)", head_input)
@@ -1844,14 +1862,14 @@ def outside_blocks(plan: Plan) -> LayerActs:
     items += _prompt_encoder(plan, ctx)
     dt = dtypes_for(plan)
     items += merged_head_copy(plan, dt)
-    if plan.method is Method.ADAPTER_V2:  # lit_gpt/adapter_v2.py: ln_f trains, lm_head is an AdapterV2Linear
+    if plan.method is _METHOD_ADAPTER_V2:  # lit_gpt/adapter_v2.py: ln_f trains, lm_head is an AdapterV2Linear
         if model.norm != "layernorm":
             items.append(Term("Adapter v2: final norm's normalised input (float32)", "N·d × 4", n * d * 4.0))
         v = model.vocab_size
         items.append(
             Term("Adapter v2: logits + bias, kept by the head's scale", f"N·V × {dt.compute:g}", n * v * dt.compute)
         )
-    if needs_mask(plan) and sdpa_kernel(plan) is Kernel.EFFICIENT:
+    if needs_mask(plan) and sdpa_kernel(plan) is _KERNEL_EFFICIENT:
         s = plan.workload.seq_len
         mask = plan.workload.micro_batch * s * s * dt.compute
         items.append(Term("sliding-window mask kept by the attention kernel", f"B·S² × {dt.compute:g}", mask))

@@ -10,12 +10,25 @@ memory-efficient or math by the rules of ``sdp_utils.cpp``.
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import Final
 
 from core.dtypes import Autocast, Dtype
 from core.inputs import torch_before
 from core.memo import last_answer
 from core.plan import Attention, Method, Plan, Stack, TorchVersion
 from core.runtime import runs_mps
+
+# Enum members this module's hot paths compare with, read from their classes once: on Python 3.11 each
+# ``Class.MEMBER`` read goes through EnumType.__getattr__'s slot, ~0.15 µs (core.plan's note; h74speed).
+_ATTENTION_EAGER: Final = Attention.EAGER
+_ATTENTION_FLASH: Final = Attention.FLASH
+_ATTENTION_FLASH1: Final = Attention.FLASH1
+_ATTENTION_SDPA: Final = Attention.SDPA
+_AUTOCAST_NONE: Final = Autocast.NONE
+_DTYPE_FP32: Final = Dtype.FP32
+_METHOD_DORA: Final = Method.DORA
+_METHOD_LORA: Final = Method.LORA
+_METHOD_QLORA: Final = Method.QLORA
 
 
 class Kernel(StrEnum):
@@ -30,7 +43,7 @@ def sdpa_refused(plan: Plan) -> bool:
     transformers 5 (``_supports_sdpa = False``)."""
     model = plan.model
     unsupported = (model.family == "gemma2" and model.attn_softcap > 0) or model.family == "gpt_oss"
-    return plan.attention is Attention.SDPA and unsupported
+    return plan.attention is _ATTENTION_SDPA and unsupported
 
 
 def needs_mask(plan: Plan) -> bool:
@@ -52,9 +65,9 @@ def sixteen_bit_inputs(plan: Plan) -> bool:
     # PEFT's LoHa, LoKr, VeRA, OFT, AdaLoRA, MiSS on a frozen base (branches h53lyco, h53vera, h54oft, h54ada,
     # h58peft)
     peft_wrapped = plan.lycoris or plan.vera or plan.oft or plan.adalora or plan.miss
-    frozen_base = plan.method in (Method.LORA, Method.QLORA, Method.DORA) or plan.litgpt_adapter or peft_wrapped
+    frozen_base = plan.method in (_METHOD_LORA, _METHOD_QLORA, _METHOD_DORA) or plan.litgpt_adapter or peft_wrapped
     stored = plan.base_dtype if frozen_base else plan.weight_dtype
-    return plan.autocast is not Autocast.NONE or stored is not Dtype.FP32
+    return plan.autocast is not _AUTOCAST_NONE or stored is not _DTYPE_FP32
 
 
 # On an Apple GPU SDPA trains through PyTorch's math attention, which keeps the B·H·S² probabilities
@@ -76,14 +89,14 @@ def sdpa_kernel(plan: Plan) -> Kernel:
     handles grouped-query heads; memory-efficient takes float32 too but not grouped-query
     heads; anything else falls back to math. transformers passes grouped-query heads with
     enable_gqa when no mask is needed, else repeats k and v."""
-    if plan.attention is Attention.EAGER or sdpa_refused(plan):
+    if plan.attention is _ATTENTION_EAGER or sdpa_refused(plan):
         return Kernel.EAGER
-    if plan.attention is Attention.SDPA and runs_mps(plan.hardware.gpu):
+    if plan.attention is _ATTENTION_SDPA and runs_mps(plan.hardware.gpu):
         return Kernel.MATH  # MPS has no fused attention with a backward (see above)
     model = plan.model
     masked = explicit_mask(plan)
     sixteen = sixteen_bit_inputs(plan)
-    if plan.attention in (Attention.FLASH, Attention.FLASH1) or (sixteen and not masked and model.head_dim <= 256):
+    if plan.attention in (_ATTENTION_FLASH, _ATTENTION_FLASH1) or (sixteen and not masked and model.head_dim <= 256):
         return Kernel.FLASH
     gqa = model.num_kv_heads != model.num_heads and not masked
     if not gqa and model.head_dim % (8 if sixteen else 4) == 0:

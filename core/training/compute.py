@@ -35,6 +35,13 @@ from core.training.flops import METHOD_SOURCE, FlopTerm, MethodWork, method_work
 from core.training.host import HostStep, host_step
 from core.training.speed import EAGER_KERNEL_HOST_S, Work, mxfp8_unsupported, step_work
 
+# Enum members this module's hot paths compare with, read from their classes once: on Python 3.11 each
+# ``Class.MEMBER`` read goes through EnumType.__getattr__'s slot, ~0.15 µs (core.plan's note; h74speed).
+_ACCOUNTING_DETAILED: Final = Accounting.DETAILED
+_ACCOUNTING_LESSON: Final = Accounting.LESSON
+_FLOAT8_NONE: Final = Float8.NONE
+_OPTIMIZER_AO_ADAMW_FP8: Final = Optimizer.AO_ADAMW_FP8
+
 # What the MFU figure counts, as the window and the command line say it.
 MFU_CONVENTION = (
     "MFU as torchtitan and Megatron-LM report it: 6·N + 12·l·s·H·hd FLOPs per token (N the matmul "
@@ -352,18 +359,18 @@ def _timing(
     optimizer = sum(p.seconds for p in parts if p.label == "optimizer step")
     hw = plan.hardware
     measured = hw.measured_tokens_per_s > 0 or hw.measured_step_s > 0
-    if measured and plan.accounting is Accounting.DETAILED:
+    if measured and plan.accounting is _ACCOUNTING_DETAILED:
         base = _Timing(modelled, optimizer, modelled, UtilisationSource.MEASURED, 1.0)
         factor = _solve_calibration(plan, counts, base, work, peak, step_flops, host_step(plan, counts))
         return replace(base, compute=modelled / factor, optimizer=optimizer / factor, factor=factor)
     if hw.utilisation > 0:
         typed = step_flops / (peak * 1e12 * hw.utilisation) if peak > 0 else math.inf
         return _Timing(typed, 0.0, modelled, UtilisationSource.TYPED, modelled / typed if typed else 1.0)
-    if hw.calibration > 0 and plan.accounting is Accounting.DETAILED:
+    if hw.calibration > 0 and plan.accounting is _ACCOUNTING_DETAILED:
         factor = hw.calibration
         _check_utilisation(plan, step_flops / (peak * 1e12 * modelled / factor), "hardware.calibration", factor)
         return _Timing(modelled / factor, optimizer / factor, modelled, UtilisationSource.CALIBRATED, factor)
-    if plan.accounting is Accounting.LESSON:
+    if plan.accounting is _ACCOUNTING_LESSON:
         # The lesson's FLOPs at the modelled utilisation of the same run (its own FLOPs' rate).
         util = work.hardware_flops / (peak * 1e12 * modelled) if modelled > 0 else 0.0
         lesson = step_flops / (peak * 1e12 * util) if util > 0 else math.inf
@@ -509,7 +516,7 @@ def compute_estimate(plan: Plan, counts: ParamCounts, gpu: GpuSpec) -> Compute:
 
 def _float8_problem(plan: Plan, gpu: GpuSpec) -> str | None:
     linears = _float8_linears_problem(plan, gpu)
-    if plan.optimizer is not Optimizer.AO_ADAMW_FP8 or gpu.tflops_dense.get("fp8"):
+    if plan.optimizer is not _OPTIMIZER_AO_ADAMW_FP8 or gpu.tflops_dense.get("fp8"):
         return linears
     # pytorch/ao 36027d82 torchao/optim/README.md: "For FP8 optimizers on CUDA, PyTorch >= 2.4 and CUDA compute
     # capability >= 8.9 are required" (the cards with FP8 tensor cores: Ada, Hopper, Blackwell); "We only test on
@@ -528,7 +535,7 @@ def _float8_linears_problem(plan: Plan, gpu: GpuSpec) -> str | None:
             f"Transformer Engine's MXFP8 recipe needs Blackwell's block-scaled fp8 GEMMs; the {gpu.name} has "
             "none (TE refuses it there), so the linears are timed as its per-tensor fp8 recipe"
         )
-    if plan.float8 is Float8.NONE or gpu.tflops_dense.get("fp8"):
+    if plan.float8 is _FLOAT8_NONE or gpu.tflops_dense.get("fp8"):
         return None
     return (
         f"float8 training needs FP8 tensor cores (Ada, Hopper, Blackwell); the {gpu.name} has none, so the "

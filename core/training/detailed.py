@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Final
 
 from core.breakdown import PHASE_BYTES, Breakdown, Bucket, BucketKey, LayerActs, Phase, StepPhase, Term, make_bucket
@@ -1066,7 +1067,7 @@ def training_breakdown(plan: Plan, counts: ParamCounts, rank: Rank | None = None
         overhead=overhead,
         summary_formula=summary,
         notes=notes,
-        evaluation=evaluation_phase(plan, parts, rank),
+        _evaluation_of=partial(evaluation_phase, plan, parts, rank),  # only the diagnosis reads it
         evaluation_overhead=overhead,
         reserve_bytes=card.reserve_bytes,
         workspace_bytes=card.workspace_bytes,

@@ -50,6 +50,21 @@ from core.training.activations import recomputed_share
 from core.training.extra_trained import head_copy_trains
 from core.training.mixer_flops import MixerFlops, mixer_flops
 
+# Enum members this module's hot paths compare with, read from their classes once: on Python 3.11 each
+# ``Class.MEMBER`` read goes through EnumType.__getattr__'s slot, ~0.15 µs (core.plan's note; h74speed).
+_ACCOUNTING_DETAILED: Final = Accounting.DETAILED
+_ACCOUNTING_LESSON: Final = Accounting.LESSON
+_METHOD_ADALORA: Final = Method.ADALORA
+_METHOD_DORA: Final = Method.DORA
+_METHOD_FROZEN: Final = Method.FROZEN
+_METHOD_FULL: Final = Method.FULL
+_METHOD_IA3: Final = Method.IA3
+_METHOD_LOHA: Final = Method.LOHA
+_METHOD_LOKR: Final = Method.LOKR
+_METHOD_MISS: Final = Method.MISS
+_METHOD_OFT: Final = Method.OFT
+_METHOD_VERA: Final = Method.VERA
+
 # The suffixes of an adapter's matmuls in block_gemms: LoRA's two, LoHa's / LoKr's delta weight applied, VeRA's two,
 # OFT's block-diagonal rotation.
 ADAPTER_GEMMS: Final = ("LoRA A", "LoRA B", "delta weight", "VeRA A", "VeRA B", "OFT rotation", "MiSS block")
@@ -104,7 +119,7 @@ def block_gemms(plan: Plan) -> tuple[Gemm, ...]:
     """One block's matmuls (a mixture of experts: the router, the experts and a shared one); a hybrid's
     attention, recurrent mixer and MLP each in the share of the layers that hold it (:func:`_hybrid_gemms`)."""
     model = plan.model
-    base_trains = plan.method in (Method.FULL, Method.FROZEN)
+    base_trains = plan.method in (_METHOD_FULL, _METHOD_FROZEN)
     if model.recurrent_mixer:
         return _hybrid_gemms(model, base_trains) + _adapter_gemms(plan)
     d, q, kv = model.hidden_size, model.q_width, model.kv_width
@@ -331,7 +346,7 @@ def head_trains(plan: Plan) -> bool:
     """The output head gets a gradient: full fine-tuning, frozen layers with an untied head, or PEFT's
     modules_to_save copy of it / trainable tokens on a tied head (core.training.extra_trained): the backward's
     weight-gradient matmul, 2·N·d·V FLOPs."""
-    full = plan.method is Method.FULL or (plan.method is Method.FROZEN and not plan.model.tie_embeddings)
+    full = plan.method is _METHOD_FULL or (plan.method is _METHOD_FROZEN and not plan.model.tie_embeddings)
     return full or head_copy_trains(plan)
 
 
@@ -345,7 +360,7 @@ def head_adapter_weight(plan: Plan) -> int:
 
 def token_flops(plan: Plan) -> TokenFlops:
     """Training FLOPs per token of ``plan`` (the lesson's rule in lesson accounting)."""
-    if plan.accounting is Accounting.LESSON:
+    if plan.accounting is _ACCOUNTING_LESSON:
         return _lesson_flops(plan)
     model = plan.model
     # A typed P scales the matmuls it stands for; a hybrid's are its exact widths (_hybrid_gemms).
@@ -646,22 +661,22 @@ def _build_flops(plan: Plan, fan_in: int, fan_out: int) -> tuple[float, float]:
     (adalora/model.py ``AdaLoraModel.forward``) 2·r²·(in + out), twice that backward."""
     r = plan.lora.rank
     method = plan.method
-    if method is Method.DORA:
+    if method is _METHOD_DORA:
         return 2.0 * fan_in * r * (fan_in + fan_out), 0.0
-    if method is Method.LOHA:
+    if method is _METHOD_LOHA:
         return 4.0 * r * fan_in * fan_out, 12.0 * r * fan_in * fan_out
-    if method is Method.LOKR:
+    if method is _METHOD_LOKR:
         (_, out_b), (_, in_d) = (
             lokr_factorization(fan_out, plan.lora.lokr_factor),
             lokr_factorization(fan_in, plan.lora.lokr_factor),
         )
         built = 2.0 * out_b * r * in_d if r < max(out_b, in_d) / 2 else 0.0
         return built, 2.0 * built
-    if method is Method.OFT:
+    if method is _METHOD_OFT:
         blocks, size = oft_blocks(plan, fan_in)
         bmms = 2.0 * blocks * size**3 * oft_neumann_bmms()
         return bmms, 2.0 * bmms
-    if method is Method.ADALORA:  # the orthogonal regularisation's A·Aᵀ (r × in) and Bᵀ·B (out × r)
+    if method is _METHOD_ADALORA:  # the orthogonal regularisation's A·Aᵀ (r × in) and Bᵀ·B (out × r)
         cov = 2.0 * r * r * (fan_in + fan_out)
         return cov, 2.0 * cov
     return 0.0, 0.0
@@ -671,14 +686,14 @@ def _own_term(plan: Plan, m: float, fan_in: int) -> float:
     """The elements of a method's own term of PEFT_METHOD_PASSES: DoRA's in × in identity, OFT's r blocks of b × b,
     VeRA's m × r activations, MiSS's m × r block sums, AdaLoRA's r × in product A·E; 0 for the others."""
     r = plan.lora.rank
-    if plan.method is Method.DORA:
+    if plan.method is _METHOD_DORA:
         return float(fan_in * fan_in)
-    if plan.method is Method.OFT:
+    if plan.method is _METHOD_OFT:
         blocks, size = oft_blocks(plan, fan_in)
         return float(blocks * size * size)
-    if plan.method in (Method.VERA, Method.MISS):
+    if plan.method in (_METHOD_VERA, _METHOD_MISS):
         return m * r
-    if plan.method is Method.ADALORA:
+    if plan.method is _METHOD_ADALORA:
         return float(r * fan_in)
     return 0.0
 
@@ -689,10 +704,10 @@ def method_work(plan: Plan) -> MethodWork | None:
     matmul terms, per micro-batch (PEFT_METHOD_PASSES, _build_flops); None for methods with none counted (LoRA,
     QLoRA, full, frozen layers, prompt learning, LN tuning, LitGPT's adapters) and outside the detailed accounting."""
     passes = PEFT_METHOD_PASSES.get(plan.method)
-    if passes is None or plan.accounting is not Accounting.DETAILED:
+    if passes is None or plan.accounting is not _ACCOUNTING_DETAILED:
         return None
     m = float(plan.workload.micro_batch * plan.workload.seq_len)
-    feedforward = set(plan.lora.ia3_feedforward) if plan.method is Method.IA3 else set()
+    feedforward = set(plan.lora.ia3_feedforward) if plan.method is _METHOD_IA3 else set()
     shapes = plan.model.linear_shapes()
     names = [n for n in normalise_lora_targets(plan.lora.targets) if n in shapes]
     build_f = build_b = bytes_f = bytes_b = 0.0
@@ -720,5 +735,5 @@ def method_work(plan: Plan) -> MethodWork | None:
         f"{targets} adapted linears a block × ({kf} + {kb} kernels; bytes per element of (m·in, m·out, in·out, "
         f"{_OWN_TERM.get(plan.method, 'X')}) {passes.forward} forward, {passes.backward} backward; "
         f"m = {m:,.0f} tokens)",
-        ADALORA_ALLOCATOR_KERNELS * targets if plan.method is Method.ADALORA else 0.0,
+        ADALORA_ALLOCATOR_KERNELS * targets if plan.method is _METHOD_ADALORA else 0.0,
     )

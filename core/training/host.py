@@ -26,6 +26,16 @@ from core.training.storage import weight_terms
 from core.units import GB
 from core.verdict import Verdict, judge
 
+# Enum members this module's hot paths compare with, read from their classes once: on Python 3.11 each
+# ``Class.MEMBER`` read goes through EnumType.__getattr__'s slot, ~0.15 µs (core.plan's note; h74speed).
+_ACCOUNTING_DETAILED: Final = Accounting.DETAILED
+_OFFLOAD_NONE: Final = Offload.NONE
+_OFFLOAD_PARAMS: Final = Offload.PARAMS
+_STRATEGY_FSDP: Final = Strategy.FSDP
+_STRATEGY_ZERO1: Final = Strategy.ZERO1
+_STRATEGY_ZERO2: Final = Strategy.ZERO2
+_STRATEGY_ZERO3: Final = Strategy.ZERO3
+
 __all__ = ["HostMemory", "HostStep", "host_memory", "host_step", "host_threads_per_rank"]
 
 # Host resident set of one process with PyTorch and a CUDA context, lazy module loading:
@@ -57,7 +67,7 @@ def _loading(plan: Plan, counts: ParamCounts, per_node: int) -> Term:
     ``fsdp_cpu_ram_efficient_loading``: rank 0 loads, the others build on the meta device
     and receive a broadcast; DeepSpeed ``zero.Init``); DDP and ZeRO-1/2 load on every rank."""
     dt = dtypes_for(plan)
-    sharded = plan.parallel.strategy in (Strategy.FSDP, Strategy.ZERO3)
+    sharded = plan.parallel.strategy in (_STRATEGY_FSDP, _STRATEGY_ZERO3)
     copies = 1 if sharded else per_node
     who = "once per node (rank-0 loading)" if sharded else f"on each of {per_node} ranks"
     if plan.quantised_base:
@@ -85,7 +95,7 @@ def host_memory(plan: Plan, counts: ParamCounts) -> HostMemory:
     batch = per_node * DATALOADER_BATCHES * DATALOADER_TENSORS * w.micro_batch * w.seq_len * 8
     loader = Term("data loader batches (ids, labels, mask as int64, 2 ahead)", f"{per_node} × 2 × 3 × B·S × 8 B", batch)
     offloaded: list[Term] = []
-    if plan.accounting is Accounting.DETAILED:
+    if plan.accounting is _ACCOUNTING_DETAILED:
         lay = layout(plan)
         offloaded = _offloaded(plan, counts, lay, per_node)
     load = _loading(plan, counts, per_node)
@@ -176,18 +186,18 @@ def host_step(plan: Plan, counts: ParamCounts) -> HostStep | None:
       parameters are all-gathered: nothing overlaps it (ZenFlow / Twin-Flow aside).
     No framework overlaps the step with the GPU's next forward, so its time adds to the step."""
     par = plan.parallel
-    if par.offload is Offload.NONE or counts.trainable <= 0:
+    if par.offload is _OFFLOAD_NONE or counts.trainable <= 0:
         return None
     stages = layout(plan).stages
     stage = max(stages, key=lambda s: optimizer_step_bytes(plan, counts, s))
     per_rank = optimizer_step_bytes(plan, counts, stage)
     trainable = rank_trainable(plan, counts, stage)
     parts = [f"optimizer pass {_gb_text(per_rank)}"]
-    if par.strategy in (Strategy.ZERO1, Strategy.ZERO2):
+    if par.strategy in (_STRATEGY_ZERO1, _STRATEGY_ZERO2):
         per_rank += trainable * ZERO_OFFLOAD_EXTRA_BYTES
         parts.append(f"ZeRO-Offload's norm and 16-bit copy {ZERO_OFFLOAD_EXTRA_BYTES:g} B × {sci(trainable)}")
     micro = plan.workload.grad_accum
-    if par.strategy is Strategy.FSDP and par.offload is Offload.PARAMS and micro > 1:
+    if par.strategy is _STRATEGY_FSDP and par.offload is _OFFLOAD_PARAMS and micro > 1:
         g = dtypes_for(plan).grad
         per_rank += trainable * 3 * g * (micro - 1)
         parts.append(f"gradient accumulation on the host 3 × {g:g} B × {sci(trainable)} × {micro - 1}")

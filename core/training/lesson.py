@@ -13,14 +13,24 @@ stage 3 (and FSDP, which shards the same three) also the weights; DDP divides no
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Final
 
-from core.breakdown import Breakdown, BucketKey, Phase, StepPhase, Term, make_bucket
+from core.breakdown import Breakdown, Bucket, BucketKey, Phase, StepPhase, Term, make_bucket
 from core.dtypes import ELEMENT_BYTES
 from core.format import gb, sci
 from core.params import ParamCounts
 from core.plan import Optimizer, Plan, Precision, Strategy
 from core.units import GB
+
+# Enum members this module's hot paths compare with, read from their classes once: on Python 3.11 each
+# ``Class.MEMBER`` read goes through EnumType.__getattr__'s slot, ~0.15 µs (core.plan's note; h74speed).
+_BUCKET_KEY_ACTIVATIONS: Final = BucketKey.ACTIVATIONS
+_BUCKET_KEY_GRADIENTS: Final = BucketKey.GRADIENTS
+_BUCKET_KEY_OPTIMIZER: Final = BucketKey.OPTIMIZER
+_BUCKET_KEY_OVERHEAD: Final = BucketKey.OVERHEAD
+_BUCKET_KEY_WEIGHTS: Final = BucketKey.WEIGHTS
+_PRECISION_FP32: Final = Precision.FP32
 
 # Bytes of optimizer state per trainable parameter, lesson-level.
 # AdamW: two float32 moments (Kingma & Ba 2015; the lesson's b_o = 8). 8-bit AdamW: two
@@ -78,7 +88,7 @@ def weight_bytes(plan: Plan) -> float:
     the block scales the detailed accounting adds."""
     if plan.quantised_base:
         return ELEMENT_BYTES[plan.quant.value]
-    return ELEMENT_BYTES["fp32"] if plan.precision is Precision.FP32 else ELEMENT_BYTES["bf16"]
+    return ELEMENT_BYTES["fp32"] if plan.precision is _PRECISION_FP32 else ELEMENT_BYTES["bf16"]
 
 
 # What each strategy splits across the data-parallel GPUs (ZeRO's P_os, P_os+g, P_os+g+p).
@@ -115,16 +125,16 @@ def training_breakdown(plan: Plan, counts: ParamCounts) -> Breakdown:
         if mixed:
             optim.append(Term("float32 master copy", f"T × 4 B = {sci(t)} × 4 B", t * MASTER_COPY_BYTES))
         optim.append(Term("optimizer state", f"T × b_o = {sci(t)} × {bo:g} B", t * bo))
-    weights = _split(weights, BucketKey.WEIGHTS, plan)
-    grads = _split(grads, BucketKey.GRADIENTS, plan)
-    optim = _split(optim, BucketKey.OPTIMIZER, plan)
+    weights = _split(weights, _BUCKET_KEY_WEIGHTS, plan)
+    grads = _split(grads, _BUCKET_KEY_GRADIENTS, plan)
+    optim = _split(optim, _BUCKET_KEY_OPTIMIZER, plan)
     act_bytes = plan.lesson.activations_gb * GB
     activations = [Term("activation allowance", f"{plan.lesson.activations_gb:g} GB as typed", act_bytes)]
     buckets = (
-        make_bucket(BucketKey.WEIGHTS, weights),
-        make_bucket(BucketKey.GRADIENTS, grads),
-        make_bucket(BucketKey.OPTIMIZER, optim),
-        make_bucket(BucketKey.ACTIVATIONS, activations),
+        make_bucket(_BUCKET_KEY_WEIGHTS, weights),
+        make_bucket(_BUCKET_KEY_GRADIENTS, grads),
+        make_bucket(_BUCKET_KEY_OPTIMIZER, optim),
+        make_bucket(_BUCKET_KEY_ACTIVATIONS, activations),
     )
     total = sum(b.bytes for b in buckets)
     if plan.adapter_based and plan.parallel.data_parallel == 1:
@@ -138,20 +148,23 @@ def training_breakdown(plan: Plan, counts: ParamCounts) -> Breakdown:
     notes: tuple[str, ...] = ()
     if plan.adapter_based and plan.lesson.trainable_override:
         notes = (f"T = {t:,} as given (the lesson's figure), not derived from the architecture.",)
-    # An evaluation forward keeps the weights and the optimizer state; the typed allowance
-    # stands for its activations too (the lesson has no finer figure).
-    evaluation = Phase(
-        "evaluation forward",
-        tuple(b for b in buckets if b.key is not BucketKey.GRADIENTS),
-        "the weights, the optimizer state and the activation allowance",
-        StepPhase.EVALUATION,
-    )
-    overhead = make_bucket(BucketKey.OVERHEAD, [])
+    overhead = make_bucket(_BUCKET_KEY_OVERHEAD, [])
     return Breakdown(
         phases=(phase,),
         overhead=overhead,
         summary_formula=summary,
         notes=notes,
-        evaluation=evaluation,
+        _evaluation_of=partial(_evaluation, buckets),
         evaluation_overhead=overhead,
+    )
+
+
+def _evaluation(buckets: tuple[Bucket, ...]) -> Phase:
+    """An evaluation forward keeps the weights and the optimizer state; the typed allowance
+    stands for its activations too (the lesson has no finer figure)."""
+    return Phase(
+        "evaluation forward",
+        tuple(b for b in buckets if b.key is not BucketKey.GRADIENTS),
+        "the weights, the optimizer state and the activation allowance",
+        StepPhase.EVALUATION,
     )

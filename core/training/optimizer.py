@@ -34,6 +34,24 @@ from core.params import (
 from core.plan import Method, Optimizer, OptimizerImpl, Plan, TorchVersion
 from core.roles import Dtypes, runs_grad_scaler
 
+# Enum members this module's hot paths compare with, read from their classes once: on Python 3.11 each
+# ``Class.MEMBER`` read goes through EnumType.__getattr__'s slot, ~0.15 µs (core.plan's note; h74speed).
+_METHOD_DORA: Final = Method.DORA
+_METHOD_IA3: Final = Method.IA3
+_OPTIMIZER_ADAFACTOR: Final = Optimizer.ADAFACTOR
+_OPTIMIZER_ADAGRAD: Final = Optimizer.ADAGRAD
+_OPTIMIZER_ADAMW_8BIT: Final = Optimizer.ADAMW_8BIT
+_OPTIMIZER_GALORE_ADAMW: Final = Optimizer.GALORE_ADAMW
+_OPTIMIZER_IMPL_FOREACH: Final = OptimizerImpl.FOREACH
+_OPTIMIZER_IMPL_FORLOOP: Final = OptimizerImpl.FORLOOP
+_OPTIMIZER_IMPL_FUSED: Final = OptimizerImpl.FUSED
+_OPTIMIZER_LORA_FA: Final = Optimizer.LORA_FA
+_OPTIMIZER_MUON: Final = Optimizer.MUON
+_OPTIMIZER_PAGED_ADAMW: Final = Optimizer.PAGED_ADAMW
+_OPTIMIZER_PAGED_ADAMW_8BIT: Final = Optimizer.PAGED_ADAMW_8BIT
+_OPTIMIZER_SGD: Final = Optimizer.SGD
+_OPTIMIZER_SGD_MOMENTUM: Final = Optimizer.SGD_MOMENTUM
+
 # 8-bit optimizers (bitsandbytes): blockwise quantisation with blocks of 256 and one
 # float32 absmax per block (Dettmers et al. 2022, arXiv:2110.02861). A parameter tensor with
 # fewer than min_8bit_size = 4096 elements keeps float32 state instead: bitsandbytes 0.50.1
@@ -205,7 +223,7 @@ def adapter_tensor_sizes(plan: Plan) -> list[int]:
         return adalora_tensor_sizes(plan)
     if plan.oft:
         return oft_tensor_sizes(plan)
-    if plan.method is Method.IA3:
+    if plan.method is _METHOD_IA3:
         return [
             n for n, copies, _ in model.ia3_vectors(plan.lora.targets, plan.lora.ia3_feedforward) for _ in range(copies)
         ]
@@ -215,10 +233,10 @@ def adapter_tensor_sizes(plan: Plan) -> list[int]:
         for fan_in, fan_out, copies in model.adapted_matrices(plan.lora.targets):
             sizes += lycoris_matrix_tensors(plan, fan_in, fan_out)[0] * copies
         return sizes
-    frozen_a = plan.optimizer is Optimizer.LORA_FA  # LoRA-FA trains lora_B alone (core.params.lora_fa_frozen_elements)
+    frozen_a = plan.optimizer is _OPTIMIZER_LORA_FA  # LoRA-FA trains lora_B alone (core.params.lora_fa_frozen_elements)
     for fan_in, fan_out, copies in model.adapted_matrices(plan.lora.targets):
         a = [] if frozen_a else [r * fan_in]
-        sizes += (a + [r * fan_out] + ([fan_out] if plan.method is Method.DORA else [])) * copies
+        sizes += (a + [r * fan_out] + ([fan_out] if plan.method is _METHOD_DORA else [])) * copies
     return sizes
 
 
@@ -256,10 +274,10 @@ def small_state_terms(plan: Plan) -> list[Term]:
     keep them on the CPU) and a GradScaler's scale, growth tracker and found-inf flag
     (torch/amp/grad_scaler.py)."""
     terms = []
-    fused_counters = (*ADAM_FAMILY, Optimizer.ADAGRAD)  # adagrad.py: ``torch.zeros((), device=p.device)`` if fused
-    if plan.optimizer in fused_counters and plan.optimizer_impl is OptimizerImpl.FUSED:
+    fused_counters = (*ADAM_FAMILY, _OPTIMIZER_ADAGRAD)  # adagrad.py: ``torch.zeros((), device=p.device)`` if fused
+    if plan.optimizer in fused_counters and plan.optimizer_impl is _OPTIMIZER_IMPL_FUSED:
         n = trainable_tensors(plan)
-        name = "Adagrad" if plan.optimizer is Optimizer.ADAGRAD else "Adam"
+        name = "Adagrad" if plan.optimizer is _OPTIMIZER_ADAGRAD else "Adam"
         terms.append(Term(f"fused {name} step counters on the GPU", f"{n} tensors × 512 B", n * MIN_BLOCK_BYTES))
     if runs_grad_scaler(plan):
         terms.append(Term("GradScaler scale, growth tracker, found-inf", "3 × 512 B", 3 * MIN_BLOCK_BYTES))
@@ -314,11 +332,11 @@ def _state_terms(plan: Plan, counts: ParamCounts, dt: Dtypes) -> list[Term]:
     opt = plan.optimizer
     if opt in ADAM_FAMILY:
         return [Term("Adam moments m, v", f"2 × T × {b:g} B = 2 × {sci(t)} × {b:g} B", 2 * t * b)]
-    if opt is Optimizer.LORA_FA:  # LoraFAOptimizer: exp_avg_B, exp_avg_sq_B = torch.zeros_like(B), lora_B only
+    if opt is _OPTIMIZER_LORA_FA:  # LoraFAOptimizer: exp_avg_B, exp_avg_sq_B = torch.zeros_like(B), lora_B only
         return [
             Term("LoRA-FA moments of lora_B (exp_avg_B, exp_avg_sq_B)", f"2 × T × {b:g} B = 2 × {sci(t)}", 2 * t * b)
         ]
-    if opt is Optimizer.PAGED_ADAMW:
+    if opt is _OPTIMIZER_PAGED_ADAMW:
         small = min(t, small_state_elements(plan, PAGED_MIN_SIZE))
         return [
             Term(
@@ -327,17 +345,17 @@ def _state_terms(plan: Plan, counts: ParamCounts, dt: Dtypes) -> list[Term]:
                 small * PAGED_STATE_BYTES,
             )
         ]
-    if opt is Optimizer.PAGED_ADAMW_8BIT:
+    if opt is _OPTIMIZER_PAGED_ADAMW_8BIT:
         on_gpu = min(t, small_state_elements(plan, PAGED_MIN_SIZE))
         return _eight_bit_state_terms(plan, on_gpu) + _paged_absmax_terms(t - on_gpu, moments=2, name="Adam")
-    if opt is Optimizer.ADAMW_8BIT:
+    if opt is _OPTIMIZER_ADAMW_8BIT:
         return _eight_bit_state_terms(plan, t)
     if opt in ONE_STATE_BNB:
         return _lion_state_terms(plan, t)
     if opt in ADEMAMIX_FAMILY:
         return _ademamix_state_terms(plan, t)
     if opt in ONE_BUFFER_TORCH:
-        name = "Adagrad sum of squared gradients" if opt is Optimizer.ADAGRAD else "RMSprop square_avg"
+        name = "Adagrad sum of squared gradients" if opt is _OPTIMIZER_ADAGRAD else "RMSprop square_avg"
         return [Term(name, f"T × {b:g} B = {sci(t)} × {b:g} B", t * b)]
     if opt in SCHEDULE_FREE:
         k = SCHEDULE_FREE[opt][0]
@@ -351,7 +369,7 @@ def _state_terms(plan: Plan, counts: ParamCounts, dt: Dtypes) -> list[Term]:
         if kahan:
             terms.append(Term("Kahan compensation buffer (bf16)", f"T × 2 B = {sci(t)} × 2 B", t * kahan))
         return terms
-    if opt is Optimizer.MUON:
+    if opt is _OPTIMIZER_MUON:
         muon = min(t, muon_elements(plan))
         rest = t - muon
         return [
@@ -360,11 +378,11 @@ def _state_terms(plan: Plan, counts: ParamCounts, dt: Dtypes) -> list[Term]:
                 "AdamW moments of the rest (embedding, head, norms, biases)", f"2 × {sci(rest)} × {b:g} B", 2 * rest * b
             ),
         ]
-    if opt is Optimizer.GALORE_ADAMW:
+    if opt is _OPTIMIZER_GALORE_ADAMW:
         return _galore_state_terms(plan, counts, b)
-    if opt is Optimizer.SGD_MOMENTUM:
+    if opt is _OPTIMIZER_SGD_MOMENTUM:
         return [Term("momentum buffer", f"T × {b:g} B = {sci(t)} × {b:g} B", t * b)]
-    if opt is Optimizer.ADAFACTOR:
+    if opt is _OPTIMIZER_ADAFACTOR:
         factored = adafactor_state_elements(plan)
         return [Term("factored second moment (rows + columns)", f"{sci(factored)} × 4 B", factored * 4)]
     return []
@@ -755,24 +773,24 @@ def optimizer_step_temporary(
     t = counts.trainable
     if plan.optimizer in ANYPRECISION:
         return _anyprecision_temporary(plan, dt)
-    if plan.optimizer is Optimizer.MUON:
+    if plan.optimizer is _OPTIMIZER_MUON:
         return _muon_temporary(plan, counts, dt)
-    if plan.optimizer is Optimizer.LORA_FA:
+    if plan.optimizer is _OPTIMIZER_LORA_FA:
         return _lora_fa_temporary(plan, dt)
-    if plan.optimizer is Optimizer.GALORE_ADAMW:
+    if plan.optimizer is _OPTIMIZER_GALORE_ADAMW:
         return _galore_temporary(plan, dt)
     if plan.optimizer in ONE_BUFFER_TORCH:
         return _one_buffer_temporary(plan, t, b, beside)
-    if plan.optimizer in (Optimizer.SGD, Optimizer.SGD_MOMENTUM):
+    if plan.optimizer in (_OPTIMIZER_SGD, _OPTIMIZER_SGD_MOMENTUM):
         return _sgd_decay_temporary(plan, t, b, beside)
     if plan.optimizer in SCHEDULE_FREE:
         return _schedule_free_temporary(plan, t, b, beside)
     if plan.optimizer not in ADAM_FAMILY:
         return None
     impl = plan.optimizer_impl
-    if impl is OptimizerImpl.FOREACH:
+    if impl is _OPTIMIZER_IMPL_FOREACH:
         return _foreach_adam_temporary(plan, t, b, beside)
-    if impl is OptimizerImpl.FORLOOP:
+    if impl is _OPTIMIZER_IMPL_FORLOOP:
         big = largest_trainable_tensor(plan)
         big_n, big_b = max([(big, b), *beside], key=lambda nb: nb[0] * nb[1])
         if plan.optimizer in L2_DECAY and plan.weight_decay > 0:

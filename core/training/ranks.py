@@ -8,11 +8,11 @@ built for that rank. Lesson accounting is the lesson's single sum (it has no ran
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from core.breakdown import PHASE_BYTES, Breakdown, Bucket, Phase
 from core.evidence import Confidence, confidence
-from core.memo import fills_fields
+from core.memo import Once, fills_fields
 from core.parallel.layout import layout
 from core.params import ParamCounts
 from core.plan import Accounting, Plan, as_run
@@ -38,14 +38,24 @@ class RankMemory:
     summary_formula: str
     notes: tuple[str, ...]
     count: int  # GPUs that are ranks of this kind
-    evaluation: Phase | None = None  # an evaluation forward between steps, on this rank
-    evaluation_bytes: float = 0.0  # its allocated bytes + overhead
     reserved_bytes: float = 0.0  # peak + the caching allocator's reserve (max_memory_reserved)
     low_bytes: float = 0.0  # the bottom of total_bytes's range (cache given back, evidence's low end)
     high_bytes: float = 0.0  # its top (the evidence's high end)
     fragmentation_basis: float = 0.0  # the activations' high point the reserve's fitted term scales
     fragmentation: float = 0.0  # that term's fraction
     workspace_bytes: float = 0.0  # of peak_bytes: the libraries' workspaces (core.training.device.allocator_workspaces)
+    # The rank's breakdown, whose evaluation forward is worked out when first read (:attr:`evaluation`).
+    _breakdown: Breakdown | None = field(default=None, compare=False, repr=False)
+
+    @Once
+    def evaluation(self) -> Phase | None:
+        """An evaluation forward between steps, on this rank (None: none modelled)."""
+        return self._breakdown.evaluation if self._breakdown is not None else None
+
+    @Once
+    def evaluation_bytes(self) -> float:
+        """The evaluation forward's allocated bytes + overhead (0 without one)."""
+        return self._breakdown.evaluation_bytes if self._breakdown is not None else 0.0
 
 
 def total_range(breakdown: Breakdown, peak: float, total: float, band: Confidence | None) -> tuple[float, float]:
@@ -80,14 +90,13 @@ def _rank(
         summary_formula=breakdown.summary_formula,
         notes=breakdown.notes,
         count=count,
-        evaluation=breakdown.evaluation,
-        evaluation_bytes=breakdown.evaluation_bytes,
         reserved_bytes=allocated + breakdown.reserve_bytes,
         low_bytes=low,
         high_bytes=high,
         fragmentation_basis=breakdown.fragmentation_basis,
         fragmentation=breakdown.fragmentation,
         workspace_bytes=breakdown.workspace_bytes,
+        _breakdown=breakdown,
     )
 
 

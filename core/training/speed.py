@@ -81,12 +81,44 @@ from core.training.optimizer import (
     trainable_tensors,
 )
 
+# Enum members this module's hot paths compare with, read from their classes once: on Python 3.11 each
+# ``Class.MEMBER`` read goes through EnumType.__getattr__'s slot, ~0.15 µs (core.plan's note; h74speed).
+_ACCOUNTING_DETAILED: Final = Accounting.DETAILED
+_ATTENTION_EAGER: Final = Attention.EAGER
+_ATTENTION_FLASH1: Final = Attention.FLASH1
+_CHECKPOINT_POLICY_ATTENTION: Final = CheckpointPolicy.ATTENTION
+_CHECKPOINT_POLICY_LAYER: Final = CheckpointPolicy.LAYER
+_CHECKPOINT_POLICY_OP: Final = CheckpointPolicy.OP
+_FLOAT8_NONE: Final = Float8.NONE
+_FLOAT8_ROWWISE: Final = Float8.ROWWISE
+_FLOAT8_TE_CURRENT: Final = Float8.TE_CURRENT
+_GENERATION_HOPPER: Final = Generation.HOPPER
+_KERNEL_EFFICIENT: Final = Kernel.EFFICIENT
+_KERNEL_FLASH: Final = Kernel.FLASH
+_KERNEL_MATH: Final = Kernel.MATH
+_MOE_DISPATCHER_ALLGATHER: Final = MoeDispatcher.ALLGATHER
+_MOE_DISPATCHER_ALLTOALL: Final = MoeDispatcher.ALLTOALL
+_MOE_DISPATCHER_DEEPEP: Final = MoeDispatcher.DEEPEP
+_MOE_DISPATCHER_HYBRIDEP: Final = MoeDispatcher.HYBRIDEP
+_OFFLOAD_NONE: Final = Offload.NONE
+_OPTIMIZER_GALORE_ADAMW: Final = Optimizer.GALORE_ADAMW
+_OPTIMIZER_IMPL_FORLOOP: Final = OptimizerImpl.FORLOOP
+_OPTIMIZER_IMPL_FUSED: Final = OptimizerImpl.FUSED
+_OPTIMIZER_LORA_FA: Final = Optimizer.LORA_FA
+_OPTIMIZER_MUON: Final = Optimizer.MUON
+_QUANT_INT8: Final = Quant.INT8
+_STACK_COMPILE: Final = Stack.COMPILE
+_STACK_EAGER: Final = Stack.EAGER
+_STACK_MEGATRON: Final = Stack.MEGATRON
+_STRATEGY_DDP: Final = Strategy.DDP
+_STRATEGY_ZERO1: Final = Strategy.ZERO1
+
 
 def gemm_kind(plan: Plan, gpu: GpuSpec) -> str:
     """What the linears' matmuls run as: the float8 recipe on a card with fp8 tensor cores,
     else the 16-bit (or float32) compute dtype; under the Megatron stack on Hopper its 16-bit and
     Transformer Engine fp8 matmuls at the rate TE's GEMM guide measured (efficiency.MEGATRON_HOPPER)."""
-    if plan.float8 is not Float8.NONE and gpu.tflops_dense.get("fp8"):
+    if plan.float8 is not _FLOAT8_NONE and gpu.tflops_dense.get("fp8"):
         # TE's two per-tensor recipes run the same fp8 GEMM (a per-tensor scale each operand): they
         # differ in their casts (te_cast_bytes), so current scaling is timed as "fp8-te".
         recipe = float8_recipe(plan.float8, gpu.id)
@@ -102,7 +134,7 @@ def mxfp8_unsupported(plan: Plan, gpu: GpuSpec) -> bool:
 
 
 def _stack_kind(plan: Plan, family: Generation, kind: str) -> str:
-    if plan.stack is Stack.MEGATRON and family is Generation.HOPPER and kind in ("16-bit", "fp8-te"):
+    if plan.stack is _STACK_MEGATRON and family is _GENERATION_HOPPER and kind in ("16-bit", "fp8-te"):
         return f"megatron-{kind}"
     return kind
 
@@ -117,12 +149,12 @@ def attention_kernel(plan: Plan) -> str:
     (``eager-fp32`` in float32), at the card's matmul coefficient (efficiency.derived)."""
     if not fused_attention(plan):
         compute = dtypes_for(plan).compute
-        if sdpa_kernel(plan) is Kernel.MATH:  # float32 inside from PyTorch 2.5 (math_kernel_bytes)
+        if sdpa_kernel(plan) is _KERNEL_MATH:  # float32 inside from PyTorch 2.5 (math_kernel_bytes)
             compute = math_kernel_bytes(plan, compute)
         return "eager-fp32" if compute == 4 else "eager"
-    if plan.attention is Attention.FLASH1:
+    if plan.attention is _ATTENTION_FLASH1:
         return "flash1"
-    return "fused" if plan.stack is Stack.MEGATRON else "flash"
+    return "fused" if plan.stack is _STACK_MEGATRON else "flash"
 
 
 # Bytes eager PyTorch moves per token and block around the matmuls, in elements of the
@@ -370,7 +402,7 @@ def eager_block_kernels(plan: Plan) -> tuple[float, float, float]:
     (GPT-2's LayerNorm and GELU, Gemma's extra norms) are taken at it. Methods whose adapter code was not
     counted (prompt learning, LitGPT's adapters) get the frozen block's; IA3, LoHa, LoKr, VeRA, OFT, MiSS, DoRA and
     AdaLoRA add their own (core.training.flops.method_work: DoRA's and AdaLoRA's beyond LoRA's path)."""
-    attention = "eager" if plan.attention is Attention.EAGER else "fused"
+    attention = "eager" if plan.attention is _ATTENTION_EAGER else "fused"
     trains = not plan.adapter_based
     forward, backward, recompute = (float(k) for k in EAGER_BLOCK_KERNELS[(attention, trains)])
     # A fused matrix (GPT-2's c_attn, Qwen's, Phi-3's) is one linear; an MoE block's experts count as one MLP:
@@ -395,7 +427,7 @@ def eager_host_kernels(plan: Plan, layers: int, backward_layers: int, recomputed
     run backward, ``recomputed`` of those recompute their forward) under the eager stack; 0 under
     torch.compile (Inductor's fused kernels, CUDA graphs under mode="reduce-overhead") and Megatron's
     fused stack, whose kernels were not counted, and under the lesson's accounting (its FLOPs alone)."""
-    if plan.stack is not Stack.EAGER or plan.accounting is not Accounting.DETAILED:
+    if plan.stack is not _STACK_EAGER or plan.accounting is not _ACCOUNTING_DETAILED:
         return 0.0
     forward, backward, recompute = eager_block_kernels(plan)
     return layers * forward + backward_layers * backward + recomputed * recompute
@@ -415,7 +447,7 @@ def eager_outside_kernels(plan: Plan, head: bool) -> float:
     """Kernels one micro-batch issues outside the blocks (EAGER_OUTSIDE_KERNELS) on a rank that holds the
     head under the eager stack's detailed accounting; 0 elsewhere (the embedding's few on a first pipeline
     stage without the head are left out)."""
-    if not head or plan.stack is not Stack.EAGER or plan.accounting is not Accounting.DETAILED:
+    if not head or plan.stack is not _STACK_EAGER or plan.accounting is not _ACCOUNTING_DETAILED:
         return 0.0
     forward, backward = EAGER_OUTSIDE_KERNELS[not plan.adapter_based]
     return float(forward + backward)
@@ -515,9 +547,9 @@ def step_host_kernels(plan: Plan, counts: ParamCounts, stage: Stage) -> float:
     clip_grad_norm_'s and a GradScaler's.
     0 where the step runs on the host (offload) or its code was not counted (Megatron, DeepSpeed)."""
     if (
-        plan.stack is not Stack.EAGER
-        or plan.accounting is not Accounting.DETAILED
-        or plan.parallel.offload is not Offload.NONE
+        plan.stack is not _STACK_EAGER
+        or plan.accounting is not _ACCOUNTING_DETAILED
+        or plan.parallel.offload is not _OFFLOAD_NONE
         or not _torch_optim(plan)
     ):
         return 0.0
@@ -525,19 +557,19 @@ def step_host_kernels(plan: Plan, counts: ParamCounts, stage: Stage) -> float:
     tensors = trainable_tensors(plan)
     launches = multi_tensor_launches(elements, tensors)
     ops = STEP_OPS.get(plan.optimizer, 0)
-    if plan.optimizer is Optimizer.MUON:
+    if plan.optimizer is _OPTIMIZER_MUON:
         return _muon_kernels(plan, counts, elements, tensors)
-    if plan.optimizer is Optimizer.GALORE_ADAMW:
+    if plan.optimizer is _OPTIMIZER_GALORE_ADAMW:
         return _galore_kernels(plan, tensors, launches)
     if plan.optimizer in PER_TENSOR_STEP:
         kernels = float(tensors)
-    elif plan.optimizer is Optimizer.LORA_FA:  # one pair a trained lora_B
+    elif plan.optimizer is _OPTIMIZER_LORA_FA:  # one pair a trained lora_B
         kernels = float(LORA_FA_STEP_OPS * tensors)
     elif plan.optimizer in ANYPRECISION_STEP_OPS:
         kernels = float(ANYPRECISION_STEP_OPS[plan.optimizer] * tensors)
-    elif plan.optimizer_impl is OptimizerImpl.FORLOOP:
+    elif plan.optimizer_impl is _OPTIMIZER_IMPL_FORLOOP:
         kernels = float(ops * tensors)
-    elif plan.optimizer_impl is OptimizerImpl.FUSED:
+    elif plan.optimizer_impl is _OPTIMIZER_IMPL_FUSED:
         kernels = FUSED_STEP_OPS.get(plan.optimizer, 0) * launches
     else:
         kernels = ops * launches
@@ -671,9 +703,9 @@ def _rows(rank: _Rank, gemm: Gemm) -> tuple[float, float]:
 
 def _recomputed_blocks(plan: Plan, rank: _Rank) -> float:
     """Blocks (of the rank's) whose forward the backward runs again, as a share of each."""
-    if not plan.checkpointing or plan.checkpoint_policy is CheckpointPolicy.ATTENTION:
+    if not plan.checkpointing or plan.checkpoint_policy is _CHECKPOINT_POLICY_ATTENTION:
         return 0.0
-    if plan.checkpoint_policy is CheckpointPolicy.OP:
+    if plan.checkpoint_policy is _CHECKPOINT_POLICY_OP:
         return rank.backward_layers * recomputed_share(plan)
     return rank.backward_layers * min(1.0, plan.checkpointed_blocks(plan.model.num_layers) / plan.model.num_layers)
 
@@ -814,14 +846,14 @@ def megatron_router(plan: Plan, gemm: Gemm) -> bool:
     ``general_gemm`` on the 16-bit input and weight, output in ``moe_router_dtype``, the input's
     dtype unless set — Qwen3-30B-A3B's provider leaves it, Megatron-Bridge v0.3.1 qwen_provider.py,
     only Qwen3-Next sets "fp32"), not a TE linear under ``fp8_autocast``: no fp8 GEMM, no cast."""
-    return gemm.name == "router" and plan.stack is Stack.MEGATRON and plan.float8 in TE_FLOAT8
+    return gemm.name == "router" and plan.stack is _STACK_MEGATRON and plan.float8 in TE_FLOAT8
 
 
 def _rowwise_slow(rank: _Rank, gemm: Gemm, k: float, n: float) -> bool:
     """A float8 rowwise linear whose local shape torchao's rowwise filter would leave in bf16
     (a gated MLP's gate and up are two nn.Linear of half the pair's width each)."""
     width = n / 2 if "gate|up" in gemm.name else n
-    return rank.fp8 and rank.plan.float8 is Float8.ROWWISE and rowwise_too_small(k, width)
+    return rank.fp8 and rank.plan.float8 is _FLOAT8_ROWWISE and rowwise_too_small(k, width)
 
 
 @last_answer
@@ -829,7 +861,7 @@ def fused_attention(plan: Plan) -> bool:
     """A fused kernel (flash, memory-efficient) skips the masked half of causal attention and
     never writes the scores; eager attention (and SDPA's math fallback) computes every score
     and moves the B·H·S² matrix through memory (:func:`core.training.attention.sdpa_kernel`)."""
-    return sdpa_kernel(plan) in (Kernel.FLASH, Kernel.EFFICIENT)
+    return sdpa_kernel(plan) in (_KERNEL_FLASH, _KERNEL_EFFICIENT)
 
 
 def _attention_flops(rank: _Rank) -> tuple[float, float]:
@@ -887,9 +919,9 @@ def _attention_recompute(rank: _Rank) -> float:
     none under torchtitan's op SAC (it saves the attention kernel's output), the checkpointed
     share under layer SAC."""
     plan = rank.plan
-    if not plan.checkpointing or plan.checkpoint_policy is CheckpointPolicy.OP:
+    if not plan.checkpointing or plan.checkpoint_policy is _CHECKPOINT_POLICY_OP:
         return 0.0
-    if plan.checkpoint_policy is CheckpointPolicy.LAYER:
+    if plan.checkpoint_policy is _CHECKPOINT_POLICY_LAYER:
         return _recomputed_blocks(plan, rank)
     return float(rank.backward_layers)
 
@@ -931,16 +963,16 @@ def moe_permute_bytes(rank: _Rank) -> float:
     # Under expert parallel the plan's Megatron dispatcher decides; elsewhere (no Megatron
     # dispatcher, or EP 1) the permute pair alone.
     dispatcher = megatron_dispatcher(plan) if ep > 1 else None
-    if dispatcher is MoeDispatcher.HYBRIDEP:
+    if dispatcher is _MOE_DISPATCHER_HYBRIDEP:
         return 0.0
-    if dispatcher is MoeDispatcher.DEEPEP:
+    if dispatcher is _MOE_DISPATCHER_DEEPEP:
         tokens = received_tokens(tokens, model.num_experts, model.experts_per_token, ep)
-    if dispatcher is MoeDispatcher.ALLGATHER:
+    if dispatcher is _MOE_DISPATCHER_ALLGATHER:
         # MoEAllGatherTokenDispatcher permutes from the gathered tokens of the EP group (N·EP rows
         # read) the copies its local experts take (N·k written, balanced), and back: no sort.
         tokens *= ep
     rows = MOE_PERMUTE_TOKEN_ROWS * tokens + MOE_PERMUTE_COPY_ROWS * copies
-    if dispatcher is MoeDispatcher.ALLTOALL and model.num_experts // max(1, ep) > 1:
+    if dispatcher is _MOE_DISPATCHER_ALLTOALL and model.num_experts // max(1, ep) > 1:
         rows += MOE_SORT_COPY_ROWS * copies
     passes = rank.layers + _recomputed_blocks(plan, rank) + rank.backward_layers
     return rows * model.hidden_size * dtypes_for(plan).compute * passes
@@ -954,9 +986,9 @@ def _elementwise_bytes(rank: _Rank) -> float:
     mlp = model.intermediate_size * (model.experts_per_token if model.num_experts > 1 else 1)
     mlp += model.shared_expert_size
     sp = rank.tp if plan.parallel.sequence_parallel else 1
-    fused = plan.stack is Stack.COMPILE
+    fused = plan.stack is _STACK_COMPILE
     norm, residual = (COMPILE_NORM_PASSES, COMPILE_RESIDUAL_PASSES) if fused else (NORM_PASSES, RESIDUAL_PASSES)
-    if plan.stack is Stack.EAGER and model.norm == "layernorm":
+    if plan.stack is _STACK_EAGER and model.norm == "layernorm":
         norm = LAYERNORM_PASSES
     norms = (model.norms_per_layer * norm * d + 2 * residual * d) / sp
     # Rotary embeddings only where the model has them: a learned position table (GPT-2's wpe,
@@ -1017,7 +1049,7 @@ def te_cast_bytes(rank: _Rank) -> float:
         return 0.0
     if rank.mxfp8:
         per_element = TE_MXFP8_CAST_BYTES
-    elif rank.plan.float8 is Float8.TE_CURRENT:
+    elif rank.plan.float8 is _FLOAT8_TE_CURRENT:
         per_element = TE_CURRENT_CAST_BYTES
     else:
         per_element = TE_CAST_BYTES
@@ -1043,7 +1075,7 @@ def te_weight_casts_per_micro(plan: Plan) -> float:
     ``get_weight_workspace`` caches Float8 and MXFP8 storages alike, so every TE recipe does):
     1 ÷ grad_accum. Another stack calls TE's linears without it (llm-foundry / Composer's amp_fp8):
     one cast a micro-batch."""
-    if plan.stack is Stack.MEGATRON:
+    if plan.stack is _STACK_MEGATRON:
         return 1.0 / max(1, plan.workload.grad_accum)
     return 1.0
 
@@ -1052,7 +1084,7 @@ def _dequant_bytes(rank: _Rank) -> float:
     """A 4-bit base dequantised before every matmul that reads it (forward, input gradient,
     recompute); int8 bases are read by LLM.int8's own matmul (not counted)."""
     plan = rank.plan
-    if not plan.quantised_base or plan.quant is Quant.INT8:
+    if not plan.quantised_base or plan.quant is _QUANT_INT8:
         return 0.0
     per_block = sum(g.k * g.n * g.count * g.layers for g in block_gemms(plan) if not g.name.endswith(ADAPTER_GEMMS))
     uses = rank.layers + rank.backward_layers + _recomputed_blocks(plan, rank)
@@ -1064,7 +1096,7 @@ def _optimizer_bytes(plan: Plan, counts: ParamCounts, stage: Stage) -> float:
     core.training.host.host_step times it there, the transfers are communication). The fused
     count (optimizer_step_bytes), the passes torch's unfused implementations add, and the
     gradient passes clipping and a GradScaler's unscale make before the step (step_pass_bytes)."""
-    if plan.parallel.offload is not Offload.NONE:
+    if plan.parallel.offload is not _OFFLOAD_NONE:
         return 0.0
     return optimizer_step_bytes(plan, counts, stage) + step_pass_bytes(plan, counts, stage)
 
@@ -1136,12 +1168,12 @@ ANYPRECISION_PASSES: Final = {
 
 def _one_at_a_time(plan: Plan) -> bool:
     """Whether the step runs one tensor at a time: torch's for-loop, or AnyPrecisionAdamW's own loop."""
-    return plan.optimizer in ANYPRECISION_STEP_OPS or plan.optimizer_impl is OptimizerImpl.FORLOOP
+    return plan.optimizer in ANYPRECISION_STEP_OPS or plan.optimizer_impl is _OPTIMIZER_IMPL_FORLOOP
 
 
 def decays_unfused(plan: Plan) -> bool:
     """Whether the step runs torch's foreach or for-loop weight decay as ops of its own (WEIGHT_DECAY_PASSES)."""
-    unfused = plan.optimizer in ANYPRECISION_STEP_OPS or plan.optimizer_impl is not OptimizerImpl.FUSED
+    unfused = plan.optimizer in ANYPRECISION_STEP_OPS or plan.optimizer_impl is not _OPTIMIZER_IMPL_FUSED
     return plan.weight_decay > 0 and plan.optimizer in WEIGHT_DECAY_PASSES and unfused and _torch_optim(plan)
 
 
@@ -1154,9 +1186,9 @@ def step_pass_bytes(plan: Plan, counts: ParamCounts, stage: Stage) -> float:
     grads = (CLIP_GRAD_PASSES if plan.grad_clip else 0.0) + (UNSCALE_GRAD_PASSES if runs_grad_scaler(plan) else 0.0)
     state = params = 0.0
     own = 0.0  # AnyPrecisionAdamW's passes over its bf16 moments
-    if _torch_optim(plan) and plan.optimizer is Optimizer.MUON:
+    if _torch_optim(plan) and plan.optimizer is _OPTIMIZER_MUON:
         return elements * grads * dt.grad + _muon_pass_bytes(plan, stage, elements, dt)
-    if _torch_optim(plan) and plan.optimizer is Optimizer.GALORE_ADAMW:
+    if _torch_optim(plan) and plan.optimizer is _OPTIMIZER_GALORE_ADAMW:
         return elements * grads * dt.grad + _galore_pass_bytes(plan, stage, elements, dt)
     if _torch_optim(plan):
         extra_grads, state = UNFUSED_PASSES.get((plan.optimizer, plan.optimizer_impl), (0.0, 0.0))
@@ -1201,7 +1233,7 @@ def galore_feature(plan: Plan, stage: Stage, gpu: GpuSpec) -> dict[str, float]:
     """GaLore's projector refresh (optimizer.galore_svd_flops: torch.linalg.svd of every targeted gradient in
     float32), once every update_proj_gap steps, spread over them, at the card's float32 peak: a floor (cuSOLVER's SVD
     runs far below it; not measured on a GPU). Its own key, "optimizer_svd", in the optimizer step's time."""
-    if plan.optimizer is not Optimizer.GALORE_ADAMW:
+    if plan.optimizer is not _OPTIMIZER_GALORE_ADAMW:
         return {}
     peak = gpu.peak_tflops("fp32")
     flops = galore_svd_flops(plan) * trainable_layers(plan, stage) / max(1, muon_layers(plan))
@@ -1211,7 +1243,7 @@ def galore_feature(plan: Plan, stage: Stage, gpu: GpuSpec) -> dict[str, float]:
 def muon_feature(plan: Plan, stage: Stage, family: Generation, gpu: GpuSpec) -> dict[str, float]:
     """Muon's Newton-Schulz matmuls (optimizer.muon_ns_flops) for the stage's trained blocks (a frozen block has none),
     once a step, as bf16 matmuls at the card's bf16 peak (``grad.bfloat16()``); none for the other optimizers."""
-    if plan.optimizer is not Optimizer.MUON:
+    if plan.optimizer is not _OPTIMIZER_MUON:
         return {}
     peak = gpu.peak_tflops("bf16")
     flops = muon_ns_flops(plan) * trainable_layers(plan, stage) / max(1, muon_layers(plan))  # every block frozen: 0
@@ -1224,7 +1256,7 @@ def muon_feature(plan: Plan, stage: Stage, family: Generation, gpu: GpuSpec) -> 
 def _torch_optim(plan: Plan) -> bool:
     """Whether torch.optim runs the step as the plan's implementation says: not Megatron's fused Adam
     (its distributed optimizer's, Transformer Engine's or apex's) nor DeepSpeed's FusedAdam."""
-    return plan.stack is not Stack.MEGATRON and not plan.parallel.strategy.deepspeed
+    return plan.stack is not _STACK_MEGATRON and not plan.parallel.strategy.deepspeed
 
 
 # Gradient accumulation outside the weight-gradient matmul. A rank that holds its whole gradient
@@ -1245,7 +1277,7 @@ def grad_accum_bytes(plan: Plan, counts: ParamCounts, stage: Stage) -> float:
     held ones; 0 where the accumulation is fused, sharded, or there is one micro-batch."""
     par = plan.parallel
     no_sync = fsdp_no_sync(par, plan.workload.grad_accum)
-    if plan.workload.grad_accum <= 1 or not (no_sync or par.strategy in (Strategy.DDP, Strategy.ZERO1)):
+    if plan.workload.grad_accum <= 1 or not (no_sync or par.strategy in (_STRATEGY_DDP, _STRATEGY_ZERO1)):
         return 0.0
     dt = dtypes_for(plan)
     if no_sync:
@@ -1265,7 +1297,7 @@ def grad_accum_bytes(plan: Plan, counts: ParamCounts, stage: Stage) -> float:
 def rank_trainable(plan: Plan, counts: ParamCounts, stage: Stage) -> float:
     """The trainable parameters whose step the rank runs (sharded strategies: the rank's part)."""
     par = plan.parallel
-    sharded = par.strategy is not Strategy.DDP
+    sharded = par.strategy is not _STRATEGY_DDP
     # Sharded, a rank's part is its share without the EP split ÷ DP × CP (Layout.state_shards_of).
     share = train_share(plan, stage, par.tensor_parallel, experts_split=not sharded)
     shards = par.fsdp_shards if sharded else 1  # Layout.state_shards
@@ -1277,7 +1309,7 @@ def optimizer_step_bytes(plan: Plan, counts: ParamCounts, stage: Stage) -> float
     parameter, its gradient and its state read, the parameter and the state written."""
     par = plan.parallel
     dt = dtypes_for(plan)
-    sharded = par.strategy is not Strategy.DDP
+    sharded = par.strategy is not _STRATEGY_DDP
     share = train_share(plan, stage, par.tensor_parallel, experts_split=not sharded)
     shards = par.fsdp_shards if sharded else 1
     state = sum(t.bytes for t in optimizer_terms(plan, counts, dt)) * share / shards
@@ -1331,7 +1363,7 @@ def moe_host_floor(plan: Plan, layers: int) -> float:
     one micro-batch (MEGATRON_MOE_LAYER_HOST_S each); 0 for a dense model or another stack, whose
     host time was not measured. Recomputed forwards are not counted (the measured run recomputed
     nothing)."""
-    if plan.stack is not Stack.MEGATRON or plan.model.num_experts <= 1:
+    if plan.stack is not _STACK_MEGATRON or plan.model.num_experts <= 1:
         return 0.0
     return layers * MEGATRON_MOE_LAYER_HOST_S
 

@@ -21,6 +21,21 @@ from core.params import (
 from core.plan import Method, Plan
 from core.roles import Dtypes, adapter_dtype, qlora_unquantised_bytes
 
+# Enum members this module's hot paths compare with, read from their classes once: on Python 3.11 each
+# ``Class.MEMBER`` read goes through EnumType.__getattr__'s slot, ~0.15 µs (core.plan's note; h74speed).
+_DTYPE_FP32: Final = Dtype.FP32
+_METHOD_ADALORA: Final = Method.ADALORA
+_METHOD_FROZEN: Final = Method.FROZEN
+_METHOD_FULL: Final = Method.FULL
+_METHOD_LN_TUNING: Final = Method.LN_TUNING
+_METHOD_LOHA: Final = Method.LOHA
+_METHOD_OFT: Final = Method.OFT
+_METHOD_PREFIX_TUNING: Final = Method.PREFIX_TUNING
+_METHOD_TRAINABLE_TOKENS: Final = Method.TRAINABLE_TOKENS
+_METHOD_VERA: Final = Method.VERA
+_QUANT_INT8: Final = Quant.INT8
+_WEIGHT_FORMAT_INT8: Final = WeightFormat.INT8
+
 __all__ = [
     "autocast_copies",
     "copy_terms",
@@ -64,9 +79,9 @@ def weight_terms(plan: Plan, counts: ParamCounts, dt: Dtypes) -> list[Term]:
     if plan.quantised_base:
         quantised = quantised_block_params(plan) + litgpt_quantised_head(plan) + bnb_quantised_head(plan)
         rest = p - quantised
-        if plan.quant is Quant.INT8:
+        if plan.quant is _QUANT_INT8:
             rows = matrix_output_rows(model)
-            q_bytes = quantised_matrix_bytes(model, WeightFormat.INT8, quantised)
+            q_bytes = quantised_matrix_bytes(model, _WEIGHT_FORMAT_INT8, quantised)
             terms.append(
                 Term("int8 block weights + row scales", f"{sci(quantised)} × 1 B + {sci(rows)} × 4 B", q_bytes)
             )
@@ -80,12 +95,12 @@ def weight_terms(plan: Plan, counts: ParamCounts, dt: Dtypes) -> list[Term]:
         unq = qlora_unquantised_bytes(plan)
         label = _unquantised_label(plan) + (", float32 (prepare_model_for_kbit_training)" if unq == 4 else "")
         terms.append(Term(label, f"{sci(rest)} × {unq:g} B", rest * unq))
-    elif plan.method is Method.FROZEN and dt.param != dt.base:
+    elif plan.method is _METHOD_FROZEN and dt.param != dt.base:
         t, f = counts.trainable, counts.frozen_base
         terms.append(Term("trainable weights", f"{sci(t)} × {dt.param:g} B", t * dt.param))
         terms.append(Term("frozen weights", f"{sci(f)} × {dt.base:g} B", f * dt.base))
     else:
-        b = dt.param if plan.method is Method.FULL else dt.base
+        b = dt.param if plan.method is _METHOD_FULL else dt.base
         terms.append(Term("base weights", f"P × {b:g} B = {sci(p)} × {b:g} B", p * b))
     if counts.adapter:
         a = dt.adapter
@@ -190,34 +205,34 @@ def copy_terms(plan: Plan, counts: ParamCounts, dt: Dtypes) -> list[Term]:
         # prompts are cast by PEFT's ``prompts.to(inputs_embeds.dtype)``, nothing cached); only
         # P-tuning's MLP linears are (huggingface/peft 51c2ff66 src/peft/tuners/p_tuning/model.py).
         cast -= plan.lora.virtual_tokens * plan.model.hidden_size
-    if plan.method in (Method.PREFIX_TUNING, Method.LN_TUNING, Method.TRAINABLE_TOKENS):
+    if plan.method in (_METHOD_PREFIX_TUNING, _METHOD_LN_TUNING, _METHOD_TRAINABLE_TOKENS):
         # Prefix tuning's one tensor is an embedding too (F.embedding; get_prompt casts its output,
         # ``past_key_values.to(self.base_model_torch_dtype)``); LN tuning's norms multiply, no matmul; the
         # trainable tokens' delta is index_copy'd into the embedding (TrainableTokensLayer.forward), no matmul.
         cast = 0
-    if plan.method is Method.VERA:
+    if plan.method is _METHOD_VERA:
         # VeRA's trained vectors only multiply (huggingface/peft 51c2ff66 src/peft/tuners/vera/layer.py
         # Linear.forward); its matmuls read the frozen vera_A / vera_B, which need no gradient, so autocast casts
         # them at each use without caching (their casts, kept by autograd, are activations:
         # core.training.activations._vera). Measured: tools/measure/lycoris_check.py.
         cast = 0
-    if plan.method is Method.ADALORA:
+    if plan.method is _METHOD_ADALORA:
         # SVDLinear.forward (huggingface/peft 51c2ff66 src/peft/tuners/adalora/layer.py) multiplies by
         # ``(lora_A * lora_E).T`` and ``lora_B.T``: a product and a view, no leaf, so autocast caches no cast of
         # them (their casts, kept by the matmuls, are activations: core.training.activations._adalora).
         # Measured: tools/measure/lycoris_check.py.
         cast = 0
-    if plan.method is Method.OFT:
+    if plan.method is _METHOD_OFT:
         # OFT's trained vector is scattered into its skew-symmetric blocks (index_put, not an autocast op); only
         # the blocks built from it are cast, anew at each bmm (not leaves: not cached). Those casts are
         # activations (core.training.activations._oft; measured: tools/measure/lycoris_check.py).
         cast = 0
-    if plan.method is Method.LOHA:
+    if plan.method is _METHOD_LOHA:
         # HadaWeight.forward (huggingface/peft 51c2ff66 src/peft/tuners/loha/layer.py) runs its matmuls inside a
         # custom autograd Function, with grad off: autocast caches no cast of the factors (measured:
         # tools/measure/lycoris_check.py keeps none).
         cast = 0
-    if dt.autocast and cast and adapter_dtype(plan) is Dtype.FP32:
+    if dt.autocast and cast and adapter_dtype(plan) is _DTYPE_FP32:
         terms.append(Term("16-bit copies of the adapters (autocast)", f"{sci(cast)} × 2 B", cast * 2))
     return terms
 
