@@ -36,6 +36,7 @@ NEW = (
     "apple-m3-ultra-512gb",
     # Laptops and lab workstations of 2025-2026 (branch h75cards; their figures: test_gpus_laptops_workstations.py).
     "apple-m5-16gb",
+    "apple-m5-24gb",
     "apple-m5-32gb",
     "apple-m5-pro-64gb",
     "apple-m5-max-128gb",

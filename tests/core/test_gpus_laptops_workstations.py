@@ -12,18 +12,19 @@ from core.files.gpu_match import match_catalogue
 from core.files.local_host import APPLE_OTHER_GB_S, apple_bandwidths
 from core.units import GiB, MiB
 
-APPLE = ("apple-m5-16gb", "apple-m5-32gb", "apple-m5-pro-64gb", "apple-m5-max-128gb")
+APPLE = ("apple-m5-16gb", "apple-m5-24gb", "apple-m5-32gb", "apple-m5-pro-64gb", "apple-m5-max-128gb")
 LAPTOPS = ("rtx-5090-laptop", "rtx-5080-laptop", "rtx-5070-laptop", "rtx-5060-laptop")
 WORKSTATIONS = ("rtx-pro-4000-blackwell", "rtx-pro-4500-blackwell", "rtx-pro-5000-blackwell")
 NEW = APPLE + LAPTOPS + WORKSTATIONS  # each planned on every engine: tests/core/test_gpus_2026.py
 
 
 def test_apple_m5_family_as_apple_publishes_it() -> None:
-    # Apple's M5 press release (2025-10-15): 153 GB/s, up to 32 GB; Apple Newsroom 2026-03-03: M5 Pro up to 64 GB at
-    # 307 GB/s, M5 Max up to 128 GB at 614 GB/s with the 40-core GPU.
+    # Apple's M5 press release (2025-10-15): 153 GB/s, up to 32 GB (16, 24 or 32 GB: Ars Technica); Apple
+    # Newsroom 2026-03-03: M5 Pro up to 64 GB at 307 GB/s, M5 Max up to 128 GB at 614 GB/s with the 40-core GPU.
     figures = {gpu: (find_gpu(gpu).memory_bandwidth_gb_s, find_gpu(gpu).unified_memory_gb) for gpu in APPLE}
     assert figures == {
         "apple-m5-16gb": (153, 16),
+        "apple-m5-24gb": (153, 24),
         "apple-m5-32gb": (153, 32),
         "apple-m5-pro-64gb": (307, 64),
         "apple-m5-max-128gb": (614, 128),
@@ -104,7 +105,7 @@ def test_this_machines_card_is_found_by_what_its_driver_reports() -> None:
     # The desktop cards are not taken for the laptop ones, nor the other way round.
     desktop = match_catalogue("NVIDIA GeForce RTX 5080", "nvidia", 16_303 * MiB)
     assert desktop is not None and desktop.id == "rtx-5080"
-    for ram, gpu in ((16, "apple-m5-16gb"), (32, "apple-m5-32gb")):
+    for ram, gpu in ((16, "apple-m5-16gb"), (24, "apple-m5-24gb"), (32, "apple-m5-32gb")):
         share = find_gpu(gpu).memory_bytes
         found = match_catalogue("Apple M5", "apple", share, unified_bytes=ram * GiB)
         assert found is not None and found.id == gpu

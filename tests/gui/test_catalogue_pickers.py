@@ -53,7 +53,8 @@ def test_the_2026_laptop_and_workstation_cards_are_offered_under_their_groups(wi
     # under Apple silicon, the RTX PRO Blackwell cards under Desktop and workstation.
     picker = window.hardware_form.gpu
     assert {"rtx-5090", "rtx-5090-laptop"} <= set(picker.matches("5090"))
-    assert {"apple-m5-16gb", "apple-m5-32gb", "apple-m5-pro-64gb", "apple-m5-max-128gb"} <= set(picker.matches("m5"))
+    m5 = {"apple-m5-16gb", "apple-m5-24gb", "apple-m5-32gb", "apple-m5-pro-64gb", "apple-m5-max-128gb"}
+    assert m5 <= set(picker.matches("m5"))
     assert {"rtx-pro-4000-blackwell", "rtx-pro-4500-blackwell", "rtx-pro-5000-blackwell"} <= set(picker.matches("pro"))
     tip = picker.itemData(picker.findData("apple-m5-max-128gb"), Qt.ItemDataRole.ToolTipRole)
     assert "96 GiB of 128 GB unified memory" in tip  # 3/4 of 128 GB, Metal's default working set
