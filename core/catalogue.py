@@ -106,7 +106,7 @@ _GENERATION_PREFIXES: Final = (
     ("gb300", Generation.BLACKWELL),  # the B300's GPU beside a Grace CPU (GB300 NVL72 datasheet)
     ("dgx-spark", Generation.BLACKWELL),  # GB10: compute capability 12.1 (torch captures, dgx_spark_config #1)
     ("rtx-50", Generation.BLACKWELL),
-    ("rtx-pro-6000-blackwell", Generation.BLACKWELL),
+    ("rtx-pro-", Generation.BLACKWELL),  # RTX PRO 4000 / 4500 / 5000 / 6000 Blackwell: sm120 (NVIDIA's datasheets)
     ("a100", Generation.AMPERE),
     ("a800", Generation.AMPERE),  # the A100's die (NVIDIA's A800 brief)
     ("a10", Generation.AMPERE),

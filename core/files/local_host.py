@@ -101,11 +101,7 @@ APPLE_OTHER_GB_S: Final = {
     # Apple, "MacBook Pro (14-inch, M4 Pro or M4 Max, 2024) - Tech Specs": M4 Max with the 14-core CPU and
     # 32-core GPU 410GB/s (with the 16-core CPU and 40-core GPU 546GB/s, the catalogue's)
     "M4 Max": 410.0,
-    # Apple, "MacBook Pro (14-inch, M5) - Tech Specs" (October 2025): 153GB/s memory bandwidth
-    "M5": 153.0,
-    # Apple Newsroom, "Apple introduces MacBook Pro with M5 Pro and M5 Max" (2026-03-03), as reported by
-    # popsci.com and morningoverview.com: M5 Pro up to 64GB and 307GB/s, M5 Max up to 128GB and 614GB/s.
-    "M5 Pro": 307.0,
+    # M5 (153GB/s) and M5 Pro (307GB/s): the catalogue's apple-m5-* entries.
     # M5 Max with the 32-core GPU: 460GB/s (cputronic.com's "Apple M5 Max (32-core GPU)" page; three of the
     # 40-core GPU variant's four quarters of 614GB/s, as M4 Max's 410 is of 546). The lower, as for M3 / M4 Max.
     "M5 Max": 460.0,

@@ -179,7 +179,8 @@ def test_search_by_name_memory_vendor_and_group() -> None:
     assert "rtx-3090" in ids("24 GB") and "a10" in ids("24 GB") and "rtx-4090-laptop" not in ids("24 GB")
     assert ids("amd") == {g.id for g in GPUS if g.vendor == "amd"}
     assert ids("laptop") == {g.id for g in GPUS if g.group is GpuGroup.LAPTOP}
-    assert ids("apple 128 GB") == {"apple-m1-ultra-128gb", "apple-m3-max-128gb", "apple-m4-max-128gb"}
+    apple_128 = {"apple-m1-ultra-128gb", "apple-m3-max-128gb", "apple-m4-max-128gb", "apple-m5-max-128gb"}
+    assert ids("apple 128 GB") == apple_128
     assert ids("h100 80gb") == {"h100-pcie", "h100-sxm"}
     assert ids("no such card") == set()
 

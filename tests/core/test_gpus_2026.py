@@ -34,6 +34,19 @@ NEW = (
     "apple-m3-ultra-96gb",
     "apple-m3-ultra-256gb",
     "apple-m3-ultra-512gb",
+    # Laptops and lab workstations of 2025-2026 (branch h75cards; their figures: test_gpus_laptops_workstations.py).
+    "apple-m5-16gb",
+    "apple-m5-24gb",
+    "apple-m5-32gb",
+    "apple-m5-pro-64gb",
+    "apple-m5-max-128gb",
+    "rtx-5090-laptop",
+    "rtx-5080-laptop",
+    "rtx-5070-laptop",
+    "rtx-5060-laptop",
+    "rtx-pro-4000-blackwell",
+    "rtx-pro-4500-blackwell",
+    "rtx-pro-5000-blackwell",
 )
 
 

@@ -303,6 +303,15 @@ def test_an_apple_machine_the_catalogue_lacks_is_custom(tools: Path) -> None:
 
 
 @posix_only
+def test_an_m5_mac_is_found_by_sysctls_chip_name_and_its_ram(tools: Path) -> None:
+    # sysctl machdep.cpu.brand_string names the chip as Apple does ("Apple M5 Pro"); hw.memsize the RAM: a 64 GB
+    # M5 Pro is the catalogue's apple-m5-pro-64gb (Apple Newsroom 2026-03-03: up to 64 GB), its GPU 3/4 of it.
+    printing(tools, "sysctl", f"{64 * GiB}\nApple M5 Pro\n")
+    gpu = detect(system="Darwin").gpus[0]
+    assert gpu.spec.id == "apple-m5-pro-64gb" and gpu.total_bytes == 48 * GiB
+
+
+@posix_only
 def test_an_intel_mac_is_a_note(tools: Path) -> None:
     printing(tools, "sysctl", f"{32 * GiB}\nIntel(R) Core(TM) i9-9880H CPU @ 2.30GHz\n")
     result = detect(system="Darwin")

@@ -339,8 +339,8 @@ def test_thousands_of_devices_from_udev_or_windows_are_bounded() -> None:
         ("Apple M3 Max", 300.0),  # the lower of Apple's 300 / 400 (30- / 40-core GPU)
         ("Apple M4 Max", 410.0),  # the lower of Apple's 410 / 546
         ("Apple M3 Ultra", 819.0),  # resources/gpus.json apple-m3-ultra-*
-        ("Apple M5", 153.0),  # APPLE_OTHER_GB_S
-        ("Apple M5 Pro", 307.0),  # Apple Newsroom 2026-03-03: M5 Pro 307GB/s
+        ("Apple M5", 153.0),  # resources/gpus.json apple-m5-* (Apple's M5 press release: 153GB/s)
+        ("Apple M5 Pro", 307.0),  # resources/gpus.json apple-m5-pro-64gb (Apple Newsroom 2026-03-03: 307GB/s)
         ("Apple M5 Max", 460.0),  # the lower of 460 / 614 (32- / 40-core GPU)
     ],
 )

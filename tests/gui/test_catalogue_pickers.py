@@ -48,6 +48,19 @@ def test_gpu_search_by_memory_vendor_and_group(window: MainWindow) -> None:
     assert "rtx-4090-laptop" in picker.matches("4090") and "rtx-4090" in picker.matches("4090")
 
 
+def test_the_2026_laptop_and_workstation_cards_are_offered_under_their_groups(window: MainWindow) -> None:
+    # resources/gpus.json (branch h75cards): the RTX 50 Laptop GPUs beside their desktop namesakes, the M5 family
+    # under Apple silicon, the RTX PRO Blackwell cards under Desktop and workstation.
+    picker = window.hardware_form.gpu
+    assert {"rtx-5090", "rtx-5090-laptop"} <= set(picker.matches("5090"))
+    m5 = {"apple-m5-16gb", "apple-m5-24gb", "apple-m5-32gb", "apple-m5-pro-64gb", "apple-m5-max-128gb"}
+    assert m5 <= set(picker.matches("m5"))
+    assert {"rtx-pro-4000-blackwell", "rtx-pro-4500-blackwell", "rtx-pro-5000-blackwell"} <= set(picker.matches("pro"))
+    tip = picker.itemData(picker.findData("apple-m5-max-128gb"), Qt.ItemDataRole.ToolTipRole)
+    assert "96 GiB of 128 GB unified memory" in tip  # 3/4 of 128 GB, Metal's default working set
+    assert "24 GB (24,463 MiB" in picker.itemData(picker.findData("rtx-5090-laptop"), Qt.ItemDataRole.ToolTipRole)
+
+
 def test_enter_on_a_search_with_one_result_picks_it(qtbot: Any, window: MainWindow) -> None:
     picker = window.hardware_form.gpu
     picker.lineEdit().selectAll()
