@@ -348,7 +348,7 @@ def _mamba_recompute(plan: Plan, m: MixerShape, ca: float, full: bool) -> Term:
     point over the block's saved tensors (core.training.mamba.torch_path_recompute) and the gradient arriving at
     the block's output, which autograd holds until the block's backward takes it (N·d in the residual dtype)."""
     dt = dtypes_for(plan)
-    scan = torch_path_recompute(m, ca, dt.autocast, full)
+    scan = torch_path_recompute(m, ca, dt.autocast, full, dt.mixed)
     arriving = m.b * m.s * plan.model.hidden_size * dt.residual
     return Term(
         f"{scan.label} + the block output's gradient",

@@ -240,7 +240,7 @@ def kernel_path_backward(m: MixerShape, ca: float) -> Term:
     )
 
 
-def torch_path_recompute(m: MixerShape, ca: float, autocast: bool, trainable: bool) -> Term:
+def torch_path_recompute(m: MixerShape, ca: float, autocast: bool, trainable: bool, mixed: bool) -> Term:
     """The torch path's forward high point when a checkpointed block recomputes it in the backward, over the saved
     tensors made by then (a negative part: the saved tensors :func:`torch_path_terms` counts that come after it).
 
@@ -259,13 +259,18 @@ def torch_path_recompute(m: MixerShape, ca: float, autocast: bool, trainable: bo
     * ``B_decay`` (float32; its einsum keeps a copy), Y_diag (an einsum output), the zero initial state and
       ``new_states`` (einsum outputs, in the einsums' dtype: 16-bit under autocast);
     * Y_off (C·states times the float32 decays: float32), the sum Y_diag + Y_off and its ``.contiguous()`` copy
-      (the sum keeps Y_diag's permuted layout).
+      (the sum keeps Y_diag's permuted layout);
+    * under autocast, M = G·L in float32 (G 16-bit times L float32; the einsum keeps its own 16-bit cast), and over
+      float32 weights (``mixed``) in_proj's output, which the gate's view keeps alive while the convolution reads
+      its own cast (`hybrid_live.py hyb-nemotron-full-bf16mixed-adamw-sdpa-b2-s1024-ckpt --phase
+      F:model.layers.0.mixer.in_proj`, fake CUDA).
 
     One chunk (S ≤ chunk): the einsums keep views of x·dt, of C and B_decay (B = 1) and ``new_states`` whole
     (:func:`_single_chunk_views`, which counts them as saved), so they are not transient here; under autocast the
     einsums read their own 16-bit casts, x·dt, C and B_decay stay transient, ``new_states`` is still kept whole.
     Checked against the same trace at that op: the live bytes to within 136 B at B·S 1 × 300, 1 × 256 and 2 × 100
-    (Granite: A = −exp(A_log) and its copies) and 3.6 KB at 1 × 300 (Nemotron-H).
+    (Granite: A = −exp(A_log) and its copies) and 3.6 KB at 1 × 300 (Nemotron-H); under autocast over float32
+    weights (Nemotron-H, 2 × 1,024, fake CUDA) the mixer's storages at that op to within 62 KB of 76.8 MB.
 
     Made after the peak: the gated RMSNorm's saved tensors (4 × N·I × 4 + N·G × 4), the normalised output its
     weight keeps (N·I × 4, when the mixer trains) and out_proj's input (N·I in the compute dtype). The caller
@@ -297,11 +302,14 @@ def torch_path_recompute(m: MixerShape, ca: float, autocast: bool, trainable: bo
         + one_state * e  # the zero initial state
         + new_states
         + 3 * np_ * i * 4  # Y_off, Y_diag + Y_off, its contiguous copy
+        + (m.b * h * m.chunks * m.chunk**2 * 4 if autocast else 0.0)  # M in float32
+        + (n * m.in_width * ca if mixed else 0.0)  # in_proj's output
     )
     later = 4 * n * i * 4 + n * m.groups * 4 + (n * i * 4 if trainable else 0.0) + n * i * ca
     return Term(
         "Mamba-2 torch path: the scan's forward high point, recomputed (less the saved tensors made after it)",
-        f"B·conv·S × {ca:g} + N·H × {dt:g} + padded (D·x, x·dt, 2 A, C, B_decay, Y_diag, states, 3 × Y) − "
+        f"B·conv·S × {ca:g} + N·H × {dt:g} + padded (D·x, x·dt, 2 A, C, B_decay, Y_diag, states, 3 × Y"
+        f"{', M' if autocast else ''}{', in_proj output' if mixed else ''}) − "
         f"{'5' if trainable else '4'} × N·I × 4 − N·G × 4 − N·I × {ca:g}",
         transient - later,
     )
