@@ -959,8 +959,10 @@ def _hybrid_mlp(r: _Reader, model_type: str, layers: tuple[str, ...]) -> dict[st
     if model_type == "nemotron_h":  # NemotronHMLP / NemotronHMoE: up and down, relu2, no gate
         # Experts only where the pattern has MoE layers: a dense config (Nemotron Nano 2) still lists
         # NemotronHConfig's default n_routed_experts (8), which configuration_nemotron_h.py keeps.
+        # Its activation: mlp_hidden_act (transformers 5.25.0 NemotronHConfig, default "relu2": ReLUSquaredActivation).
+        act = r.get_str("mlp_hidden_act", "relu2")
         if MOE not in layers:
-            return {"intermediate_size": r.get_int("intermediate_size"), "gated_mlp": False}
+            return {"intermediate_size": r.get_int("intermediate_size"), "gated_mlp": False, "activation": act}
         return {
             "num_experts": r.get_int("n_routed_experts"),
             "experts_per_token": r.get_int("num_experts_per_tok"),
@@ -968,6 +970,7 @@ def _hybrid_mlp(r: _Reader, model_type: str, layers: tuple[str, ...]) -> dict[st
             "shared_expert_size": r.get_int("moe_shared_expert_intermediate_size", default=0),
             "shared_expert_gate": False,
             "gated_mlp": False,
+            "activation": act,
         }
     return {"intermediate_size": r.get_int("intermediate_size")}  # Bamba, Falcon-H1: a gated MLP
 

@@ -650,6 +650,13 @@ def _mlp(plan: Plan, ctx: _Ctx) -> list[Term]:
         # tensor; under autocast pow runs in float32 (it is on autocast's float32 list).
         per = {"fp32": 16.0, "mixed": 14.0, "pure": 8.0, "autocast16": 14.0}[ctx.mode]
         items.append(Term("fc output and GELU (tanh form) intermediates", f"N·I × {per:g}", mlp_el * per))
+    elif model.activation == "relu2" and not ctx.compiled:
+        # transformers 5.25.0 ReLUSquaredActivation (activations.py): relu keeps its output and torch.square
+        # (pow) its input, the same tensor; under autocast pow runs in float32 (on autocast's float32 list) on a
+        # float32 copy of it, which it keeps (Nemotron-H's MLP: tools/measure on fake CUDA, bf16 autocast).
+        items.append(Term("relu output (kept by relu and the square)", f"N·I × {ca:g}", mlp_el * ca))
+        if ctx.autocast:
+            items.append(Term("relu output in float32, the square's input (autocast)", "N·I × 4", mlp_el * 4))
     else:
         items.append(Term("fc output (activation input)", f"N·I × {ca:g}", mlp_el * ca))
     if ctx.saves("down_proj"):

@@ -80,7 +80,7 @@ from core.training.extra_trained import (
     trained_tensors,
 )
 from core.training.flops import ADAPTER_GEMMS, block_gemms
-from core.training.mamba import kernel_path_backward, torch_path_backward
+from core.training.mamba import MixerShape, kernel_path_backward, torch_path_backward, torch_path_recompute
 from core.training.optimizer import (
     PAGED,
     clip_terms,
@@ -334,10 +334,27 @@ def _with_mixer_backward(plan: Plan, layer_grads: Term, freed: float) -> Term:
     else:
         m = mixer_shape(plan)
         mixer = kernel_path_backward(m, ca) if plan.mamba_kernels else torch_path_backward(m, full)
+        whole_block = plan.checkpoint_policy not in (CheckpointPolicy.OP, CheckpointPolicy.ATTENTION)
+        if plan.checkpointing and whole_block and not plan.mamba_kernels:
+            mixer = max(mixer, _mamba_recompute(plan, m, ca, full), key=lambda t: t.bytes)
     if mixer.bytes - freed <= layer_grads.bytes:
         return layer_grads
     label = f"{mixer.label}, less the MLP's freed tensors (more than {layer_grads.label})"
     return Term(label, f"{mixer.formula} − {gb(freed)} GB", mixer.bytes - freed)
+
+
+def _mamba_recompute(plan: Plan, m: MixerShape, ca: float, full: bool) -> Term:
+    """A checkpointed Mamba-2 block recomputing its mixer's torch path in the backward: the scan's forward high
+    point over the block's saved tensors (core.training.mamba.torch_path_recompute) and the gradient arriving at
+    the block's output, which autograd holds until the block's backward takes it (N·d in the residual dtype)."""
+    dt = dtypes_for(plan)
+    scan = torch_path_recompute(m, ca, dt.autocast, full, dt.mixed)
+    arriving = m.b * m.s * plan.model.hidden_size * dt.residual
+    return Term(
+        f"{scan.label} + the block output's gradient",
+        f"{scan.formula} + N·d × {dt.residual:g}",
+        scan.bytes + arriving,
+    )
 
 
 def _largest_matrix(plan: Plan) -> int:

@@ -14,6 +14,9 @@ A sequence of one chunk (S ≤ chunk, padded to it) keeps less: ``torch.einsum``
 aten/src/ATen/native/Linear.cpp ``sumproduct_pair``) permutes each operand to (batch dims, kept, summed) and
 ``reshape``s the batch dims b, c, h into one, which is a view of the operand, not a copy, when the strides allow;
 ``bmm`` then keeps the view, so the operand's own storage is what stays (:func:`_single_chunk_views`).
+A checkpointed block recomputes the torch path inside its backward, whose forward high point (the scan's last
+line, every local still alive) is then the step's: :func:`torch_path_recompute`, read from the code and checked
+against a live-storage trace (tools/measure/hybrid_live.py).
 The kernel path (:func:`kernel_path_terms`) is read from state-spaces/mamba ``mamba_ssm/ops/triton/ssd_combined.py``
 ``MambaSplitConv1dScanCombinedFn.forward`` (``ctx.save_for_backward(zxbcdt, conv1d_weight, conv1d_bias, out_x, A,
 D, dt_bias, initial_states, seq_idx, rmsnorm_weight, rstd, outproj_weight, outproj_bias)``: the in_proj output,
@@ -234,4 +237,79 @@ def kernel_path_backward(m: MixerShape, ca: float) -> Term:
         "Mamba-2 kernel backward: dzxbcdt, conv recomputed and dxBC, norm output and dout",
         f"N·(2I + 2GS + H) + 2 × N·conv + 2 × N·I, × {ca:g}",
         el * ca,
+    )
+
+
+def torch_path_recompute(m: MixerShape, ca: float, autocast: bool, trainable: bool, mixed: bool) -> Term:
+    """The torch path's forward high point when a checkpointed block recomputes it in the backward, over the saved
+    tensors made by then (a negative part: the saved tensors :func:`torch_path_terms` counts that come after it).
+
+    With ``torch.utils.checkpoint`` (non-reentrant) the block's forward runs again inside its backward, beside every
+    gradient formed so far: the step's high point of a checkpointed hybrid is there, not in the block's backward
+    (a live-storage trace of the tiny Granite 4.0-H and Nemotron-H steps, checkpointed, bf16, torch 2.13.0 CPU,
+    transformers 5.25.0). transformers 5.25.0 ``mamba2_chunk_scan`` (modeling_granitemoehybrid.py; bamba's and
+    nemotron_h's the same) peaks at its last line, ``output = (Y_diag + Y_off).contiguous()``; alive then and not
+    saved for the backward:
+
+    * the convolution's silu output (torch_forward's ``hidden_states_B_C``, whose views x, B and C are still
+      locals), B·conv·S in the compute dtype, and dt after ``torch.clamp`` (float32 under autocast, whose softplus
+      runs in float32);
+    * the scan's padded float32 chunks that no op keeps: x·dt (each einsum keeps its own copy), C (the same),
+      A and its cumulative sum, D's residual ``D[..., None] * pad(x)`` (added after the peak);
+    * ``B_decay`` (float32; its einsum keeps a copy), Y_diag (an einsum output), the zero initial state and
+      ``new_states`` (einsum outputs, in the einsums' dtype: 16-bit under autocast);
+    * Y_off (C·states times the float32 decays: float32), the sum Y_diag + Y_off and its ``.contiguous()`` copy
+      (the sum keeps Y_diag's permuted layout);
+    * under autocast, M = G·L in float32 (G 16-bit times L float32; the einsum keeps its own 16-bit cast), and over
+      float32 weights (``mixed``) in_proj's output, which the gate's view keeps alive while the convolution reads
+      its own cast (`hybrid_live.py hyb-nemotron-full-bf16mixed-adamw-sdpa-b2-s1024-ckpt --phase
+      F:model.layers.0.mixer.in_proj`, fake CUDA).
+
+    One chunk (S ≤ chunk): the einsums keep views of x·dt, of C and B_decay (B = 1) and ``new_states`` whole
+    (:func:`_single_chunk_views`, which counts them as saved), so they are not transient here; under autocast the
+    einsums read their own 16-bit casts, x·dt, C and B_decay stay transient, ``new_states`` is still kept whole.
+    Checked against the same trace at that op: the live bytes to within 136 B at B·S 1 × 300, 1 × 256 and 2 × 100
+    (Granite: A = −exp(A_log) and its copies) and 3.6 KB at 1 × 300 (Nemotron-H); under autocast over float32
+    weights (Nemotron-H, 2 × 1,024, fake CUDA) the mixer's storages at that op to within 62 KB of 76.8 MB.
+
+    Made after the peak: the gated RMSNorm's saved tensors (4 × N·I × 4 + N·G × 4), the normalised output its
+    weight keeps (N·I × 4, when the mixer trains) and out_proj's input (N·I in the compute dtype). The caller
+    takes off what the block's MLP keeps (not recomputed yet) and adds the gradient arriving at the block."""
+    n, np_, h, i = m.b * m.s, m.padded, m.heads, m.inner
+    e = ca if autocast else 4.0  # the einsums' outputs
+    hn = h * m.state
+    one_state = m.b * h * m.head_dim * m.state
+    dt = 4.0 if autocast else ca
+    x_pad = np_ * i * 4.0
+    c_pad = np_ * hn * 4.0
+    b_decay = np_ * hn * 4.0
+    new_states = one_state * (m.chunks + 1) * e
+    if m.chunks == 1:
+        new_states = 0.0  # kept whole by C·states
+        if not autocast:
+            x_pad = 0.0  # kept as a view by both einsums
+            if m.b == 1:  # b·c·h merges: C·states keeps a view of C, the chunk states' einsum one of B_decay
+                c_pad = b_decay = 0.0
+    transient = (
+        m.b * m.conv_dim * m.s * ca  # silu's output
+        + n * h * dt  # dt clamped
+        + np_ * i * 4  # D's residual
+        + x_pad
+        + 2 * np_ * h * 4  # A padded, its cumulative sum
+        + c_pad
+        + b_decay
+        + np_ * i * e  # Y_diag
+        + one_state * e  # the zero initial state
+        + new_states
+        + 3 * np_ * i * 4  # Y_off, Y_diag + Y_off, its contiguous copy
+        + (m.b * h * m.chunks * m.chunk**2 * 4 if autocast else 0.0)  # M in float32
+        + (n * m.in_width * ca if mixed else 0.0)  # in_proj's output
+    )
+    later = 4 * n * i * 4 + n * m.groups * 4 + (n * i * 4 if trainable else 0.0) + n * i * ca
+    return Term(
+        "Mamba-2 torch path: the scan's forward high point, recomputed (less the saved tensors made after it)",
+        f"B·conv·S × {ca:g} + N·H × {dt:g} + padded (D·x, x·dt, 2 A, C, B_decay, Y_diag, states, 3 × Y"
+        f"{', M' if autocast else ''}{', in_proj output' if mixed else ''}) − "
+        f"{'5' if trainable else '4'} × N·I × 4 − N·G × 4 − N·I × {ca:g}",
+        transient - later,
     )

@@ -678,18 +678,25 @@ def _peak_fields(tracker: Any, backend: str, marks: _CudaMarks) -> dict[str, Any
     }
 
 
+def prepared_model(case: dict[str, Any], config: dict[str, Any], fake: bool, device: torch.device) -> torch.nn.Module:
+    """The case's model built, placed on the device, checkpointed as the case says and in training mode (inside
+    the backend's contexts): what measure_case runs (tools/measure/hybrid_live.py traces the same model)."""
+    model = _build(case, config, fake)
+    _place(model, device, fake)
+    if case.get("checkpointing") and case.get("checkpoint_policy", "full") != "full":
+        _enable_selective(model, fake, str(case["checkpoint_policy"]), int(case.get("checkpoint_every", 1)))
+    elif case.get("checkpointing"):
+        _enable_checkpointing(model, fake)
+    model.train()
+    return model
+
+
 def measure_case(case: dict[str, Any], config: dict[str, Any], backend: str) -> tuple[dict[str, Any], dict[str, Any]]:
     """Run two training steps; return (measurement JSON dict, diagnostics)."""
     t0 = time.perf_counter()
     with contextlib.ExitStack() as stack:
         fake, device = _enter_backend(stack, backend)
-        model = _build(case, config, fake)
-        _place(model, device, fake)
-        if case.get("checkpointing") and case.get("checkpoint_policy", "full") != "full":
-            _enable_selective(model, fake, str(case["checkpoint_policy"]), int(case.get("checkpoint_every", 1)))
-        elif case.get("checkpointing"):
-            _enable_checkpointing(model, fake)
-        model.train()
+        model = prepared_model(case, config, fake, device)
         params = [p for p in model.parameters() if p.requires_grad]
         opt = _make_optimizer(case, params, device)
 
