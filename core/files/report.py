@@ -277,7 +277,8 @@ def _frame(comparison: Comparison, stacks: list[list[_Stack]], unit: str, width:
     scale = GiB if unit == "GiB" else GB
     plans = comparison.plans
     highest = max(
-        [sum(v for _, v in bar) for row in stacks for bar in row] + [p.estimate.capacity_bytes for p in plans]
+        [sum(v for _, v in bar) for row in stacks for bar in row]
+        + [p.estimate.judgement(comparison.mode).capacity_bytes for p in plans]
     )
     step = _tick_step(highest / scale) * scale
     top = step * (int(highest * 1.04 / step) + 1)
@@ -334,7 +335,7 @@ def _phase_group(f: _Frame, comparison: Comparison, g: int, name: str, row: list
                 f"{_size(n_bytes, f.unit)}</title></rect>"
             )
             level += n_bytes
-        capacity = plans[k].estimate.capacity_bytes
+        capacity = plans[k].estimate.judgement(comparison.mode).capacity_bytes  # the verdict's card, per mode
         parts.append(
             f'<line x1="{x:.1f}" x2="{x + f.bar_w:.1f}" y1="{f.y(capacity):.1f}" y2="{f.y(capacity):.1f}" '
             f'stroke="{colours.PROBLEM}" stroke-width="2" stroke-dasharray="4 2"/>'

@@ -238,6 +238,14 @@ def segment_at(stacked: dict[str, Segments], count: int, x: float, y: float) -> 
     return ""
 
 
+def judged_limits(estimate: Estimate, mode: Mode) -> tuple[float, float]:
+    """The capacity and usable bytes the mode's verdict is decided on (core.estimate.Estimate.judgement): the
+    training step's card limit, or the serving engine's (on an Apple GPU Metal's working set for llama.cpp, vLLM and
+    SGLang, not PyTorch's MPS limit), so that the chart's lines are the verdict's."""
+    judged = estimate.judgement(Judged.INFERENCE if mode == "inference" else Judged.TRAINING)
+    return judged.capacity_bytes, judged.usable_bytes
+
+
 def caption_lines(estimate: Estimate, mode: Mode, unit: Unit, rank: int | None = None) -> list[str]:
     """Model, method, card, workload and verdict, for an exported chart to stand on its own."""
     plan = estimate.plan

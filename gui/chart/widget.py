@@ -41,6 +41,7 @@ from gui.chart.geometry import (
     bars_for,
     caption_lines,
     fitted_text,
+    judged_limits,
     measured_mark,
     segment_at,
     segment_labels,
@@ -295,17 +296,18 @@ class MemoryChart(QWidget):
         names = series_for(self.mode)
         self._geometry = stack(self._bars, names, scale)
         self._draw_series()
-        capacity = estimate.capacity_bytes / scale
-        usable = estimate.usable_bytes / scale
+        capacity_bytes, usable_bytes = judged_limits(estimate, self.mode)  # the verdict's, per mode
+        capacity = capacity_bytes / scale
+        usable = usable_bytes / scale
         top = self._set_view_range(tallest(self._bars, capacity, scale))
         self._draw_limits(estimate, capacity, usable)
         self._update_labels(top)
         self._update_measured_mark(scale)
         self._update_axes(estimate)
         self.legend.set_limits(
-            f"capacity {memory(estimate.capacity_bytes, self.unit)}",
+            f"capacity {memory(capacity_bytes, self.unit)}",
             # Short, so that the legend keeps two columns in a narrow plot; the shaded band is the rest.
-            f"{1 - estimate.plan.hardware.headroom:.0%} usable: {memory(estimate.usable_bytes, self.unit)}",
+            f"{1 - estimate.plan.hardware.headroom:.0%} usable: {memory(usable_bytes, self.unit)}",
         )
         self.legend.show_series(tuple(k for k in names if k != "measured" or self.measurement is not None), self.series)
         self._fit_legend()

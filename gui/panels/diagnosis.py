@@ -539,7 +539,7 @@ class DiagnosisPanel(QScrollArea):
         if isinstance(total_name, QLabel):  # "nvidia-smi", or on a Mac the MPS driver's figure
             total_name.setText(f"{est.judged_figure} (judged):")
         self.figures["eval"].setText(memory(d.eval_bytes, u))
-        self.figures["usable"].setText(f"{memory(d.usable_bytes, u)} of {memory(est.capacity_bytes, u)}")
+        self.figures["usable"].setText(f"{memory(d.usable_bytes, u)} of {memory(d.judgement.capacity_bytes, u)}")
         for key in ("state", "total", "eval"):  # the training step's figures: not what serving is judged on
             self._figures_form.setRowVisible(self.figures[key], d.mode is Mode.TRAINING)
 

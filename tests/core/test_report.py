@@ -12,14 +12,16 @@ from pathlib import Path
 import pytest
 
 from core import __version__
+from core.advice.compare import compare
 from core.cli.app import main
 from core.estimate import VERDICT_LABELS, estimate
 from core.files.comparison import save as save_comparison
 from core.files.planfile import save as save_plan
 from core.files.report import build_report, caption, chart_svg, md_cell, to_csv, to_html, to_markdown
 from core.format import memory
-from core.plan import Method, Plan, Precision
+from core.plan import Engine, Method, Plan, Precision
 from core.presets import default_plan, lesson_plan
+from core.units import GB, GiB
 from core.verdict import Mode
 from tests.core.test_compare import four_plans
 
@@ -232,3 +234,33 @@ def test_plan_numbers_stay_off_the_capacity_dashes() -> None:
     for (x, baseline), (left, right, dash) in zip(numbers, dashes, strict=True):
         assert left < x < right
         assert not baseline - 11 - 1 <= dash <= baseline + 1, (x, baseline, dash)
+
+
+def _drawn_capacities(svg: str) -> list[float]:
+    """The GB each plan's capacity dash stands at, read back through the value axis's gridline labels."""
+    ticks = [
+        (float(m[1]), float(m[2].replace(",", "")))
+        for m in re.finditer(r'y="([\d.]+)" text-anchor="end">([\d,]+)<', svg)
+    ]
+    (y0, v0), (y1, v1) = ticks[0], ticks[1]
+    dashes = [
+        float(m[1])
+        for m in re.finditer(
+            r'<line x1="[\d.]+" x2="[\d.]+" y1="([\d.]+)" y2="[\d.]+" stroke="[^"]+" stroke-width="2" stroke-dasharray',
+            svg,
+        )
+    ][:-1]  # the legend's sample comes last
+    return [v0 + (y - (y0 - 4)) * (v1 - v0) / (y1 - y0) for y in dashes]  # a label sits 4 px below its line
+
+
+def test_the_capacity_dash_is_the_verdict_s_card_in_each_mode() -> None:
+    # Seen in the window at stop 65 (tests/gui/test_chart.py): on an Apple GPU llama.cpp is judged against Metal's
+    # working set (96 GiB = 103.1 GB: the catalogue's memory_bytes for apple-m4-max-128gb, 3/4 of 128 GB), while
+    # Estimate.capacity_bytes is PyTorch's MPS limit (the 128 GiB of RAM, 137.4 GB) that a training step meets.
+    plan = default_plan().with_hardware(gpu="apple-m4-max-128gb").with_inference(engine=Engine.LLAMACPP)
+    for mode in (Mode.INFERENCE, Mode.TRAINING):
+        comparison = compare([("M4 Max", plan)], mode)
+        judged = comparison.plans[0].estimate.judgement(mode)
+        drawn = _drawn_capacities(chart_svg(comparison))  # one dash per phase group
+        assert drawn and all(d == pytest.approx(judged.capacity_bytes / GB, abs=0.5) for d in drawn), drawn
+    assert comparison.plans[0].estimate.judgement(Mode.INFERENCE).capacity_bytes == 96 * GiB

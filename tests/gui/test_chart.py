@@ -12,12 +12,15 @@ import pytest
 from PySide6.QtGui import QColor, QImage
 
 from core.breakdown import BucketKey
+from core.catalogue import find_model
 from core.estimate import VERDICT_LABELS
 from core.files.measurement import load_measurement
-from core.plan import METHOD_LABELS
+from core.plan import METHOD_LABELS, Engine, Hardware, Plan
 from core.units import GB, GiB
+from core.verdict import Mode
 from gui.chart.geometry import SERIES_COLOURS
 from gui.chart.widget import MemoryChart
+from gui.format import memory
 from gui.layout import settle_layouts
 from gui.main_window import MainWindow
 
@@ -63,6 +66,27 @@ def test_capacity_line_and_headroom_band(window: MainWindow) -> None:
     assert window.chart.capacity_line.value() == pytest.approx(estimate.capacity_bytes / GB)
     low, high = window.chart.band.getRegion()
     assert (low, high) == pytest.approx((estimate.usable_bytes / GB, estimate.capacity_bytes / GB))
+
+
+def test_the_lines_are_the_verdict_s_in_each_mode_on_an_apple_gpu(window: MainWindow) -> None:
+    """Seen in a render of an M5 Max serving with llama.cpp (stop 65): the chart drew "capacity 137 GB" — PyTorch's
+    MPS limit, min(1.7 × Metal's working set, the 128 GiB of RAM: core.runtime.pytorch_limit_bytes) — while the
+    verdict judged 3.37 GB against 92.8 GB usable, 90 % of Metal's 96 GiB working set (the catalogue's memory_bytes
+    for apple-m4-max-128gb: 3/4 of 128 GB), which llama.cpp, vLLM and SGLang meet (Estimate.serving_capacity_bytes)."""
+    window.show()
+    window.inference_action.trigger()
+    plan = Plan(
+        model=find_model("llama-3.1-8b").spec, model_id="llama-3.1-8b", hardware=Hardware(gpu="apple-m4-max-128gb")
+    )
+    window.controller.reset(plan.with_inference(engine=Engine.LLAMACPP))
+    estimate = window.controller.estimate
+    judged = estimate.judgement(Mode.INFERENCE)
+    assert judged.capacity_bytes == 96 * GiB != estimate.capacity_bytes  # the working set, not the training limit
+    assert window.chart.capacity_line.value() == pytest.approx(judged.capacity_bytes / GB)
+    assert window.chart.band.getRegion() == pytest.approx((judged.usable_bytes / GB, judged.capacity_bytes / GB))
+    assert window.chart.legend.capacity_text == f"capacity {memory(judged.capacity_bytes, 'GB')}"  # 103 GB, not 137
+    window.training_action.trigger()  # training on MPS meets PyTorch's limit: the lines follow the verdict back
+    assert window.chart.capacity_line.value() == pytest.approx(estimate.judgement(Mode.TRAINING).capacity_bytes / GB)
 
 
 def test_gib_on_request(window: MainWindow) -> None:

@@ -14,9 +14,9 @@ from PySide6.QtCore import Qt
 from core.advice.diagnosis import SYMPTOMS, Failure, Pin, diagnose, max_micro_batch, max_sequence, remedies_for_symptom
 from core.dtypes import Quant
 from core.estimate import VERDICT_LABELS, Verdict, estimate
-from core.plan import Hardware, Method, Plan, Precision, Preset, Workload
+from core.plan import Engine, Hardware, Method, Plan, Precision, Preset, Workload
 from core.presets import default_plan, lesson_plan, plan_for_model
-from core.units import GB
+from core.units import GB, GiB
 from core.verdict import NARROW_LABEL, Mode
 from gui import colours
 from gui.diagnosis_controller import DiagnosisRequest, run_request
@@ -365,6 +365,17 @@ def test_training_fits_but_serving_does_not(qtbot: Any, shown: MainWindow) -> No
     assert remedies and [r.entry.title for r in panel.symptom_list.rows] == [r.title for r in remedies]
     for row, remedy in zip(panel.symptom_list.rows, remedies, strict=True):
         assert row.total.text() == memory(estimate(remedy.plan).inference.total_bytes)
+
+
+def test_serving_s_usable_figure_names_the_card_it_is_judged_on(qtbot: Any, shown: MainWindow) -> None:
+    # Seen at stop 65 (tests/gui/test_chart.py): on an Apple GPU the serving row read "92.8 GB of 137 GB", the
+    # usable part of Metal's working set (96 GiB: apple-m4-max-128gb's memory_bytes) beside PyTorch's MPS limit.
+    shown.inference_action.trigger()
+    plan = default_plan().with_hardware(gpu="apple-m4-max-128gb").with_inference(engine=Engine.LLAMACPP)
+    panel = show_plan(qtbot, shown, plan)
+    judged = estimate(plan).judgement(Mode.INFERENCE)
+    assert judged.capacity_bytes == 96 * GiB
+    assert panel.figures["usable"].text() == f"{memory(judged.usable_bytes)} of {memory(judged.capacity_bytes)}"
 
 
 def test_a_frozen_layers_plan_that_does_not_fit_is_diagnosed(qtbot: Any, shown: MainWindow, fake_dialogs: Any) -> None:

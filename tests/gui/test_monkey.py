@@ -233,7 +233,8 @@ def check_chart(window: MainWindow) -> None:
             assert chart_heights(window, key)[0] == pytest.approx(drawn.get(key, 0.0) / scale)
         assert chart.bars()[0].total_bytes == inf.total_bytes == estimate.judgement(Mode.INFERENCE).total_bytes
     assert [bar.label for bar in chart.bars()] == [bar.label for bar in expected]
-    assert chart.capacity_line.value() == pytest.approx(estimate.capacity_bytes / scale)
+    judged = estimate.judgement(Mode.INFERENCE if chart.mode == "inference" else Mode.TRAINING)
+    assert chart.capacity_line.value() == pytest.approx(judged.capacity_bytes / scale)  # the verdict's, per mode
 
 
 def shown_text(spin: QAbstractSpinBox) -> str:
