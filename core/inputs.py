@@ -619,6 +619,12 @@ def sglang_multimodal_opt_in(plan: Plan) -> bool:
     )
 
 
+def sglang_multimodal_asked(plan: Plan) -> bool:
+    """The plan passes --enable-multimodal where it changes the launch (:func:`sglang_multimodal_opt_in`): what the
+    export writes and ``--json`` reports."""
+    return plan.inference.sglang_enable_multimodal and sglang_multimodal_opt_in(plan)
+
+
 class TransformersVersion(StrEnum):
     """The transformers release line whose Hugging Face generate rules apply
     (core.serving.transformers_versions: the MoE block's loop and the fine-grained FP8 linear's

@@ -24,7 +24,7 @@ from core.estimate import (
 from core.format import count as format_count
 from core.format import counted, hours, latency, money, scientific
 from core.format import memory as format_memory
-from core.inputs import sglang_multimodal_opt_in
+from core.inputs import sglang_multimodal_asked
 from core.plan import ENGINE_LABELS, Accounting, Engine, Plan, training_refusal
 from core.runtime import runtime_names
 from core.training.extra_trained import extra_elements
@@ -193,7 +193,7 @@ def inference_to_json(est: Estimate) -> dict[str, Any]:
         "pipeline_parallel": plan.pipeline_parallel,
         "replicas": plan.replicas,
         # SGLang's --enable-multimodal where it changes the launch (Gemma 3 on SGLang; core.inputs), else False
-        "sglang_enable_multimodal": plan.sglang_enable_multimodal and sglang_multimodal_opt_in(est.plan),
+        "sglang_enable_multimodal": sglang_multimodal_asked(est.plan),
         "gpus": inf.gpus,
         "weights_bytes": round(inf.weights_bytes),
         "kv_cache_bytes": round(inf.kv_cache_bytes),

@@ -46,7 +46,7 @@ from core.errors import PlanError
 from core.estimate import gpu_for
 from core.files.launch.common import Draft, Export, Target, command_words, gptq_int8_header, header, model_reference
 from core.files.launch.vllm import DTYPES, KV_DTYPES, compute_dtype
-from core.inputs import SglangVersion, input_at, sglang_multimodal_opt_in
+from core.inputs import SglangVersion, input_at, sglang_multimodal_asked
 from core.plan import ENGINE_LABELS, Engine, Plan
 from core.serving.engines import sglang_flag_fraction
 from core.serving.sglang_versions import at_least
@@ -147,7 +147,7 @@ def export_sglang(plan: Plan, model_ref: str | None = None) -> Export:
     argv += [*_weights(draft, version), "--context-length", str(inf.context), *_layout(draft, version)]
     fraction, note = _fraction(draft)
     argv += fraction
-    if inf.sglang_enable_multimodal and sglang_multimodal_opt_in(plan):  # switches with no value, written last
+    if sglang_multimodal_asked(plan):  # switches with no value, written last
         argv.append(ENABLE_MULTIMODAL)
     if not inf.cuda_graphs:  # (read_sglang takes them out first)
         argv.append(DISABLE_CUDA_GRAPH)
