@@ -59,6 +59,10 @@ def detect(**kwargs: Any) -> LocalGpus:
         ("NVIDIA RTX 6000 Ada Generation", 49140, "rtx-6000-ada"),
         ("NVIDIA L40S", 46068, "l40s"),
         ("NVIDIA A10", 23028, "a10"),
+        # Both RTX PRO 5000 boards, as public nvidia-smi captures name them (48,935 and 73,415 MiB):
+        # one chip, told apart by memory alone.
+        ("NVIDIA RTX PRO 5000 Blackwell", 48935, "rtx-pro-5000-blackwell"),
+        ("NVIDIA RTX PRO 5000 72GB Blackwell", 73415, "rtx-pro-5000-blackwell-72gb"),
     ],
 )
 def test_nvidia_driver_names_match_their_catalogue_entry(name: str, mib: int, expected: str) -> None:
