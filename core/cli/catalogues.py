@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+from collections.abc import Iterable
 from typing import Any, Final
 
 from core.catalogue import load_gpus, load_links, load_models
@@ -227,14 +228,21 @@ def _list_models(as_json: bool, search: str = "") -> str:
         rows = [{"id": m.id, "name": m.name, "params": m.spec.total_params()} for m in models]
         return json.dumps(rows, indent=2, allow_nan=False) + "\n"
     lines = []
+    id_width, name_width = _widths((m.id, m.name) for m in models)
     for m in models:
         spec: ModelSpec = m.spec
         kv = f"MLA {spec.latent_width}" if spec.latent_attention else str(spec.num_kv_heads)  # the cached latent
         lines.append(
-            f"{m.id:<26} {m.name:<32} {format_count(spec.total_params()):>7}  "
+            f"{m.id:<{id_width}} {m.name:<{name_width}} {format_count(spec.total_params()):>7}  "
             f"L={spec.num_layers:<3} d={spec.hidden_size:<5} heads={spec.num_heads}/{kv}\n"
         )
     return "".join(lines)
+
+
+def _widths(rows: Iterable[tuple[str, str]]) -> tuple[int, int]:
+    """The id and name columns' widths: the longest of each, so every later column lines up."""
+    pairs = list(rows)
+    return max((len(i) for i, _ in pairs), default=2), max((len(n) for _, n in pairs), default=4)
 
 
 def _list_gpus(as_json: bool) -> str:
@@ -245,8 +253,9 @@ def _list_gpus(as_json: bool) -> str:
             for g in gpus
         ]
         return json.dumps(rows, indent=2, allow_nan=False) + "\n"
+    id_width, name_width = _widths((g.id, g.name) for g in gpus)
     return "".join(
-        f"{g.id:<20} {g.name:<28} {g.memory_bytes / MiB:>8,.0f} MiB  {g.memory_bytes / GB:>6.1f} GB  "
+        f"{g.id:<{id_width}} {g.name:<{name_width}} {g.memory_bytes / MiB:>8,.0f} MiB  {g.memory_bytes / GB:>6.1f} GB  "
         + (f"bf16 {g.peak_tflops('bf16'):>7g} TFLOP/s" if g.dtype_problem("bf16") is None else "no bf16")
         + "\n"
         for g in gpus

@@ -69,17 +69,20 @@ def _price(value: float) -> str:
 
 def render_fit(plan: Plan, rows: tuple[CardFit, ...]) -> str:
     best = cheapest_fit(rows)
+    # Names are written whole: cut to a fixed width, two boards of one chip (RTX PRO 5000 Blackwell 48 and
+    # 72 GB, RTX PRO 6000 Blackwell and its Max-Q) read as the same card.
+    width = max((len(r.gpu.name) for r in rows), default=3)
     lines = [
         f"{plan.model.name} · {plan.method.value} · {plan.precision_word} · micro-batch "
         f"{plan.workload.micro_batch} × {plan.workload.seq_len:,} tokens; cards priced from the catalogue "
         f"where it has a price (p), the plan's card at the plan's own price, others unknown",
-        f"  {'GPU':<30} {'×':>2} {'sharding':<8} {'per GPU':>10} {'of':>9}  {'verdict':<13} {'time':>9} "
+        f"  {'GPU':<{width}} {'×':>2} {'sharding':<8} {'per GPU':>10} {'of':>9}  {'verdict':<13} {'time':>9} "
         f"{'$/GPU-h':>9} {'cost':>10}",
     ]
     for r in rows:
         mark = "*" if r is best else " "
         lines.append(
-            f"{mark} {r.gpu.name[:30]:<30} {r.count:>2} {r.sharding.value:<8} "
+            f"{mark} {r.gpu.name:<{width}} {r.count:>2} {r.sharding.value:<8} "
             f"{r.estimate.total_bytes / GB:>7.1f} GB {r.estimate.capacity_bytes / GB:>6.1f} GB  "
             f"{r.label:<13} {hours(r.hours):>9} {_price(r.price):>7}"
             f"{' ' if not r.currency else 'p'} {money(r.cost, r.currency):>10}"

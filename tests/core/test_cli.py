@@ -100,6 +100,18 @@ def test_catalogue_listings(capsys: pytest.CaptureFixture[str]) -> None:
     assert a100["memory_bytes"] == 81_920 * 2**20  # nvidia-smi reports 81920 MiB
 
 
+@pytest.mark.parametrize(("listing", "column"), [("gpus", " MiB "), ("models", "  L=")])
+def test_catalogue_listings_line_up_whatever_the_longest_name(
+    capsys: pytest.CaptureFixture[str], listing: str, column: str
+) -> None:
+    # Ids and names wider than a fixed column (rtx-pro-5000-blackwell-72gb, "NVIDIA GeForce RTX 5080 Laptop GPU")
+    # pushed their row's later columns right of everyone else's.
+    code, out, _ = run(capsys, listing)
+    lines = out.splitlines()
+    assert code == 0 and len(lines) > 50
+    assert len({line.index(column) for line in lines}) == 1
+
+
 def test_console_script_runs_without_qt() -> None:
     # The CLI path of the entry point never imports Qt.
     code = (

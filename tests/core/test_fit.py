@@ -100,6 +100,19 @@ def test_cli_fit(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert costs == sorted(costs) and [r["cost"] is None for r in rows] == sorted(r["cost"] is None for r in rows)
 
 
+def test_cli_fit_writes_every_card_name_whole(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Boards of one chip whose catalogue names share their first 30 characters ("NVIDIA RTX PRO 6000 Blackwell"
+    # and its Max-Q, the 48 and 72 GB RTX PRO 5000 Blackwell): a cut name made them two rows of one card.
+    path = tmp_path / "plan.json"
+    save(lesson_plan(Method.QLORA, Precision.BF16), path)
+    assert main(["fit", str(path), "--max-count", "1"]) == 0
+    table = capsys.readouterr().out.splitlines()[2:-1]
+    for gpu in load_gpus():
+        assert sum(gpu.name in line for line in table) >= 1, gpu.name
+    names = [g.name for g in load_gpus()]
+    assert len({n[:30].rstrip() for n in names}) < len(names)  # the case this test is about is in the catalogue
+
+
 def test_cli_fit_bad_count_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "plan.json"
     save(default_plan(), path)
