@@ -541,7 +541,8 @@ class TorchVersion(StrEnum):
     release post, pytorch/pytorch.github.io PR 1684: "FSDP2 is a new fully sharded data parallelism
     implementation"): before it the FSDP strategy is FSDP1, planned as FSDP2 (benchmarks/realgpu/mapping.py: both
     keep 1/N of every parameter, gradient and state), without the releases' collective-buffer terms, and a warning
-    says so (core.checks)."""
+    says so (core.checks). From 2.14 SDPA's memory-efficient kernel takes grouped-query heads
+    (core.training.attention.sdpa_kernel), where 2.8-2.13 ran such a call on the math kernel."""
 
     # 2.0.0 / 2.0.1: torch/optim/adam(w).py ``_multi_tensor_adam(w)`` kept ``denom = torch._foreach_add(exp_avg_sq_sqrt,
     # eps)`` out of place beside ``exp_avg_sq_sqrt``, two parameter-sized lists (pytorch/pytorch issue 97712)
@@ -552,7 +553,20 @@ class TorchVersion(StrEnum):
     V2_1_TO_2_3 = "2.1-2.3"
     V2_4 = "2.4"  # FSDP2 allocates the reduce-scatter input inside the reduce-scatter stream (e4ee3be)
     V2_5_TO_2_7 = "2.5-2.7"  # on the default stream; ProcessGroupNCCL records its stream on inputs
-    V2_8 = "2.8+"  # record_stream gone from ProcessGroupNCCL's collectives (a1cb3cc)
+    # record_stream gone from ProcessGroupNCCL's collectives (a1cb3cc). Its value was "2.8+" until 2.14's rule
+    # came: a plan file that says so reads as it (_missing_), the rules it was estimated with.
+    V2_8 = "2.8-2.13"
+    # 2.14.0 on: SDPA's CUDA memory-efficient kernel takes grouped-query k/v with enable_gqa (pytorch/pytorch
+    # PR 191085, in the 2.14.1 wheel: mem_eff_attention/kernel_forward.h and kernel_backward.h
+    # ``q_heads_per_kv``, the backward writing grad_key / grad_value at the query heads, [Mk, nHq, K], for a
+    # reduction after; torch/_meta_registrations.py's efficient backward returns k / v grads at their own heads,
+    # where 2.13.0's returned them at the query heads and autograd refused). Before, such a call fell to the math
+    # kernel. Checked through 2.15 (docs/REAL_GPU_MEMORY.md "PyTorch 2.14 and 2.15, PEFT 0.19-0.21").
+    V2_14 = "2.14+"
+
+    @classmethod
+    def _missing_(cls, value: object) -> TorchVersion | None:
+        return cls.V2_8 if value == "2.8+" else None
 
 
 class SglangVersion(StrEnum):
@@ -697,7 +711,8 @@ TORCH_VERSION_LABELS: Final = {
     TorchVersion.V2_1_TO_2_3: "2.1 – 2.3",
     TorchVersion.V2_4: "2.4",
     TorchVersion.V2_5_TO_2_7: "2.5 – 2.7",
-    TorchVersion.V2_8: "2.8 and later",
+    TorchVersion.V2_8: "2.8 – 2.13",
+    TorchVersion.V2_14: "2.14 and later",
 }
 
 
@@ -1206,6 +1221,46 @@ def own_loss_code(plan: Plan) -> bool:
     """Whether one of :data:`LOSS_CODE` computes the plan's loss (no eager cross-entropy): the one
     rule the memory, the 16-bit loss switch and the window's rows read."""
     return any(loss_code_runs(plan, name) for name in LOSS_CODE)
+
+
+def needs_mask(plan: Plan) -> bool:
+    """transformers builds an explicit mask once the sequence reaches a sliding window."""
+    model = plan.model
+    return model.sliding_window is not None and plan.workload.seq_len >= model.sliding_window
+
+
+def explicit_mask(plan: Plan) -> bool:
+    """Whether SDPA is handed a mask: a sliding window (needs_mask), or prefix tuning's keys before the
+    sequence's own (huggingface/peft 51c2ff66 src/peft/peft_model.py ``PeftModelForCausalLM.forward`` passes
+    a prefix cache and a mask with the prefix's ones; with more keys than queries a causal mask cannot be
+    SDPA's ``is_causal``, so transformers builds it; with it, no ``enable_gqa``: k and v are repeated)."""
+    return needs_mask(plan) or plan.prefix_tokens > 0
+
+
+def sixteen_bit_inputs(plan: Plan) -> bool:
+    """Attention sees 16-bit q, k, v under autocast or when the model is stored in 16 bits."""
+    # PEFT's LoHa, LoKr, VeRA, OFT, AdaLoRA, MiSS on a frozen base (branches h53lyco, h53vera, h54oft, h54ada,
+    # h58peft)
+    peft_wrapped = plan.lycoris or plan.vera or plan.oft or plan.adalora or plan.miss
+    frozen_base = plan.method in _SDPA_FROZEN_BASE or plan.litgpt_adapter or peft_wrapped
+    stored = plan.base_dtype if frozen_base else plan.weight_dtype
+    return plan.autocast is not Autocast.NONE or stored is not Dtype.FP32
+
+
+_SDPA_FROZEN_BASE: Final = frozenset((Method.LORA, Method.QLORA, Method.DORA))
+
+
+def flash_misses_gqa(plan: Plan) -> bool:
+    """Whether SDPA gets grouped-query heads with ``enable_gqa`` (no mask: transformers' use_gqa_in_sdpa) that the
+    flash kernel cannot take (float32 inputs, or heads wider than 256): the call PyTorch 2.14 moved from the math
+    kernel to the memory-efficient one (core.training.attention.efficient_takes_gqa), where the release matters."""
+    model = plan.model
+    return (
+        plan.attention is Attention.SDPA
+        and model.num_kv_heads != model.num_heads
+        and not explicit_mask(plan)
+        and not (sixteen_bit_inputs(plan) and model.head_dim <= 256)
+    )
 
 
 def loss_16bit_matters(plan: Plan) -> bool:
@@ -1826,19 +1881,26 @@ INPUTS: Final[tuple[Input, ...]] = (
           parse=parse_alloc_conf, training_only=True, matters=lambda p: not runs_mps(p.hardware.gpu)),
     # The PyTorch release whose FSDP2 and ProcessGroupNCCL rules apply; the default is the newest
     # rules (a plan file written before the setting reads as it): core.parallel.state._release_cache.
-    Input("hardware.torch_version", Kind.ENUM, "PyTorch", "PyTorch release", TorchVersion.V2_8,
+    # 2.14+ is the default: both current releases (2.14.1, 2.15.0, what `pip install torch` brings) are in it,
+    # and it differs from 2.8-2.13 only where SDPA gets grouped-query heads the flash kernel cannot take.
+    Input("hardware.torch_version", Kind.ENUM, "PyTorch", "PyTorch release", TorchVersion.V2_14,
           "The PyTorch release the run uses, where its memory rules differ: 2.4's FSDP2 allocates each "
           "reduce-scatter input on its reduce-scatter stream, which keeps it cached; from 2.5 it is a "
           "default-stream tensor; before 2.8 ProcessGroupNCCL holds a collective's input block until the "
           "collective ends unless TORCH_NCCL_AVOID_RECORD_STREAMS=1. From 2.5 SDPA's math kernel (an Apple GPU's, "
           "or CUDA's fallback) works in float32 on 16-bit inputs; a Mac's autocast needs 2.5 (bfloat16: 2.6). "
           "Under 2.0 the foreach Adam / AdamW step keeps two parameter-sized intermediates, from 2.1 one. "
-          "Before 2.4 FSDP is FSDP1 (FSDP2 came with 2.4): planned with the same shards, without these buffers.",
-          ("--torch-version",), "PyTorch release whose rules apply: 2.0, 2.1-2.3, 2.4, 2.5-2.7, 2.8+ (default 2.8+)",
+          "Before 2.4 FSDP is FSDP1 (FSDP2 came with 2.4): planned with the same shards, without these buffers. "
+          "From 2.14 SDPA's memory-efficient kernel takes grouped-query heads (float32 inputs, or heads wider than "
+          "256) where earlier releases fell back to the math kernel and its B·H·S² probabilities. "
+          "Checked through PyTorch 2.15.",
+          ("--torch-version",),
+          "PyTorch release whose rules apply: 2.0, 2.1-2.3, 2.4, 2.5-2.7, 2.8-2.13, 2.14+ (default 2.14+)",
           labels=TORCH_VERSION_LABELS, training_only=True,
           matters=lambda p: (p.parallel.strategy is Strategy.FSDP and not p.parallel.fsdp1_wrap)
           or runs_mps(p.hardware.gpu)
-          or (p.optimizer in (Optimizer.ADAMW, Optimizer.ADAM) and p.optimizer_impl is OptimizerImpl.FOREACH)),
+          or (p.optimizer in (Optimizer.ADAMW, Optimizer.ADAM) and p.optimizer_impl is OptimizerImpl.FOREACH)
+          or flash_misses_gqa(p)),
     Input("hardware.nccl_avoid_record_streams", Kind.BOOL, "Avoid record streams",
           "TORCH_NCCL_AVOID_RECORD_STREAMS=1", False,
           "The environment variable TORCH_NCCL_AVOID_RECORD_STREAMS=1 (torchtitan set it until PyTorch "
@@ -1848,7 +1910,7 @@ INPUTS: Final[tuple[Input, ...]] = (
           training_only=True,
           matters=lambda p: p.parallel.strategy is Strategy.FSDP
           and not p.parallel.fsdp1_wrap
-          and p.hardware.torch_version is not TorchVersion.V2_8
+          and torch_before(p.hardware.torch_version, TorchVersion.V2_8)
           and not torch_before(p.hardware.torch_version, TorchVersion.V2_4)),
     Input("hardware.peak_tflops_override", Kind.FLOAT, "Peak override", "Peak TFLOP/s override", 0.0,
           "Dense peak to use instead of the card's datasheet figure for the plan's precision; 0 uses the card's.",

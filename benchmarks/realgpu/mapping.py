@@ -790,6 +790,7 @@ _TORCH_RANGES: Final = (
     ((2, 4), TorchVersion.V2_4),
     ((2, 5), TorchVersion.V2_5_TO_2_7),
     ((2, 8), TorchVersion.V2_8),
+    ((2, 14), TorchVersion.V2_14),
 )
 
 

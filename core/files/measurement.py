@@ -29,6 +29,7 @@ from core.plan import (
     OptimizerImpl,
     Plan,
     Precision,
+    TorchVersion,
     Workload,
     precision_fields,
     serving_on,
@@ -40,6 +41,12 @@ if TYPE_CHECKING:
 
 FORMAT: Final = "vramplan-measurement"
 MAX_BYTES: Final = 10_000_000
+
+# The PyTorch release a measured case is estimated under: every stored measurement ran torch 2.13.0 (each file's
+# ``versions.torch``), and tools/measure/sdpa.py's mirror of the CUDA backend choice is 2.8-2.13's (no grouped-query
+# heads on the memory-efficient kernel, core.training.attention.efficient_takes_gqa), so the plan says so rather than
+# taking the default release, whose SDPA choice differs for float32 grouped-query attention.
+MEASURED_TORCH: Final = TorchVersion.V2_8
 
 _PRECISIONS: Final = {
     "fp32": Precision.FP32,
@@ -197,7 +204,7 @@ def plan_for_case(case: Mapping[str, Any], model_config: Mapping[str, Any] | Non
             checkpoint_policy=CheckpointPolicy(str(case.get("checkpoint_policy", "full"))),
             checkpoint_every=int(case.get("checkpoint_every", 1)),
             workload=Workload(micro_batch=int(case.get("micro_batch", 1)), seq_len=int(case.get("seq_len", 1024))),
-            hardware=Hardware(gpu="h100-sxm"),
+            hardware=Hardware(gpu="h100-sxm", torch_version=MEASURED_TORCH),
             # A hybrid is served on vLLM only (core.plan.serving_on); its case says which path its Mamba-2 mixers
             # ran (tools/measure on fake tensors: the torch path, ``"mamba_kernels": false``).
             inference=serving_on(spec, Inference()),

@@ -792,7 +792,8 @@ def _release_cache(rank: _Rank, block_grads: list[Term], pipelined: bool) -> lis
     (core.inputs.TorchVersion): the strategy is FSDP1 there, planned as FSDP2 without these terms."""
     plan = rank.plan
     release, recorded = plan.hardware.torch_version, not plan.hardware.nccl_avoid_record_streams
-    if plan.parallel.fsdp1_wrap or release is TorchVersion.V2_8 or torch_before(release, TorchVersion.V2_4):
+    recording = torch_before(release, TorchVersion.V2_8) and not torch_before(release, TorchVersion.V2_4)
+    if plan.parallel.fsdp1_wrap or not recording:
         return []
     inputs = block_grads[1:]
     if not inputs:

@@ -19,7 +19,7 @@ from core.dtypes import DTYPE_BYTES, Dtype, Quant
 from core.errors import PlanError
 from core.format import sci
 from core.hybrid import RecurrentMixer
-from core.inputs import loss_16bit_matters, loss_code_runs
+from core.inputs import explicit_mask, loss_16bit_matters, loss_code_runs, needs_mask
 from core.memo import fills_fields, last_answer
 from core.model import (
     GDN_IN_PROJ,
@@ -35,10 +35,8 @@ from core.roles import adapter_dtype, compute_dtype, dtypes_for, model_dtype
 from core.training import gdn
 from core.training.attention import (
     Kernel,
-    explicit_mask,
     math_kernel_bytes,
     megatron_fused_softmax,
-    needs_mask,
     sdpa_kernel,
 )
 from core.training.extra_trained import head_copy_trains, merged_head_copy

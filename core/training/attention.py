@@ -12,10 +12,9 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Final
 
-from core.dtypes import Autocast, Dtype
-from core.inputs import torch_before
+from core.inputs import explicit_mask, sixteen_bit_inputs, torch_before
 from core.memo import last_answer
-from core.plan import Attention, Method, Plan, Stack, TorchVersion
+from core.plan import Attention, Plan, Stack, TorchVersion
 from core.runtime import runs_mps
 
 # Enum members this module's hot paths compare with, read from their classes once: on Python 3.11 each
@@ -24,11 +23,6 @@ _ATTENTION_EAGER: Final = Attention.EAGER
 _ATTENTION_FLASH: Final = Attention.FLASH
 _ATTENTION_FLASH1: Final = Attention.FLASH1
 _ATTENTION_SDPA: Final = Attention.SDPA
-_AUTOCAST_NONE: Final = Autocast.NONE
-_DTYPE_FP32: Final = Dtype.FP32
-_METHOD_DORA: Final = Method.DORA
-_METHOD_LORA: Final = Method.LORA
-_METHOD_QLORA: Final = Method.QLORA
 
 
 class Kernel(StrEnum):
@@ -44,30 +38,6 @@ def sdpa_refused(plan: Plan) -> bool:
     model = plan.model
     unsupported = (model.family == "gemma2" and model.attn_softcap > 0) or model.family == "gpt_oss"
     return plan.attention is _ATTENTION_SDPA and unsupported
-
-
-def needs_mask(plan: Plan) -> bool:
-    """transformers builds an explicit mask once the sequence reaches a sliding window."""
-    model = plan.model
-    return model.sliding_window is not None and plan.workload.seq_len >= model.sliding_window
-
-
-def explicit_mask(plan: Plan) -> bool:
-    """Whether SDPA is handed a mask: a sliding window (needs_mask), or prefix tuning's keys before the
-    sequence's own (huggingface/peft 51c2ff66 src/peft/peft_model.py ``PeftModelForCausalLM.forward`` passes
-    a prefix cache and a mask with the prefix's ones; with more keys than queries a causal mask cannot be
-    SDPA's ``is_causal``, so transformers builds it; with it, no ``enable_gqa``: k and v are repeated)."""
-    return needs_mask(plan) or plan.prefix_tokens > 0
-
-
-def sixteen_bit_inputs(plan: Plan) -> bool:
-    """Attention sees 16-bit q, k, v under autocast or when the model is stored in 16 bits."""
-    # PEFT's LoHa, LoKr, VeRA, OFT, AdaLoRA, MiSS on a frozen base (branches h53lyco, h53vera, h54oft, h54ada,
-    # h58peft)
-    peft_wrapped = plan.lycoris or plan.vera or plan.oft or plan.adalora or plan.miss
-    frozen_base = plan.method in (_METHOD_LORA, _METHOD_QLORA, _METHOD_DORA) or plan.litgpt_adapter or peft_wrapped
-    stored = plan.base_dtype if frozen_base else plan.weight_dtype
-    return plan.autocast is not _AUTOCAST_NONE or stored is not _DTYPE_FP32
 
 
 # On an Apple GPU SDPA trains through PyTorch's math attention, which keeps the B·H·S² probabilities
@@ -86,9 +56,10 @@ def sixteen_bit_inputs(plan: Plan) -> bool:
 def sdpa_kernel(plan: Plan) -> Kernel:
     """The kernel that runs on an A100/H100 (sdp_utils.cpp, priority order flash →
     memory-efficient → math): flash needs 16-bit inputs, no mask and head width ≤ 256 and
-    handles grouped-query heads; memory-efficient takes float32 too but not grouped-query
-    heads; anything else falls back to math. transformers passes grouped-query heads with
-    enable_gqa when no mask is needed, else repeats k and v."""
+    handles grouped-query heads; memory-efficient takes float32 too, and grouped-query heads
+    from PyTorch 2.14 (:func:`efficient_takes_gqa`); anything else falls back to math.
+    transformers passes grouped-query heads with enable_gqa when no mask is needed, else
+    repeats k and v."""
     if plan.attention is _ATTENTION_EAGER or sdpa_refused(plan):
         return Kernel.EAGER
     if plan.attention is _ATTENTION_SDPA and runs_mps(plan.hardware.gpu):
@@ -99,9 +70,24 @@ def sdpa_kernel(plan: Plan) -> Kernel:
     if plan.attention in (_ATTENTION_FLASH, _ATTENTION_FLASH1) or (sixteen and not masked and model.head_dim <= 256):
         return Kernel.FLASH
     gqa = model.num_kv_heads != model.num_heads and not masked
-    if not gqa and model.head_dim % (8 if sixteen else 4) == 0:
+    if (not gqa or efficient_takes_gqa(plan)) and model.head_dim % (8 if sixteen else 4) == 0:
         return Kernel.EFFICIENT
     return Kernel.MATH
+
+
+# SDPA's CUDA memory-efficient kernel and grouped-query heads. Through 2.13 its check (sdp_utils.cpp
+# ``check_grouped_query_attention`` with supports_gqa false for it) refused k / v with fewer heads than q, so an
+# enable_gqa call that flash could not take (float32 inputs, heads wider than 256) ran the math kernel; 2.13.0's
+# own efficient backward, handed such shapes, returns k / v gradients at the query heads and autograd refuses
+# them (tools/measure/release_check.py). pytorch/pytorch PR 191085 ("[SDPA] Add memory-efficient GQA and vmap
+# backward support", 2026-07) taught it grouped-query heads (Hk == Hv, Hq % Hkv == 0, enable_gqa); the 2.14.1
+# wheel carries it: mem_eff_attention/kernel_forward.h reads k / v at ``head_id / q_heads_per_kv``,
+# kernel_backward.h writes ``grad_key_ptr`` / ``grad_value_ptr`` as [Mk, nHq, K] (every query head's share, no
+# atomics) and a second kernel sums each group into the k / v gradients (backward_workspace), and
+# torch/_meta_registrations.py's efficient backward returns them at the k / v heads.
+def efficient_takes_gqa(plan: Plan) -> bool:
+    """Whether the plan's PyTorch runs grouped-query heads on the memory-efficient kernel (2.14 on)."""
+    return not torch_before(plan.hardware.torch_version, TorchVersion.V2_14)
 
 
 # The math kernel's own precision. From PyTorch 2.5 _scaled_dot_product_attention_math upcasts 16-bit q, k and v
@@ -165,7 +151,8 @@ def backward_workspace(plan: Plan, compute_bytes: float) -> float:
     """Scratch the fused attention backward kernels allocate (FlashAttention-2 mha_bwd:
     softmax_d [B,H,⌈S⌉128] and dq_accum [B,⌈S⌉128,H,⌈hd⌉32] in float32, plus k/v gradients
     expanded to every head for grouped-query; the memory-efficient backward: delta
-    [B,H,S] float32 and, in 16 bits, a float32 dq accumulator)."""
+    [B,H,S] float32 and, in 16 bits, a float32 dq accumulator, plus from PyTorch 2.14 the
+    same expanded k/v gradients for grouped-query heads, summed per group after the kernel)."""
     model = plan.model
     b, s, h, hd = plan.workload.micro_batch, plan.workload.seq_len, model.num_heads, model.head_dim
     kernel = sdpa_kernel(plan)
@@ -177,5 +164,8 @@ def backward_workspace(plan: Plan, compute_bytes: float) -> float:
             total += 2 * b * s * h * hd * compute_bytes
         return total
     if kernel is Kernel.EFFICIENT:
-        return float(b * h * s * 4 + (b * s * h * hd * 4 if compute_bytes == 2 else 0))
+        total = float(b * h * s * 4 + (b * s * h * hd * 4 if compute_bytes == 2 else 0))
+        if model.num_kv_heads != h and not explicit_mask(plan):  # enable_gqa: only 2.14+ reaches here
+            total += 2 * b * s * h * hd * compute_bytes
+        return total
     return 0.0

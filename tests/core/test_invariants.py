@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from core.breakdown import SERVING_BUCKET_ORDER, BucketKey
 from core.dtypes import ELEMENT_BYTES, Autocast, Dtype, Quant, nf4_bytes_per_weight
 from core.estimate import Estimate, estimate
-from core.inputs import MAX_BATCH, MAX_SEQ
+from core.inputs import MAX_BATCH, MAX_SEQ, TorchVersion
 from core.plan import (
     Accounting,
     Attention,
@@ -354,7 +354,8 @@ def test_reaching_the_window_can_need_less() -> None:
     without autocast: below the window SDPA gets grouped-query heads with no mask, which only
     the math kernel takes, and keeps the B·H·S² scores; at the window transformers passes a
     mask and repeats k and v, and the memory-efficient kernel runs (sdp_utils.cpp's order, as
-    core.training.attention.sdpa_kernel has it). Found by the property test above."""
+    core.training.attention.sdpa_kernel has it). Found by the property test above. That is PyTorch 2.8-2.13:
+    from 2.14 the memory-efficient kernel takes the grouped-query heads too, and both lengths run it."""
     plan = Plan(
         model=plan_for_model("mistral-7b-v0.1").model,
         method=Method.FULL,
@@ -364,10 +365,12 @@ def test_reaching_the_window_can_need_less() -> None:
         adapter_dtype=Dtype.FP32,
         checkpointing=False,
         accounting=Accounting.DETAILED,
-    )
+    ).with_hardware(torch_version=TorchVersion.V2_8)
     below, at = plan.with_workload(seq_len=4000), plan.with_workload(seq_len=4096)
     assert sdpa_kernel(below) is Kernel.MATH and sdpa_kernel(at) is Kernel.EFFICIENT
     assert estimate(at).peak_bytes < estimate(below).peak_bytes
+    for newer in (below, at):
+        assert sdpa_kernel(newer.with_hardware(torch_version=TorchVersion.V2_14)) is Kernel.EFFICIENT
 
 
 def test_unsloth_starting_to_offload_can_need_less() -> None:

@@ -49,7 +49,7 @@ RS_RECORDED = (
 FOLDER = Path(__file__).resolve().parents[2] / "benchmarks" / "realgpu"
 
 
-def _fsdp(release: TorchVersion = TorchVersion.V2_8, avoid: bool = False, **parallel: object) -> Plan:
+def _fsdp(release: TorchVersion = TorchVersion.V2_14, avoid: bool = False, **parallel: object) -> Plan:
     plan = plan_for_model("llama-3.2-1b").with_changes(preset=Preset.TRAINER_BF16)  # bf16 weights and gradients
     plan = plan.with_workload(micro_batch=2, seq_len=2048).with_method(Method.FULL).on_gpus(8, Strategy.FSDP)
     if parallel:
@@ -63,11 +63,14 @@ def _reserve(est: Estimate) -> dict[str, float]:
 
 def test_the_default_is_the_newest_release_and_the_variable_changes_nothing_there() -> None:
     plan = _fsdp()
-    assert plan.hardware.torch_version is TorchVersion.V2_8 and not plan.hardware.nccl_avoid_record_streams
-    assert input_at("hardware.torch_version").default is TorchVersion.V2_8
-    # 2.8 stashes (or runs on the current stream) instead of record_stream: setting it only warns.
-    assert estimate(_fsdp(avoid=True)).reserved_bytes == estimate(plan).reserved_bytes
-    assert not any("record_stream" in label or "torch 2.4" in label for label in _reserve(estimate(plan)))
+    assert plan.hardware.torch_version is TorchVersion.V2_14 and not plan.hardware.nccl_avoid_record_streams
+    assert input_at("hardware.torch_version").default is TorchVersion.V2_14
+    # 2.8 stashes (or runs on the current stream) instead of record_stream: setting it only warns; 2.14 keeps it
+    # (the 2.14.1 wheel's _fully_shard files differ from 2.13.0's in spmd_types typing only).
+    for release in (TorchVersion.V2_8, TorchVersion.V2_14):
+        assert estimate(_fsdp(release, avoid=True)).reserved_bytes == estimate(_fsdp(release)).reserved_bytes
+        assert not any("record_stream" in label or "torch 2.4" in label for label in _reserve(estimate(_fsdp(release))))
+    assert estimate(_fsdp(TorchVersion.V2_8)).reserved_bytes == estimate(plan).reserved_bytes
 
 
 def test_torch_2_5_to_2_7_without_the_variable_holds_one_more_block_input_in_the_default_stream() -> None:
@@ -130,7 +133,11 @@ def test_a_plan_file_from_before_the_settings_reads_as_the_newest_release() -> N
     for key in ("torch_version", "nccl_avoid_record_streams"):
         del doc["plan"]["hardware"][key]
     plan = planfile.plan_from_dict(doc)
-    assert plan == default_plan() and plan.hardware.torch_version is TorchVersion.V2_8
+    assert plan == default_plan() and plan.hardware.torch_version is TorchVersion.V2_14
+    # A file saved while the newest range was "2.8+" (through stop 65) reads as the rules it was estimated with.
+    doc = json.loads(planfile.dumps(default_plan()))
+    doc["plan"]["hardware"]["torch_version"] = "2.8+"
+    assert planfile.plan_from_dict(doc).hardware.torch_version is TorchVersion.V2_8
     older = _fsdp(TorchVersion.V2_5_TO_2_7, avoid=True)
     assert planfile.plan_from_dict(planfile.plan_to_dict(older)) == older
 

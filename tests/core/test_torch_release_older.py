@@ -146,6 +146,7 @@ def test_records_map_the_torch_version_they_state() -> None:
     assert of("2.1.0a0 (NGC pytorch 23.09)") is TorchVersion.V2_1_TO_2_3  # flagperf's NGC rows
     assert of("2.4.1") is TorchVersion.V2_4 and of("2.6.0+cu124") is TorchVersion.V2_5_TO_2_7
     assert of("2.9.0.dev20250815+cu128") is TorchVersion.V2_8 and of("2.13.0+cu130") is TorchVersion.V2_8
+    assert of("2.14.1+cu130") is TorchVersion.V2_14 and of("2.15.0") is TorchVersion.V2_14  # the newest range
     for unstated in (">=2.2.0 (exact not stated)", "2.1.0 nightly (low_cpu_fsdp requires a nightly >= 20230701)",
                      "not stated", "1963fc8 (2024-12-23 nightly)", ""):
         assert of(unstated) is None
