@@ -10,7 +10,9 @@ are the few written here by hand.
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
+from enum import Enum
 from typing import Any, NoReturn
 
 from core import __version__
@@ -151,10 +153,21 @@ def _add_input(group: Any, spec: Input) -> None:
         options.update(action=argparse.BooleanOptionalAction, default=None)
     elif spec.kind is Kind.ENUM:
         options["choices"] = list(spec.cli_choices or [e.value for e in spec.enum])
+        options["type"] = functools.partial(_enum_text, spec.enum)
     else:
         long_name = next(f for f in spec.flags if f.startswith("--"))
         options.update(type=_TYPES[spec.kind], metavar=spec.metavar or long_name[2:].upper().replace("-", "_"))
     group.add_argument(*spec.flags, **options)
+
+
+def _enum_text(enum: type[Enum], text: str) -> str:
+    """A choice as the enum spells it now: an old spelling the enum still reads (``--torch-version 2.8+``, which
+    became "2.8-2.13" when 2.14 got its own rules) is taken as the value it reads as; anything else is left for
+    argparse to refuse with the list of choices."""
+    try:
+        return str(enum(text).value)
+    except ValueError:
+        return text
 
 
 def given_inputs(args: argparse.Namespace) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from core.catalogue import load_models
+from core.cli.app import main
 from core.files.measurement import MEASURED_TORCH, load_measurement, plan_for_case
 from core.inputs import TORCH_VERSION_LABELS, TorchVersion, flash_misses_gqa, input_at
 from core.plan import Plan
@@ -104,3 +105,16 @@ def test_measured_cases_are_estimated_under_the_release_they_ran() -> None:
     plan = plan_for_case(load_measurement(path).case)
     assert plan.hardware.torch_version is MEASURED_TORCH is TorchVersion.V2_8
     assert sdpa_kernel(plan) is Kernel.MATH
+
+
+def test_the_old_spelling_2_8_plus_still_reads_as_the_rules_it_named(capsys: pytest.CaptureFixture[str]) -> None:
+    # "2.8+" was the newest range's value until 2.14 split it (this change): a script passing it keeps working, as
+    # the plan files that say so do, under the 2.8-2.13 rules it was written against.
+    args = ["estimate", "--model", "llama-3.2-1b", "--precision", "fp32", "-b", str(B), "-s", str(S), "--json"]
+    figures = {}
+    for spelling in ("2.8+", "2.8-2.13", "2.14+"):
+        assert main([*args, "--torch-version", spelling]) == 0
+        figures[spelling] = json.loads(capsys.readouterr().out)["judgement"]["total_bytes"]
+    assert figures["2.8+"] == figures["2.8-2.13"] != figures["2.14+"]
+    assert main([*args, "--torch-version", "2.9"]) == 2  # not a range: refused with the choices
+    assert "choose from" in capsys.readouterr().err
