@@ -509,6 +509,19 @@ def skips_tower(version: VllmVersion, family: str) -> bool:
     return lines.index(version) >= lines.index(text_only_from(family))
 
 
+def text_only_offered(plan: Plan) -> bool:
+    """Whether the plan's engine and release take text-only serving (``inference.text_only``) of its image-text
+    checkpoint: vLLM from the family's line (:func:`skips_tower`), nowhere else. SGLang and transformers build the
+    tower whatever the requests hold, so Plan validation refuses a tick on them, or on an earlier vLLM line, with the
+    engine's reason (core.plan._text_only_refusal); llama.cpp loads no tower from the GGUF, so a tick there changes
+    nothing. The Serving form shows the box only where this holds; a plan file or the command line that asks it on
+    a refusing engine gets that refusal."""
+    model, inf = plan.model, plan.inference
+    if not model.vision_params or not model.vision_family or inf.engine is not Engine.VLLM:
+        return False
+    return skips_tower(inf.vllm_version, model.vision_family)
+
+
 def vllm_v1(plan: Plan) -> bool:
     """Whether the plan's vLLM release line runs the V1 engine."""
     lines = list(VllmVersion)
@@ -624,12 +637,17 @@ SGLANG_MM_DISABLED_FAMILIES: Final = frozenset(("gemma3", "llama4"))
 
 def sglang_multimodal_opt_in(plan: Plan) -> bool:
     """Whether SGLang's --enable-multimodal changes this plan: an image-text checkpoint SGLang serves as a text model
-    at its defaults (:data:`SGLANG_MM_DISABLED_FAMILIES`), on SGLang. The Serving form shows the box only then."""
+    at its defaults (:data:`SGLANG_MM_DISABLED_FAMILIES`), on SGLang, at a release that has the flag
+    (:data:`SGLANG_ENABLE_MULTIMODAL_FROM`; 0.4.5 serves both families with images, and argparse refuses the flag
+    there, as Plan validation does: core.plan._sglang_multimodal_refusal). The Serving form shows the box only then."""
     model = plan.model
+    inf = plan.inference
+    lines = list(SglangVersion)
     return (
-        plan.inference.engine is Engine.SGLANG
+        inf.engine is Engine.SGLANG
         and model.vision_params > 0
         and model.vision_family in SGLANG_MM_DISABLED_FAMILIES
+        and lines.index(inf.sglang_version) >= lines.index(SGLANG_ENABLE_MULTIMODAL_FROM)
     )
 
 
@@ -2251,16 +2269,17 @@ INPUTS: Final[tuple[Input, ...]] = (
     Input("inference.text_only", Kind.BOOL, "Text only", "Text-only serving (no vision tower)", False,
           "Serve an image-text checkpoint for text alone: vLLM leaves the vision tower unbuilt and profiles no "
           "images when every modality's --limit-mm-per-prompt is 0 (LLaVA 1.5, Mistral 3 and Qwen2.5-VL from "
-          "0.10.1, Qwen3-VL from 0.11, every model from 0.15). SGLang and transformers load the tower whatever "
-          "the requests hold, so they refuse it.",
-          ("--text-only",), "image-text models: serve text only (vLLM: --limit-mm-per-prompt 0 for every modality)",
-          matters=lambda p: p.model.vision_params > 0 and p.inference.engine is not Engine.LLAMACPP),
+          "0.10.1, Qwen3-VL from 0.11, every model from 0.15). Offered on those releases only: SGLang and "
+          "transformers build the tower whatever the requests hold, so a plan that asks it there is refused.",
+          ("--text-only",), "image-text models on vLLM: serve text only (--limit-mm-per-prompt 0 for every modality)",
+          matters=text_only_offered),
     Input("inference.sglang_enable_multimodal", Kind.BOOL, "Multimodal", "SGLang --enable-multimodal", False,
-          "SGLang's --enable-multimodal (0.4.6 on). At its defaults SGLang serves Gemma 3 and Llama 4 as text models "
-          "(it still builds Gemma 3's vision tower); with the flag they take images, and SGLang lowers its default "
-          "memory share for the vision encoder (from 0.4.9), captures no prefill CUDA graphs (0.5.10 on) and keeps "
-          "100 MiB of the token pool for the image-embedding cache (0.5.18 on).",
-          ("--enable-multimodal",), "SGLang: serve Gemma 3 / Llama 4 with images (--enable-multimodal, 0.4.6 on)",
+          "SGLang's --enable-multimodal (0.4.6 on). At its defaults SGLang serves Gemma 3 as a text model: it takes "
+          "no images, yet still builds the vision tower, whose weights are counted. With the flag it takes images, "
+          "and SGLang lowers its default memory share for the vision encoder (from 0.4.9), captures no prefill CUDA "
+          "graphs (0.5.10 on) and keeps 100 MiB of the token pool for the image-embedding cache (0.5.18 on). "
+          "(SGLang treats Llama 4 alike; the planner serves Llama 4 on vLLM only.)",
+          ("--enable-multimodal",), "SGLang 0.4.6 on: serve Gemma 3 with images (--enable-multimodal)",
           matters=sglang_multimodal_opt_in),
     Input("inference.sglang_version", Kind.ENUM, "SGLang version", "SGLang version", SglangVersion.V0_5_23,
           "The SGLang release whose default mem_fraction_static applies: a table by tensor-parallel size "

@@ -388,11 +388,12 @@ def _text_only_refusal(model: ModelSpec, inf: Inference) -> PlanError | None:
 
 
 def _sglang_multimodal_refusal(model: ModelSpec, inf: Inference) -> PlanError | None:
-    """SGLang's --enable-multimodal (``inference.sglang_enable_multimodal``) where it would change the plan
-    (core.inputs.sglang_multimodal_opt_in: Gemma 3 / Llama 4 on SGLang) on a release before
-    core.inputs.SGLANG_ENABLE_MULTIMODAL_FROM, whose server_args.py has no such flag (argparse refuses it; 0.4.5
-    serves both families as multimodal without it). Elsewhere the flag changes nothing, as its help text says ("If
-    the model being served is not multimodal, nothing will happen"), and is left alone."""
+    """SGLang's --enable-multimodal (``inference.sglang_enable_multimodal``) for Gemma 3 / Llama 4 on SGLang
+    (core.inputs.SGLANG_MM_DISABLED_FAMILIES) on a release before core.inputs.SGLANG_ENABLE_MULTIMODAL_FROM, whose
+    server_args.py has no such flag (argparse refuses it; 0.4.5 serves both families as multimodal without it; the
+    Serving form offers the box from that release only, core.inputs.sglang_multimodal_opt_in). Elsewhere the flag
+    changes nothing, as its help text says ("If the model being served is not multimodal, nothing will happen"), and
+    is left alone."""
     if not inf.sglang_enable_multimodal or inf.engine is not Engine.SGLANG:
         return None
     if not model.vision_params or model.vision_family not in SGLANG_MM_DISABLED_FAMILIES:

@@ -246,7 +246,12 @@ def render_serving(est: Estimate, gib: bool = False) -> str:
         storage = f"GGUF {plan.gguf_quant.value} · KV {plan.cache_type.value}"
     else:
         storage = f"weights {plan.weight_dtype.value} · KV {plan.kv_dtype.value}"
-    lines = [f"{est.plan.model.name} served by {engine} · {storage} · {gpus}", "", *_serving_table(est, gib)]
+    from core.serving.text_only import tower_line  # the serving rules, loaded by the serving figures above
+
+    lines = [f"{est.plan.model.name} served by {engine} · {storage} · {gpus}"]
+    tower = tower_line(est.plan.model, plan)  # an image-text checkpoint's tower, as the window and the report say it
+    lines += [f"  {tower}"] if tower else []
+    lines += ["", *_serving_table(est, gib)]
     lines += ["", f"  {inf.formula}", ""]
     if inf.engine is Engine.VLLM:
         lines += [

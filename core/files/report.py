@@ -29,6 +29,7 @@ from core.breakdown import BUCKET_LABELS, BUCKET_ORDER, SERVING_BUCKET_ORDER, Bu
 from core.estimate import Estimate, Mode, Verdict
 from core.format import counted, hours, latency, memory, money
 from core.plan import ENGINE_LABELS, Plan
+from core.serving.text_only import tower_line
 from core.units import GB, GiB
 from core.verdict import NARROW_LABEL, Judgement
 
@@ -153,6 +154,14 @@ def _verdict_line(est: Estimate, unit: str, mode: Mode = Mode.TRAINING) -> str:
         f"({_size(judged.usable_bytes, unit)} usable with {plan.hardware.headroom:.0%} headroom), "
         f"margin {_size(judged.margin_bytes, unit)}; {where}"
     )
+
+
+def _tower(est: Estimate, mode: Mode) -> str:
+    """When serving, an image-text checkpoint's vision tower and whether images are taken, in the words the window's
+    model summary and the command line give (core.serving.text_only.tower_line); "" otherwise."""
+    if mode is not Mode.INFERENCE:
+        return ""
+    return tower_line(est.plan.model, est.plan.inference)
 
 
 def _buckets(est: Estimate, mode: Mode) -> tuple[Bucket, ...]:
@@ -426,6 +435,9 @@ def _html_plan(item: ReportPlan, index: int, unit: str, several: bool, mode: Mod
     out = [f"<section><h2>{f'{index + 1}. ' if several else ''}{escape(item.name)}</h2>"]
     out.append(f'<p class="verdict" style="color:{colour}">{escape(_verdict_line(est, unit, mode))}</p>')
     out.append(f"<p>{escape(caption(est, mode))}</p>")
+    tower = _tower(est, mode)
+    if tower:
+        out.append(f"<p>{escape(tower)}</p>")
     heading = "Memory when serving" if mode is Mode.INFERENCE else "Memory at the peak"
     out.append(f'<h3>{heading}, with the arithmetic</h3><table width="100%">')
     out.append('<tr><th width="18%">Bucket</th><th width="14%">Size</th>')
@@ -557,6 +569,8 @@ def to_markdown(report: Report) -> str:
         prefix = f"{index + 1}. " if report.is_comparison else ""
         mode = report.mode
         lines += [f"## {prefix}{md_cell(item.name)}", "", md_cell(_verdict_line(est, report.unit, mode)), ""]
+        tower = _tower(est, mode)
+        lines += [md_cell(tower), ""] if tower else []
         lines += ["| Bucket | Size | Arithmetic |", "|---|---:|---|"]
         for bucket in _buckets(est, mode):
             arithmetic = "<br>".join(md_cell(line) for line in bucket.formula.splitlines())

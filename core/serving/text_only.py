@@ -42,9 +42,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from core.inputs import skips_tower
+from core.format import count
+from core.inputs import SGLANG_ENABLE_MULTIMODAL_FROM, SGLANG_MM_DISABLED_FAMILIES, skips_tower
 from core.model import ModelSpec
 from core.plan import Engine, Inference, VllmVersion
+from core.serving import releases
+from core.serving.sglang_versions import is_multimodal
 from core.serving.vllm_versions import at_least
 
 # get_limit_per_prompt's default for a modality left unset (vllm/config/multimodal.py, 0.19.0).
@@ -63,15 +66,51 @@ def skips_vision_tower(model: ModelSpec, inf: Inference) -> bool:
     return bool(model.vision_family) and skips_tower(inf.vllm_version, model.vision_family)
 
 
+def _sglang_opt_in(model: ModelSpec, inf: Inference) -> bool:
+    """An image-text family of SGLang's ``mm_disabled_models`` on SGLang from 0.4.6: what its ``--enable-multimodal``
+    decides (core.inputs SGLANG_MM_DISABLED_FAMILIES, SGLANG_ENABLE_MULTIMODAL_FROM)."""
+    return (
+        inf.engine is Engine.SGLANG
+        and model.vision_params > 0
+        and model.vision_family in SGLANG_MM_DISABLED_FAMILIES
+        and releases.at_least(inf.sglang_version, SGLANG_ENABLE_MULTIMODAL_FROM)
+    )
+
+
+def sglang_text_model(model: ModelSpec, inf: Inference) -> bool:
+    """Whether SGLang serves the image-text checkpoint as a text model although it builds (and the weights count)
+    the vision tower: Gemma 3 (Llama 4 is planned on vLLM only) from 0.4.6, whose ModelConfig leaves the families of
+    ``mm_disabled_models`` text-only unless ``--enable-multimodal`` is given
+    (core.serving.sglang_versions.is_multimodal, the rule the pool follows). Requests with images are not taken."""
+    return _sglang_opt_in(model, inf) and not is_multimodal(inf.sglang_version, model, inf.sglang_enable_multimodal)
+
+
 def tower_serving_words(model: ModelSpec, inf: Inference) -> str:
-    """How a serving plan holds an image-text checkpoint's vision tower, in the words the model summary shows
-    (the serving figures count it by the same rule: :func:`skips_vision_tower`, core.serving.engines.tower_bytes).
-    Empty for a text-only model."""
+    """How a serving plan holds an image-text checkpoint's vision tower, and where the engine decides it apart whether
+    images are taken, in the words the window's model summary, the command line and the report all show
+    (:func:`tower_line`; the serving figures count the tower by the same rule: :func:`skips_vision_tower`,
+    core.serving.engines.tower_bytes). Empty for a text-only model."""
     if not model.vision_params:
         return ""
     if inf.engine is Engine.LLAMACPP:
         return "not loaded: llama.cpp reads a tower only from a separate mmproj file"
-    return "not loaded: text only" if skips_vision_tower(model, inf) else "loaded"
+    if skips_vision_tower(model, inf):
+        return "not loaded: text only"
+    if sglang_text_model(model, inf):
+        return "loaded, yet SGLang takes no images without --enable-multimodal"
+    if _sglang_opt_in(model, inf):
+        return "loaded, images taken (--enable-multimodal)"
+    return "loaded"
+
+
+def tower_line(model: ModelSpec, inf: Inference) -> str:
+    """The serving plan's vision tower in one line, as the command line and the report write it: its kind, its
+    parameters and :func:`tower_serving_words` (the window's model summary gives the same words after its count).
+    Empty for a text-only model."""
+    words = tower_serving_words(model, inf)
+    if not words:
+        return ""
+    return f"{model.vision_kind or 'vision'} vision tower and projector ({count(model.vision_params)}): {words}"
 
 
 @dataclass(frozen=True)

@@ -47,14 +47,15 @@ class ServingForm(PlanForm):
         self.vllm_version = self.add_input("inference.vllm_version")
         self.vllm_sampler = self.add_input("inference.vllm_sampler")
         self.sglang_version = self.add_input("inference.sglang_version")
-        # SGLang --enable-multimodal: shown for Gemma 3 on SGLang alone (the input table's matters).
+        # SGLang --enable-multimodal: shown for Gemma 3 on SGLang 0.4.6 on alone (core.inputs.sglang_multimodal_opt_in).
         self.sglang_multimodal = self.add_input("inference.sglang_enable_multimodal")
         # vLLM --enforce-eager / SGLang --disable-cuda-graph, and vLLM's prefix caching (a hybrid's state blocks).
         self.cuda_graphs = self.add_input("inference.cuda_graphs")
         self.prefix_caching = self.add_input("inference.prefix_caching")
         self.transformers_version = self.add_input("inference.transformers_version")
         self.weights = self.add_input("inference.weight_dtype")
-        # Image-text checkpoints only (the input table's matters): serve text alone, the vision tower left out.
+        # Image-text checkpoints on a vLLM line that skips their tower only (core.inputs.text_only_offered): serve
+        # text alone, the vision tower left out. Other engines refuse it, so the form does not offer it there.
         self.text_only = self.add_input("inference.text_only")
         self.gguf = self.add_input("inference.gguf_quant")
         # Ollama in front of llama.cpp: it picks the GPU layers itself, and a release line brings its

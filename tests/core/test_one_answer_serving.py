@@ -12,6 +12,7 @@ vLLM only, to a plan the home accepts.
 
 from __future__ import annotations
 
+import html
 from dataclasses import replace
 from typing import Any
 
@@ -21,6 +22,8 @@ from core.catalogue import find_model
 from core.cli.app import main
 from core.errors import PlanError, one_line
 from core.estimate import estimate
+from core.files.launch.sglang import export_sglang, read_sglang
+from core.files.report import build_report, md_cell, to_html, to_markdown
 from core.plan import (
     HYBRID_VLLM_NEWEST,
     Engine,
@@ -33,6 +36,8 @@ from core.plan import (
     serving_on,
     serving_refusal,
 )
+from core.serving.text_only import tower_line
+from core.verdict import Mode
 
 # Catalogue models, one per kind (resources/models.json).
 MODELS = {
@@ -267,3 +272,36 @@ def test_picking_a_model_drops_a_setting_the_last_model_kept_hidden() -> None:
     )
     picked = hidden_mm.on_model(image_text.spec, image_text.id)
     assert picked.model == image_text.spec and picked.inference.sglang_enable_multimodal is False
+
+
+# Every engine of the table that serves the image-text model (Gemma 3 4B's SigLIP): SGLang at its default (no
+# --enable-multimodal) among them, which serves it as a text model yet builds the tower.
+TOWER_CELLS = [engine for engine in ENGINES if _cell("image-text", engine)[2] is None]
+
+
+@pytest.mark.parametrize("engine", TOWER_CELLS)
+def test_the_command_line_and_the_report_say_the_towers_words(engine: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """The vision tower, and whether images are taken, in the words of core.serving.text_only.tower_line, which the
+    window's model summary gives after its count (tests/gui/test_serving.py): before branch h76sglui the command line
+    said nothing of the tower and the report only "language model + vision tower" in the weights' arithmetic, while
+    the window said "(loaded)" for SGLang, which takes no images of Gemma 3 without --enable-multimodal."""
+    model = find_model(MODELS["image-text"])
+    plan = default_plan_on(model.spec, model.id).with_inference(**ENGINES[engine][0])
+    line = tower_line(plan.model, plan.inference)
+    assert line.startswith("SigLIP vision tower and projector (")
+    assert main(["estimate", "--mode", "inference", "--model", model.id, *ENGINES[engine][1]]) == 0
+    assert f"\n  {line}\n" in capsys.readouterr().out
+    report = build_report([("plan", plan)], mode=Mode.INFERENCE)
+    assert f"\n{md_cell(line)}\n" in to_markdown(report)
+    assert f"<p>{html.escape(line)}</p>" in to_html(report)
+    sglang = plan.inference.engine is Engine.SGLANG
+    no_images = sglang and not plan.inference.sglang_enable_multimodal
+    if no_images:
+        assert line.endswith("loaded, yet SGLang takes no images without --enable-multimodal")
+    elif sglang:
+        assert line.endswith("loaded, images taken (--enable-multimodal)")
+    assert "takes no images" not in line or sglang
+    # The SGLang launch command's header says it too where the launch takes no images (and reads back without it).
+    command = export_sglang(plan).text
+    assert (f"# {line}\n" in command) is no_images
+    assert read_sglang(command)[1]["inference.sglang_enable_multimodal"] is plan.inference.sglang_enable_multimodal

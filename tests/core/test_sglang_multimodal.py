@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from core.catalogue import find_gpu
+from core.catalogue import find_gpu, find_model, load_models
 from core.cli.app import main
 from core.errors import PlanError
 from core.estimate import estimate
@@ -31,8 +32,8 @@ from core.files.launch.common import apply_fields
 from core.files.launch.fields import FIELDS_BY_NAME
 from core.files.launch.sglang import export_sglang, read_sglang
 from core.files.planfile import load, save
-from core.inputs import input_at
-from core.plan import Plan, SglangVersion, serving_refusal
+from core.inputs import input_at, sglang_multimodal_opt_in
+from core.plan import Engine, Inference, Plan, SglangVersion, serving_refusal
 from core.presets import plan_for_model
 from core.serving.engines import sglang_free_at_start, sglang_plan_fraction
 from core.serving.sglang_versions import is_multimodal, launch_of, vlm_factor
@@ -145,6 +146,27 @@ def test_elsewhere_the_flag_changes_nothing(model_id: str) -> None:
         assert served(model_id, version="0.4.5", sglang_enable_multimodal=True).inference.sglang_enable_multimodal
 
 
+def test_the_box_is_offered_exactly_where_the_flag_changes_the_launch() -> None:
+    """core.inputs.sglang_multimodal_opt_in (the Serving form's row, the export's condition) against what SGLang does
+    with the flag (is_multimodal with and without it) and Plan validation's answer to a tick, on every release and
+    every model of the catalogue SGLang serves: offered only where the tick is taken and makes the launch multimodal.
+    Before branch h76sglui the row showed on 0.4.0 - 0.4.5 too, where every tick is refused (no such flag)."""
+    models = [m for m in load_models() if m.spec.vision_params] + [find_model("llama-3.1-8b")]
+    offered = set()
+    for entry in models:
+        for version in SglangVersion:
+            inf = Inference(engine=Engine.SGLANG, sglang_version=version)
+            if serving_refusal(entry.spec, inf) is not None:
+                continue  # Llama 4 and the hybrids are planned on vLLM only
+            plan = Plan(model=entry.spec, model_id=entry.id, inference=inf)
+            taken = serving_refusal(entry.spec, replace(inf, sglang_enable_multimodal=True)) is None
+            moves = is_multimodal(version, entry.spec, True) != is_multimodal(version, entry.spec, False)
+            assert sglang_multimodal_opt_in(plan) is (taken and moves), (entry.id, version)
+            if sglang_multimodal_opt_in(plan):
+                offered.add(version)
+    assert min(offered, key=list(SglangVersion).index) is SglangVersion.V0_4_6
+
+
 def test_the_export_writes_the_flag_and_the_importer_reads_it() -> None:
     on = served(sglang_enable_multimodal=True)
     text = export_sglang(on).text
@@ -161,6 +183,28 @@ def test_the_export_writes_the_flag_and_the_importer_reads_it() -> None:
     # Not written where it does nothing (a text model), nor read where it is absent.
     assert "--enable-multimodal" not in export_sglang(served("llama-3.1-8b", sglang_enable_multimodal=True)).text
     assert read_sglang(export_sglang(served()).text)[1][PATH] is False
+
+
+def test_a_command_with_the_flag_on_a_release_without_it_is_refused_with_the_reason() -> None:
+    # The export never writes the flag where the release lacks it (Plan validation refuses such a plan). A command
+    # read back with the flag and a 0.4.5 pip line (edited by hand) keeps the flag, and the plan it makes gets the
+    # home's refusal with its reason, not a silent drop of the flag.
+    text = export_sglang(served(version="0.4.6", sglang_enable_multimodal=True)).text
+    assert "# pip install sglang==0.4.6" in text and text.rstrip().endswith("--enable-multimodal")
+    _, fields = read_sglang(text.replace("sglang==0.4.6", "sglang==0.4.5"))
+    assert fields[PATH] is True and fields["inference.sglang_version"] is SglangVersion.V0_4_5
+    with pytest.raises(PlanError) as refused:
+        apply_fields(served(), fields)
+    home = serving_refusal(served().model, served(version="0.4.5").inference)
+    assert home is None  # the release alone is served: the flag is what is refused
+    assert refused.value.field == PATH
+    assert "SGLang 0.4.5's server_args.py has no --enable-multimodal: the flag came in 0.4.6" in str(refused.value)
+    # Off SGLang's opt-in (a text model) the export leaves the flag out on every release, as it does nothing.
+    for version in ("0.4.5", "0.4.6", "0.5.23"):
+        assert (
+            "--enable-multimodal"
+            not in export_sglang(served("llama-3.1-8b", version, sglang_enable_multimodal=True)).text
+        )
 
 
 def test_old_plan_files_load_without_it(tmp_path: Path) -> None:

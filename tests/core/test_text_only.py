@@ -9,15 +9,15 @@ from typing import Any
 
 import pytest
 
-from core.catalogue import find_model
+from core.catalogue import find_model, load_models
 from core.cli.app import main
 from core.errors import PlanError
 from core.estimate import estimate
 from core.files.launch.vllm import export_vllm, read_vllm, text_only_limits
 from core.files.planfile import dumps, loads
 from core.hfconfig import model_from_hf_config
-from core.inputs import skips_tower
-from core.plan import Engine, Plan, VllmVersion
+from core.inputs import skips_tower, text_only_offered
+from core.plan import Engine, Inference, Plan, VllmVersion, serving_refusal
 from core.serving.text_only import encoder_profile, skips_vision_tower
 from core.serving.vllm_versions import limit_mm_json
 
@@ -80,6 +80,29 @@ def test_an_engine_that_loads_the_tower_anyway_refuses_text_only(
         _served(engine, version=version)  # Plan validation refuses it (core.plan.serving_refusal): no estimate runs
     assert names in str(refused.value)
     assert "vLLM 0.15 or later" in str(refused.value)
+
+
+def test_the_box_is_offered_exactly_where_a_tick_is_taken() -> None:
+    """core.inputs.text_only_offered (the Serving form's row) against Plan validation's answer to a tick
+    (core.plan.serving_refusal), for every image-text model of the catalogue and a text model, on every engine and
+    vLLM line the model is served on: offered where the tick is taken, never where it is refused. llama.cpp takes a
+    tick and changes nothing (no tower from the GGUF), so it is not offered either. Before branch h76sglui the row
+    showed on SGLang and transformers (every tick refused) and on vLLM lines before the family's."""
+    models = [m for m in load_models() if m.spec.vision_params] + [find_model("llama-3.1-8b")]
+    offered = 0
+    for entry in models:
+        for engine in Engine:
+            for version in VllmVersion if engine is Engine.VLLM else [VllmVersion.V0_19]:
+                inf = Inference(engine=engine, vllm_version=version)
+                if serving_refusal(entry.spec, inf) is not None:
+                    continue  # no plan to show (Llama 4 off vLLM, a hybrid on a line that does not load it)
+                plan = Plan(model=entry.spec, model_id=entry.id, inference=inf)
+                taken = serving_refusal(entry.spec, replace(inf, text_only=True)) is None
+                changes = taken and skips_vision_tower(entry.spec, replace(inf, text_only=True))
+                assert text_only_offered(plan) is changes, (entry.id, engine, version)
+                assert not text_only_offered(plan) or taken
+                offered += text_only_offered(plan)
+    assert offered  # Gemma 3 on vLLM 0.15 on, Llama 4 from 0.10, Qwen3.5 on its lines
 
 
 def test_text_only_changes_nothing_for_llamacpp_or_a_text_model() -> None:

@@ -59,9 +59,10 @@ LATENT_ROWS = tuple(f"model.{name}" for name, _label, _tip in LATENT_DIMENSIONS)
 # since the optimizer-per-stack table (core.optimizer_stacks) a walk that holds an optimizer Megatron does not build
 # (bitsandbytes 8-bit, Adafactor, ...) cannot switch to that stack, and a seed's path may never get there.
 MEGATRON_ROWS = ("parallel.grad_accum_fusion", "parallel.grad_reduce_in_fp32")
-# The Serving form's row an image-text checkpoint alone shows (core.inputs: inference.text_only's ``matters``).
+# The Serving form's row an image-text checkpoint on a vLLM line that skips its tower alone shows (core.inputs
+# text_only_offered, inference.text_only's ``matters``; branch h76sglui: not on SGLang, transformers or older lines).
 VISION_ROWS = ("inference.text_only",)
-# The Serving form's row Gemma 3 on SGLang alone shows (inference.sglang_enable_multimodal's ``matters``).
+# The Serving form's row Gemma 3 on SGLang 0.4.6 on alone shows (inference.sglang_enable_multimodal's ``matters``).
 SGLANG_MM_ROWS = ("inference.sglang_enable_multimodal",)
 # The Serving form's row a mixture of experts under llama-server alone shows (inference.cpu_moe_layers' ``matters``).
 # The host bandwidth field after it: shown once weights live in host RAM (--n-cpu-moe or fewer GPU layers).
@@ -790,36 +791,33 @@ class Monkey:
         return f"File → New, model {model_id!r}"
 
     def reach_vision_rows(self) -> list[str]:
-        """The Serving form's text-only box, shown for an image-text checkpoint alone, if the walk missed it: Inference
-        mode, File → New, Gemma 3 4B picked and the box edited once (a seed's path may hold no image-text model
-        in Inference mode: the five hybrid entries, branch h65hyb, moved this seed's path off the one that did)."""
-        done: list[str] = []
-        for key in [key for key in VISION_ROWS if not self.done[key]]:
-            if not self.window.inference_action.isChecked():
-                self.window.inference_action.trigger()
-                done.append("mode 'Inference'")
-            if not self.window.controller.plan.model.vision_params:
-                done.append(self.new_plan_on("gemma-3-4b"))
-            widget = self.fields[key]
-            if widget.isVisibleTo(self.window) and widget.isEnabled():
-                done.append(self.edit(key, widget))
-        return done
+        """The Serving form's text-only box, shown for an image-text checkpoint on a vLLM line that skips its tower
+        alone, if the walk missed it: Gemma 3 4B on vLLM at its default line, 0.19 (a seed's path may hold no
+        image-text model in Inference mode: the five hybrid entries, branch h65hyb, moved this seed's path off the
+        one that did)."""
+        return self._reach_gemma_rows(VISION_ROWS, (("engine", "vllm"), ("vllm_version", "0.19")))
 
     def reach_sglang_mm_rows(self) -> list[str]:
-        """The Serving form's --enable-multimodal box, shown for Gemma 3 (or Llama 4) on SGLang alone, if the walk
-        missed it: Inference mode, File → New, Gemma 3 4B picked, SGLang chosen as the engine and the box edited
-        once."""
+        """The Serving form's --enable-multimodal box, shown for Gemma 3 on SGLang 0.4.6 on alone, if the walk missed
+        it: Gemma 3 4B on SGLang at its default release, 0.5.23."""
+        return self._reach_gemma_rows(SGLANG_MM_ROWS, (("engine", "sglang"), ("sglang_version", "0.5.23")))
+
+    def _reach_gemma_rows(self, rows: tuple[str, ...], choices: tuple[tuple[str, str], ...]) -> list[str]:
+        """Inference mode, File → New with Gemma 3 4B picked (unless the plan's model is a Gemma 3 already), the
+        Serving form's lists set to ``choices`` (attribute, value) and each of ``rows`` edited once."""
         done: list[str] = []
-        for key in [key for key in SGLANG_MM_ROWS if not self.done[key]]:
+        for key in [key for key in rows if not self.done[key]]:
             if not self.window.inference_action.isChecked():
                 self.window.inference_action.trigger()
                 done.append("mode 'Inference'")
             if self.window.controller.plan.model.vision_family != "gemma3":
                 done.append(self.new_plan_on("gemma-3-4b"))
-            combo = self.window.serving_form.engine
-            if combo.currentData() != "sglang":
-                combo.setCurrentIndex(combo.findData("sglang"))
-                done.append("engine 'sglang'")
+            form = self.window.serving_form
+            for name, value in choices:
+                combo = getattr(form, name)
+                if combo.currentData() != value:
+                    combo.setCurrentIndex(combo.findData(value))
+                    done.append(f"{name} {value!r}")
             widget = self.fields[key]
             if widget.isVisibleTo(self.window) and widget.isEnabled():
                 done.append(self.edit(key, widget))

@@ -11,6 +11,7 @@ from core.breakdown import BucketKey
 from core.catalogue import find_model
 from core.cli.render import render_serving
 from core.plan import Engine, Hardware, OllamaVersion, Plan, PrefixCaching, TransformersVersion, VllmVersion
+from core.serving.text_only import tower_line
 from core.serving.vllm_rules import VLLM_CUDA_GRAPH_BYTES
 from gui.format import latency, memory
 from gui.main_window import MainWindow
@@ -482,6 +483,28 @@ def test_the_model_summary_says_how_the_mode_shown_holds_the_tower(window: MainW
     assert "(loaded)" in summary.text()
     window.controller.reset(gemma.with_inference(engine=Engine.LLAMACPP))
     assert "not loaded: llama.cpp reads a tower only from a separate mmproj file" in summary.text()
+
+
+def test_the_model_summary_says_sglang_takes_no_images_of_gemma_3_without_the_flag(window: MainWindow) -> None:
+    """Before branch h76sglui the summary said "(loaded)" for Gemma 3 on SGLang at its defaults, true of the tower
+    (SGLang builds SigLIP whatever the flag, core.serving.text_only) but silent on what a person serving an image-text
+    model needs: SGLang takes no images of it without --enable-multimodal (mm_disabled_models). The summary gives the
+    words the command line and the report give (core.serving.text_only.tower_line, tests/core/
+    test_one_answer_serving.py)."""
+    window.show()
+    window.inference_action.trigger()
+    gemma = Plan(model=find_model("gemma-3-27b").spec, model_id="gemma-3-27b", hardware=Hardware(gpu="h100-sxm"))
+    summary = window.model_form.summary
+    for flag, words in (
+        (False, "loaded, yet SGLang takes no images without --enable-multimodal"),
+        (True, "loaded, images taken (--enable-multimodal)"),
+    ):
+        plan = gemma.with_inference(engine=Engine.SGLANG, sglang_enable_multimodal=flag)
+        window.controller.reset(plan)
+        line = tower_line(plan.model, plan.inference)
+        assert line.endswith(words)
+        # the window's words, after its own count: "+ 423M in its SigLIP vision tower and projector (words)"
+        assert f"in its SigLIP vision tower and projector ({words})" in summary.text()
 
 
 def test_the_cuda_graphs_box_and_the_prefix_caching_list_change_the_pool_at_once(window: MainWindow) -> None:

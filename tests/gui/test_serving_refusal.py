@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from core.catalogue import find_model
+from core.errors import PlanError
 from core.plan import Engine, PrefixCaching, VllmVersion, default_plan_on, serving_refusal
 from gui.controller import PlanController
 from gui.forms.fields import is_marked_invalid
@@ -32,22 +33,57 @@ def test_an_engine_edit_is_refused_with_the_homes_words(qtbot: Any, kind: str, e
         assert controller.plan == default_plan_on(model.spec, model.id)  # the last valid plan stays
 
 
-def test_a_text_only_tick_on_sglang_is_refused_on_its_box(window: MainWindow) -> None:
-    # SGLang builds Gemma 3's SigLIP whatever the requests hold (core.plan._text_only_refusal): Plan validation refuses
-    # the tick, so the box is marked with the home's words, the status bar says them and the plan stays.
+# (engine, vLLM release, shown): Gemma 3's tower is skipped from vLLM 0.15 (core.inputs.TEXT_ONLY_FROM, PR #32605);
+# SGLang and transformers build it whatever the requests hold; llama.cpp loads none from the GGUF.
+TEXT_ONLY_OFFERED = [
+    (Engine.VLLM, VllmVersion.V0_19, True),
+    (Engine.VLLM, VllmVersion.V0_15, True),
+    (Engine.VLLM, VllmVersion.V0_14, False),
+    (Engine.SGLANG, VllmVersion.V0_19, False),
+    (Engine.HF, VllmVersion.V0_19, False),
+    (Engine.LLAMACPP, VllmVersion.V0_19, False),
+]
+
+
+@pytest.mark.parametrize(("engine", "version", "shown"), TEXT_ONLY_OFFERED)
+def test_the_text_only_box_is_offered_only_where_the_engine_takes_it(
+    window: MainWindow, engine: Engine, version: VllmVersion, shown: bool
+) -> None:
+    # Before branch h76sglui the box showed on SGLang, transformers and vLLM 0.14, where every tick was refused: the
+    # form offered a setting the engine cannot take. The row follows core.inputs.text_only_offered, which agrees with
+    # Plan validation: a tick is taken exactly where the box shows (llama.cpp aside, whose tick changes nothing).
     window.show()
     window.inference_action.trigger()
     form = window.serving_form
     gemma = find_model("gemma-3-4b")
-    plan = default_plan_on(gemma.spec, gemma.id).with_inference(engine=Engine.SGLANG)
+    plan = default_plan_on(gemma.spec, gemma.id).with_inference(engine=engine, vllm_version=version)
     window.controller.reset(plan)
-    assert form.form.isRowVisible(form.text_only)
-    form.text_only.click()
-    home = serving_refusal(gemma.spec, replace(plan.inference, text_only=True))
+    assert form.form.isRowVisible(form.text_only) is shown
+    refused = serving_refusal(gemma.spec, replace(plan.inference, text_only=True))
+    assert (refused is None) is (shown or engine is Engine.LLAMACPP)
+
+
+def test_an_engine_switch_that_refuses_the_ticked_box_is_refused_on_it(window: MainWindow) -> None:
+    # Text only ticked on vLLM 0.19; SGLang builds Gemma 3's SigLIP whatever the requests hold
+    # (core.plan._text_only_refusal): the switch is refused with the home's words on the engine list and in the status
+    # bar, and the plan stays on vLLM with its box shown and ticked. A plan that carries the tick onto SGLang (a file,
+    # the command line) gets the same refusal from Plan validation.
+    window.show()
+    window.inference_action.trigger()
+    form = window.serving_form
+    gemma = find_model("gemma-3-4b")
+    plan = default_plan_on(gemma.spec, gemma.id).with_inference(engine=Engine.VLLM, text_only=True)
+    window.controller.reset(plan)
+    form.engine.setCurrentIndex(form.engine.findData("sglang"))
+    home = serving_refusal(gemma.spec, replace(plan.inference, engine=Engine.SGLANG))
     assert home is not None and home.field == "inference.text_only"
-    assert window.controller.plan == plan and not form.text_only.isChecked()
-    assert is_marked_invalid(form.text_only) and form.text_only.property("invalidMessage") == str(home)
+    assert window.controller.plan == plan and form.form.isRowVisible(form.text_only) and form.text_only.isChecked()
+    assert is_marked_invalid(form.engine) and form.engine.property("invalidMessage") == str(home)
+    assert form.engine.currentData() == "vllm"  # the plan's engine shown again
     assert str(home) in window.problem.text()
+    with pytest.raises(PlanError) as carried:
+        plan.with_inference(engine=Engine.SGLANG)
+    assert str(carried.value) == str(home)
 
 
 def test_a_hybrids_prefix_caching_before_vllm_0_26_is_refused_on_its_list(window: MainWindow) -> None:
@@ -68,10 +104,12 @@ def test_a_hybrids_prefix_caching_before_vllm_0_26_is_refused_on_its_list(window
     assert str(home) in window.problem.text()
 
 
-def test_the_multimodal_box_shows_for_gemma_3_on_sglang_and_is_refused_before_0_4_6(window: MainWindow) -> None:
-    # core.inputs "inference.sglang_enable_multimodal": shown for Gemma 3 on SGLang alone (mm_disabled_models). Ticked
-    # on 0.5.23 it makes the launch multimodal (core.serving.sglang_versions.is_multimodal): the pool shrinks. On 0.4.5
-    # (no such flag in server_args.py) the tick is refused on the box with the home's words.
+def test_the_multimodal_box_shows_for_gemma_3_on_sglang_from_0_4_6(window: MainWindow) -> None:
+    # core.inputs "inference.sglang_enable_multimodal": shown for Gemma 3 on SGLang from 0.4.6 (mm_disabled_models).
+    # Ticked on 0.5.23 it makes the launch multimodal (core.serving.sglang_versions.is_multimodal): the pool shrinks.
+    # 0.4.5's server_args.py has no such flag (and serves Gemma 3 with images without it): before branch h76sglui the
+    # box showed there and every tick was refused; now it is not offered, and a plan that carries the flag onto 0.4.5
+    # gets the home's refusal.
     window.show()
     window.inference_action.trigger()
     form = window.serving_form
@@ -83,13 +121,15 @@ def test_the_multimodal_box_shows_for_gemma_3_on_sglang_and_is_refused_before_0_
     form.sglang_multimodal.click()
     assert window.controller.plan.inference.sglang_enable_multimodal
     assert window.controller.estimate.inference.kv_cache_tokens < pool
+    window.controller.reset(plan.with_inference(sglang_version="0.4.6"))
+    assert form.form.isRowVisible(form.sglang_multimodal)
     old = plan.with_inference(sglang_version="0.4.5")
     window.controller.reset(old)
-    form.sglang_multimodal.click()
+    assert not form.form.isRowVisible(form.sglang_multimodal)
     home = serving_refusal(gemma.spec, replace(old.inference, sglang_enable_multimodal=True))
     assert home is not None and home.field == "inference.sglang_enable_multimodal"
-    assert window.controller.plan == old and not form.sglang_multimodal.isChecked()
-    assert is_marked_invalid(form.sglang_multimodal)
-    assert form.sglang_multimodal.property("invalidMessage") == str(home)
+    with pytest.raises(PlanError) as carried:
+        old.with_inference(sglang_enable_multimodal=True)
+    assert str(carried.value) == str(home)
     window.controller.reset(plan.with_inference(engine=Engine.VLLM))
     assert not form.form.isRowVisible(form.sglang_multimodal)  # vLLM has no such switch

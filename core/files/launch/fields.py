@@ -446,6 +446,10 @@ def _not_llamacpp(plan: Plan) -> bool:
     return plan.inference.engine is not Engine.LLAMACPP
 
 
+def _image_text_served(plan: Plan) -> bool:
+    return plan.model.vision_params > 0 and _not_llamacpp(plan)
+
+
 SERVING_FIELDS: Final = (
     _f("model", lambda p: p.model),
     _f("inference.engine", lambda p: p.inference.engine),
@@ -494,13 +498,17 @@ SERVING_FIELDS: Final = (
         lambda p: p.inference.engine is Engine.VLLM,
         _VLLM,
     ),
-    _f("inference.text_only", lambda p: p.inference.text_only, _matters("inference.text_only"), _VLLM, "model"),
+    # Compared wherever an image-text checkpoint is served off llama.cpp, not where the form offers the box
+    # (core.inputs.text_only_offered, by vLLM release): the vLLM command carries no release to read back, and a tick
+    # is refused wherever the box is not offered, so the value is False on both sides there.
+    _f("inference.text_only", lambda p: p.inference.text_only, _image_text_served, _VLLM, "model"),
     _f("inference.cuda_graphs", lambda p: p.inference.cuda_graphs, _matters("inference.cuda_graphs"), _VLLM),
     _f(
         "inference.sglang_enable_multimodal",
         lambda p: p.inference.sglang_enable_multimodal,
         _matters("inference.sglang_enable_multimodal"),
         _VLLM,
+        "inference.sglang_version",
         "model",
     ),
     _f(

@@ -25,6 +25,8 @@ the commit it was built from: 0.4.x has no ``_version.py``, 0.5.23's has ``commi
 
 ``--enable-multimodal`` (a switch, 0.4.6 on) is written where the plan asks for it and it changes the launch: Gemma 3
 served with images (core.inputs.sglang_multimodal_opt_in); for any other model it does nothing, as its help says.
+Where the plan leaves it off, the header says that this launch takes no images, in the words of the window
+(core.serving.text_only.tower_line).
 
 ``--mem-fraction-static`` is always written for a plan judged under SGLang's rules: the plan's own
 or the default the estimate took for the plan's release, card and layout
@@ -50,6 +52,7 @@ from core.inputs import SglangVersion, input_at, sglang_multimodal_asked
 from core.plan import ENGINE_LABELS, Engine, Plan
 from core.serving.engines import sglang_flag_fraction
 from core.serving.sglang_versions import at_least
+from core.serving.text_only import sglang_text_model, tower_line
 
 FP8_KV: Final = "fp8_e5m2"  # --kv-cache-dtype choices of 0.4.0 (auto, fp8_e5m2) to 0.5.23
 QUANTIZATION: Final = {
@@ -179,6 +182,8 @@ def export_sglang(plan: Plan, model_ref: str | None = None) -> Export:
         lines.append(
             f"Serve an {QUANTIZATION[inf.weight_dtype].upper()} checkpoint of the model: the weights come from it."
         )
+    if sglang_text_model(plan.model, inf):  # the words the window, the command line and the report give
+        lines.append(tower_line(plan.model, inf))
     lines += gptq_int8_header(draft, "SGLang")
     return draft.finish(Target.SGLANG, header(lines) + " ".join(shlex.quote(w) for w in argv) + "\n")
 
