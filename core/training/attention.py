@@ -62,9 +62,9 @@ def explicit_mask(plan: Plan) -> bool:
 
 def sixteen_bit_inputs(plan: Plan) -> bool:
     """Attention sees 16-bit q, k, v under autocast or when the model is stored in 16 bits."""
-    # PEFT's LoHa, LoKr, VeRA, OFT, AdaLoRA, MiSS on a frozen base (branches h53lyco, h53vera, h54oft, h54ada,
-    # h58peft)
-    peft_wrapped = plan.lycoris or plan.vera or plan.oft or plan.adalora or plan.miss
+    # PEFT's LoHa, LoKr, VeRA, OFT, AdaLoRA, MiSS, FourierFT, RoAd on a frozen base (branches h53lyco, h53vera,
+    # h54oft, h54ada, h58peft, h76peft)
+    peft_wrapped = plan.lycoris or plan.vera or plan.oft or plan.adalora or plan.miss or plan.fourierft or plan.road
     frozen_base = plan.method in (_METHOD_LORA, _METHOD_QLORA, _METHOD_DORA) or plan.litgpt_adapter or peft_wrapped
     stored = plan.base_dtype if frozen_base else plan.weight_dtype
     return plan.autocast is not _AUTOCAST_NONE or stored is not _DTYPE_FP32
