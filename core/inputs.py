@@ -101,6 +101,22 @@ class Method(StrEnum):
     # src/peft/tuners/trainable_tokens: k chosen rows of the embedding train as a float32 delta, no adapter;
     # k is ``lora.trainable_tokens`` (core.training.extra_trained prices the rows' buffer and the tied head).
     TRAINABLE_TOKENS = "trainable-tokens"  # TrainableTokensConfig(token_indices=[...]) on the input embedding
+    # PEFT's FourierFT (branch h76peft), read at huggingface/peft 51c2ff66 src/peft/tuners/fourierft: n trained
+    # spectral coefficients per target, scattered into an (out, in) grid whose inverse 2-D FFT is the whole delta
+    # weight, built every forward and applied as F.linear (as LoHa / LoKr apply theirs). n is ``lora.rank``.
+    FOURIERFT = "fourierft"  # FourierFTConfig: fourierft_spectrum (n_frequency) trains per target
+    # PEFT's RoAd (branch h76peft), read at huggingface/peft 51c2ff66 src/peft/tuners/road: each target's output is
+    # rotated pairwise (2-D rotations, scaled) by trained angles and scales, elementwise after the frozen base linear.
+    ROAD = "road"  # RoadConfig: road_theta and road_alpha (out / 2, out or 2·out each, by variant) train per target
+
+
+class RoadVariant(StrEnum):
+    """PEFT RoadConfig.variant (huggingface/peft 51c2ff66 src/peft/tuners/road/config.py, default "road_1"): how
+    many angles and scales each target trains, out / 2, out or 2·out of each (road/layer.py ``update_layer``)."""
+
+    ROAD_1 = "road_1"
+    ROAD_2 = "road_2"
+    ROAD_4 = "road_4"
 
 
 class ModulesToSave(StrEnum):
@@ -777,6 +793,13 @@ METHOD_LABELS: Final = {
     Method.OFT: "OFT (orthogonal rotation)",
     Method.MISS: "MiSS (formerly Bone)",  # the 1280 × 720 plan column shows it whole (test_window_layout)
     Method.TRAINABLE_TOKENS: "Trainable tokens (rows)",
+    Method.FOURIERFT: "FourierFT (sparse spectrum)",
+    Method.ROAD: "RoAd (output rotation)",
+}
+ROAD_VARIANT_LABELS: Final = {
+    RoadVariant.ROAD_1: "road_1 (out/2 angles)",
+    RoadVariant.ROAD_2: "road_2 (out angles)",
+    RoadVariant.ROAD_4: "road_4 (2·out angles)",
 }
 OPTIMIZER_LABELS: Final = {
     Optimizer.ADAMW: "AdamW",
@@ -1008,6 +1031,9 @@ MAX_SEQ: Final = 100_000_000
 MAX_TOKENS: Final = 10**16
 MAX_GPUS: Final = 1_000_000
 MAX_RANK: Final = 65_536
+# The methods besides LoRA's and LoHa / LoKr whose ``lora.rank`` sets a trained size (VeRA's r, AdaLoRA's init_r, MiSS's
+# r, FourierFT's n_frequency).
+_RANKED_METHODS: Final = frozenset((Method.VERA, Method.ADALORA, Method.MISS, Method.FOURIERFT))
 # transformers 5.25 trainer_optimizer.py _get_galore_optimizer: optim_args' rank and update_proj_gap defaults.
 GALORE_DEFAULT_RANK: Final = 128
 GALORE_DEFAULT_GAP: Final = 200
@@ -1257,9 +1283,9 @@ def explicit_mask(plan: Plan) -> bool:
 
 def sixteen_bit_inputs(plan: Plan) -> bool:
     """Attention sees 16-bit q, k, v under autocast or when the model is stored in 16 bits."""
-    # PEFT's LoHa, LoKr, VeRA, OFT, AdaLoRA, MiSS on a frozen base (branches h53lyco, h53vera, h54oft, h54ada,
-    # h58peft)
-    peft_wrapped = plan.lycoris or plan.vera or plan.oft or plan.adalora or plan.miss
+    # PEFT's LoHa, LoKr, VeRA, OFT, AdaLoRA, MiSS, FourierFT, RoAd on a frozen base (branches h53lyco, h53vera,
+    # h54oft, h54ada, h58peft, h76peft)
+    peft_wrapped = plan.lycoris or plan.vera or plan.oft or plan.adalora or plan.miss or plan.fourierft or plan.road
     frozen_base = plan.method in _SDPA_FROZEN_BASE or plan.litgpt_adapter or peft_wrapped
     stored = plan.base_dtype if frozen_base else plan.weight_dtype
     return plan.autocast is not Autocast.NONE or stored is not Dtype.FP32
@@ -1345,22 +1371,28 @@ INPUTS: Final[tuple[Input, ...]] = (
           "AdaLoRA (PEFT): LoRA at the initial rank with trained singular values between A and B, masked down to "
           "the target rank (nothing shrinks); its rank allocator keeps three float32 copies of every trained "
           "element. MiSS (PEFT, formerly Bone): each target adds its input, summed over blocks of r features, "
-          "times a trained r × out matrix.",
+          "times a trained r × out matrix. FourierFT (PEFT): n trained spectral coefficients per target; the "
+          "inverse FFT of them is the target's whole weight update, built every step and kept for the backward. "
+          "RoAd (PEFT): each target's output is rotated in pairs by trained angles and scales; the float32 output "
+          "and its rotated copy are kept for the backward.",
           ("--method",), "full, lora, qlora, frozen (layers), dora, ia3, adapter, adapter_v2, prompt-tuning, "
-          "p-tuning, prefix-tuning, ln-tuning, loha, lokr, vera, oft, adalora or miss", labels=METHOD_LABELS),
+          "p-tuning, prefix-tuning, ln-tuning, loha, lokr, vera, oft, adalora, miss, trainable-tokens, fourierft "
+          "or road", labels=METHOD_LABELS),
     Input("lora.rank", Kind.INT, "Rank r", "LoRA rank", 8,
           "Rank r of each adapter: r × (in + out) parameters per matrix (LoHa: twice that; LoKr: the same on "
           "each weight's large Kronecker factor, or that factor whole where r is at least half its larger side; "
           "VeRA: r trained per target, the shared frozen projections r × (largest in + largest out); OFT with "
           "block size 0: r blocks per target, each in/r wide; AdaLoRA: init_r, r × (in + out + 1); MiSS: "
-          "r × out per target, 64 by default).",
+          "r × out per target, 64 by default; FourierFT: n_frequency, the coefficients trained per target, 1000 by "
+          "default).",
           ("--lora-rank",), "LoRA/DoRA/LoHa/LoKr/VeRA/MiSS adapter rank r (OFT: blocks per target; AdaLoRA: "
-          "init_r)",
+          "init_r; FourierFT: n_frequency)",
           low=1, high=MAX_RANK,
-          matters=lambda p: p.lora_adapters or p.lycoris or p.method in (Method.VERA, Method.ADALORA, Method.MISS)
+          matters=lambda p: p.lora_adapters or p.lycoris or p.method in _RANKED_METHODS
           or (p.oft and p.lora.oft_block_size == 0),
-          # huggingface/peft 51c2ff66 src/peft/tuners/oft/config.py OFTConfig.r: the number of OFT blocks.
-          label_for=lambda p: "Blocks r" if p.oft else "Rank r"),
+          # huggingface/peft 51c2ff66 src/peft/tuners/oft/config.py OFTConfig.r: the number of OFT blocks;
+          # src/peft/tuners/fourierft/config.py FourierFTConfig.n_frequency: the coefficients per target.
+          label_for=lambda p: "Blocks r" if p.oft else "Frequencies n" if p.method is Method.FOURIERFT else "Rank r"),
     Input("lora.alpha", Kind.FLOAT, "Alpha α", "LoRA alpha", 16.0,
           "Adapter scaling α (the update is scaled by α / r); no effect on memory.",
           ("--lora-alpha",), "LoRA/DoRA/LoHa/LoKr/AdaLoRA scaling α (no effect on memory)", low=0.01, high=1e6,
@@ -1416,6 +1448,12 @@ INPUTS: Final[tuple[Input, ...]] = (
           "parameters. 0: the rank r gives the number of blocks instead (OFTConfig r).",
           ("--oft-block-size",), "oft: PEFT oft_block_size (default 32; 0: --lora-rank blocks per target)",
           low=0, high=65_536, matters=lambda p: p.oft),
+    # huggingface/peft 51c2ff66 src/peft/tuners/road/config.py RoadConfig.variant (default "road_1").
+    Input("lora.road_variant", Kind.ENUM, "RoAd variant", "RoAd variant", RoadVariant.ROAD_1,
+          "RoAd's variant: how many rotation angles and scales each target trains (out/2, out or 2·out of each). "
+          "What the forward keeps does not change with it.",
+          ("--road-variant",), "road: PEFT variant road_1, road_2 or road_4 (default road_1)",
+          labels=ROAD_VARIANT_LABELS, matters=lambda p: p.method is Method.ROAD),
     # PEFT's modules_to_save and trainable_token_indices (branch h60mts; huggingface/peft 51c2ff66
     # src/peft/utils/other.py ModulesToSaveWrapper, src/peft/tuners/trainable_tokens/layer.py).
     Input("lora.modules_to_save", Kind.ENUM, "Trained in full", "Modules to save", ModulesToSave.NONE,
@@ -1464,12 +1502,14 @@ INPUTS: Final[tuple[Input, ...]] = (
           labels=DTYPE_LABELS,
           matters=lambda p: p.preset is Preset.CUSTOM and p.method in (Method.FULL, Method.FROZEN)),
     Input("base_dtype", Kind.ENUM, "Frozen base", "Frozen base", Dtype.FP32,
-          "Storage of the frozen base of LoRA, DoRA, LoHa, LoKr, VeRA, OFT, AdaLoRA, MiSS or frozen layers.",
-          ("--base-dtype",), "the frozen base of LoRA/DoRA/LoHa/LoKr/VeRA/OFT/AdaLoRA/MiSS/frozen layers",
+          "Storage of the frozen base of LoRA, DoRA, LoHa, LoKr, VeRA, OFT, AdaLoRA, MiSS, FourierFT, RoAd or "
+          "frozen layers.",
+          ("--base-dtype",), "the frozen base of LoRA/DoRA/LoHa/LoKr/VeRA/OFT/AdaLoRA/MiSS/FourierFT/RoAd/frozen "
+          "layers",
           labels=DTYPE_LABELS,
           matters=lambda p: p.preset is Preset.CUSTOM
           and (p.method in (Method.LORA, Method.DORA, Method.FROZEN, Method.VERA, Method.OFT, Method.ADALORA,
-                            Method.MISS)
+                            Method.MISS, Method.FOURIERFT, Method.ROAD)
                or p.lycoris
                or (p.litgpt_adapter and not p.quantised_base))),
     Input("adapter_dtype", Kind.ENUM, "Adapters", "Adapters", Dtype.FP32,

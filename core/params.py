@@ -197,6 +197,34 @@ def miss_tensor_sizes(plan: Plan) -> list[int]:
     return sizes
 
 
+def fourierft_tensor_sizes(plan: Plan) -> list[int]:
+    """Elements of the tensor PEFT's FourierFT trains per adapted nn.Linear of one block: fourierft_spectrum, n
+    (``lora.rank``, FourierFTConfig.n_frequency) per target (huggingface/peft 51c2ff66 src/peft/tuners/fourierft/
+    layer.py ``update_layer``: ``nn.Parameter(torch.randn(n_frequency))``; its ``indices``, 2 × n int64, are a plain
+    dict entry, no parameter or buffer). fourierft--llama-3.2-3B-default results file: "num_trainable_params": 56000
+    = 28 × 2 targets × 1,000."""
+    n = plan.lora.rank
+    return [n * copies for _, _, copies in plan.model.adapted_matrices(plan.lora.targets)]
+
+
+# RoadConfig.variant's trained angles (and as many scales) per output feature (huggingface/peft 51c2ff66
+# src/peft/tuners/road/layer.py ``update_layer``: road_1 ``out_features // 2``, road_2 ``out_features``, road_4
+# ``out_features * 2``), as (numerator, denominator).
+_ROAD_SHARE: Final = {"road_1": (1, 2), "road_2": (1, 1), "road_4": (2, 1)}
+
+
+def road_tensor_sizes(plan: Plan) -> list[int]:
+    """Elements of the tensors PEFT's RoAd trains per adapted nn.Linear of one block: road_theta and road_alpha,
+    each out/2, out or 2·out by variant (huggingface/peft 51c2ff66 src/peft/tuners/road/layer.py ``update_layer``).
+    road--llama-3.2-3B-lr_0.001 results file (variant road_2): "num_trainable_params": 229376 = 28 × 2 × (q: 3,072 +
+    v: 1,024)."""
+    num, den = _ROAD_SHARE[plan.lora.road_variant.value]
+    sizes: list[int] = []
+    for _, fan_out, copies in plan.model.adapted_matrices(plan.lora.targets):
+        sizes += [fan_out * num // den] * (2 * copies)
+    return sizes
+
+
 def adalora_tensor_sizes(plan: Plan) -> list[int]:
     """Elements of each tensor PEFT's AdaLoRA trains in one block: per adapted (out × in) nn.Linear, lora_A
     (r × in), lora_E (r × 1) and lora_B (out × r) at r = init_r (huggingface/peft 51c2ff66
@@ -336,6 +364,10 @@ def param_counts(plan: Plan) -> ParamCounts:
             adapter = model.num_layers * sum(oft_tensor_sizes(plan))
         elif plan.miss:
             adapter = model.num_layers * sum(miss_tensor_sizes(plan))
+        elif plan.fourierft:
+            adapter = model.num_layers * sum(fourierft_tensor_sizes(plan))
+        elif plan.road:
+            adapter = model.num_layers * sum(road_tensor_sizes(plan))
         else:
             adapter = model.lora_params(plan.lora.rank, plan.lora.targets)
         if plan.method is _METHOD_DORA:

@@ -68,6 +68,7 @@ from core.inputs import (
     Precision,
     PrefixCaching,
     Preset,
+    RoadVariant,
     SglangVersion,
     Stack,
     Strategy,
@@ -148,6 +149,7 @@ __all__ = [
     "PrecisionRoles",
     "PrefixCaching",
     "Preset",
+    "RoadVariant",
     "SglangVersion",
     "Stack",
     "Strategy",
@@ -257,6 +259,9 @@ class LoraSettings:
     # trained beside the adapters, and k rows of the embedding (core.training.extra_trained).
     modules_to_save: ModulesToSave = DEFAULTS["lora.modules_to_save"]
     trainable_tokens: int = DEFAULTS["lora.trainable_tokens"]
+    # PEFT RoadConfig.variant (branch h76peft): road_1 trains out/2 angles and scales a target, road_2 out, road_4
+    # 2·out.
+    road_variant: RoadVariant = DEFAULTS["lora.road_variant"]
 
     def __post_init__(self) -> None:
         run_checks(self, _LORA_CHECKS)
@@ -568,6 +573,8 @@ _ADAPTER_BASED: Final = frozenset(
         Method.ADALORA,
         Method.OFT,
         Method.MISS,
+        Method.FOURIERFT,
+        Method.ROAD,
     )
 )
 _LYCORIS: Final = frozenset((Method.LOHA, Method.LOKR))
@@ -842,7 +849,8 @@ def _hybrid_plan_gap(plan: Plan) -> str | None:
 
 
 # (branches h53lyco, h53vera, h54oft, h54ada, h58peft): the refusals of Plan._check_lycoris.
-_PEFT_WRAPPED: Final = _LYCORIS | {Method.VERA, Method.OFT, Method.ADALORA, Method.MISS}
+# FourierFT and RoAd (branch h76peft) likewise.
+_PEFT_WRAPPED: Final = _LYCORIS | {Method.VERA, Method.OFT, Method.ADALORA, Method.MISS, Method.FOURIERFT, Method.ROAD}
 _LITGPT_ADAPTERS: Final = frozenset((Method.ADAPTER, Method.ADAPTER_V2))
 _PROMPT_LEARNING: Final = frozenset((Method.PROMPT_TUNING, Method.P_TUNING, Method.PREFIX_TUNING))
 _PEFT_FLAT_TRAINED: Final = _PROMPT_LEARNING | {Method.LN_TUNING, Method.TRAINABLE_TOKENS}
@@ -860,6 +868,8 @@ _VERA: Final = Method.VERA
 _ADALORA: Final = Method.ADALORA
 _OFT: Final = Method.OFT
 _MISS: Final = Method.MISS
+_FOURIERFT: Final = Method.FOURIERFT
+_ROAD: Final = Method.ROAD
 _FROZEN: Final = Method.FROZEN
 _ADAPTER: Final = Method.ADAPTER
 _PREFIX_TUNING: Final = Method.PREFIX_TUNING
@@ -876,11 +886,15 @@ ADALORA_DEFAULT_RANK: Final = 12
 # MissConfig's rank (huggingface/peft 51c2ff66 src/peft/tuners/miss/config.py: ``r: int = field(default=64)``):
 # miss_block is r x out per target; the input is summed over its in / r blocks of r features.
 MISS_DEFAULT_RANK: Final = 64
+# FourierFTConfig's n_frequency (huggingface/peft 51c2ff66 src/peft/tuners/fourierft/config.py: ``n_frequency: int =
+# field(default=1000)``), which the plan holds as ``lora.rank``: the spectral coefficients each target trains.
+FOURIERFT_DEFAULT_FREQUENCIES: Final = 1000
 # The rank each method's config starts from where it differs from LoraConfig's 8 (Plan.with_method).
 _DEFAULT_RANKS: Final = {
     Method.VERA: VERA_DEFAULT_RANK,
     Method.ADALORA: ADALORA_DEFAULT_RANK,
     Method.MISS: MISS_DEFAULT_RANK,
+    Method.FOURIERFT: FOURIERFT_DEFAULT_FREQUENCIES,
 }
 
 
@@ -1363,6 +1377,7 @@ class Plan:
             )
         self._check_prompt_learning()
         self._check_lycoris()
+        self._check_fourierft()
         self._check_adalora()
         self._check_muon()
         self._check_galore()
@@ -1476,7 +1491,7 @@ class Plan:
         model = self.model
         if not model.latent_attention:
             return
-        uses_targets = self.lora_adapters or self.lycoris or self.vera or self.oft or self.adalora or self.miss
+        uses_targets = self.lora_adapters or self.method in _PEFT_WRAPPED
         if not (uses_targets or self.method is Method.IA3):
             return
         reach = model.adapter_targets()
@@ -1831,6 +1846,21 @@ class Plan:
                 f"{METHOD_LABELS[self.method]} on the output head is not modelled",
             )
 
+    def _check_fourierft(self) -> None:
+        """PEFT refuses more spectral coefficients than a target's weight has entries (huggingface/peft 51c2ff66
+        src/peft/tuners/fourierft/layer.py ``update_layer``: "`n_frequency` should be less than or equal to the
+        product of the input and output dimensions")."""
+        if self.method is not _FOURIERFT:
+            return
+        smallest = min((i * o for i, o, _ in self.model.adapted_matrices(self.lora.targets)), default=0)
+        if smallest and self.lora.rank > smallest:
+            raise PlanError(
+                "lora.rank",
+                self.lora.rank,
+                f"at most {smallest:,} (in × out of the smallest target)",
+                "PEFT's FourierFT refuses more coefficients than the target's weight has entries",
+            )
+
     def _check_adalora(self) -> None:
         """AdaLoRA's RankAllocator keeps its copies of every adapter tensor on the GPU, wherever the optimizer
         runs (huggingface/peft 51c2ff66 src/peft/tuners/adalora/layer.py ``update_ipt``: ``zeros_like(p)``): with
@@ -2012,6 +2042,21 @@ class Plan:
         ``sum(x.reshape(..., in / r, r), dim=-2) @ miss_block`` (r × out, trained) to its frozen base linear's
         output (huggingface/peft 51c2ff66 src/peft/tuners/miss/layer.py ``MissLinear.forward``)."""
         return self.method is _MISS
+
+    @property
+    def fourierft(self) -> bool:
+        """PEFT's FourierFT: each target of ``lora.targets`` trains ``lora.rank`` (n_frequency) spectral
+        coefficients, scattered into an (out, in) grid whose inverse 2-D FFT, scaled, is the whole delta weight,
+        built every forward and applied as ``F.linear(x, delta)`` beside the frozen base linear (huggingface/peft
+        51c2ff66 src/peft/tuners/fourierft/layer.py ``get_delta_weight``, ``FourierFTLinear.forward``)."""
+        return self.method is _FOURIERFT
+
+    @property
+    def road(self) -> bool:
+        """PEFT's RoAd: each target's frozen base output, cast to the adapter's dtype, is rotated in pairs by
+        trained angles and scales (``lora.road_variant``), elementwise (huggingface/peft 51c2ff66
+        src/peft/tuners/road/layer.py ``Linear.forward``, ``_apply_road``)."""
+        return self.method is _ROAD
 
     @property
     def peft_config(self) -> bool:

@@ -602,6 +602,19 @@ CLI_RUNS: tuple[tuple[str, ...], ...] = (
     tuple(
         shlex.split("estimate --json --model granite-4.0-h-tiny --method full --gpus 8 --strategy zero3 --gpu h100-sxm")
     ),
+    # PEFT FourierFT and RoAd (branch h76peft): the method comparison's n_frequency 5000 and road_2 runs on its L40S.
+    tuple(
+        shlex.split(
+            "estimate --json --model llama-3.2-3b --method fourierft --lora-rank 5000 "
+            "--lora-targets q_proj,v_proj --preset trainer-bf16 --micro-batch 4 --seq 768 --gpu l40s"
+        )
+    ),
+    tuple(
+        shlex.split(
+            "estimate --json --model llama-3.2-3b --method road --road-variant road_2 "
+            "--lora-targets q_proj,v_proj --preset trainer-bf16 --micro-batch 4 --seq 768 --gpu l40s"
+        )
+    ),
 )
 
 

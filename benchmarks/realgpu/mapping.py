@@ -84,6 +84,7 @@ from core.plan import (
     PipelineSchedule,
     Plan,
     Preset,
+    RoadVariant,
     Stack,
     Strategy,
     TorchVersion,
@@ -187,6 +188,16 @@ _LORA_FA_FIGURES: Final = frozenset({"peft-mc-lora--llama-3.2-3B-rank32-lorafa"}
 # (huggingface/peft 51c2ff66 method_comparison/MetaMathQA/results/trainable_tokens--llama-3.2-3B-sos+eos.json;
 # "num_trainable_params": 6144 = 2 × 3,072).
 _TRAINABLE_TOKENS_FIGURES: Final = {"peft-mc-trainable_tokens--llama-3.2-3B-sos+eos": 2}
+# Figures whose recipe says method "other" for PEFT's FourierFT and RoAd (branch h76peft), with the method and the
+# settings their results files' peft_config names (huggingface/peft 51c2ff66 method_comparison/MetaMathQA/results/
+# fourierft--llama-3.2-3B-default.json: "n_frequency": 1000, fourierft--llama-3.2-3B-n_frequency-5000.json: 5000,
+# both on "target_modules": ["q_proj", "v_proj"]; road--llama-3.2-3B-lr_0.001.json: "variant": "road_2",
+# "target_modules": ["v_proj", "q_proj"]). Their "num_trainable_params" (56000, 280000, 229376) are the plan's.
+_OTHER_PEFT_FIGURES: Final = {
+    "peft-mc-fourierft--llama-3.2-3B-default": ("fourierft", {"r": 1000, "targets": ["q_proj", "v_proj"]}),
+    "peft-mc-fourierft--llama-3.2-3B-n_frequency-5000": ("fourierft", {"r": 5000, "targets": ["q_proj", "v_proj"]}),
+    "peft-mc-road--llama-3.2-3B-lr_0.001": ("road", {"road_variant": "road_2", "targets": ["q_proj", "v_proj"]}),
+}
 _ATTENTION: Final = {
     None: Attention.SDPA,
     "sdpa": Attention.SDPA,
@@ -260,6 +271,8 @@ HELD_OUT_METHODS: Final = frozenset(
         "adalora",
         "miss",
         "trainable-tokens",  # branch h61mts2 (2026-12-06)
+        "fourierft",  # branch h76peft (2026-12-07)
+        "road",  # branch h76peft (2026-12-07)
     }
 )
 # Figures of optimizers the planner gained after the constant was set (branch h57opt, 2026-12-05: torchao's
@@ -376,7 +389,8 @@ def _missing(recipe: Mapping[str, Any]) -> list[str]:
     if recipe["method"] == "other":
         out.append(
             "PEFT / lit-gpt method other than LoRA, QLoRA, DoRA, IA3, prompt tuning, P-tuning, prefix tuning, "
-            "LN tuning, LoHa, LoKr, VeRA, OFT, AdaLoRA, MiSS or lit-gpt's Adapter / Adapter v2"
+            "LN tuning, LoHa, LoKr, VeRA, OFT, AdaLoRA, MiSS, trainable tokens, FourierFT, RoAd or lit-gpt's "
+            "Adapter / Adapter v2"
         )
     if recipe["optimizer"] is not None and recipe["optimizer"] not in _OPTIMIZERS:
         out.append(f"optimizer {recipe['optimizer']}")
@@ -857,6 +871,7 @@ def _plan(
             lokr_factor=int(lora.get("lokr_factor", -1)),
             oft_block_size=int(lora.get("oft_block_size", 32)),
             trainable_tokens=int(lora.get("trainable_tokens", 0)),
+            road_variant=RoadVariant(lora.get("road_variant", "road_1")),
         )
         if lora
         else LoraSettings(),
@@ -1013,6 +1028,9 @@ def map_figure(figure: Mapping[str, Any]) -> Mapped:
     if figure["id"] in _TRAINABLE_TOKENS_FIGURES:  # method "other" in the record: PEFT's trainable tokens
         rows = {"trainable_tokens": _TRAINABLE_TOKENS_FIGURES[figure["id"]]}
         figure = {**figure, "recipe": {**figure["recipe"], "method": "trainable-tokens", "lora": rows}}
+    if figure["id"] in _OTHER_PEFT_FIGURES:  # method "other" in the record: PEFT's FourierFT or RoAd
+        method, settings = _OTHER_PEFT_FIGURES[figure["id"]]
+        figure = {**figure, "recipe": {**figure["recipe"], "method": method, "lora": settings}}
     recipe = figure["recipe"]
     if FAMILY[str(figure["source_id"])] == "megatron":
         try:

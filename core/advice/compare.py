@@ -93,13 +93,15 @@ def _adapter(plan: Plan) -> str:
     if input_at("lora.oft_block_size").matters(plan) and lora.oft_block_size > 0:
         parts.append(f"blocks of {lora.oft_block_size}")
     if input_at("lora.rank").matters(plan):
-        parts.append(f"r={lora.rank} blocks" if plan.oft else f"r={lora.rank}")
+        parts.append(f"r={lora.rank} blocks" if plan.oft else f"n={lora.rank}" if plan.fourierft else f"r={lora.rank}")
     if input_at("lora.alpha").matters(plan):
         parts.append(f"α={lora.alpha:g}")
     if input_at("lora.dropout").matters(plan) and lora.dropout > 0:
         parts.append(f"dropout {lora.dropout:g}")
     if input_at("lora.lokr_factor").matters(plan):
         parts.append(f"factor {lora.lokr_factor}")
+    if input_at("lora.road_variant").matters(plan):
+        parts.append(lora.road_variant.value)
     if input_at("lora.virtual_tokens").matters(plan):
         parts.append(f"{lora.virtual_tokens} virtual tokens")
     if input_at("lora.adapter_prompt_length").matters(plan):

@@ -479,6 +479,8 @@ METHOD_NAMES: Final = {
     Method.OFT: "OFT",
     Method.TRAINABLE_TOKENS: "trainable tokens",
     Method.MISS: "MiSS",
+    Method.FOURIERFT: "FourierFT",
+    Method.ROAD: "RoAd",
 }
 
 

@@ -209,6 +209,8 @@ OPTIONAL_KEYS: Final = (
     | frozenset({(LoraSettings, "lokr_factor")})
     # OFT's oft_block_size (branch h54oft): a file without it reads as PEFT's default, 32.
     | frozenset({(LoraSettings, "oft_block_size")})
+    # RoAd's variant (branch h76peft): a file without it reads as PEFT's default, road_1.
+    | frozenset({(LoraSettings, "road_variant")})
     # PEFT's modules_to_save and trainable tokens (branch h60mts): a file without them reads as none, what every
     # earlier release planned (the importers only noted them).
     | frozenset({(LoraSettings, "modules_to_save"), (LoraSettings, "trainable_tokens")})

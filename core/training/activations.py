@@ -760,6 +760,8 @@ def _adapters(plan: Plan, ctx: _Ctx) -> list[Term]:
         return []
     if plan.lycoris:
         return _lycoris(plan, ctx)
+    if plan.fourierft:
+        return _fourierft(plan, ctx)
     if plan.adalora:
         return _adalora(plan, ctx)
     if plan.oft:
@@ -812,6 +814,26 @@ def _lycoris(plan: Plan, ctx: _Ctx) -> list[Term]:
     if kron:  # (under autocast the matmul's output, in the autocast dtype, is what kron's multiply keeps)
         items.append(Term("LoKr: w2 = w2_a @ w2_b, kept by torch.kron", f"Σ b·d × {ab:g}", kron * ab))
     return items
+
+
+def _fourierft(plan: Plan, ctx: _Ctx) -> list[Term]:
+    """What PEFT's FourierFT keeps per block beyond each target's input copy (huggingface/peft 51c2ff66
+    src/peft/tuners/fourierft/layer.py). ``get_delta_weight``: ``dense_spectrum = torch.zeros(out, in)`` (float32),
+    ``dense_spectrum[indices[0, :], indices[1, :]] = spectrum.float()`` (the scatter keeps its indices: the 2 × n int64
+    ``indices``, a plain dict entry left on the host and copied to the device each forward, ``.to(spectrum.device)``),
+    ``torch.fft.ifft2(dense_spectrum).real * scaling`` (the FFT and the scalar multiply keep nothing), then
+    ``FourierFTLinear.forward``: ``x = x.to(delta_w.dtype)`` (the float32 copy of the input _consumer_inputs counts, as
+    LoKr's) and ``F.linear(x, delta_w)``, which keeps the whole (out × in) delta, in the adapter dtype or, under
+    autocast, its cast to the autocast dtype (``ctx.adapter_out``), until the block's backward.
+    tools/measure/peft_more_check.py (PEFT 0.18.0, whose forward is 51c2ff66's; torch 2.13 CPU): to the byte."""
+    matrices = plan.model.adapted_matrices(plan.lora.targets)
+    ab, n = ctx.adapter_out, plan.lora.rank
+    delta = sum(fan_in * fan_out * copies for fan_in, fan_out, copies in matrices)
+    count = sum(copies for _, _, copies in matrices)
+    return [
+        Term("FourierFT: each target's delta weight, kept by F.linear", f"Σ out·in × {ab:g}", delta * ab),
+        Term("FourierFT: spectrum indices (int64), kept by the scatter", f"{count} × 2·n × 8", count * 2 * n * 8),
+    ]
 
 
 def _adalora(plan: Plan, ctx: _Ctx) -> list[Term]:
@@ -911,6 +933,35 @@ def _miss(plan: Plan, ctx: _Ctx) -> list[Term]:
     ab, r = ctx.adapter_out, plan.lora.rank
     count = sum(copies for _, _, copies in matrices)
     return [Term("MiSS: block sums kept for miss_block", f"{count} × N·r × {ab:g}", count * ctx.n * r * ab)]
+
+
+# RoAd's angle / scale columns its ops keep per output feature, by variant (huggingface/peft 51c2ff66
+# src/peft/tuners/road/layer.py ``_prepare_cols``): road_1 repeats its out/2 angles and scales to out first
+# (repeat_interleave: the repeated angles and scales, cos, sin and both products kept, 6 vectors of out); road_2 keeps
+# cos, sin and the products (4); road_4's strided halves of the scales are copied by ``flatten`` where the output
+# spans more than one group, every real width (6). tools/measure/peft_more_check.py lists them: 6, 4 and 6 (4 on its
+# one-group v_proj) out-long float32 vectors a target.
+_ROAD_COLUMNS: Final = {"road_1": 6, "road_2": 4, "road_4": 6}
+
+
+def _road(plan: Plan, ctx: _Ctx) -> list[Term]:
+    """What PEFT's RoAd keeps per block (huggingface/peft 51c2ff66 src/peft/tuners/road/layer.py ``Linear.forward``:
+    ``result = self._cast_input_dtype(base_layer(x), road_theta.dtype)``, then ``_apply_road``: ``x * first_col +
+    rotate_half_x * second_col``, ``rotate_half_x = torch.stack((-x2, x1), dim=1).reshape(x.shape)``). The first
+    multiply keeps the base output in the adapter's dtype (a float32 copy of a 16-bit output; elementwise ops are not
+    autocast), the second the rotated copy, N × out each a target, for the angles' and scales' gradients; each keeps
+    its column (out). The frozen base linear keeps no copy of x. tools/measure/peft_more_check.py (PEFT 0.18.0,
+    whose forward is 51c2ff66's; torch 2.13 CPU): the two N × out copies and the columns, to the byte."""
+    if not plan.road:
+        return []
+    matrices = plan.model.adapted_matrices(tuple(t for t in plan.lora.targets if t != HEAD_TARGET))
+    ab = ctx.adapter
+    outs = sum(fan_out * copies for _, fan_out, copies in matrices)
+    columns = _ROAD_COLUMNS[plan.lora.road_variant.value]
+    return [
+        Term("RoAd: the output and its rotated half, kept", f"2 × N·Σout × {ab:g}", 2 * ctx.n * outs * ab),
+        Term("RoAd: the angle and scale columns, kept", f"{columns} × Σout × {ab:g}", columns * outs * ab),
+    ]
 
 
 # The tensor each projection reads, for IA3's feedforward scaling (one tensor per group).
@@ -1031,7 +1082,7 @@ def layer_activations(plan: Plan, trainable_block: bool, mixer: str = ATTENTION_
     model = plan.model
     # The head's adapter (lm_head) is outside the blocks: outside_blocks keeps what it saves.
     # An adapter reading each target's input (LoHa / LoKr, OFT and AdaLoRA too).
-    lora_like = plan.lora_adapters or plan.lycoris or plan.oft or plan.adalora
+    lora_like = plan.lora_adapters or plan.lycoris or plan.oft or plan.adalora or plan.fourierft
     block_targets = tuple(t for t in plan.lora.targets if t != HEAD_TARGET) if lora_like else ()
     if model.recurrent_mixer:
         block_targets = layer_targets(block_targets, mixer, mlp, model.family)
@@ -1085,6 +1136,7 @@ def layer_activations(plan: Plan, trainable_block: bool, mixer: str = ATTENTION_
     items += _ia3(plan, ctx)
     items += _vera(plan, ctx)
     items += _miss(plan, ctx)
+    items += _road(plan, ctx)
     items += _litgpt_adapter(plan, ctx)
     items += _bnb_kept_inputs(plan, ctx)
     return LayerActs(tuple(items), tuple(replicated), tuple(gathered))

@@ -202,8 +202,12 @@ def _adapter_gemms(plan: Plan) -> tuple[Gemm, ...]:
     (src/peft/tuners/adalora/layer.py ``SVDLinear.forward``: ``x @ (lora_A * lora_E).T @ lora_B.T``): LoRA's
     two trained matmuls at r = init_r (the masked singular values still multiply: nothing is resized). MiSS
     (src/peft/tuners/miss/layer.py ``MissLinear.forward``: ``sum(x.reshape(..., in // r, r), dim=-2) @ miss``): one
-    r → out matmul a token whose weight (miss_block) gets a gradient; the block sum is method_work's bytes."""
-    if not (plan.lora_adapters or plan.lycoris or plan.vera or plan.oft or plan.adalora or plan.miss):
+    r → out matmul a token whose weight (miss_block) gets a gradient; the block sum is method_work's bytes. FourierFT
+    (src/peft/tuners/fourierft/layer.py ``FourierFTLinear.forward``: ``F.linear(x, delta_w)``): LoHa's whole in → out
+    matmul on the delta built from the spectrum (its scatter and inverse FFT are not counted). RoAd (road/layer.py
+    ``_apply_road``) multiplies elementwise: no matmul."""
+    wrapped = plan.lycoris or plan.vera or plan.oft or plan.adalora or plan.miss or plan.fourierft
+    if not (plan.lora_adapters or wrapped):
         return ()
     shapes = {**plan.model.linear_shapes(), **plan.model.mixer_shapes()}
     r = plan.lora.rank
@@ -213,7 +217,7 @@ def _adapter_gemms(plan: Plan) -> tuple[Gemm, ...]:
             continue
         fan_in, fan_out = shapes[target]
         row = target in ("o_proj", "down_proj", "out_proj")
-        if plan.lycoris:
+        if plan.lycoris or plan.fourierft:
             out.append(Gemm(f"{target} {ADAPTER_GEMMS[2]}", fan_in, fan_out, "none", True))
             continue
         if plan.oft:
@@ -415,6 +419,8 @@ def token_flops(plan: Plan) -> TokenFlops:
             label, per = "OFT block-diagonal rotations", "in·b"
         if plan.miss:
             label, per = "MiSS blocks (the block sum times miss_block)", "r·out"
+        if plan.fourierft:
+            label, per = "FourierFT delta weights applied", "in·out"
         label = "AdaLoRA's A and B (LoRA's matmuls at init_r)" if plan.adalora else label
         # VeRA's frozen vera_A / vera_B get no weight gradient: forward and input gradient only.
         grads = 1 if plan.vera else 2

@@ -17,6 +17,7 @@ from core.params import (
     ParamCounts,
     adalora_tensor_sizes,
     flat_trained_sizes,
+    fourierft_tensor_sizes,
     galore_shapes,
     galore_state_elements,
     litgpt_adapter_tensors,
@@ -29,6 +30,7 @@ from core.params import (
     muon_matrices,
     oft_blocks,
     oft_tensor_sizes,
+    road_tensor_sizes,
     vera_tensor_sizes,
 )
 from core.plan import Method, Optimizer, OptimizerImpl, Plan, TorchVersion
@@ -213,10 +215,15 @@ def adapter_tensor_sizes(plan: Plan) -> list[int]:
     DoRA's magnitude (out) per adapted matrix, one IA3 vector (in or out) per target, or LoHa's / LoKr's
     factors (core.params.lycoris_matrix_tensors), or VeRA's two vectors (core.params.vera_tensor_sizes), or OFT's
     one (r, b(b−1)/2) weight per target (core.params.oft_tensor_sizes), or MiSS's miss_block (r·out) per target
-    (core.params.miss_tensor_sizes)."""
+    (core.params.miss_tensor_sizes), or FourierFT's spectrum (n) per target (core.params.fourierft_tensor_sizes), or
+    RoAd's angles and scales (core.params.road_tensor_sizes)."""
     model = plan.model
     if plan.miss:
         return miss_tensor_sizes(plan)
+    if plan.fourierft:
+        return fourierft_tensor_sizes(plan)
+    if plan.road:
+        return road_tensor_sizes(plan)
     if plan.vera:
         return vera_tensor_sizes(plan)
     if plan.adalora:
@@ -685,7 +692,9 @@ def adafactor_state_elements(plan: Plan) -> int:
         return matrices + (3 * d if plan.method is Method.P_TUNING else 0)
     if plan.method is Method.IA3:  # each vector is 2-D, (1, in) or (out, 1): n + 1 statistics
         return model.num_layers * sum(n + 1 for n in adapter_tensor_sizes(plan))
-    if plan.vera:  # VeRA's vectors are 1-D (r) and (out): Adafactor keeps them whole
+    # VeRA's vectors are 1-D (r) and (out), FourierFT's spectrum (n) and RoAd's angles and scales too: Adafactor keeps
+    # them whole
+    if plan.vera or plan.fourierft or plan.road:
         return model.num_layers * sum(adapter_tensor_sizes(plan))
     if plan.adalora:  # lora_A (r, in), lora_E (r, 1), lora_B (out, r): all 2-D, rows + columns each
         r = plan.lora.rank

@@ -68,6 +68,8 @@ _ADAPTER_LABELS: Final = {
     Method.ADALORA: "AdaLoRA lora_A, lora_E, lora_B",
     Method.OFT: "OFT skew-symmetric blocks",
     Method.MISS: "MiSS blocks",
+    Method.FOURIERFT: "FourierFT spectra",
+    Method.ROAD: "RoAd angles and scales",
     Method.TRAINABLE_TOKENS: "trainable token rows (delta)",
 }
 

@@ -30,6 +30,7 @@ from core.plan import (
     Plan,
     Precision,
     Preset,
+    RoadVariant,
     SglangVersion,
     Strategy,
     TorchVersion,
@@ -82,11 +83,24 @@ PROMPT_METHODS: Final = (
 # LoHa and LoKr (branch h53lyco) likewise on one GPU or DDP, on dense models, not on the head, without
 # per-op checkpointing (Plan._check_lycoris); VeRA (branch h53vera), OFT (h54oft), AdaLoRA (h54ada) and MiSS (h58peft)
 # under the same refusals.
-LYCORIS: Final = (Method.LOHA, Method.LOKR, Method.VERA, Method.OFT, Method.ADALORA, Method.MISS)
+# FourierFT and RoAd (h76peft) too.
+LYCORIS: Final = (
+    Method.LOHA, Method.LOKR, Method.VERA, Method.OFT, Method.ADALORA, Method.MISS, Method.FOURIERFT, Method.ROAD,
+)  # fmt: skip
 
 
 # torchao's low-bit AdamW: refused under a DeepSpeed ZeRO stage (Plan._check_ao_zero, branch h60opt).
 AO_OPTIMIZERS: Final = (Optimizer.AO_ADAMW_8BIT, Optimizer.AO_ADAMW_4BIT, Optimizer.AO_ADAMW_FP8)
+
+
+def _rank(draw: st.DrawFn, spec: ModelSpec, method: Method, targets: list[str]) -> int:
+    """A rank from 1 to 1,024; FourierFT's (its n_frequency) at most the entries of its smallest target's weight, as
+    PEFT and Plan._check_fourierft refuse more."""
+    rank = draw(st.integers(1, 1024))
+    if method is Method.FOURIERFT:
+        entries = [i * o for i, o, _ in spec.adapted_matrices(tuple(targets))]
+        rank = min([rank, *entries])
+    return rank
 
 
 @st.composite
@@ -133,7 +147,7 @@ def plans(draw: st.DrawFn) -> Plan:
         model_id=draw(st.sampled_from(["", "gpt2", "x"])),
         method=method,
         lora=LoraSettings(
-            rank=draw(st.integers(1, 1024)),
+            rank=_rank(draw, spec, method, targets),
             alpha=draw(st.floats(0.5, 512)),
             # The output head: a LoRA / DoRA target (IA3 on it is refused).
             targets=tuple(t for t in (*LORA_TARGETS, *MIXER_TARGETS) if t in targets) + (("lm_head",) if head else ()),
@@ -144,6 +158,7 @@ def plans(draw: st.DrawFn) -> Plan:
             adapter_quantised=draw(st.booleans()),
             lokr_factor=draw(st.integers(-1, 64)),
             trainable_tokens=draw(st.integers(1, spec.vocab_size)) if method is Method.TRAINABLE_TOKENS else 0,
+            road_variant=draw(st.sampled_from(list(RoadVariant))),
         ),
         quant=draw(st.sampled_from(list(Quant))),
         double_quant=draw(st.booleans()),

@@ -68,7 +68,7 @@ from core.plan import (
 )
 from core.presets import default_plan, plan_for_model
 from core.runtime import runs_mps
-from tests.core.strategies import plans, serving_tensor_parallel
+from tests.core.strategies import LYCORIS, plans, serving_tensor_parallel
 
 FUZZ = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 
@@ -436,8 +436,11 @@ def _prompt_learning_runs(drawn: dict[str, Any]) -> dict[str, Any]:
     if drawn["method"] in prompt_like:
         drawn["parallel"] = replace(drawn["parallel"], strategy=Strategy.DDP)
         drawn["workload"] = replace(drawn["workload"], seq_len=min(drawn["workload"].seq_len, MAX_SEQ - 20))
-    # one GPU or DDP, dense models (branches h53lyco, h53vera, h54oft, h54ada, h58peft)
-    if drawn["method"] in (Method.LOHA, Method.LOKR, Method.VERA, Method.OFT, Method.ADALORA, Method.MISS):
+    if drawn["method"] is Method.FOURIERFT:  # n_frequency at most a target's entries (Plan._check_fourierft)
+        entries = [i * o for i, o, _ in drawn["model"].adapted_matrices(drawn["lora"].targets)]
+        drawn["lora"] = replace(drawn["lora"], rank=min([drawn["lora"].rank, *entries]))
+    # one GPU or DDP, dense models (branches h53lyco, h53vera, h54oft, h54ada, h58peft, h76peft)
+    if drawn["method"] in LYCORIS:
         drawn["parallel"] = replace(drawn["parallel"], strategy=Strategy.DDP)
         if drawn["method"] is Method.ADALORA:  # no offload (Plan._check_adalora)
             drawn["parallel"] = replace(drawn["parallel"], offload=Offload.NONE)

@@ -36,7 +36,7 @@ from core.runtime import runs_mps
 from core.training.attention import Kernel, sdpa_kernel
 from core.training.detailed import unsloth_offloads
 from core.verdict import Mode
-from tests.core.strategies import AO_OPTIMIZERS, plans
+from tests.core.strategies import AO_OPTIMIZERS, LYCORIS, plans
 
 INVARIANT = settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 REL = 1e-9  # float sums in a different order
@@ -203,7 +203,7 @@ def test_more_sharded_gpus_never_need_more_per_gpu(plan: Plan, strategy: Strateg
     assume(not runs_mps(plan.hardware.gpu))
     # Prompt learning, LN tuning, LoHa, LoKr, VeRA, OFT, AdaLoRA and MiSS are modelled on one GPU or DDP only (Plan
     # refuses sharding).
-    assume(not (plan.prompt_learning or plan.lycoris or plan.vera or plan.oft or plan.adalora or plan.miss))
+    assume(not (plan.prompt_learning or plan.method in LYCORIS))
     assume(plan.method not in (Method.LN_TUNING, Method.TRAINABLE_TOKENS))  # trainable tokens too (h61mts2)
     # torchao's low-bit AdamW is refused under ZeRO (Plan._check_ao_zero, branch h60opt).
     assume(not (strategy.deepspeed and plan.optimizer in AO_OPTIMIZERS))

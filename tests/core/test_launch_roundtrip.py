@@ -52,7 +52,7 @@ from core.plan import (
 from core.runtime import runs_mps
 from core.serving.engines import sglang_flag_fraction
 from core.serving.ollama import LINES
-from tests.core.strategies import plans
+from tests.core.strategies import LYCORIS, plans
 
 ROUND_TRIP = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -263,7 +263,7 @@ def megatron_buffer_plans(draw: st.DrawFn) -> Plan:
         launch_plans().filter(
             lambda p: (
                 not runs_mps(p.hardware.gpu)
-                and not (p.prompt_learning or p.lycoris or p.vera or p.oft or p.adalora or p.miss)
+                and not (p.prompt_learning or p.method in LYCORIS)
                 and p.method not in (Method.LN_TUNING, Method.TRAINABLE_TOKENS)
             )
         )

@@ -27,6 +27,7 @@ from core.presets import default_plan, plan_for_model
 from core.training.activations import layer_activations
 from core.training.flops import token_flops
 from core.training.optimizer import largest_trainable_tensor, trainable_tensors
+from tests.core.strategies import LYCORIS
 
 D, KV, LAYERS = 3072, 1024, 28  # Llama-3.2-3B config.json: hidden_size, 8 kv heads x 128, num_hidden_layers
 
@@ -112,7 +113,7 @@ def test_the_delta_matmul_is_counted_per_token() -> None:
 # PEFT's layers wrapping each target nn.Linear share one set of refusals (core.plan.Plan._check_lycoris) and one
 # switch rule for the head (Plan.with_method): checked here for all six, VeRA's other rules in test_vera.py,
 # OFT's in test_oft.py, AdaLoRA's in test_adalora.py, MiSS's in test_miss.py.
-WRAPPED = (Method.LOHA, Method.LOKR, Method.VERA, Method.OFT, Method.ADALORA, Method.MISS)
+WRAPPED = LYCORIS  # tests/core/strategies.py: FourierFT and RoAd (h76peft) too
 
 
 @pytest.mark.parametrize("method", WRAPPED)

@@ -100,11 +100,12 @@ METHODS = tuple(Method)
 def test_the_adapter_row_names_only_what_the_method_has(method: Method) -> None:
     """The comparison's (and so the report's) adapter row shows the settings the window shows for the
     method, each where core.inputs says it matters: no rank or alpha for IA3, prompt learning or
-    LitGPT's adapters, no alpha for VeRA, the block size (not r, not alpha) for OFT."""
+    LitGPT's adapters, no alpha for VeRA, the block size (not r, not alpha) for OFT, n (not r) for FourierFT."""
     plan = plan_for_model("llama-3.2-3b").with_input("method", method)
     row = next(r for r in compare([("a", plan)]).rows() if r.key == "lora")
     text = str(row.values[0])
-    assert ("r=" in text) == input_at("lora.rank").matters(plan), text
+    # FourierFT's rank is its n_frequency, shown as the window labels it (Frequencies n).
+    assert (("n=" if method is Method.FOURIERFT else "r=") in text) == input_at("lora.rank").matters(plan), text
     assert ("α=" in text) == input_at("lora.alpha").matters(plan), text
     assert (", ".join(plan.lora.targets) in text) == input_at("lora.targets").matters(plan), text
     assert ("blocks of" in text) == (input_at("lora.oft_block_size").matters(plan) and plan.lora.oft_block_size > 0)

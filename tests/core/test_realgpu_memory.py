@@ -276,8 +276,11 @@ def test_a_run_that_empties_the_cache_before_its_peak_step_carries_no_fragmentat
     # so is each AdamW moment: small-pool; the block sums (N × 64 × 4 B) are made in every forward.
     # 1 LoRA-FA (branch h60opt): lora_B and its two moments, at most 3,072 × 32 × 4 B = 384 KiB each: small-pool.
     # 1 trainable tokens (branch h61mts2): its delta and original rows are 2 × 3,072 × 4 B each (small-pool); the
-    # tied head's merged 128,256 × 3,072 matrix is made in every forward, as activations are.
-    assert (len(lora), len(prompts), len(peft)) == (19, 7, 27)
+    # tied head's merged 128,256 × 3,072 matrix is made in every forward, as activations are. 2 FourierFT (branch
+    # h76peft): the spectrum is at most 5,000 × 4 B a target (tuners/fourierft/layer.py update_layer), small-pool; the
+    # delta weights (up to 3,072² × 4 B) are made in every forward, as LoHa's. 1 RoAd: road_theta and road_alpha at
+    # most 3,072 × 4 B each (tuners/road/layer.py update_layer, road_2): small-pool.
+    assert (len(lora), len(prompts), len(peft)) == (22, 7, 30)
     # The prompt's 200 × 3,072 × 4 B = 2.4 MB embedding (P-tuning's 3,072² × 4 B linears, prefix tuning's
     # 200 × 28 × 2 × 1,024 × 4 B = 45.9 MB) and their AdamW state are large-pool tensors: the rule gives
     # them the fitted term, as full fine-tuning. LN tuning's norms (3,072 elements each) are small-pool.
@@ -313,8 +316,8 @@ def test_a_source_with_some_figures_held_out_says_how_many(
     header = next(line for line in capsys.readouterr().out.splitlines() if "### peft-method-comparison" in line)
     # The held-out methods' rows, 14 of 25: 3 prompt tuning, 1 P-tuning, 3 prefix tuning, 1 LN tuning, 1 LoHa, 1 LoKr,
     # 1 VeRA, 1 OFT, 1 AdaLoRA, 1 MiSS (mapping.HELD_OUT_METHODS); LoRA-FA's (HELD_OUT_OPTIMIZERS, branch h60opt) and
-    # trainable tokens' (branch h61mts2).
-    assert "held out of every fit" not in header and "16 of 27 figures held out" in header, header
+    # trainable tokens' (branch h61mts2); 2 FourierFT and 1 RoAd (branch h76peft).
+    assert "held out of every fit" not in header and "19 of 30 figures held out" in header, header
 
 
 def test_the_shipped_constant_is_the_fit_on_every_family(result: object) -> None:

@@ -165,6 +165,21 @@ def test_oft_is_picked_with_its_block_size_and_the_rank_only_at_block_size_0(qtb
     assert form.oft_block_size.isHidden() and not form.rank.isHidden()
 
 
+def test_fourierft_and_road_are_picked_with_their_rows(qtbot: Any, window: MainWindow) -> None:
+    # PEFT's FourierFT (branch h76peft): n_frequency is the rank row, labelled as such, 1000 by default
+    # (FourierFTConfig); RoAd: its variant row (road_1 by default, RoadConfig), no rank or alpha.
+    form = window.method_form
+    form.method.setCurrentIndex(form.method.findData("fourierft"))
+    plan = window.controller.plan
+    assert plan.method is Method.FOURIERFT and plan.lora.rank == 1000
+    assert not form.rank.isHidden() and form.alpha.isHidden() and form.road_variant.isHidden()
+    form.method.setCurrentIndex(form.method.findData("road"))
+    assert window.controller.plan.method is Method.ROAD
+    assert not form.road_variant.isHidden() and form.rank.isHidden() and form.alpha.isHidden()
+    form.road_variant.setCurrentIndex(form.road_variant.findData("road_2"))
+    assert window.controller.plan.lora.road_variant.value == "road_2"
+
+
 def test_modules_to_save_and_trainable_tokens_rows_under_a_peft_method(qtbot: Any, window: MainWindow) -> None:
     # PEFT's modules_to_save / trainable_token_indices (branch h60mts): rows under a PEFT method, gone under full.
     form = window.method_form

@@ -50,7 +50,7 @@ from tests.gui.test_chart import heights
 
 SEED = int(os.environ.get("MONKEY_SEED", "20240611"))
 # The rows only one method shows, by that method's value: reached after the walk when it missed them.
-METHOD_ROWS = {"lokr": "lora.lokr_factor", "oft": "lora.oft_block_size"}
+METHOD_ROWS = {"lokr": "lora.lokr_factor", "oft": "lora.oft_block_size", "road": "lora.road_variant"}
 # The optimizer rows GaLore alone shows (branch h64galore): reached with full fine-tuning and GaLore picked.
 GALORE_ROWS = ("galore_rank", "galore_update_proj_gap")
 # The Model form's rows a latent-attention model alone shows (gui.forms.model.LATENT_DIMENSIONS, branch h55mla).
@@ -285,6 +285,7 @@ def expected_values(window: MainWindow, plan: Plan) -> dict[str, Any]:
         "lora.virtual_tokens": plan.lora.virtual_tokens,  # prompt tuning / P-tuning (branch h41soft)
         "lora.lokr_factor": plan.lora.lokr_factor,  # LoKr decompose_factor (branch h53lyco)
         "lora.oft_block_size": plan.lora.oft_block_size,  # OFT oft_block_size (branch h54oft)
+        "lora.road_variant": plan.lora.road_variant.value,  # RoAd variant (branch h76peft)
         "lora.modules_to_save": plan.lora.modules_to_save.value,  # PEFT modules_to_save (branch h60mts)
         "lora.trainable_tokens": plan.lora.trainable_tokens,  # PEFT trainable_token_indices (branch h60mts)
         "quant": plan.quant.value,

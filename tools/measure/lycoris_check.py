@@ -147,16 +147,17 @@ def _expected(kind: str, autocast: bool) -> int:
     return kept
 
 
-def measure(kind: str, autocast: bool = False) -> None:
-    torch.manual_seed(0)
-    model = get_peft_model(Tiny(), _config(kind))
-    if kind == "lorafa":  # PEFT's own helper freezes every lora_A (peft/optimizers/lorafa.py)
-        create_lorafa_optimizer(model, r=R, lora_alpha=2 * R, lr=1e-3)
-    model.train()
+Saved = dict[int, tuple[tuple[int, ...], torch.dtype, int]]
+
+
+def traced_forward(model: Any, autocast: bool = False) -> tuple[torch.Tensor, torch.Tensor, LiveBytes, Saved]:
+    """``model``'s forward on an (N, D) bf16 input that needs a gradient, under LiveBytes and a saved-tensors hook:
+    q, v, the mode (live bytes, peak) and the storages autograd saved (shape, dtype, bytes) beyond the parameters,
+    buffers and the input (peft_more_check.py runs FourierFT and RoAd through it too)."""
     # Parameters and buffers (VeRA's shared vera_A / vera_B) exist before the forward: not what it keeps.
     params = {t.untyped_storage().data_ptr() for t in [*model.parameters(), *model.buffers()]}
     x = torch.randn(N, D, dtype=torch.bfloat16, requires_grad=True)
-    saved: dict[int, tuple[tuple[int, ...], torch.dtype, int]] = {}
+    saved: Saved = {}
 
     def pack(t: torch.Tensor) -> torch.Tensor:
         s = t.untyped_storage()
@@ -171,6 +172,16 @@ def measure(kind: str, autocast: bool = False) -> None:
     cast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast)
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), mode, cast:
         q, v = model(x)
+    return q, v, mode, saved
+
+
+def measure(kind: str, autocast: bool = False) -> None:
+    torch.manual_seed(0)
+    model = get_peft_model(Tiny(), _config(kind))
+    if kind == "lorafa":  # PEFT's own helper freezes every lora_A (peft/optimizers/lorafa.py)
+        create_lorafa_optimizer(model, r=R, lora_alpha=2 * R, lr=1e-3)
+    model.train()
+    q, v, mode, saved = traced_forward(model, autocast)
     outputs = q.untyped_storage().nbytes() + v.untyped_storage().nbytes()
     kept = mode.live - outputs
     listed = sum(n for _, _, n in saved.values())

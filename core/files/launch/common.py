@@ -115,6 +115,17 @@ FLASH1_WHY: Final = (
 )
 
 
+# PEFT's wrapped methods the exporters write as LoRA on the same targets: each one's config class, and the plan fields
+# of its own no target writes (branches h53vera, h54oft, h58peft, h76peft).
+_WRITTEN_AS_LORA: Final[dict[Method, tuple[str, tuple[str, ...]]]] = {
+    Method.VERA: ("VeraConfig", ()),
+    Method.MISS: ("MissConfig", ()),
+    Method.FOURIERFT: ("FourierFTConfig", ()),
+    Method.ROAD: ("RoadConfig", ("method.lora.road_variant",)),
+    Method.OFT: ("OFTConfig", ("method.lora.oft_block_size",)),
+}
+
+
 class Draft:
     """What an exporter gathers while it writes: the fields it cannot express, first reason kept."""
 
@@ -150,19 +161,15 @@ class Draft:
             self.cannot("method.kind", why)
             if plan.method is Method.LOKR:
                 self.cannot("method.lora.lokr_factor", why)
-        if plan.vera:
-            why = "the exporters write LoRA settings, not PEFT's VeraConfig (LoRA on the targets is written)"
-            self.cannot("method.kind", why)
         if plan.adalora:
             why = "the exporters write LoRA settings, not PEFT's AdaLoraConfig (LoRA at r = init_r is written)"
             self.cannot("method.kind", why)
-        if plan.miss:
-            why = "the exporters write LoRA settings, not PEFT's MissConfig (LoRA on the targets is written)"
-            self.cannot("method.kind", why)
-        if plan.oft:
-            why = "the exporters write LoRA settings, not PEFT's OFTConfig (LoRA on the targets is written)"
-            self.cannot("method.kind", why)
-            self.cannot("method.lora.oft_block_size", why)
+        written_as_lora = _WRITTEN_AS_LORA.get(plan.method)
+        if written_as_lora is not None:
+            config, own = written_as_lora
+            why = f"the exporters write LoRA settings, not PEFT's {config} (LoRA on the targets is written)"
+            for field in ("method.kind", *own):
+                self.cannot(field, why)
 
     def cannot(self, field: str, why: str) -> None:
         self._why.setdefault(field, one_line(why)[:300])

@@ -92,6 +92,7 @@ TRAINING_FIELDS: Final = (
     _f("method.lora.virtual_tokens", lambda p: p.lora.virtual_tokens, lambda p: p.prompt_learning, _ADAPTER),
     _f("method.lora.lokr_factor", lambda p: p.lora.lokr_factor, _matters("lora.lokr_factor"), _ADAPTER),
     _f("method.lora.oft_block_size", lambda p: p.lora.oft_block_size, _matters("lora.oft_block_size"), _ADAPTER),
+    _f("method.lora.road_variant", lambda p: p.lora.road_variant, _matters("lora.road_variant"), _ADAPTER),
     # PEFT's modules_to_save / trainable tokens (branch h60mts): a field only when set (the default, none, is what
     # a plan on any other stack or method has, and what every target writes by leaving the key out).
     _f(

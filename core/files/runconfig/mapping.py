@@ -31,6 +31,7 @@ from core.plan import (
     Parallelism,
     Plan,
     PrecisionRoles,
+    RoadVariant,
     Stack,
     Strategy,
     ia3_feedforward_within,
@@ -237,6 +238,8 @@ def _lora_settings(plan: Plan, s: RunSettings, method: Method) -> LoraSettings |
         lora["lokr_factor"] = s.lokr_factor
     if s.oft_block_size is not None:
         lora["oft_block_size"] = s.oft_block_size
+    if s.road_variant is not None:
+        lora["road_variant"] = RoadVariant(s.road_variant)
     if s.modules_to_save is not None:
         lora["modules_to_save"] = ModulesToSave(s.modules_to_save)
     if s.trainable_tokens is not None:

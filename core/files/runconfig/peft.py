@@ -20,7 +20,7 @@ from core.files.runconfig.common import (
 from core.files.runconfig.reading import Taker
 from core.files.runconfig.result import ConfigKind, RunConfig
 from core.params import OFT_NEUMANN_TERMS
-from core.plan import ADALORA_DEFAULT_RANK, MISS_DEFAULT_RANK, VERA_DEFAULT_RANK
+from core.plan import ADALORA_DEFAULT_RANK, FOURIERFT_DEFAULT_FREQUENCIES, MISS_DEFAULT_RANK, VERA_DEFAULT_RANK
 
 # LoraConfig defaults (peft/tuners/lora/config.py): r=8, lora_alpha=8.
 DEFAULT_RANK: Final = 8
@@ -35,10 +35,25 @@ IRRELEVANT: Final = (
 
 
 _KINDS: Final = (
-    "LORA, IA3, PROMPT_TUNING, P_TUNING, PREFIX_TUNING, LN_TUNING, LOHA, LOKR, VERA, OFT, ADALORA, MISS or "
-    "TRAINABLE_TOKENS (the planner models LoRA, DoRA, QLoRA and IA3 adapters, prompt tuning, P-tuning, prefix "
-    "tuning, LN tuning, LoHa, LoKr, VeRA, OFT, AdaLoRA, MiSS and trainable tokens)"
+    "LORA, IA3, PROMPT_TUNING, P_TUNING, PREFIX_TUNING, LN_TUNING, LOHA, LOKR, VERA, OFT, ADALORA, MISS, "
+    "TRAINABLE_TOKENS, FOURIERFT or ROAD (the planner models LoRA, DoRA, QLoRA and IA3 adapters, prompt tuning, "
+    "P-tuning, prefix tuning, LN tuning, LoHa, LoKr, VeRA, OFT, AdaLoRA, MiSS, trainable tokens, FourierFT and RoAd)"
 )
+# FourierFTConfig keys with no effect on memory (branch h76peft; huggingface/peft 51c2ff66
+# src/peft/tuners/fourierft/config.py): scaling multiplies the delta, random_loc_seed picks which entries train,
+# init_weights fills the spectrum (zeros or randn), fan_in_fan_out transposes a Conv1D's view.
+FOURIERFT_IRRELEVANT: Final = (
+    "peft_type", "task_type", "inference_mode", "revision", "auto_mapping", "peft_version", "layers_pattern",
+    "scaling", "random_loc_seed", "init_weights", "fan_in_fan_out",
+)  # fmt: skip
+# RoadConfig keys with no effect on memory (src/peft/tuners/road/config.py): group_size pairs features within groups
+# (PEFT refuses an output width it does not divide), init_weights fills the angles and scales.
+ROAD_IRRELEVANT: Final = (
+    "peft_type", "task_type", "inference_mode", "revision", "auto_mapping", "peft_version", "layers_pattern",
+    "group_size", "init_weights",
+)  # fmt: skip
+# RoadConfig.variant's words (src/peft/tuners/road/config.py: road_1 by default).
+ROAD_VARIANTS: Final = ("road_1", "road_2", "road_4")
 # MissConfig keys with no effect on memory (branch h58peft; huggingface/peft 51c2ff66 src/peft/tuners/miss/config.py):
 # mini_r is read by init_weights "mini" only, which is refused.
 MISS_IRRELEVANT: Final = (
@@ -135,6 +150,10 @@ def read_peft(document: dict[str, Any], where: str) -> RunConfig:
         return _read_miss(taker, odd)
     if kind is not None and kind.upper() == "TRAINABLE_TOKENS":
         return _read_trainable_tokens(taker, odd)
+    if kind is not None and kind.upper() == "FOURIERFT":
+        return _read_fourierft(taker, odd)
+    if kind is not None and kind.upper() == "ROAD":
+        return _read_road(taker, odd)
     if kind is not None and kind.upper() != "LORA":
         raise taker.fail("peft_type", kind, _KINDS)
     s: dict[str, Any] = {"method": "lora"}
@@ -374,10 +393,47 @@ def _read_miss(taker: Taker, odd: OddValues) -> RunConfig:
         raise taker.fail("init_weights", init, why)
     _refuse_dropout(taker, "miss_dropout", "MiSS's dropped copies of the input are not modelled")
     _refuse_bias(taker, "MiSS_only", "MiSS's trained biases are not modelled")
+    return _finish_per_target(taker, odd, s, "blocks", MISS_IRRELEVANT)
+
+
+def _finish_per_target(
+    taker: Taker, odd: OddValues, s: dict[str, Any], what: str, irrelevant: tuple[str, ...]
+) -> RunConfig:
+    """The end of a reader of a method with one adapter (``what``) per target: the targets and the base model, the
+    layer and module choices it notes (the estimate adapts every layer and every listed target), :func:`_finish`."""
     model_ref = _targets_and_model(taker, odd, s)
-    taker.note("layers_to_transform", "blocks on some layers only: the estimate adapts every layer")
+    taker.note("layers_to_transform", f"{what} on some layers only: the estimate adapts every layer")
     taker.note("exclude_modules", "excluded modules: the estimate adapts every listed target")
-    return _finish(taker, odd, model_ref, s, MISS_IRRELEVANT, _NO_QUANT)
+    return _finish(taker, odd, model_ref, s, irrelevant, _NO_QUANT)
+
+
+def _read_fourierft(taker: Taker, odd: OddValues) -> RunConfig:
+    """A FourierFTConfig (huggingface/peft 51c2ff66 src/peft/tuners/fourierft/config.py): n_frequency (1000 by
+    default; the plan's ``lora.rank``) and target_modules. Per-target counts (n_frequency_pattern: the plan has one
+    count) and a trained bias are refused with the reason."""
+    s: dict[str, Any] = {"method": "fourierft"}
+    taker.record("method", "fourierft", "peft_type")
+    n = taker.integer("n_frequency", "lora_rank", 1, 65_536)
+    s["lora_rank"] = _or_default(taker, n, "lora_rank", FOURIERFT_DEFAULT_FREQUENCIES, "FourierFTConfig.n_frequency")
+    pattern = taker.raw("n_frequency_pattern")
+    if pattern:
+        raise taker.fail("n_frequency_pattern", pattern, "empty (the plan has one n_frequency for every target)")
+    _refuse_bias(taker, "fourier_only", "FourierFT's trained biases are not modelled")
+    return _finish_per_target(taker, odd, s, "spectra", FOURIERFT_IRRELEVANT)
+
+
+def _read_road(taker: Taker, odd: OddValues) -> RunConfig:
+    """A RoadConfig (huggingface/peft 51c2ff66 src/peft/tuners/road/config.py): variant (road_1 by default) and
+    target_modules; group_size changes which features pair up, not what is kept or trained."""
+    s: dict[str, Any] = {"method": "road"}
+    taker.record("method", "road", "peft_type")
+    variant = taker.word("variant", "road_1, road_2 or road_4")
+    if variant is not None and variant not in ROAD_VARIANTS:
+        raise taker.fail("variant", variant, "road_1, road_2 or road_4 (RoadConfig's variants)")
+    s["road_variant"] = _or_default(taker, variant, "road_variant", ROAD_VARIANTS[0], "RoadConfig.variant")
+    if variant is not None:
+        taker.record("road_variant", variant, "variant")
+    return _finish_per_target(taker, odd, s, "rotations", ROAD_IRRELEVANT)
 
 
 def _read_adalora(taker: Taker, odd: OddValues) -> RunConfig:

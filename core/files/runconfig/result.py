@@ -44,6 +44,7 @@ SETTING_LABELS: Final = {
     "virtual_tokens": "Virtual tokens",
     "lokr_factor": "LoKr decompose factor",
     "oft_block_size": "OFT block size",
+    "road_variant": "RoAd variant",
     "modules_to_save": "Modules to save",
     "trainable_tokens": "Trainable tokens",
     "quant": "Base quantisation",
@@ -103,7 +104,7 @@ class RunSettings:
     """A training run as any framework describes it; None means "the file does not say"."""
 
     method: str | None = None  # full | lora | qlora | dora | ia3 | prompt-tuning | p-tuning | prefix-tuning | ln-tuning
-    # | loha | lokr | vera | oft | adalora | miss
+    # | loha | lokr | vera | oft | adalora | miss | trainable-tokens | fourierft | road
     lora_rank: int | None = None
     lora_alpha: float | None = None
     lora_targets: tuple[str, ...] | None = None
@@ -111,6 +112,7 @@ class RunSettings:
     virtual_tokens: int | None = None  # PEFT PromptLearningConfig.num_virtual_tokens
     lokr_factor: int | None = None  # PEFT LoKrConfig.decompose_factor
     oft_block_size: int | None = None  # PEFT OFTConfig.oft_block_size
+    road_variant: str | None = None  # PEFT RoadConfig.variant: road_1 | road_2 | road_4
     modules_to_save: str | None = None  # none | embedding | head | both (PEFT modules_to_save; branch h60mts)
     trainable_tokens: int | None = None  # rows of PEFT's trainable_token_indices
     quant: str | None = None  # nf4 | fp4 | int8
