@@ -7,7 +7,7 @@ location and breakdown must agree exactly: this shows fake execution allocates a
 exactly what real execution does.
 
 Part 2 (subprocess with the shim preloaded): fake-CUDA behaviour checks: autocast
-really casts weights to bf16, SDPA kernel routing, foreach AdamW's extra param copy,
+really casts weights to bf16, SDPA kernel routing, foreach AdamW's extra param copy, SiLU's backward one op,
 and for one rank of DDP / FSDP2 (fake process group): shard sizes and bucket layout.
 
 Part 3 (this process): one rank of DDP and FSDP2 with a fake process group, real CPU
@@ -390,6 +390,30 @@ def part2() -> bool:
         "foreach AdamW optimizer-phase peak ~ 5x params (p, g, m, v, temp)",
         abs(opt_peak / pb - 5.0) < 0.1,
         f"(ratio {opt_peak / pb:.3f})",
+    )
+
+    # SiLU's backward is one op on fake CUDA, as on a GPU (runner._register_missing_cuda_kernels), not its composite.
+    class Ops(TorchDispatchMode):
+        def __init__(self) -> None:
+            super().__init__()
+            self.names: list[str] = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.names.append(func.__name__)
+            return func(*args, **(kwargs or {}))
+
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode(), runner.fake_cuda_environment():
+        x = torch.randn(4, 8, device="cuda", requires_grad=True)
+        y = torch.nn.functional.silu(x)
+        ops = Ops()
+        with ops:
+            y.sum().backward()
+    check(
+        "SiLU backward: one silu_backward, no sigmoid",
+        "silu_backward.default" in ops.names and not any(n.startswith("sigmoid") for n in ops.names),
+        str([n for n in ops.names if not n.startswith("device")]),
     )
 
     # One rank of FSDP2 / DDP on fake CUDA (fake process group).
