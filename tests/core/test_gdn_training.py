@@ -95,12 +95,14 @@ def test_the_step_matches_the_fake_tensor_measurements() -> None:
     # `python -m tools.measure` (torch 2.13.0 CPU, transformers 5.25.0, peft 0.18.0, fake CUDA): full and LoRA,
     # bf16, with and without checkpointing, B·S 2 × 1,024 and 1 × 2,048; branch h73short's 14 more at 1 × 64 (one
     # chunk), 1 × 100, 1 × 256 and 1 × 300 (median 0.17 %, worst 1.87 % over all 26 at that commit; the held-out
-    # ones: tests/core/test_hybrid_training.py). Figures in docs/REAL_GPU_MEMORY.md.
+    # ones: tests/core/test_hybrid_training.py). The two checkpointed LoRA steps re-measured without torch's
+    # ModTracker retention (branch h76memtr: -1.87 / -1.77 % -> -0.14 / -0.08 %): median 0.14 %, worst 0.60 %.
+    # Figures in docs/REAL_GPU_MEMORY.md.
     paths = sorted(MEASURED.glob("hyb-qwen*.json"))
     errors = [abs(step_error(path)) for path in paths]
     assert len(errors) == 26
-    assert statistics.median(errors) < 1.0
-    assert max(errors) < 3.0
+    assert statistics.median(errors) < 0.5
+    assert max(errors) < 1.0
 
 
 def test_lora_counts_the_adapters_peft_makes() -> None:

@@ -8,9 +8,9 @@ the worst rank's ``reserved_bytes``, core.estimate) and the committed fake-CUDA 
 errors. The card is matched to the catalogue from the name and memory ``nvidia-smi`` gives
 (core.files.gpu_match), so the reserved prediction uses that card's allocator rules.
 
-The tool's module hooks keep some memory an untracked run frees (docs EVIDENCE.md, item 4):
-read the allocated error with that in mind, and the reserved one as the first independent
-check of the fragmentation fraction on a card of ours.
+Results measured before branch h76memtr carry the tool's module hooks' retention (tools/measure
+README, "The tracker's module hooks"; since then the tracker keeps nothing an untracked run frees).
+Read the reserved error as the first independent check of the fragmentation fraction on a card of ours.
 
     python -m tools.measure.gpu_report OUT [--gpu-name NAME --gpu-memory-mib N]
 """

@@ -1,5 +1,6 @@
 """Where a tiny hybrid's training step peaks, storage by storage (core.training.mamba.torch_path_recompute, the
-relu2 rule of core.training.activations, and what tools.measure's tracker adds to checkpointed steps).
+relu2 rule of core.training.activations, and what tools.measure's tracker added to checkpointed steps before
+runner.StepModTracker: ``--untracked`` is the reference the tracked run now matches).
 
     python tools/measure/hybrid_live.py CASE_ID              # fake CUDA, step 1: backward high point per layer
     python tools/measure/hybrid_live.py CASE_ID --phase F:model.layers.0.mamba.in_proj   # one module's high point

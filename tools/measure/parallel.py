@@ -322,6 +322,7 @@ class FSDPPhaseMemTracker(runner._PhaseStats, FSDPMemTracker):
 
     def __init__(self, model: torch.nn.Module, opt: torch.optim.Optimizer, device: torch.device) -> None:
         FSDPMemTracker.__init__(self, model, opt)
+        runner.use_step_mod_tracker(self)  # no post-backward hooks on module inputs (runner.StepModTracker)
         self._init_phase_stats(device)
 
     def _track(self, reftype, t: torch.Tensor) -> None:  # type: ignore[no-untyped-def]

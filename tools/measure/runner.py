@@ -19,6 +19,7 @@ import os
 import platform
 import time
 import warnings
+import weakref
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from typing import Any
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.distributed._tools.mem_tracker import MemTracker, _MemRefType
+from torch.distributed._tools.mod_tracker import ModTracker
 
 from . import sdpa as sdpa_mod
 
@@ -186,14 +188,55 @@ class _PhaseStats:
             self.peak_breakdown = self._breakdown(snap)
 
 
+class StepModTracker(ModTracker):
+    """torch 2.13's ModTracker without the hooks it puts on each module's inputs for the module's post-backward.
+
+    ModTracker's forward pre-hook calls ``register_multi_grad_hook(inputs, pop, mode="all")``
+    (torch/distributed/_tools/mod_tracker.py, ``_fw_pre_hook``). That hook's closure holds the inputs' grad_fn
+    nodes (``grad_fns`` in torch/autograd/graph.py) and is itself held by those nodes (a tensor hook lives on its
+    grad_fn): a cycle through C++ that Python's collector does not break while the node has another owner
+    (torch only traverses a C++ node's hooks when the Python wrapper is its sole owner). Under
+    non-reentrant checkpointing the nodes it keeps reach each checkpointed block's frame and, through it, the
+    block's saved input, so a tracked step kept B·S·d tensors an untracked run frees: past its end into the next
+    step (a checkpointed hybrid's step 2 then held 3 × B·S·d more than step 1 and the optimizer's moments), and,
+    in its backward, gradients the hook buffers until every input's gradient has arrived.
+
+    Here the post-backward pop of every module is queued to run when its backward ends (the path torch already
+    takes for a module none of whose inputs needs a gradient), so no hook holds a node or a gradient. Nothing
+    this package reads changes: ``PhaseMemTracker`` keeps no per-module statistics, ``is_bw`` reads the graph
+    task, activation-checkpoint recomputation is still seen by the pre- and post-forward hooks, and the
+    parameters' gradient hooks are installed as before (``tools.measure.selfcheck`` checks a tracked run against
+    an untracked one to the byte).
+    """
+
+    def _fw_pre_hook(self, mod: torch.nn.Module, input: Any) -> None:
+        if torch._dynamo.eval_frame._is_in_optimized_module():
+            return
+        name = self._get_mod_name(mod)
+        w_mod = weakref.ref(mod)
+        self._get_append_fn(w_mod, name, False)()
+        if self._user_pre_fw_hook is not None:
+            self._user_pre_fw_hook(mod, input)
+        if not self.is_bw:
+            self._post_bw_callbacks_to_enqueue.append(self._get_pop_fn(w_mod, name, True))
+
+
+def use_step_mod_tracker(tracker: MemTracker) -> None:
+    """Give a MemTracker (or torch's FSDPMemTracker) the StepModTracker, before it is entered."""
+    tracker._mod_tracker = StepModTracker()
+
+
 class PhaseMemTracker(_PhaseStats, MemTracker):
     """MemTracker that keeps only the device totals we need, per (step, phase).
 
-    The stock module-level bookkeeping is skipped (it costs O(modules) per op).
+    The stock module-level bookkeeping is skipped (it costs O(modules) per op), and its module tracker registers
+    no post-backward hooks on module inputs (StepModTracker: they kept tensors alive that a run without the
+    tracker frees).
     """
 
     def __init__(self, device: torch.device) -> None:
         MemTracker.__init__(self)
+        use_step_mod_tracker(self)
         self._init_phase_stats(device)
 
     def _track_module_params_and_buffers(
@@ -282,11 +325,40 @@ def _register_missing_meta_kernels() -> None:
         _META_LIB.impl(overload, lambda *args, **kwargs: None, "Meta")
 
 
+_CUDA_LIB: Any = None
+# Ops whose native_functions.yaml entry has CPU and CUDA kernels beside a CompositeImplicitAutograd one
+# (math_silu_backward, math_mish_backward in aten/src/ATen/native/Activation.cpp): a CPU-only build registers no
+# CUDA kernel, so the dispatcher runs the composite for CUDA tensors above every TorchDispatchMode.
+_CUDA_KERNELS_ON_A_GPU = ("silu_backward", "mish_backward")
+
+
+def _register_missing_cuda_kernels() -> None:
+    """Fake CUDA on a CPU-only torch 2.13 ran SiLU's backward as its composite (sigmoid, 1 - s, x·(1 - s) + 1,
+    two products: five tensors the size of the input, where a GPU's silu_backward makes one), because a CPU-only
+    build has no CUDA kernel for it and the dispatcher then takes the CompositeImplicitAutograd kernel before any
+    mode sees the op. Registering a CUDA kernel restores the one op; FakeTensorMode answers it (its meta kernel)
+    before the kernel is reached, so the kernel is never run (it refuses, should a real tensor ever get there).
+    Only these two ops of the build have a CPU kernel and a composite without a CUDA one and a CUDA kernel on a
+    GPU build (native_channel_shuffle, the third, has none on a GPU either: left alone)."""
+    global _CUDA_LIB
+    if _CUDA_LIB is not None:
+        return
+    _CUDA_LIB = torch.library.Library("aten", "IMPL")
+
+    def _not_on_a_cpu_build(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("tools.measure fake CUDA: this CUDA kernel stands in for the GPU's, it does not run")
+
+    for name in _CUDA_KERNELS_ON_A_GPU:
+        if not torch._C._dispatch_has_kernel_for_dispatch_key(f"aten::{name}", "CUDA"):
+            _CUDA_LIB.impl(name, _not_on_a_cpu_build, "CUDA")
+
+
 @contextlib.contextmanager
 def fake_cuda_environment() -> Iterator[None]:
     """Python-level pieces of the fake GPU: autocast("cuda") allowed (it switches itself
-    off when CUDA looks unavailable), SDPA routed like sm80/sm90."""
+    off when CUDA looks unavailable), SDPA routed like sm80/sm90, SiLU's backward one op."""
     _register_missing_meta_kernels()
+    _register_missing_cuda_kernels()
     with contextlib.ExitStack() as st:
         st.enter_context(_patched(torch.cuda.amp.common, "amp_definitely_not_available", lambda: False))
         st.enter_context(_patched(torch.cuda, "is_bf16_supported", lambda *a, **k: True))

@@ -7,12 +7,17 @@ location and breakdown must agree exactly: this shows fake execution allocates a
 exactly what real execution does.
 
 Part 2 (subprocess with the shim preloaded): fake-CUDA behaviour checks: autocast
-really casts weights to bf16, SDPA kernel routing, foreach AdamW's extra param copy,
+really casts weights to bf16, SDPA kernel routing, foreach AdamW's extra param copy, SiLU's backward one op,
 and for one rank of DDP / FSDP2 (fake process group): shard sizes and bucket layout.
 
 Part 3 (this process): one rank of DDP and FSDP2 with a fake process group, real CPU
 tensors vs FakeTensorMode on the CPU, same tracker: identical to the byte (this covers
 DDP's bucket rebuild through _HostScratchMode and FSDP2's resize-based unsharding).
+
+Part 4 (this process): checkpointed tiny Llamas (full, LoRA, frozen layers) on real CPU tensors, tracked by
+PhaseMemTracker and untracked (a dispatch mode that only counts live storages, no module hooks): the per-phase
+peaks of both steps identical to the byte. It also runs them with torch's stock ModTracker and prints what that
+kept beyond the untracked run (runner.StepModTracker says why).
 
 Usage: .venv-measure/bin/python -m tools.measure.selfcheck
 """
@@ -242,6 +247,21 @@ PARALLEL = [
         TINY_LLAMA,
     ),
 ]
+# Part 4: checkpointed steps, where torch's stock ModTracker kept tensors an untracked run frees (4 layers,
+# 128 positions for LoRA and frozen layers: the retention grows with the blocks before the last one).
+_FOUR_LAYERS = {**TINY_LLAMA, "num_hidden_layers": 4}
+CHECKPOINTED = [
+    (_case(f"ckpt-llama-{name}", "tiny-llama", checkpointing=True, **kw), cfg)
+    for name, cfg, kw in (
+        ("full-fp32-adamw-eager", TINY_LLAMA, {"attention": "eager"}),
+        (
+            "lora-bf16-adamw-sdpa",
+            _FOUR_LAYERS,
+            {"method": "lora", "precision": "bf16", "lora": LORA_QV, "seq_len": 128},
+        ),
+        ("frozen2-fp32-adamw-sdpa", _FOUR_LAYERS, {"method": "frozen", "frozen_layers": 2, "seq_len": 128}),
+    )
+]
 _PARALLEL_COMPARED = (*_COMPARED, "phase_breakdowns", "rank_parameters", "ddp_buckets", "fsdp_units")
 
 
@@ -360,6 +380,30 @@ def part2() -> bool:
         f"(ratio {opt_peak / pb:.3f})",
     )
 
+    # SiLU's backward is one op on fake CUDA, as on a GPU (runner._register_missing_cuda_kernels), not its composite.
+    class Ops(TorchDispatchMode):
+        def __init__(self) -> None:
+            super().__init__()
+            self.names: list[str] = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.names.append(func.__name__)
+            return func(*args, **(kwargs or {}))
+
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode(), runner.fake_cuda_environment():
+        x = torch.randn(4, 8, device="cuda", requires_grad=True)
+        y = torch.nn.functional.silu(x)
+        ops = Ops()
+        with ops:
+            y.sum().backward()
+    check(
+        "SiLU backward: one silu_backward, no sigmoid",
+        "silu_backward.default" in ops.names and not any(n.startswith("sigmoid") for n in ops.names),
+        str([n for n in ops.names if not n.startswith("device")]),
+    )
+
     # One rank of FSDP2 / DDP on fake CUDA (fake process group).
     from . import parallel
 
@@ -398,16 +442,121 @@ def part2() -> bool:
     return ok_all
 
 
+# --------------------------------------------------------------------------- part 4
+def _untracked_phase_peaks(case: dict[str, Any], cfg: dict[str, Any]) -> dict[str, dict[str, int]]:
+    """The case's two steps on real CPU tensors, counted without any module hook: every storage an op returns,
+    from that op until Python frees it, plus the parameters, buffers and input ids held before the steps."""
+    import contextlib
+    import weakref
+
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._pytree import tree_leaves
+
+    from . import runner
+
+    class Untracked(TorchDispatchMode):
+        def __init__(self) -> None:
+            super().__init__()
+            self.live = 0
+            self.seen: set[int] = set()
+            self.step, self.phase = 0, ""
+            self.phase_peaks: dict[str, dict[str, int]] = {}
+
+        def add(self, t: torch.Tensor) -> None:
+            storage = t.untyped_storage()
+            key = storage.data_ptr()
+            if key in self.seen or not storage.nbytes():
+                return
+            self.seen.add(key)
+            self.live += storage.nbytes()
+            weakref.finalize(storage, self._free, key, storage.nbytes())
+
+        def _free(self, key: int, size: int) -> None:
+            self.seen.discard(key)
+            self.live -= size
+
+        def _mark(self) -> None:
+            if self.step:
+                pp = self.phase_peaks.setdefault(f"step{self.step}", {})
+                pp[self.phase] = max(pp.get(self.phase, 0), self.live)
+
+        def set_phase(self, step: int, phase: str) -> None:
+            self.step, self.phase = step, phase
+            self.phase_peaks.setdefault(f"step{step}", {})[phase] = self.live
+
+        def reset_mod_stats(self) -> None:
+            pass
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+            out = func(*args, **(kwargs or {}))
+            for t in tree_leaves(out):
+                if isinstance(t, torch.Tensor):
+                    self.add(t)
+            self._mark()
+            return out
+
+    with contextlib.ExitStack() as stack:
+        fake, device = runner._enter_backend(stack, "cpu")
+        model = runner.prepared_model(case, cfg, fake, device)
+        opt = runner._make_optimizer(case, [p for p in model.parameters() if p.requires_grad], device)
+        ids = runner._token_ids(int(case["micro_batch"]), int(case["seq_len"]), int(cfg["vocab_size"]), device, fake)
+        counter = Untracked()
+        for t in (*model.parameters(), *model.buffers(), ids):
+            counter.add(t)
+        knobs = runner.resolve_knobs(case)
+        runner._train_steps(model, opt, ids, counter, knobs, device, fake, "cpu", runner._CudaMarks("cpu"))
+        return counter.phase_peaks
+
+
+def part4() -> bool:
+    from . import runner
+
+    ok_all = True
+    for case, cfg in CHECKPOINTED:
+        t = time.perf_counter()
+        untracked = _untracked_phase_peaks(case, cfg)
+        tracked, _ = runner.measure_case(case, cfg, "cpu")
+        step_tracker = runner.use_step_mod_tracker
+        runner.use_step_mod_tracker = lambda tracker: None  # torch's own ModTracker, for comparison
+        try:
+            stock, _ = runner.measure_case(case, cfg, "cpu")
+        finally:
+            runner.use_step_mod_tracker = step_tracker
+        ok = tracked["phase_peaks"] == untracked
+        ok_all &= ok
+        kept = {
+            f"{s}.{p}": stock["phase_peaks"][s][p] - v
+            for s, phases in untracked.items()
+            for p, v in phases.items()
+            if stock["phase_peaks"][s][p] != v
+        }
+        print(
+            f"{'PASS' if ok else 'FAIL'} {case['id']}: tracked = untracked per phase "
+            f"(step 2 backward {untracked['step2']['backward']:,} B); torch's stock ModTracker kept "
+            f"{kept or 'nothing'} more [{time.perf_counter() - t:.1f}s]",
+            flush=True,
+        )
+        if not ok:
+            print(f"   tracked={json.dumps(tracked['phase_peaks'])}\n   untracked={json.dumps(untracked)}")
+    return ok_all
+
+
 def main() -> int:
     if "--part2" in sys.argv:
         return 0 if part2() else 1
+    if "--part4" in sys.argv:
+        return 0 if part4() else 1
     t = time.perf_counter()
     print("== parts 1 and 3: real CPU vs FakeTensorMode CPU (same tracker; 3: a DDP / FSDP2 rank) ==", flush=True)
     ok1 = part1()
     print("== part 2: fake-cuda behaviour ==", flush=True)
     ok2 = subprocess.run([sys.executable, "-m", "tools.measure.selfcheck", "--part2"]).returncode == 0
-    print(f"selfcheck {'PASSED' if ok1 and ok2 else 'FAILED'} in {time.perf_counter() - t:.1f}s")
-    return 0 if ok1 and ok2 else 1
+    print("== part 4: tracked vs untracked, checkpointed steps on real CPU tensors ==", flush=True)
+    ok4 = part4()
+    ok = ok1 and ok2 and ok4
+    print(f"selfcheck {'PASSED' if ok else 'FAILED'} in {time.perf_counter() - t:.1f}s")
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":
