@@ -165,9 +165,6 @@ class Breakdown:
     workspace_bytes: float = 0.0
     fragmentation_basis: float = 0.0
     fragmentation: float = 0.0
-    # Of the allocated peak: bytes a run may not hold (DoRA's identity matrices, which live in a
-    # reference cycle until Python's collector runs): the bottom of the range leaves them out.
-    may_be_freed_bytes: float = 0.0
     # Of ``reserve_bytes`` as the wrap left it: what an FSDP1 wrap from the CPU cached before the first
     # step (core.parallel.state._fsdp1_wrap_cache); read by a figure taken right after the wrap.
     wrap_cache_bytes: float = 0.0

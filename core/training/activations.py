@@ -753,7 +753,7 @@ def _adapters(plan: Plan, ctx: _Ctx) -> list[Term]:
     PEFT's DoraLinearLayer.forward computes ``(m/‖W + sBA‖ − 1)·base + m/‖W + sBA‖·s·BA(x)``
     with the norm detached: the multiplies by the trained magnitude keep the base output and
     the adapter output (N·out each); the weight norm itself runs on detached tensors and
-    keeps nothing.
+    keeps nothing, and B·A, built from an identity matrix, is a transient of the layer's forward.
     """
     model = plan.model
     if not ctx.lora:
@@ -774,14 +774,10 @@ def _adapters(plan: Plan, ctx: _Ctx) -> list[Term]:
     ab = ctx.adapter_out
     items = [Term("LoRA A outputs (kept for B)", f"{len(ctx.lora)} × N·r × {ab:g}", rank_el * ab)]
     if plan.method is Method.DORA:
-        # get_lora_weight builds B·A as lora_B(lora_A(torch.eye(in))): lora_A's matmul keeps
-        # the identity (cast to the autocast dtype, else in the adapter's), and the forward
-        # leaves it in a reference cycle that lives until Python's cyclic collector runs
-        # (tools/measure/NOTES.md: the measured steps pause the collector, the
-        # deterministic upper bound; a collection mid-step frees it sooner).
-        squares = sum(fan_in * fan_in * copies for fan_in, _, copies in model.adapted_matrices(plan.lora.targets))
-        eye = ctx.ca if ctx.autocast else ctx.adapter
-        items.append(Term("DoRA: eye(in) of B·A, held by a reference cycle", f"Σ in² × {eye:g}", squares * eye))
+        # get_lora_weight's lora_B(lora_A(torch.eye(in))) (in², then in × out) is used only
+        # through .detach(): its graph dies with the layer's forward, so no block keeps it
+        # (huggingface/peft v0.21.2 src/peft/tuners/lora/dora.py; the "reference cycle" that
+        # kept it was the measuring tool's module hooks, tools/measure/NOTES.md, branch h76memtr).
         outs = sum(out * copies for _, out, copies in model.adapted_matrices(plan.lora.targets))
         items.append(
             Term(
@@ -1944,13 +1940,10 @@ def _head_adapter(plan: Plan, ctx: _Ctx) -> list[Term]:
     multiply by the float ``scaling`` and the sum keep nothing. The V-wide tensors the branch makes
     (B's output, its scaled copy, the scaled gradient in the backward) live a moment each, beside the
     logits and below the loss's own N·V tensors (loss_memory), so no phase's peak moves."""
-    model = plan.model
-    d, v = model.hidden_size, model.vocab_size
+    v = plan.model.vocab_size
     r, ab = plan.lora.rank, ctx.adapter_out
     items = [Term("LoRA A output of the head (kept for B)", f"N·r × {ab:g}", ctx.n * r * ab)]
     if plan.method is Method.DORA:
-        eye = ctx.ca if ctx.autocast else ctx.adapter
-        items.append(Term("DoRA on the head: eye(d) of B·A, held by a reference cycle", f"d² × {eye:g}", d * d * eye))
         items.append(
             Term(
                 "DoRA on the head: base and adapter outputs kept for the magnitude",

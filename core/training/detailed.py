@@ -1067,7 +1067,6 @@ def training_breakdown(plan: Plan, counts: ParamCounts, rank: Rank | None = None
     peak = peak_phase.allocated_bytes
     notes = _notes(plan, parts.state) + (parts.state.notes if parts.state is not None else ())
     where = (rank.stage.layers, rank.stage.embedding, rank.stage.head) if rank is not None else None
-    cycle = _reference_cycle(plan, parts)
     cached = parts.extra("stream_cache") + _gradients_cached(parts, peak_phase)
     card = card_terms(plan, phases, cached, where, parts.extra("wrap_cache"))
     # The libraries' workspaces sit in the allocated peak beside the phase's tensors (none on an Apple GPU).
@@ -1091,7 +1090,6 @@ def training_breakdown(plan: Plan, counts: ParamCounts, rank: Rank | None = None
         fragmentation_basis=card.basis,
         fragmentation=card.fragmentation,
         wrap_cache_bytes=card.wrap_cache,
-        may_be_freed_bytes=cycle,
     )
 
 
@@ -1120,19 +1118,6 @@ def _gradients_cached(parts: _Parts, peak: Phase) -> list[Term]:
             cached,
         )
     ]
-
-
-def _reference_cycle(plan: Plan, parts: _Parts) -> float:
-    """DoRA's identity matrices held by a reference cycle at the peak (see
-    core.training.activations._adapters): every block's without checkpointing, the recomputed
-    one's with it. The cyclic collector may free them mid-step: the bottom of the range."""
-    if plan.method is not Method.DORA:  # only DoRA's adapters make them (activations._adapters)
-        return 0.0
-    eye = sum(t.bytes for t in parts.block.items if t.label.startswith("DoRA: eye"))
-    if not eye:
-        return 0.0
-    blocks = 1 if plan.checkpointing else plan.model.num_layers
-    return eye * blocks
 
 
 def _optimizer_at(plan: Plan, counts: ParamCounts) -> Callable[[Dtypes], list[Term]]:

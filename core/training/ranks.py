@@ -61,12 +61,12 @@ class RankMemory:
 def total_range(breakdown: Breakdown, peak: float, total: float, band: Confidence | None) -> tuple[float, float]:
     """The range of a rank's nvidia-smi figure: the published figures' band around it and, at
     the bottom, what the card holds once the caching allocator has given its cached blocks back
-    (it does so before it fails: c10/cuda/CUDACachingAllocator.cpp ``malloc``), less the
-    allocated bytes a run may not hold. No band (lesson accounting): the total itself."""
+    (it does so before it fails: c10/cuda/CUDACachingAllocator.cpp ``malloc``). No band (lesson
+    accounting): the total itself."""
     if band is None:
         return total, total
     runtime = breakdown.overhead.bytes - breakdown.reserve_bytes
-    released = (peak - breakdown.may_be_freed_bytes) * (1 + band.low) + runtime
+    released = peak * (1 + band.low) + runtime
     return min(total * (1 + band.low), released), total * (1 + band.high)
 
 

@@ -163,8 +163,9 @@ def test_dora_adds_one_magnitude_per_output_row_and_what_its_forward_keeps() -> 
     assert param_counts(dora).trainable - param_counts(lora).trainable == 32 * (4096 + 1024)
     n = lora.workload.micro_batch * lora.workload.seq_len
     extra = layer_activations(dora, False).bytes - layer_activations(lora, False).bytes
-    # base and adapter outputs (bf16 under autocast), and the bf16 identity of B·A per matrix
-    assert extra == n * (4096 + 1024) * (2 + 2) + 2 * 4096 * 4096 * 2
+    # base and adapter outputs (bf16 under autocast); the identity B·A is built from is freed with each
+    # layer's forward (PEFT 0.21.2 dora.py: B·A is read only through .detach()), so no block keeps it
+    assert extra == n * (4096 + 1024) * (2 + 2)
     assert model.dora_magnitude_params(("q_proj", "v_proj")) == 32 * (4096 + 1024)
 
 
