@@ -695,9 +695,10 @@ def _train_steps(
         scaler = (_FakeSafeGradScaler if fake else torch.amp.GradScaler)(device.type)
     ws_ctx = sdpa_mod.KernelWorkspaceMode() if backend == "fake-cuda" else contextlib.nullcontext()
     # Python's cyclic collector is off during the steps (and run at each step's end): a
-    # reference cycle that holds tensors (PEFT's DoRA forward makes one) then lives until
-    # the step ends, whenever the collector would have run. Without this the peak depended
-    # on how many Python objects earlier code had allocated (fake and real runs differed).
+    # reference cycle that holds tensors then lives until the step ends, whenever the
+    # collector would have run. Without this the peak depended on how many Python objects
+    # earlier code had allocated (fake and real runs differed). The cycles seen were torch's
+    # ModTracker hooks' (around PEFT's DoRA forward too); StepModTracker makes none (NOTES.md).
     with tracker, ws_ctx, _cyclic_gc_paused():
         for step in (1, 2):
             if step == 2:

@@ -143,8 +143,8 @@ CASES = [
         TINY_GPT2,
     ),
     # the precision-role keys, DoRA and MoE (grouped_mm) paths
-    # DoRA's forward leaves a reference cycle holding tensors: equal only because the runner
-    # pauses the cyclic collector during the steps (NOTES.md).
+    # DoRA: with torch's stock ModTracker its forward sat in a reference cycle (the hooks'),
+    # equal only because the runner pauses the cyclic collector; StepModTracker makes none (NOTES.md).
     (_case("tiny-llama-dora-fp32-adamw-sdpa", "tiny-llama", method="dora", lora=LORA_QV), TINY_LLAMA),
     (
         _case(
