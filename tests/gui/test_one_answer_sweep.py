@@ -21,13 +21,13 @@ from core.cli.app import main
 from core.cli.render import estimate_json_text
 from core.dtypes import Quant
 from core.errors import PlanError
-from core.estimate import VERDICT_LABELS, estimate
+from core.estimate import estimate
 from core.files.planfile import load
 from core.format import memory
 from core.inputs import Method, Preset, Strategy, input_at
 from core.plan import Plan
 from core.presets import plan_for_model
-from core.verdict import Mode, Verdict
+from core.verdict import Mode, Verdict, verdict_label
 from gui.main_window import MainWindow
 
 
@@ -123,14 +123,22 @@ GROUPS: dict[str, Callable[[], list[tuple[str, Plan]]]] = {
 }
 # The settings a method may have: the window's row of each, and the text the comparison's adapter row
 # gives it (core.advice.compare).
+# FourierFT's n_frequency rides on the rank field and reads "n=" (core.advice.compare, branch h76peft).
 ADAPTER_ROWS = {
-    "lora.rank": "r=",
-    "lora.alpha": "α=",
-    "lora.virtual_tokens": "virtual tokens",
-    "lora.lokr_factor": "factor ",
+    "lora.rank": ("r=", "n="),
+    "lora.alpha": ("α=",),
+    "lora.virtual_tokens": ("virtual tokens",),
+    "lora.lokr_factor": ("factor ",),
 }
 # Methods a launch exporter writes as themselves; any other must be named among what it cannot express.
 WRITTEN_AS_ITSELF = {Method.FULL, Method.LORA, Method.QLORA, Method.DORA}
+
+
+def _label(doc: dict[str, Any]) -> str:
+    """The label every view gives the command line's --json answer: "Fits narrowly" where it fits but its range
+    passes the usable memory (core.verdict.Judgement.label)."""
+    verdict = Verdict(doc["verdict"])
+    return verdict_label(verdict, verdict is Verdict.FITS and not doc["judgement"]["fits_with_margin"])
 
 
 def _cli(*args: str) -> str:
@@ -180,7 +188,7 @@ def _check(window: MainWindow, name: str, plan: Plan, folder: Path) -> list[str]
     md_path = folder / f"{name}.md"
     _cli("report", str(path), "--md", str(md_path), "--force")
     md = md_path.read_text()
-    label = VERDICT_LABELS[Verdict(doc["verdict"])]
+    label = _label(doc)
     loaded = load(str(path))
     if doc["method"] != loaded.method.value or text.splitlines()[0].split(" · ")[1:3] != [
         loaded.method.value,
@@ -214,8 +222,8 @@ def _check(window: MainWindow, name: str, plan: Plan, folder: Path) -> list[str]
             wrong.append(f"window bucket {bucket} {size} not in the report")
     row = re.search(r"\| (?:Adapter|LoRA) \| (.*) \|", md)  # the row's label is core/tests' to check
     adapter = row.group(1) if row else "(no adapter row)"
-    for input_path, mark in ADAPTER_ROWS.items():
-        if seen["rows"][input_path] != (mark in adapter):
+    for input_path, marks in ADAPTER_ROWS.items():
+        if seen["rows"][input_path] != any(mark in adapter for mark in marks):
             wrong.append(f"window shows {input_path}: {seen['rows'][input_path]}, report's adapter row {adapter!r}")
     if seen["targets"] != (", ".join(plan.lora.targets).replace("_", r"\_") in adapter):
         wrong.append(f"window shows the targets: {seen['targets']}, report's adapter row {adapter!r}")
@@ -232,7 +240,7 @@ def _compare_and_export(plans: list[tuple[str, Plan]], folder: Path) -> list[str
         rows = {row["key"]: row["values"] for row in json.loads(_cli("compare", *paths, "--json"))["rows"]}
         for at, (name, _) in enumerate(chunk):
             doc = json.loads(_cli("estimate", "--plan", paths[at], "--json"))
-            if rows["verdict"][at] != VERDICT_LABELS[Verdict(doc["verdict"])]:
+            if rows["verdict"][at] != _label(doc):
                 wrong.append(f"{name}: compare verdict {rows['verdict'][at]}, estimate {doc['verdict']}")
             keys = ("total", "range.low", "range.high", "capacity", "usable", "margin")
             figures = tuple(rows[key][at] for key in keys)
