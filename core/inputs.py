@@ -59,7 +59,8 @@ from core.runtime import runs_mps
 from core.units import GiB, finite_number
 
 if TYPE_CHECKING:
-    from core.plan import Plan
+    from core.model import ModelSpec
+    from core.plan import Inference, Plan
 
 
 # ---- the choices -------------------------------------------------------------------------
@@ -656,8 +657,12 @@ def sglang_multimodal_opt_in(plan: Plan) -> bool:
     at its defaults (:data:`SGLANG_MM_DISABLED_FAMILIES`), on SGLang, at a release that has the flag
     (:data:`SGLANG_ENABLE_MULTIMODAL_FROM`; 0.4.5 serves both families with images, and argparse refuses the flag
     there, as Plan validation does: core.plan._sglang_multimodal_refusal). The Serving form shows the box only then."""
-    model = plan.model
-    inf = plan.inference
+    return sglang_multimodal_decides(plan.model, plan.inference)
+
+
+def sglang_multimodal_decides(model: ModelSpec, inf: Inference) -> bool:
+    """:func:`sglang_multimodal_opt_in` for a model and serving settings apart from their plan (the serving rules'
+    words, core.serving.text_only, read it there)."""
     lines = list(SglangVersion)
     return (
         inf.engine is Engine.SGLANG
@@ -1285,8 +1290,7 @@ def sixteen_bit_inputs(plan: Plan) -> bool:
     """Attention sees 16-bit q, k, v under autocast or when the model is stored in 16 bits."""
     # PEFT's LoHa, LoKr, VeRA, OFT, AdaLoRA, MiSS, FourierFT, RoAd on a frozen base (branches h53lyco, h53vera,
     # h54oft, h54ada, h58peft, h76peft)
-    peft_wrapped = plan.lycoris or plan.vera or plan.oft or plan.adalora or plan.miss or plan.fourierft or plan.road
-    frozen_base = plan.method in _SDPA_FROZEN_BASE or plan.litgpt_adapter or peft_wrapped
+    frozen_base = plan.method in _SDPA_FROZEN_BASE or plan.litgpt_adapter or plan.peft_wrapped
     stored = plan.base_dtype if frozen_base else plan.weight_dtype
     return plan.autocast is not Autocast.NONE or stored is not Dtype.FP32
 
@@ -1508,9 +1512,8 @@ INPUTS: Final[tuple[Input, ...]] = (
           "layers",
           labels=DTYPE_LABELS,
           matters=lambda p: p.preset is Preset.CUSTOM
-          and (p.method in (Method.LORA, Method.DORA, Method.FROZEN, Method.VERA, Method.OFT, Method.ADALORA,
-                            Method.MISS, Method.FOURIERFT, Method.ROAD)
-               or p.lycoris
+          and (p.method in (Method.LORA, Method.DORA, Method.FROZEN)
+               or p.peft_wrapped
                or (p.litgpt_adapter and not p.quantised_base))),
     Input("adapter_dtype", Kind.ENUM, "Adapters", "Adapters", Dtype.FP32,
           "LoRA / DoRA adapter storage: PEFT casts adapters to float32 by default.",

@@ -7,7 +7,7 @@ from typing import Final
 
 from core.memo import fills_fields, last_answer
 from core.model import HEAD_NAME, KeptLinears, kept_linears, parse_skip_modules
-from core.plan import Accounting, Method, Optimizer, Plan
+from core.plan import Accounting, Method, Optimizer, Plan, RoadVariant
 
 # Enum members this module's hot paths compare with, read from their classes once: on Python 3.11 each
 # ``Class.MEMBER`` read goes through EnumType.__getattr__'s slot, ~0.15 µs (core.plan's note; h74speed).
@@ -210,7 +210,7 @@ def fourierft_tensor_sizes(plan: Plan) -> list[int]:
 # RoadConfig.variant's trained angles (and as many scales) per output feature (huggingface/peft 51c2ff66
 # src/peft/tuners/road/layer.py ``update_layer``: road_1 ``out_features // 2``, road_2 ``out_features``, road_4
 # ``out_features * 2``), as (numerator, denominator).
-_ROAD_SHARE: Final = {"road_1": (1, 2), "road_2": (1, 1), "road_4": (2, 1)}
+_ROAD_SHARE: Final = {RoadVariant.ROAD_1: (1, 2), RoadVariant.ROAD_2: (1, 1), RoadVariant.ROAD_4: (2, 1)}
 
 
 def road_tensor_sizes(plan: Plan) -> list[int]:
@@ -218,7 +218,7 @@ def road_tensor_sizes(plan: Plan) -> list[int]:
     each out/2, out or 2·out by variant (huggingface/peft 51c2ff66 src/peft/tuners/road/layer.py ``update_layer``).
     road--llama-3.2-3B-lr_0.001 results file (variant road_2): "num_trainable_params": 229376 = 28 × 2 × (q: 3,072 +
     v: 1,024)."""
-    num, den = _ROAD_SHARE[plan.lora.road_variant.value]
+    num, den = _ROAD_SHARE[plan.lora.road_variant]
     sizes: list[int] = []
     for _, fan_out, copies in plan.model.adapted_matrices(plan.lora.targets):
         sizes += [fan_out * num // den] * (2 * copies)

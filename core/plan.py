@@ -2044,6 +2044,13 @@ class Plan:
         return self.method is _MISS
 
     @property
+    def peft_wrapped(self) -> bool:
+        """PEFT's methods that wrap each target of ``lora.targets`` in a layer of their own over a frozen base (LoHa,
+        LoKr, VeRA, OFT, AdaLoRA, MiSS, FourierFT, RoAd): one set, read by the refusals and by every rule that asks
+        which of them runs."""
+        return self.method in _PEFT_WRAPPED
+
+    @property
     def fourierft(self) -> bool:
         """PEFT's FourierFT: each target of ``lora.targets`` trains ``lora.rank`` (n_frequency) spectral
         coefficients, scattered into an (out, in) grid whose inverse 2-D FFT, scaled, is the whole delta weight,

@@ -43,10 +43,9 @@ from dataclasses import dataclass
 from typing import Final
 
 from core.format import count
-from core.inputs import SGLANG_ENABLE_MULTIMODAL_FROM, SGLANG_MM_DISABLED_FAMILIES, skips_tower
+from core.inputs import sglang_multimodal_decides, skips_tower
 from core.model import ModelSpec
 from core.plan import Engine, Inference, VllmVersion
-from core.serving import releases
 from core.serving.sglang_versions import is_multimodal
 from core.serving.vllm_versions import at_least
 
@@ -66,23 +65,14 @@ def skips_vision_tower(model: ModelSpec, inf: Inference) -> bool:
     return bool(model.vision_family) and skips_tower(inf.vllm_version, model.vision_family)
 
 
-def _sglang_opt_in(model: ModelSpec, inf: Inference) -> bool:
-    """An image-text family of SGLang's ``mm_disabled_models`` on SGLang from 0.4.6: what its ``--enable-multimodal``
-    decides (core.inputs SGLANG_MM_DISABLED_FAMILIES, SGLANG_ENABLE_MULTIMODAL_FROM)."""
-    return (
-        inf.engine is Engine.SGLANG
-        and model.vision_params > 0
-        and model.vision_family in SGLANG_MM_DISABLED_FAMILIES
-        and releases.at_least(inf.sglang_version, SGLANG_ENABLE_MULTIMODAL_FROM)
-    )
-
-
 def sglang_text_model(model: ModelSpec, inf: Inference) -> bool:
     """Whether SGLang serves the image-text checkpoint as a text model although it builds (and the weights count)
     the vision tower: Gemma 3 (Llama 4 is planned on vLLM only) from 0.4.6, whose ModelConfig leaves the families of
     ``mm_disabled_models`` text-only unless ``--enable-multimodal`` is given
     (core.serving.sglang_versions.is_multimodal, the rule the pool follows). Requests with images are not taken."""
-    return _sglang_opt_in(model, inf) and not is_multimodal(inf.sglang_version, model, inf.sglang_enable_multimodal)
+    return sglang_multimodal_decides(model, inf) and not is_multimodal(
+        inf.sglang_version, model, inf.sglang_enable_multimodal
+    )
 
 
 def tower_serving_words(model: ModelSpec, inf: Inference) -> str:
@@ -98,7 +88,7 @@ def tower_serving_words(model: ModelSpec, inf: Inference) -> str:
         return "not loaded: text only"
     if sglang_text_model(model, inf):
         return "loaded, yet SGLang takes no images without --enable-multimodal"
-    if _sglang_opt_in(model, inf):
+    if sglang_multimodal_decides(model, inf):
         return "loaded, images taken (--enable-multimodal)"
     return "loaded"
 

@@ -30,7 +30,17 @@ from core.model import (
     normalise_lora_targets,
 )
 from core.params import lycoris_matrix_tensors, oft_blocks, oft_neumann_bmms
-from core.plan import Attention, CheckpointPolicy, MegatronCeFusion, Method, Optimizer, Plan, Stack, TransformersLoss
+from core.plan import (
+    Attention,
+    CheckpointPolicy,
+    MegatronCeFusion,
+    Method,
+    Optimizer,
+    Plan,
+    RoadVariant,
+    Stack,
+    TransformersLoss,
+)
 from core.roles import adapter_dtype, compute_dtype, dtypes_for, model_dtype
 from core.training import gdn
 from core.training.attention import (
@@ -937,7 +947,7 @@ def _miss(plan: Plan, ctx: _Ctx) -> list[Term]:
 # cos, sin and the products (4); road_4's strided halves of the scales are copied by ``flatten`` where the output
 # spans more than one group, every real width (6). tools/measure/peft_more_check.py lists them: 6, 4 and 6 (4 on its
 # one-group v_proj) out-long float32 vectors a target.
-_ROAD_COLUMNS: Final = {"road_1": 6, "road_2": 4, "road_4": 6}
+_ROAD_COLUMNS: Final = {RoadVariant.ROAD_1: 6, RoadVariant.ROAD_2: 4, RoadVariant.ROAD_4: 6}
 
 
 def _road(plan: Plan, ctx: _Ctx) -> list[Term]:
@@ -953,7 +963,7 @@ def _road(plan: Plan, ctx: _Ctx) -> list[Term]:
     matrices = plan.model.adapted_matrices(tuple(t for t in plan.lora.targets if t != HEAD_TARGET))
     ab = ctx.adapter
     outs = sum(fan_out * copies for _, fan_out, copies in matrices)
-    columns = _ROAD_COLUMNS[plan.lora.road_variant.value]
+    columns = _ROAD_COLUMNS[plan.lora.road_variant]
     return [
         Term("RoAd: the output and its rotated half, kept", f"2 × N·Σout × {ab:g}", 2 * ctx.n * outs * ab),
         Term("RoAd: the angle and scale columns, kept", f"{columns} × Σout × {ab:g}", columns * outs * ab),
