@@ -27,7 +27,7 @@ from core.dtypes import GgmlType, GgufQuant, LlamaCppBackend
 from core.estimate import estimate
 from core.params import param_counts
 from core.plan import Attention, Hardware, Plan, TransformersVersion
-from core.serving.engines import rank_layout
+from core.serving.engines import rank_layout, vllm_pool
 from core.serving.fit import DEFAULT_FIT, HF_HOST_LAYER, METAL_KERNELS, EngineFamily
 from core.serving.hf_generate import decode_kv_passes, fp8_linears_per_layer, fp8_synchronised, host_layer_ratio
 from core.serving.llamacpp import (
@@ -75,6 +75,8 @@ from core.serving.speed import (
     step_model,
     weight_read_factor,
 )
+from core.serving.vllm_rules import vllm_total_memory
+from core.serving.vllm_versions import COLD_COMPILE_SEEN_GIB
 from core.units import GiB
 from tests.scripts import load_script
 
@@ -132,16 +134,15 @@ KNOWN_TTFT_MISSES = {
 # vllm/v1/sample/ops/topk_topp_sampler.py), 38 B a logit with PyTorch's scratch, now +0.6 %.
 # The fourth round's RTX 3090 log (vLLM 0.10.0, AWQ Qwen3-30B-A3B, a 1.92 GiB pool): -10.2 %,
 # 0.16 GiB of the profile's peak not explained (docs/SERVING.md, 2026-12-05).
-# The fifth round's RTX 5060 Ti log (vLLM 0.29.0 under WSL2, a 1.45 GiB pool): +43.0 %, a start
-# with a cold torch.compile cache, whose compile runs inside vLLM's profiled forward (0.29.0
-# wheel, 98dff2a81, vllm/compilation/decorators.py; docs/SERVING.md, 2026-12-05, h40srv).
+# The fifth round's RTX 5060 Ti log (vLLM 0.29.0 under WSL2, a 1.45 GiB pool) was +43.0 %: its KV figure is
+# not scored since h78kv (FIGURES_NOT_COMPARABLE: a cold compile inside the profile and WSL2's whole-card total,
+# both printed by the log; test_the_cold_wsl_start_is_not_scored_on_its_kv_figure_for_what_its_log_prints).
 # The sixth round's RTX 4050 Laptop start at mem_fraction_static 0.60 (SGLang 0.5.20 under WSL2) was
 # +14.3 % until the memory other processes hold became a plan input (h54held): the vLLM start on the same
 # machine prints 4.95 GiB free where the planner's headless card leaves 5.08, and with those 0.13 GiB held
 # it reads +6.4 %; the rest is SGLang's weights as allocator segments (1.98 against 1.92 GiB of tensors).
 KNOWN_KV_MISSES: set[str] = {
     "anton-vllm0100-qwen3-30b-a3b-awq-3090",
-    "freshair-vllm0290-qwen3-4b-5060ti-wsl",
 }
 
 
@@ -1300,7 +1301,8 @@ def test_the_held_out_logs_are_loaded_scored_and_marked_alike_in_the_corpus(benc
     mapped = {entry.log_id for entry in bench.OTHER_LOGS if entry.held_out}
     # The old corpus's held-out log (DeepSeek-V2-Lite, llm-d-planner's) is marked in serving.py, not engine_logs.json.
     assert {MLA_LOG} == bench.OLD_CORPUS_HELD_OUT
-    assert marked == mapped == every_held_out_log() - {MLA_LOG}
+    # The 0.29.0 WSL2 start is held out and mapped, but only its weights are scored (its KV figure is not comparable).
+    assert marked == mapped == (every_held_out_log() - {MLA_LOG}) | {FRESHAIR}
     rows, _ = scored
     kv = {r.case.id: r for r in rows if r.case.table == "kv"}
     assert {i: kv[i].case.logged for i in HELD_OUT_TOKENS} == HELD_OUT_TOKENS
@@ -1323,9 +1325,11 @@ def test_the_held_out_summary_line_reports_every_held_out_log(bench: ModuleType,
     assert f"of {len(logs) + 1} within 5 %" in line.line  # + vllm17327's RTX 3090 log
     assert all(log_id in line.line for log_id in logs)
     # Missed in the third round (kolyangg's +34.9 %), met again since the profile's sampler
-    # follows the install (vllm_sampler), missed again by the fourth round's RTX 3090 log (-10.2 %)
-    # and the fifth round's cold-compile RTX 5060 Ti log under WSL2 (+43.0 %).
-    assert not line.met and "worst 43.0 %" in line.line
+    # follows the install (vllm_sampler), missed again by the fourth round's RTX 3090 log (-10.2 %);
+    # the fifth round's cold-compile RTX 5060 Ti log under WSL2 (+43.0 %) is no longer scored on its
+    # KV figure (h78kv), so it is not in the line.
+    assert not line.met and "worst 10.2 %" in line.line
+    assert FRESHAIR not in line.line
 
 
 # Issue 23's third held-out round (2026-12-04; engine_logs.json, "held_out": true): each log's
@@ -1410,7 +1414,6 @@ def test_the_fourth_round_logs_are_scored_on_their_printed_tokens_as_held_out(be
 # 1.08 GiB"; the rest not read: no compile in an eager profile). 0.31.0 with every default on an A100 80GB (course
 # notes, code-index file 70682754770; no permalink could be resolved): +0.7 %.
 FIFTH_ROUND_TOKENS = {
-    "freshair-vllm0290-qwen3-4b-5060ti-wsl": (10_576, 43.0),
     "gio443-vllm0300-qwen25-1.5b-4070laptop-wsl": (72_400, -0.5),
     "gio443-vllm0300-qwen25-1.5b-4070laptop-wsl-eager": (112_704, -8.1),
     "a100notes-vllm0310-llama31-8b-a100-80gb": (460_496, 0.7),
@@ -1418,8 +1421,50 @@ FIFTH_ROUND_TOKENS = {
 
 
 def test_the_fifth_round_logs_are_scored_on_their_printed_tokens_as_held_out(bench: ModuleType, scored: tuple) -> None:
-    # Four held-out KV cases of 0.29, 0.30 (with and without CUDA graphs) and 0.31 from three sources.
-    assert_round_scored(bench, scored, FIFTH_ROUND_TOKENS, sources=3)
+    # Three held-out KV cases of 0.30 (with and without CUDA graphs) and 0.31 from two sources; the 0.29.0
+    # start's KV figure is listed as not comparable (the next test).
+    assert_round_scored(bench, scored, FIFTH_ROUND_TOKENS, sources=2)
+
+
+FRESHAIR = "freshair-vllm0290-qwen3-4b-5060ti-wsl"
+# The lines of Freshair129/Private-Runtime-Platform@f52b9b9's 0.29.0 start (docs/evidence/wp24/
+# WP24-2026-09-20-run1/B/EV02/vllm-startup-success.log) that the reason rests on: the compile inside the
+# profile, and the total vLLM read (the whole 16,311 MiB card under WSL2).
+FRESHAIR_EVIDENCE = (
+    "Compiling a graph for compile range (1, 2048) takes 16.63 s",
+    "saved AOT compiled function",
+    "torch.compile took 27.73 s in total",
+    "Initial profiling/warmup run took 6.58 s",
+    "Free memory on device (14.8/15.9 GiB)",
+    "Desired GPU memory utilization is (0.7, 11.13 GiB)",
+)
+
+
+def test_the_cold_wsl_start_is_not_scored_on_its_kv_figure_for_what_its_log_prints(
+    bench: ModuleType, scored: tuple
+) -> None:
+    rows, _ = scored
+    kv_ids = {r.case.id for r in rows if r.case.table == "kv"}
+    weights = {r.case.id: r for r in rows if r.case.table == "weights"}
+    assert FRESHAIR not in kv_ids
+    assert abs(weights[FRESHAIR].error_pct) < 3  # its weights stay scored: 7.64 GiB printed, 7.49 of tensors
+    why = bench.FIGURES_NOT_COMPARABLE[(FRESHAIR, "KV-cache tokens")]
+    assert f"{FRESHAIR} KV-cache tokens" in {u.id for u in bench.unexpressed()}
+    record = {log["id"]: log for log in bench.engine_logs()["logs"]}[FRESHAIR]
+    for line in FRESHAIR_EVIDENCE:  # every line the reason quotes is in the record's quote of the log
+        assert line in why and line in record["quote"], line
+    # The reason's arithmetic, from the planner's own pool: the warm Linux estimate, the same with the whole card
+    # as total (0.7 x (card - torch's Linux total) more), and that less the cold start's figure the planner warns
+    # with (core.serving.vllm_versions.COLD_COMPILE_SEEN_GIB) lands within 5 % of the 1.45 GiB the log prints.
+    entry = next(c for c in bench.OTHER_LOGS if c.log_id == FRESHAIR)
+    plan = bench.serving_plan(bench.catalogue(entry.model_id), entry.model_id, entry.gpu, **entry.settings)
+    gpu = find_gpu(plan.hardware.gpu)
+    pool = vllm_pool(plan, gpu, rank_layout(plan), DEFAULT_FIT)
+    whole_card = pool.pool_bytes + 0.7 * (gpu.memory_bytes - vllm_total_memory(gpu, DEFAULT_FIT))
+    assert pool.pool_bytes / GiB == pytest.approx(2.07, abs=0.01)
+    assert whole_card / GiB == pytest.approx(2.37, abs=0.01)
+    assert (whole_card / GiB - COLD_COMPILE_SEEN_GIB) == pytest.approx(1.45, rel=0.05)
+    assert "2.07 GiB" in why and "2.37 GiB" in why and f"{COLD_COMPILE_SEEN_GIB:.2f} GiB" in why
 
 
 # Issue 23's sixth held-out round (2026-12-05, h41srv): SGLang 0.5.20 on an RTX 4050 Laptop GPU
@@ -1472,13 +1517,13 @@ def test_sglang_weights_are_the_allocators_segments_of_the_held_out_logs() -> No
 def test_era_coverage_counts_the_kv_logs_by_the_era_of_their_release(bench: ModuleType) -> None:
     # benchmarks/realgpu/era_coverage.py: every era of core.serving.vllm_versions.ERAS and
     # sglang_versions.ERAS gets a row, the empty ones included; the constants are fitted on no
-    # log of 0.20 on, whose rules ten held-out logs of seven sources check (docs/SERVING.md,
-    # 2026-12-05: 0.22.1, a 0.26.1 build, three 0.27.1 runs, 0.29.0, two 0.30.0, 0.31.0; and
-    # 0.30.0 with --enforce-eager, h68eager), and 0.34 has none.
+    # log of 0.20 on, whose rules nine held-out logs of six sources check (docs/SERVING.md,
+    # 2026-12-05: 0.22.1, a 0.26.1 build, three 0.27.1 runs, two 0.30.0, 0.31.0; and 0.30.0 with
+    # --enforce-eager, h68eager; the 0.29.0 start's KV figure is not comparable, h78kv), and 0.34 has none.
     coverage = load_script(ROOT / "benchmarks" / "realgpu" / "era_coverage.py", "era_coverage_test")
     rows = {name: (fitted, held, sources) for name, fitted, held, sources in coverage.coverage(bench.all_cases())}
     assert len(rows) == 10
-    assert rows["vLLM V1 with CUDA-graph profiling (0.20-0.33)"] == (0, 10, 7)
+    assert rows["vLLM V1 with CUDA-graph profiling (0.20-0.33)"] == (0, 9, 6)
     assert rows["vLLM V1 with the extensible KV cache (0.34)"] == (0, 0, 0)
     assert rows["SGLang 0.5.3-0.5.23"] == (0, 3, 2)  # cli991's 0.5.9-era start, Tegdam's two 0.5.20 starts
     assert "| era | logs fitted on |" in coverage.table(list(coverage.coverage(bench.all_cases())))
