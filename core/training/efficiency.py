@@ -152,8 +152,8 @@ def _priors() -> dict[str, float]:
     # (NVIDIA developer forum, "Compute-Communication Overlap Causes Severe GEMM Performance
     # Degradation because of Tail Effect", 2025), the start.
     priors["dp_contention"] = 24 / 132
-    # Ring attention's float32 merges are plain pointwise kernels: 92 % of the bandwidth, as
-    # the roofline model above has them.
+    # Ring attention's merges and copies (PyTorch's float32 ones, Transformer Engine's 16-bit ones under
+    # Megatron) are plain pointwise kernels: 92 % of the bandwidth, as the roofline model above has them.
     priors["ring_merge"] = 1 / 0.92
     # Transformer Engine's float8 casts, counted from the bytes its source measures (below).
     priors["te_casts"] = 1 / 0.92
