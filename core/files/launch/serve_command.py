@@ -330,7 +330,7 @@ def _find_start(words: list[str]) -> _Start:
         if _ENV_WORD.match(word):
             key, _, value = word.partition("=")
             start.env[key] = value
-        elif word != "-m" and not _PYTHON.match(word):
+        elif word != "-m" and not _PYTHON.match(word) and word.rsplit("/", 1)[-1] != "vllm":  # `vllm` of vllm serve
             skipped.append(word)
     if skipped:
         start.notes.append(f"before the command, not read: {one_line(' '.join(skipped))[:120]}")
