@@ -9,6 +9,7 @@ must find. Flag tables: core.files.launch.engine_flags (vLLM 0.8.5 / 0.10.2 / 0.
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ from core.files.launch.serve_command import (
     human_int,
     plan_from_command,
     read_command,
+    shell_words,
 )
 from core.files.launch.sglang import fraction_text
 from core.files.planfile import load as load_plan
@@ -299,6 +301,27 @@ def test_any_text_reads_or_is_refused_in_one_line(text: str) -> None:
     except PlanFileError:
         return
     assert read.engine in (Engine.VLLM, Engine.SGLANG)
+
+
+@settings(max_examples=400, deadline=None)
+@given(text=st.text(alphabet=st.sampled_from(list("ab -=\\'\"\t{}:,")), max_size=40))
+def test_words_split_as_the_shell_splits_them(text: str) -> None:
+    """shell_words agrees with Python's POSIX shlex wherever shlex splits. Left out of the alphabet where sh and
+    shlex differ: '#' inside a word (a comment to shlex, not to sh), and in double quotes a backslash before $, `
+    or a newline (sh drops the backslash, and the newline with it; shlex keeps them)."""
+    try:
+        expected = shlex.split(text)
+    except ValueError:
+        with pytest.raises(ValueError):
+            shell_words(text)
+        return
+    assert shell_words(text) == expected
+
+
+def test_where_sh_and_shlex_differ_the_shell_is_followed() -> None:
+    # POSIX sh, "Double-Quotes": a backslash keeps its meaning before $ ` " \ and newline only.
+    assert shell_words('"\\$x" "a\\\nb" "\\q"') == ["$x", "ab", "\\q"]
+    assert shell_words("--url=http://h/#frag # a comment") == ["--url=http://h/#frag"]
 
 
 def test_human_readable_lengths() -> None:
