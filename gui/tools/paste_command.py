@@ -9,15 +9,33 @@ Everything from the text is shown as plain text.
 
 from __future__ import annotations
 
-from PySide6.QtWidgets import QDialog, QDialogButtonBox, QLabel, QPlainTextEdit, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QComboBox,
+    QDialog,
+    QDialogButtonBox,
+    QFormLayout,
+    QLabel,
+    QPlainTextEdit,
+    QVBoxLayout,
+    QWidget,
+)
 
+from core.catalogue import load_models
 from core.errors import PlanError, PlanFileError
-from core.files.launch.serve_command import CommandPlan, CommandRead, plan_from_command, read_command
+from core.files.launch.serve_command import (
+    CommandPlan,
+    CommandRead,
+    ModelNotFound,
+    plan_from_command,
+    read_command,
+)
+from core.files.runconfig import ModelChoice, choice_from_catalogue
 from core.plan import Plan
 from core.verdict import Mode
 from gui import colours, dialogs, plaintext
 from gui.tools.context import ToolContext
 
+AS_NAMED = "__command__"  # the model combo's first entry: the model the command names
 PLACEHOLDER = (
     "vllm serve Qwen/Qwen3-8B --max-model-len 16384 --gpu-memory-utilization 0.9 --port 8000\n"
     "python -m sglang.launch_server --model-path Qwen/Qwen3-8B --tp-size 2 --context-length 32768"
@@ -46,6 +64,7 @@ class PasteCommandDialog(QDialog):
         self.base = base
         self.read: CommandRead | None = None
         self.built: CommandPlan | None = None
+        self._named = ""  # the model the text named when last read
         self.setObjectName("pasteCommandDialog")
         self.setWindowTitle("Paste launch command")
         layout = QVBoxLayout(self)
@@ -68,6 +87,13 @@ class PasteCommandDialog(QDialog):
         self.found.setAccessibleName("Read from the command")
         self.found.setReadOnly(True)
         layout.addWidget(self.found, 3)
+        form = QFormLayout()
+        self.model_box = QComboBox()
+        self.model_box.setObjectName("launchCommandModel")
+        self.model_box.setAccessibleName("Model")
+        self._fill_models(())
+        form.addRow("Model", self.model_box)
+        layout.addLayout(form)
         self.problem = plaintext.plain_label(QLabel(""))
         self.problem.setObjectName("launchCommandProblem")
         self.problem.setWordWrap(True)
@@ -104,17 +130,38 @@ class PasteCommandDialog(QDialog):
         self.found.setPlainText(summary(self.read))
         self.problem.setText("")
         self.apply_button.setEnabled(True)
+        if self.read.model_ref != self._named:  # another model named: the command's own again
+            self._named = self.read.model_ref
+            self._fill_models(())
+
+    def _fill_models(self, first: tuple[str, ...]) -> None:
+        """The command's own model, then ``first`` (the closest to a name not found), then the catalogue."""
+        box = self.model_box
+        box.clear()
+        box.addItem("As the command names it", AS_NAMED)
+        models = {m.id: m.name for m in load_models()}
+        for model_id in [*first, *(m for m in models if m not in first)]:
+            box.addItem(models[model_id], model_id)
+        box.setCurrentIndex(1 if first else 0)
+
+    def selected_model(self) -> ModelChoice | None:
+        data = self.model_box.currentData()
+        return None if data in (None, AS_NAMED) else choice_from_catalogue(str(data))
 
     def result_plan(self) -> Plan:
         """The plan to apply; raises PlanFileError when the model is not found or a value does not fit."""
         if self.read is None:
             raise PlanFileError("the launch command", "is empty")
-        self.built = plan_from_command(self.read, self.base)
+        self.built = plan_from_command(self.read, self.base, model=self.selected_model())
         return self.built.plan
 
     def _accept(self) -> None:
         try:
             self.result_plan()
+        except ModelNotFound as error:  # the closest first in the list, chosen: Apply again takes it
+            self._fill_models(error.candidates)
+            self.problem.setText(f"{error.reason}. Choose the model it is under Model, then Apply.")
+            return
         except (PlanError, PlanFileError) as error:
             self.problem.setText(error.reason if isinstance(error, PlanFileError) else str(error))
             return

@@ -65,6 +65,12 @@ def test_dialog_says_why_it_cannot_apply(window: MainWindow, qtbot: Any) -> None
     dialog._accept()  # the model is looked up on Apply: the closest names, and the dialog stays open
     assert "closest catalogue models: qwen3-8b" in dialog.problem.text()
     assert dialog.result() != PasteCommandDialog.DialogCode.Accepted
+    assert dialog.model_box.currentData() == "qwen3-8b"  # the closest chosen: Apply again takes it
+    dialog._accept()
+    assert dialog.result() == PasteCommandDialog.DialogCode.Accepted
+    assert dialog.built is not None and dialog.built.plan.model_id == "qwen3-8b"
+    dialog.editor.setPlainText("vllm serve Qwen/Qwen2.5-3B")  # another model named: the command's own again
+    assert dialog.model_box.currentData() == paste_command.AS_NAMED
     dialog.editor.setPlainText("vllm serve Qwen/Qwen3-8B \x1b[31m")
     assert "control characters" in dialog.problem.text()
 

@@ -837,12 +837,23 @@ def _model_for(read: CommandRead, base: Plan, keep_model: bool) -> ModelChoice:
     close = (found.candidates if found is not None else ()) or (bare.candidates if bare is not None else ())
     names = {m.id: m.name for m in load_models()}
     nearest = "; ".join(f"{c} ({names.get(c, c)})" for c in close) or "none near it (see `vramplan models`)"
-    raise PlanFileError(
-        WHERE,
+    raise ModelNotFound(
         f"'{one_line(read.model_ref)[:120]}' is not a local model folder, a model in the Hugging Face cache or a "
         f"catalogue model; the closest catalogue models: {nearest} (a catalogue id in the command is taken as its "
         "model)",
+        tuple(close),
     )
+
+
+class ModelNotFound(PlanFileError):
+    """The command's model is not found; ``candidates``: the closest catalogue ids, closest first."""
+
+    def __init__(self, reason: str, candidates: tuple[str, ...]) -> None:
+        super().__init__(WHERE, reason)
+        self.candidates = candidates
+
+    def __reduce__(self) -> tuple[type[ModelNotFound], tuple[str, tuple[str, ...]]]:  # type: ignore[override]
+        return (type(self), (self.reason, self.candidates))
 
 
 @dataclass(frozen=True)
@@ -852,11 +863,14 @@ class CommandPlan:
     notes: tuple[str, ...]  # what the plan took besides the flags: the model's length, the checkpoint's format
 
 
-def plan_from_command(read: CommandRead, base: Plan, *, keep_model: bool = False) -> CommandPlan:
-    """``base`` served as the command says: its model (``base``'s where ``keep_model``: the command line's --model),
-    engine and flags; the card and everything the command does not set stay ``base``'s. Raises PlanFileError (one
-    line) when the model is not found or a value does not fit the plan."""
-    choice = _model_for(read, base, keep_model)
+def plan_from_command(
+    read: CommandRead, base: Plan, *, keep_model: bool = False, model: ModelChoice | None = None
+) -> CommandPlan:
+    """``base`` served as the command says: its model (``base``'s where ``keep_model``: the command line's --model;
+    ``model`` where given: the window's choice), engine and flags; the card and everything the command does not set
+    stay ``base``'s. Raises PlanFileError (one line; ModelNotFound with the closest catalogue ids) when the model is
+    not found or a value does not fit the plan."""
+    choice = model if model is not None and model.spec is not None else _model_for(read, base, keep_model)
     spec = choice.spec
     assert spec is not None
     fields = dict(read.fields)
