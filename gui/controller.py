@@ -14,8 +14,9 @@ from collections.abc import Callable
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtGui import QUndoCommand, QUndoStack
 
-from core.errors import PlanError
+from core.errors import PlanError, one_line
 from core.estimate import Estimate, estimate, keep_calibration
+from core.inputs import BY_PATH
 from core.plan import Plan
 
 PlanChange = Callable[[Plan], Plan]
@@ -27,6 +28,18 @@ _MERGE_IDS: dict[str, int] = {}
 
 def _merge_id(key: str) -> int:
     return _MERGE_IDS.setdefault(key, len(_MERGE_IDS) + 1)
+
+
+def refusal_text(error: PlanError, plan: Plan) -> str:
+    """A refused edit's message as the window shows it: the field named by the label beside it on the form
+    (core.inputs, for this plan: ``Tensor parallel``), not by the plan's attribute path (``parallel.tensor_parallel``)
+    that the command line and plan files use."""
+    text = str(error)
+    spec = BY_PATH.get(error.field)
+    prefix = f"{one_line(error.field)}: "
+    if spec is None or not text.startswith(prefix):
+        return text
+    return f"{spec.label_in(plan)}: {text.removeprefix(prefix)}"
 
 
 class PlanEdit(QUndoCommand):
@@ -97,7 +110,7 @@ class PlanController(QObject):
             # The calibrated plan's check estimate is kept: set_plan finds it (one estimate() an edit).
             new_plan = keep_calibration(self.estimate, change(self.plan), self._estimate_of)
         except PlanError as error:
-            self.editRejected.emit(key, str(error))
+            self.editRejected.emit(key, refusal_text(error, self.plan))
             return error
         return self.set_plan(new_plan, key=key, text=text)
 
@@ -109,7 +122,7 @@ class PlanController(QObject):
             # A plan the estimator refuses (unknown GPU, ...) never becomes current.
             self._validated = self._estimate_of(plan)
         except PlanError as error:
-            self.editRejected.emit(key, str(error))
+            self.editRejected.emit(key, refusal_text(error, plan))
             return error
         self.undo_stack.push(PlanEdit(self, self.plan, plan, key, text or f"Change {key or 'plan'}"))
         return None
@@ -119,7 +132,7 @@ class PlanController(QObject):
         try:
             result = self._estimate_of(plan)
         except PlanError as error:
-            self.editRejected.emit("", str(error))
+            self.editRejected.emit("", refusal_text(error, plan))
             return error
         self.undo_stack.clear()
         self.undo_stack.setClean()

@@ -20,6 +20,7 @@ CLI_COMMANDS = frozenset(
         "report",
         "compare",
         "export",
+        "import-command",
         "--version",
         "-h",
         "--help",

@@ -628,7 +628,7 @@ class MainWindow(QMainWindow):
         they are handed the controller, the document and the display state, never the window."""
         context = ToolContext(self, self.controller, self.document, self.display)
         tools = self.plan_tools = PlanTools(context, self, self.details_dock)
-        file_menu.insertAction(self.save_action, tools.open_config_action)
+        file_menu.insertActions(self.save_action, [tools.open_config_action, tools.paste_command_action])
         file_menu.insertActions(
             self.quit_action, [tools.export_launch_action, tools.export_report_action, tools.copy_markdown_action]
         )

@@ -20,7 +20,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Final
 
-from core.cli import catalogues, compare, estimate, export, fewest, fit, report
+from core.cli import catalogues, compare, estimate, export, fewest, fit, import_command, report
 from core.cli.output import OutputError, say, write_output
 from core.cli.parser import CommandParser, UsageError, new_parser
 from core.errors import PlanError, PlanFileError, one_line
@@ -35,6 +35,7 @@ RUNS: Final[dict[str, Callable[[argparse.Namespace], str]]] = {
     "report": report.run,
     "compare": compare.run,
     "export": export.run,
+    "import-command": import_command.run,
 }
 
 
@@ -45,6 +46,7 @@ def build_parser() -> CommandParser:
     fit.register(sub)
     fewest.register(sub, estimate_parser)  # every estimate option, --from included
     export.register(sub, estimate_parser)  # the same: the plan to hand over
+    import_command.register(sub, estimate_parser)  # the same: what the launch command does not say
     report.register(sub)
     compare.register(sub)
     return parser

@@ -1,4 +1,4 @@
-"""The tools' menu entries: training configs in, launch configs and reports out, comparisons,
+"""The tools' menu entries: training configs and launch commands in, launch configs and reports out, comparisons,
 the cards that fit, the fewest GPUs that fit.
 
 The window makes one :class:`PlanTools` and puts its actions in its menus. The tools live in
@@ -45,6 +45,12 @@ class PlanTools(QObject):
             self.open_training_config,
             "Ctrl+Shift+O",
             "Read a PEFT, transformers/TRL, axolotl, LLaMA-Factory or torchtune config into the plan",
+        )
+        self.paste_command_action = make_action(
+            parent,
+            "Paste la&unch command…",
+            self.paste_launch_command,
+            tip="Read a vllm serve or SGLang launch_server command into the serving plan; unused flags are listed",
         )
         self.export_launch_action = make_action(
             parent,
@@ -93,6 +99,11 @@ class PlanTools(QObject):
         from gui.tools import open_config
 
         return open_config.open_training_config(self.context)
+
+    def paste_launch_command(self) -> bool:
+        from gui.tools import paste_command
+
+        return paste_command.paste_launch_command(self.context)
 
     def export_launch(self) -> LaunchExportDialog:
         from gui.tools.launch_export import show_launch_export

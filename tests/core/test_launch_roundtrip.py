@@ -33,7 +33,8 @@ from core.files.launch.deepspeed import read_deepspeed
 from core.files.launch.fields import FIELDS_BY_NAME, SERVING_FIELDS, TRAINING_FIELDS, PlanField
 from core.files.launch.llamacpp import read_llama_server
 from core.files.launch.ollama import read_ollama
-from core.files.launch.sglang import read_sglang
+from core.files.launch.serve_command import read_command
+from core.files.launch.sglang import fraction_text, read_sglang
 from core.files.launch.torchrun import read_torchrun
 from core.files.launch.vllm import read_vllm
 from core.files.runconfig import ConfigKind, loads_run_config, plan_from_run, resolve_model
@@ -348,8 +349,10 @@ def as_served(plan: Plan, target: Target) -> Plan:
     which Ollama's own choice takes (num_gpu unset: core.serving.ollama.ollama_estimate)."""
     inf = plan.inference
     if target is Target.SGLANG and inf.engine is Engine.SGLANG and inf.mem_fraction_static == 0:
-        fraction = sglang_flag_fraction(plan, gpu_for(plan))
+        fraction = float(fraction_text(sglang_flag_fraction(plan, gpu_for(plan))))  # as written: 2-3 decimals
         return plan.with_inference(mem_fraction_static=fraction) if fraction >= 0.01 else plan  # else listed
+    if target is Target.SGLANG and inf.engine is Engine.SGLANG:
+        return plan.with_inference(mem_fraction_static=float(fraction_text(inf.mem_fraction_static)))
     if target is Target.OLLAMA and inf.engine is Engine.LLAMACPP and inf.gpu_layers > plan.model.num_layers:
         return plan.with_inference(gpu_layers=999)
     return plan
@@ -371,6 +374,8 @@ def test_round_trip_of_the_serving_commands(target: Target, plan: Plan) -> None:
     check_unexpressed(exported)
     if target in (Target.VLLM, Target.SGLANG):
         model_ref, fields = (read_vllm if target is Target.VLLM else read_sglang)(exported.text)
+        read = read_command(exported.text)  # every word of the export is read: none ignored, unexpressed or unknown
+        assert (read.ignored, read.unexpressed, read.unknown) == ((), (), ()), exported.text
         if not exported.cannot("model"):
             assert next(m.spec for m in load_models() if m.hf_repo == model_ref) == plan.model
     elif target is Target.OLLAMA:

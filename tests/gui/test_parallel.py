@@ -95,7 +95,9 @@ def test_a_layout_the_model_refuses_shows_the_plans_reason_in_red(qtbot: Any, wi
     type_into(qtbot, form.tensor_parallel, "16")
     assert window.controller.plan == before  # refused: the last valid plan stays
     assert form.problem.isVisible()
-    assert "parallel.tensor_parallel" in form.problem.text() and "8 KV heads" in form.problem.text()
+    # named as the form labels it (gui.controller.refusal_text), not by the plan's attribute path
+    assert "Tensor parallel: 16" in form.problem.text() and "8 KV heads" in form.problem.text()
+    assert "parallel.tensor_parallel" not in form.problem.text()
     assert form.problem.styleSheet()  # the problem colour
     # Escape puts the plan's value back and takes the reason away.
     type_into(qtbot, form.tensor_parallel, "abc", commit=False)

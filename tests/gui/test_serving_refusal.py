@@ -12,7 +12,7 @@ import pytest
 from core.catalogue import find_model
 from core.errors import PlanError
 from core.plan import Engine, PrefixCaching, VllmVersion, default_plan_on, serving_refusal
-from gui.controller import PlanController
+from gui.controller import PlanController, refusal_text
 from gui.forms.fields import is_marked_invalid
 from gui.main_window import MainWindow
 from tests.core.test_one_answer_serving import CELLS, ENGINES, _cell
@@ -29,7 +29,9 @@ def test_an_engine_edit_is_refused_with_the_homes_words(qtbot: Any, kind: str, e
     if refusal is None:
         assert rejected == [] and controller.plan.inference == inference
     else:
-        assert rejected == [("inference.engine", str(refusal))]
+        # The home's words, the field named as the Serving form labels it (gui.controller.refusal_text).
+        assert rejected == [("inference.engine", refusal_text(refusal, controller.plan))]
+        assert rejected[0][1].endswith(str(refusal).split(": ", 1)[1])
         assert controller.plan == default_plan_on(model.spec, model.id)  # the last valid plan stays
 
 
@@ -80,7 +82,7 @@ def test_an_engine_switch_that_refuses_the_ticked_box_is_refused_on_it(window: M
     assert window.controller.plan == plan and form.form.isRowVisible(form.text_only) and form.text_only.isChecked()
     assert is_marked_invalid(form.engine) and form.engine.property("invalidMessage") == str(home)
     assert form.engine.currentData() == "vllm"  # the plan's engine shown again
-    assert str(home) in window.problem.text()
+    assert home is not None and refusal_text(home, window.controller.plan) in window.problem.text()
     with pytest.raises(PlanError) as carried:
         plan.with_inference(engine=Engine.SGLANG)
     assert str(carried.value) == str(home)
@@ -101,7 +103,7 @@ def test_a_hybrids_prefix_caching_before_vllm_0_26_is_refused_on_its_list(window
     assert window.controller.plan == plan
     assert form.prefix_caching.currentData() == PrefixCaching.DEFAULT  # the plan's value shown again
     assert is_marked_invalid(form.prefix_caching) and form.prefix_caching.property("invalidMessage") == str(home)
-    assert str(home) in window.problem.text()
+    assert home is not None and refusal_text(home, window.controller.plan) in window.problem.text()
 
 
 def test_the_multimodal_box_shows_for_gemma_3_on_sglang_from_0_4_6(window: MainWindow) -> None:

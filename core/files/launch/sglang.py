@@ -46,8 +46,8 @@ from typing import Any, Final
 from core.dtypes import KvDtype, WeightFormat
 from core.errors import PlanError
 from core.estimate import gpu_for
-from core.files.launch.common import Draft, Export, Target, command_words, gptq_int8_header, header, model_reference
-from core.files.launch.vllm import DTYPES, KV_DTYPES, compute_dtype
+from core.files.launch.common import Draft, Export, Target, gptq_int8_header, header, model_reference
+from core.files.launch.vllm import KV_DTYPES, compute_dtype
 from core.inputs import SglangVersion, input_at, sglang_multimodal_asked
 from core.plan import ENGINE_LABELS, Engine, Plan
 from core.serving.engines import sglang_flag_fraction
@@ -113,13 +113,25 @@ def _layout(draft: Draft, version: SglangVersion) -> list[str]:
     return flags
 
 
+def fraction_text(fraction: float) -> str:
+    """``--mem-fraction-static`` as SGLang writes its own fractions, two or three decimals (0.4.7 server_args.py
+    ``__post_init__``: 0.79, 0.81, 0.85, 0.88), where that is the same number to 1e-9: a default worked out as
+    0.88 - 0.03 is 0.8500000000000001 in floating point, and written 0.85. A fraction with more digits keeps them all,
+    so it reads back as it was."""
+    for places in (2, 3):
+        text = f"{fraction:.{places}f}".rstrip("0").removesuffix(".")  # 0.7, not 0.70
+        if abs(float(text) - fraction) <= 1e-9:
+            return text
+    return repr(float(fraction))
+
+
 def _fraction(draft: Draft) -> tuple[list[str], str]:
     """--mem-fraction-static as the estimate took it, and a header line that says where it came from."""
     inf = draft.plan.inference
     if inf.engine is not Engine.SGLANG:  # no SGLang fraction was judged: the release's own default
         return [], ""
     if inf.mem_fraction_static > 0:
-        return ["--mem-fraction-static", repr(float(inf.mem_fraction_static))], ""
+        return ["--mem-fraction-static", fraction_text(inf.mem_fraction_static)], ""
     try:
         gpu = gpu_for(draft.plan)
     except PlanError:
@@ -134,11 +146,11 @@ def _fraction(draft: Draft) -> tuple[list[str], str]:
         )
         return [], ""
     note = (
-        f"--mem-fraction-static {fraction!r}: SGLang {inf.sglang_version.value}'s default on the {gpu.name} with "
-        f"TP {inf.tensor_parallel} x PP {inf.pipeline_parallel}, as the estimate took it (written, so another "
-        "card keeps it)"
+        f"--mem-fraction-static {fraction_text(fraction)}: SGLang {inf.sglang_version.value}'s default on the "
+        f"{gpu.name} with TP {inf.tensor_parallel} x PP {inf.pipeline_parallel}, as the estimate took it (written, so "
+        "another card keeps it)"
     )
-    return ["--mem-fraction-static", repr(float(fraction))], note
+    return ["--mem-fraction-static", fraction_text(fraction)], note
 
 
 def export_sglang(plan: Plan, model_ref: str | None = None) -> Export:
@@ -188,39 +200,10 @@ def export_sglang(plan: Plan, model_ref: str | None = None) -> Export:
     return draft.finish(Target.SGLANG, header(lines) + " ".join(shlex.quote(w) for w in argv) + "\n")
 
 
-def _version(text: str) -> SglangVersion | None:
-    for line in text.splitlines():
-        if line.startswith(f"# {PIP_MARK}"):
-            return SglangVersion(line.removeprefix(f"# {PIP_MARK}").split()[0])
-    return None
-
-
 def read_sglang(text: str) -> tuple[str, dict[str, Any]]:
-    """The model and the plan fields of a ``sglang.launch_server`` line (the inverse of :func:`export_sglang`)."""
-    words = command_words(text)
-    graphs = DISABLE_CUDA_GRAPH not in words
-    multimodal = ENABLE_MULTIMODAL in words
-    words = [w for w in words if w not in SWITCHES]
-    while words and "=" in words[0] and not words[0].startswith("-"):  # the environment in front
-        words = words[1:]
-    start = words.index("sglang.launch_server") + 1
-    flags = {words[i]: words[i + 1] for i in range(start, len(words) - 1) if words[i].startswith("--")}
-    dtype = {v: k for k, v in DTYPES.items()}[flags.get("--dtype", "bfloat16")]
-    quantised = {v: k for k, v in QUANTIZATION.items()}.get(flags.get("--quantization", ""))
-    kv_auto = {v: k for k, v in KV_DTYPES.items()}[flags.get("--dtype", "bfloat16")]
-    fields: dict[str, Any] = {
-        "inference.engine": Engine.SGLANG,
-        "inference.weight_dtype": quantised or dtype,
-        "inference.kv_dtype": KvDtype.FP8 if flags.get("--kv-cache-dtype", "auto").startswith("fp8") else kv_auto,
-        "inference.context": int(flags["--context-length"]),
-        "inference.tensor_parallel": int(flags.get("--tp-size", 1)),
-        "inference.pipeline_parallel": int(flags.get("--pp-size", 1)),
-        "inference.replicas": int(flags.get("--dp-size", 1)),
-        "inference.mem_fraction_static": float(flags.get("--mem-fraction-static", 0.0)),
-        "inference.cuda_graphs": graphs,
-        "inference.sglang_enable_multimodal": multimodal,
-    }
-    version = _version(text)
-    if version is not None:
-        fields["inference.sglang_version"] = version
-    return flags["--model-path"], fields
+    """The model and the plan fields of a ``sglang.launch_server`` line (the inverse of :func:`export_sglang`); what
+    else the line holds, and the words not understood: :func:`core.files.launch.serve_command.read_command`."""
+    from core.files.launch.serve_command import read_command
+
+    read = read_command(text)
+    return read.model_ref, dict(read.fields)

@@ -21,7 +21,7 @@ import shlex
 from typing import Any, Final
 
 from core.dtypes import KvDtype, WeightFormat
-from core.files.launch.common import Draft, Export, Target, command_words, gptq_int8_header, header, model_reference
+from core.files.launch.common import Draft, Export, Target, gptq_int8_header, header, model_reference
 from core.plan import ENGINE_LABELS, Engine, Plan, PrefixCaching
 from core.serving.vllm_versions import limit_mm_json
 
@@ -110,30 +110,12 @@ def export_vllm(plan: Plan, model_ref: str | None = None) -> Export:
 
 
 def read_vllm(text: str) -> tuple[str, dict[str, Any]]:
-    """The model and the plan fields of a ``vllm serve`` line (the inverse of :func:`export_vllm`)."""
-    words = command_words(text)
-    switches = {w for w in words if w == ENFORCE_EAGER or w in PREFIX_CACHING_FLAGS.values()}
-    words = [w for w in words if w not in switches]
-    flags = {words[i]: words[i + 1] for i in range(3, len(words) - 1, 2) if words[i].startswith("--")}
-    dtype = {v: k for k, v in DTYPES.items()}[flags.get("--dtype", "bfloat16")]
-    quantised = {v: k for k, v in QUANTIZATION.items()}.get(flags.get("--quantization", ""))
-    kv_auto = {v: k for k, v in KV_DTYPES.items()}[flags.get("--dtype", "bfloat16")]
-    caching = next((k for k, flag in PREFIX_CACHING_FLAGS.items() if flag in switches), PrefixCaching.DEFAULT)
-    return words[2], {
-        "inference.engine": Engine.VLLM,
-        "inference.weight_dtype": quantised or dtype,
-        "inference.kv_dtype": KvDtype.FP8 if flags.get("--kv-cache-dtype") == "fp8" else kv_auto,
-        "inference.context": int(flags["--max-model-len"]),
-        "inference.tensor_parallel": int(flags.get("--tensor-parallel-size", 1)),
-        "inference.pipeline_parallel": int(flags.get("--pipeline-parallel-size", 1)),
-        "inference.replicas": int(flags.get("--data-parallel-size", 1)),
-        "inference.gpu_memory_utilization": float(flags.get("--gpu-memory-utilization", 0.0)),
-        "inference.max_num_seqs": int(flags.get("--max-num-seqs", 0)),
-        "inference.max_num_batched_tokens": int(flags.get("--max-num-batched-tokens", 0)),
-        "inference.text_only": text_only_limits(flags.get("--limit-mm-per-prompt", "")),
-        "inference.cuda_graphs": ENFORCE_EAGER not in switches,
-        "inference.prefix_caching": caching,
-    }
+    """The model and the plan fields of a ``vllm serve`` line (the inverse of :func:`export_vllm`); what else the line
+    holds, and the words not understood: :func:`core.files.launch.serve_command.read_command`."""
+    from core.files.launch.serve_command import read_command
+
+    read = read_command(text)
+    return read.model_ref, dict(read.fields)
 
 
 def text_only_limits(value: str) -> bool:

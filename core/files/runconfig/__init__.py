@@ -46,6 +46,7 @@ __all__ = [
     "choice_from_cache",
     "detect_kind",
     "load_run_config",
+    "model_choice",
     "parse_run_config",
     "plan_from_run",
     "read_run_config",
@@ -230,31 +231,44 @@ def resolve_model(run: RunConfig) -> ModelChoice | None:
     neither; None when the config names no model at all.
     """
     base = Path(run.path).parent
-    for ref in (run.model_dir, run.model_ref):
-        if not ref:
+    if run.model_dir:
+        found = _local_ref(run.model_dir, base)
+        if found is not None:
+            return found
+    return model_choice(run.model_ref, base) if run.model_ref else None
+
+
+def _local_ref(ref: str, base: Path) -> ModelChoice | None:
+    path = Path(os.path.expanduser(ref))
+    for candidate in (path,) if path.is_absolute() else (base / path, path):
+        try:
+            if candidate.exists():
+                found = _local(candidate)
+                if found is not None:
+                    return found
+        except OSError:
             continue
-        path = Path(os.path.expanduser(ref))
-        for candidate in (path,) if path.is_absolute() else (base / path, path):
-            try:
-                if candidate.exists():
-                    found = _local(candidate)
-                    if found is not None:
-                        return found
-            except OSError:
-                continue
-    if not run.model_ref:
-        return None
-    cached = _cached(run.model_ref)
+    return None
+
+
+def model_choice(ref: str, base: Path) -> ModelChoice:
+    """The model ``ref`` names: a local folder (relative to ``base`` too), then a Hub id the local Hugging Face
+    cache holds, then the catalogue by name; else a choice with ``spec=None`` and the closest catalogue ids.
+    (The training configs' importer and the launch-command reader, core.files.launch.serve_command, both ask.)"""
+    local = _local_ref(ref, base)
+    if local is not None:
+        return local
+    cached = _cached(ref)
     if cached is not None:
         return cached
     models = load_models()
-    entry = _catalogue_match(run.model_ref, models)
+    entry = _catalogue_match(ref, models)
     if entry is not None:
         return ModelChoice(entry.spec, entry.id, f"catalogue: {entry.name}", _dtype_of(entry.config))
     keys = {name_key(m.id): m.id for m in models}
-    close = difflib.get_close_matches(name_key(run.model_ref), list(keys), n=3, cutoff=0.6)
+    close = difflib.get_close_matches(name_key(ref), list(keys), n=3, cutoff=0.6)
     return ModelChoice(
-        None, "", f"'{run.model_ref}' is not a local folder or a catalogue model", None, tuple(keys[k] for k in close)
+        None, "", f"'{ref}' is not a local folder or a catalogue model", None, tuple(keys[k] for k in close)
     )
 
 

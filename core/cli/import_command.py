@@ -1,0 +1,126 @@
+"""``vramplan import-command``: a ``vllm serve`` / SGLang launch command read into a serving plan and estimated.
+
+The command comes as one argument (quoted) or from ``--file FILE`` (``-``: stdin);
+:func:`core.files.launch.serve_command.read_command` reads it. Printed: what each flag set, the flags with no
+effect on memory or speed, the engine's flags the plan cannot express (each with why), every word not understood,
+then the serving estimate. The card and anything the command does not say come from the other options (``--gpu``,
+``--plan FILE``...), which also override what the command says; ``--model`` replaces the command's model.
+``--save FILE`` writes the plan (never over an existing file without ``--force``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any, Final
+
+from core.cli.parser import UsageError, text_arg
+from core.cli.plans import base_plan, plan_from_args, without_model
+from core.cli.render import estimate_json_text, render_serving
+from core.errors import PlanFileError, one_line
+from core.estimate import estimate
+from core.files.launch.serve_command import (
+    MAX_COMMAND_CHARS,
+    CommandPlan,
+    CommandRead,
+    command_text,
+    plan_from_command,
+    read_command,
+)
+from core.files.planfile import save as save_plan
+from core.verdict import Mode
+
+DEFAULT_MODEL: Final = "llama-2-7b"  # base_plan's model; the command's replaces it
+
+
+def register(sub: Any, estimate_parser: argparse.ArgumentParser) -> None:
+    importer = sub.add_parser(
+        "import-command",
+        parents=[estimate_parser],  # the card, --plan FILE and every input: what the command does not say
+        add_help=False,
+        help="a vllm serve / SGLang launch command read into a serving plan, with every flag not used listed",
+        description="Read a `vllm serve`, `python -m vllm.entrypoints.openai.api_server` or `python -m "
+        "sglang.launch_server` command (a docker run around it, KEY=VALUE words in front, backslash continuations) "
+        "into a serving plan and print its estimate. The flags that change nothing modelled, those the plan cannot "
+        "express and the words not understood are listed. The other options set what the command does not (the "
+        "card: --gpu) and override what it does.",
+    )
+    given = importer.add_argument_group("launch command")
+    given.add_argument("launch_text", nargs="?", metavar="COMMAND", help="the command, quoted as one argument")
+    given.add_argument(
+        "--file", dest="command_file", type=text_arg, metavar="FILE", help="read the command from FILE (-: stdin)"
+    )
+
+
+def run(args: argparse.Namespace) -> str:
+    if args.from_file:
+        raise UsageError("--from reads a training config; give the launch command instead")
+    text = _text(args)
+    if args.save and os.path.lexists(args.save) and not args.force:
+        raise UsageError(f"--save: {one_line(args.save)} exists; --force replaces it")
+    read = read_command(text)
+    args.mode = Mode.INFERENCE.value
+    keep_model = any(getattr(args, name, None) is not None for name in ("model", "config", "model.params_override"))
+    base = base_plan(args if keep_model or args.plan else argparse.Namespace(**{**vars(args), "model": DEFAULT_MODEL}))
+    built = plan_from_command(read, base, keep_model=keep_model)
+    plan = plan_from_args(without_model(args), built.plan)  # the options override the command
+    result = estimate(plan)
+    if args.save:
+        save_plan(plan, args.save, force=args.force, mode=Mode.INFERENCE)
+    if args.json:
+        document = json.loads(estimate_json_text(result, Mode.INFERENCE))
+        document["from_command"] = command_report(read, built)
+        return json.dumps(document, indent=2, allow_nan=False) + "\n"
+    saved = f"\nSaved the plan to {one_line(args.save)}\n" if args.save else ""
+    return render_command(read, built) + "\n\n" + render_serving(result, gib=args.gib) + "\n" + saved
+
+
+def _text(args: argparse.Namespace) -> str:
+    if (args.launch_text is None) == (args.command_file is None):
+        raise UsageError("give the launch command once: as one quoted argument, or --file FILE (-: stdin)")
+    if args.launch_text is not None:
+        return command_text(args.launch_text)
+    path = args.command_file
+    try:
+        if path == "-":
+            raw = sys.stdin.buffer.read(MAX_COMMAND_CHARS * 4 + 1)
+        else:
+            with open(path, "rb") as handle:
+                raw = handle.read(MAX_COMMAND_CHARS * 4 + 1)
+    except OSError as exc:
+        raise PlanFileError(path, exc.strerror or str(exc)) from None
+    return command_text(raw, "stdin" if path == "-" else path)
+
+
+def command_report(read: CommandRead, built: CommandPlan) -> dict[str, Any]:
+    return {
+        "engine": read.engine.value,
+        "model": read.model_ref,
+        "model_found": built.model.how,
+        "read": [{"words": n.words, "set": n.why} for n in read.read],
+        "ignored": [n.words for n in read.ignored],
+        "not_expressed": [{"words": n.words, "why": n.why} for n in read.unexpressed],
+        "not_understood": list(read.unknown),
+        "notes": [*read.notes, *built.notes],
+    }
+
+
+def render_command(read: CommandRead, built: CommandPlan) -> str:
+    lines = [f"From the {read.engine_label} launch command"]
+    lines += [f"  {note}" for note in built.notes]
+    width = min(40, max((len(n.words) for n in read.read), default=10))
+    lines += [f"  {_short(n.words):<{width}}  → {n.why}" for n in read.read]
+    ignored = "; ".join(_short(n.words) for n in read.ignored) or "none"
+    lines.append(f"  ignored, no effect on memory or speed ({len(read.ignored)}): {ignored}")
+    lines.append(f"  not expressed in the plan ({len(read.unexpressed)})" + (":" if read.unexpressed else ": none"))
+    lines += [f"    {_short(n.words)} — {n.why}" for n in read.unexpressed]
+    unknown = "; ".join(_short(u) for u in read.unknown) or "none"
+    lines.append(f"  not understood ({len(read.unknown)}): {unknown}")
+    lines += [f"  note: {note}" for note in read.notes]
+    return "\n".join(one_line(line) for line in lines)
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= 80 else text[:77] + "..."

@@ -1,0 +1,286 @@
+"""Every flag ``vllm serve`` and ``python -m sglang.launch_server`` define: the reader of a pasted launch command
+(:mod:`core.files.launch.serve_command`) tells a flag the engine has from one it does not, and a switch from a flag
+that takes a value, by these tables.
+
+Read from the released wheels on PyPI (``pip download --no-deps vllm==X`` / ``sglang==X``, unzipped; the option
+strings of every ``add_argument`` call, a dataclass-built flag's switch-ness from its field's ``bool`` type):
+
+* vLLM 0.8.5, 0.10.2 and 0.19.0: ``vllm/engine/arg_utils.py`` (``EngineArgs.add_cli_args``,
+  ``AsyncEngineArgs.add_cli_args``; from 0.10 most flags come from the config dataclasses through ``get_kwargs``,
+  whose ``bool`` fields get ``argparse.BooleanOptionalAction`` and so a ``--no-`` spelling too) and
+  ``vllm/entrypoints/openai/cli_args.py`` (``make_arg_parser``; 0.10 on: ``FrontendArgs``' fields). The union of
+  the three: a flag one release dropped (``--swap-space``, gone by 0.19) is still vLLM's.
+* SGLang 0.4.3.post4, 0.4.6, 0.4.7, 0.4.10, 0.5.1, 0.5.10, 0.5.11 (``sglang/srt/server_args.py``
+  ``ServerArgs.add_cli_args``) and 0.5.23 (the annotated fields of ``sglang/srt/arg_groups/fields/*.py``, with their
+  ``aliases`` and ``cli_name``, that ``arg_groups/arg_utils.py`` ``add_cli_args_from_dataclass`` turns into flags,
+  plus the ones ``server_args.py`` still adds by hand). A flag that was a switch in any release read is a switch.
+
+Neither engine turns argparse's prefix matching off (vLLM's ``FlexibleArgumentParser`` in
+``vllm/utils/argparse_utils.py`` 0.19.0 and ``vllm/utils/__init__.py`` 0.10.2 pass no ``allow_abbrev``; SGLang's
+parser is a plain ``argparse.ArgumentParser``): ``--tp`` is SGLang's ``--tp-size``.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+
+def flag_names(text: str) -> frozenset[str]:
+    """The flags of a table written as words, a few to a line."""
+    return frozenset(text.split())
+
+
+VLLM_SWITCHES: Final = flag_names(
+    """
+    --aggregate-engine-logging --allow-credentials --allow-deprecated-quantization --async-scheduling
+    --calculate-kv-scales --cudagraph-metrics --data-parallel-external-lb --data-parallel-hybrid-lb
+    --disable-async-output-proc --disable-cascade-attn --disable-chunked-mm-input --disable-custom-all-reduce
+    --disable-fastapi-docs --disable-frontend-multiprocessing --disable-hybrid-kv-cache-manager
+    --disable-log-requests --disable-log-stats --disable-mm-preprocessor-cache --disable-nccl-for-dp-synchronization
+    --disable-sliding-window --disable-uvicorn-access-log --enable-auto-tool-choice --enable-chunked-prefill
+    --enable-dbo --enable-elastic-ep --enable-ep-weight-filter --enable-eplb --enable-expert-parallel
+    --enable-flashinfer-autotune --enable-force-include-usage --enable-layerwise-nvtx-tracing --enable-log-deltas
+    --enable-log-outputs --enable-log-requests --enable-logging-iteration-details --enable-lora --enable-mfu-metrics
+    --enable-mm-embeds --enable-multimodal-encoder-data-parallel --enable-offline-docs --enable-prefix-caching
+    --enable-prompt-adapter --enable-prompt-embeds --enable-prompt-tokens-details --enable-reasoning
+    --enable-request-id-headers --enable-return-routed-experts --enable-server-load-tracking --enable-sleep-mode
+    --enable-ssl-refresh --enable-tokenizer-info-endpoint --enable-tower-connector-lora --enforce-eager
+    --eplb-log-balancedness --exclude-tools-when-tool-choice-none --fail-on-environ-validation --fully-sharded-loras
+    --headless --interleave-mm-strings --kv-cache-metrics --kv-sharing-fast-prefill --language-model-only
+    --log-error-stack --mm-encoder-only --multi-step-stream-outputs --no-allow-credentials
+    --no-allow-deprecated-quantization --no-async-scheduling --no-calculate-kv-scales --no-cudagraph-metrics
+    --no-data-parallel-external-lb --no-data-parallel-hybrid-lb --no-disable-cascade-attn
+    --no-disable-chunked-mm-input --no-disable-custom-all-reduce --no-disable-fastapi-docs
+    --no-disable-frontend-multiprocessing --no-disable-hybrid-kv-cache-manager --no-disable-log-requests
+    --no-disable-nccl-for-dp-synchronization --no-disable-sliding-window --no-disable-uvicorn-access-log
+    --no-enable-auto-tool-choice --no-enable-chunked-prefill --no-enable-dbo --no-enable-elastic-ep
+    --no-enable-ep-weight-filter --no-enable-eplb --no-enable-expert-parallel --no-enable-flashinfer-autotune
+    --no-enable-force-include-usage --no-enable-layerwise-nvtx-tracing --no-enable-log-deltas
+    --no-enable-log-outputs --no-enable-log-requests --no-enable-logging-iteration-details --no-enable-lora
+    --no-enable-mfu-metrics --no-enable-mm-embeds --no-enable-offline-docs --no-enable-prefix-caching
+    --no-enable-prompt-adapter --no-enable-prompt-embeds --no-enable-prompt-tokens-details
+    --no-enable-request-id-headers --no-enable-return-routed-experts --no-enable-server-load-tracking
+    --no-enable-sleep-mode --no-enable-ssl-refresh --no-enable-tokenizer-info-endpoint
+    --no-enable-tower-connector-lora --no-enforce-eager --no-eplb-log-balancedness
+    --no-exclude-tools-when-tool-choice-none --no-fail-on-environ-validation --no-fully-sharded-loras
+    --no-interleave-mm-strings --no-kv-cache-metrics --no-kv-sharing-fast-prefill --no-language-model-only
+    --no-log-error-stack --no-mm-encoder-only --no-multi-step-stream-outputs --no-ray-workers-use-nsight
+    --no-return-tokens-as-token-ids --no-scheduler-reserve-full-isl --no-skip-mm-profiling --no-skip-tokenizer-init
+    --no-specialize-active-lora --no-tokens-only --no-trust-remote-code --no-trust-request-chat-template
+    --no-use-tqdm-on-load --ray-workers-use-nsight --return-tokens-as-token-ids --scheduler-reserve-full-isl
+    --skip-mm-profiling --skip-tokenizer-init --specialize-active-lora --tokens-only --trust-remote-code
+    --trust-request-chat-template --use-tqdm-on-load --use-v2-block-manager -dpe -dph -ep
+    """
+)
+
+VLLM_VALUED: Final = flag_names(
+    """
+    --additional-config --all2all-backend --allowed-headers --allowed-local-media-path --allowed-media-domains
+    --allowed-methods --allowed-origins --api-key --api-server-count --attention-backend --attention-config
+    --block-size --chat-template --chat-template-content-format --code-revision --collect-detailed-traces
+    --compilation-config --config --config-format --convert --cp-kv-cache-interleave-size --cpu-offload-gb
+    --cpu-offload-params --cuda-graph-sizes --cudagraph-capture-sizes --data-parallel-address
+    --data-parallel-backend --data-parallel-rank --data-parallel-rpc-port --data-parallel-size
+    --data-parallel-size-local --data-parallel-start-rank --dbo-decode-token-threshold --dbo-prefill-token-threshold
+    --dcp-comm-backend --dcp-kv-cache-interleave-size --decode-context-parallel-size --default-chat-template-kwargs
+    --default-mm-loras --device --disable-access-log-for-endpoints --distributed-executor-backend
+    --distributed-timeout-seconds --download-dir --dtype --ec-transfer-config --enable-lora-bias --eplb-config
+    --eplb-step-interval --eplb-window-size --expert-placement-strategy --gdn-prefill-backend --generation-config
+    --gpu-memory-utilization --guided-decoding-backend --guided-decoding-disable-additional-properties
+    --guided-decoding-disable-any-whitespace --guided-decoding-disable-fallback --h11-max-header-count
+    --h11-max-incomplete-event-size --hf-config-path --hf-overrides --hf-token --host --ignore-patterns
+    --io-processor-plugin --kernel-config --kv-cache-dtype --kv-cache-dtype-skip-layers --kv-cache-memory-bytes
+    --kv-cache-metrics-sample --kv-events-config --kv-offloading-backend --kv-offloading-size --kv-transfer-config
+    --limit-mm-per-prompt --load-format --log-config-file --logits-processor-pattern --logits-processors
+    --logprobs-mode --long-lora-scaling-factors --long-prefill-token-threshold --lora-dtype --lora-extra-vocab-size
+    --lora-modules --lora-target-modules --mamba-block-size --mamba-cache-dtype --mamba-cache-mode
+    --mamba-ssm-cache-dtype --master-addr --master-port --max-cpu-loras --max-cudagraph-capture-size --max-log-len
+    --max-logprobs --max-long-partial-prefills --max-lora-rank --max-loras --max-model-len --max-num-batched-tokens
+    --max-num-partial-prefills --max-num-seqs --max-parallel-loading-workers --max-prompt-adapter-token
+    --max-prompt-adapters --max-seq-len-to-capture --media-io-kwargs --middleware --mm-encoder-attn-backend
+    --mm-encoder-tp-mode --mm-processor-cache-gb --mm-processor-cache-type --mm-processor-kwargs
+    --mm-shm-cache-max-object-size-mb --mm-tensor-ipc --model --model-impl --model-loader-extra-config --moe-backend
+    --nnodes --node-rank --num-gpu-blocks-override --num-lookahead-slots --num-redundant-experts
+    --num-scheduler-steps --offload-backend --offload-group-size --offload-num-in-group --offload-params
+    --offload-prefetch-step --optimization-level --otlp-traces-endpoint --override-attention-dtype
+    --override-generation-config --override-neuron-config --override-pooler-config --performance-mode
+    --pipeline-parallel-size --pooler-config --port --preemption-mode --prefill-context-parallel-size
+    --prefix-caching-hash-algo --profiler-config --prompt-adapters --pt-load-map-location
+    --qlora-adapter-name-or-path --quantization --reasoning-config --reasoning-parser --reasoning-parser-plugin
+    --renderer-num-workers --response-role --revision --root-path --rope-scaling --rope-theta --runner
+    --safetensors-load-strategy --scheduler-cls --scheduler-delay-factor --scheduling-policy --seed
+    --served-model-name --show-hidden-metrics-for-version --shutdown-timeout --speculative-config --ssl-ca-certs
+    --ssl-cert-reqs --ssl-certfile --ssl-ciphers --ssl-keyfile --stream-interval --structured-outputs-config
+    --swap-space --task --tensor-parallel-size --tokenizer --tokenizer-mode --tokenizer-pool-extra-config
+    --tokenizer-pool-size --tokenizer-pool-type --tokenizer-revision --tool-call-parser --tool-parser-plugin
+    --tool-server --ubatch-size --uds --uvicorn-log-level --video-pruning-rate --weight-transfer-config --worker-cls
+    --worker-extension-cls -O -ac -asc -cc -dcp -dp -dpa -dpb -dpl -dpn -dpp -dpr -n -pcp -pp -q -r -sc -tp
+    """
+)
+
+SGLANG_SWITCHES: Final = flag_names(
+    """
+    --abort-on-priority-when-disabled --allow-auto-truncate --checkpoint-engine-wait-weights-before-ready
+    --collect-tokens-histogram --constrained-json-disable-any-whitespace --dcp-replicate-q-proj --debug-cuda-graph
+    --debug-tensor-dump-prefill-only --delete-ckpt-after-loading --disable-aiter-allreduce-fusion-in-decode
+    --disable-aiter-allreduce-fusion-in-prefill --disable-attn-tp-gather --disable-chunked-prefix-cache
+    --disable-cuda-graph --disable-cuda-graph-padding --disable-custom-all-reduce --disable-decode-cuda-graph
+    --disable-fast-image-processor --disable-flashinfer-autotune --disable-flashinfer-cutlass-moe-fp4-allgather
+    --disable-hybrid-swa-memory --disable-mla --disable-outlines-disk-cache --disable-overlap-schedule
+    --disable-piecewise-cuda-graph --disable-prefill-cuda-graph --disable-priority-preemption --disable-radix-cache
+    --disable-shared-experts-fusion --disable-tokenizer-batch-decode --disaggregation-decode-enable-offload-kvcache
+    --disaggregation-decode-enable-radix-cache --disaggregation-enable-kv-checksum --dllm-fdfo --elastic-ep-rejoin
+    --enable-adaptive-dispatch-to-encoder --enable-aiter-allreduce-fusion --enable-amd-monokernel
+    --enable-attn-tp-input-scattered --enable-breakable-cuda-graph --enable-broadcast-mm-inputs-process
+    --enable-cache-report --enable-cp-decode-attn-tp --enable-cudagraph-gc --enable-custom-logit-processor
+    --enable-decoder-swa-bounded-replay --enable-deepep-moe --enable-deepseek-v4-fp4-indexer
+    --enable-dense-mlp-attn-tp --enable-deterministic-inference --enable-double-sparsity --enable-dp-attention
+    --enable-dp-attention-local-control-broadcast --enable-dp-lm-head --enable-draft-weights-cpu-backup
+    --enable-dsa-cache-layer-split --enable-dsa-fused-indexer --enable-dynamic-batch-tokenizer
+    --enable-dynamic-chunking --enable-elastic-expert-backup --enable-encoder-swa-bounded-replay --enable-ep-moe
+    --enable-eplb --enable-expert-distribution-metrics --enable-flashinfer-allreduce-fusion
+    --enable-flashinfer-cutlass-moe --enable-flashinfer-mla --enable-flashinfer-mxfp4-moe
+    --enable-flashinfer-trtllm-moe --enable-flexkv --enable-forward-pass-metrics --enable-fp32-lm-head
+    --enable-fused-moe-sum-all-reduce --enable-fused-qk-norm-rope --enable-hicache --enable-hierarchical-cache
+    --enable-hisparse --enable-http-worker-reuseport --enable-http2 --enable-int8-mamba-checkpoint
+    --enable-kv-cache-sharding --enable-layernorm-sp --enable-layerwise-nvtx-marker --enable-lean-attention
+    --enable-linear-replayssm --enable-linear-replayssm-spec --enable-linker-mla-dedup --enable-lmcache
+    --enable-lora --enable-lora-overlap-loading --enable-mamba-cache-stochastic-rounding
+    --enable-megamoe-for-layernorm-sp --enable-memory-saver --enable-metrics --enable-metrics-for-all-schedulers
+    --enable-mfu-metrics --enable-mis --enable-mixed-chunk --enable-mm-global-cache --enable-mscclpp
+    --enable-multi-layer-eagle --enable-multimodal --enable-nan-detection --enable-nccl-nvls
+    --enable-nsa-prefill-context-parallel --enable-nvidia-megakernel --enable-p2p-check
+    --enable-page-major-kv-layout --enable-paged-experts --enable-pd-role-switch --enable-pdmux
+    --enable-precise-embedding-interpolation --enable-prefill-context-parallel --enable-prefill-cp
+    --enable-prefill-delayer --enable-prefix-mm-cache --enable-priority-scheduling --enable-profile-cuda-graph
+    --enable-quant-communications --enable-request-time-stats-logging --enable-response-store
+    --enable-return-aux-hidden-states --enable-return-hidden-states --enable-return-indexer-topk
+    --enable-return-routed-experts --enable-scattered-sconv --enable-session-radix-cache
+    --enable-shared-experts-attn-tp --enable-single-batch-overlap --enable-ssl-refresh --enable-streaming-session
+    --enable-strict-thinking --enable-symm-mem --enable-tf32-matmul --enable-tokenizer-batch-encode
+    --enable-torch-compile --enable-torch-compile-debug-mode --enable-torch-symm-mem --enable-tp-lm-head-all-to-all
+    --enable-trace --enable-triton-kernel-moe --enable-two-batch-overlap --enable-unified-cache-external-linker
+    --enable-unified-memory --enable-w4a4-mxfp4-megamoe --enable-waterfill --enable-watermark
+    --enable-weights-cpu-backup --encoder-only --enforce-disable-flashinfer-allreduce-fusion
+    --enforce-piecewise-cuda-graph --enforce-shared-experts-fusion --experts-shared-outer-loras
+    --export-metrics-to-file --flashinfer-mla-disable-ragged --grpc-mode --incremental-streaming-output
+    --is-embedding --keep-mm-feature-on-device --language-model-only --language-only --log-requests
+    --lora-strict-loading --lora-use-virtual-experts --mlx-enable-sampling --mm-enable-dp-encoder
+    --no-experts-shared-outer-loras --no-lora-strict-loading --no-record-nolora-graph --ple-offload-embedding
+    --pre-warm-nccl --prefill-only-disable-kv-cache --quantize-and-serve --record-nolora-graph
+    --remote-instance-weight-loader-start-seed-via-transfer-engine --return-input-ids --return-output-ids
+    --schedule-low-priority-values-first --show-time-cost --skip-server-warmup --skip-tokenizer-init --sleep-on-idle
+    --smg-grpc-mode --speculative-adaptive --speculative-dspark-align-verify-tokens-to-graph-tier
+    --speculative-enable-w4a4-mxfp4-megamoe --speculative-skip-dp-mlp-sync --speculative-use-block-verification
+    --speculative-use-rejection-sampling --stream-output --stream-response-default-include-usage
+    --strip-thinking-cache --triton-attention-reduce-in-fp32 --trust-mm-content-hashes --trust-remote-code
+    --trust-request-chat-template --use-ray --weight-loader-disable-mmap --weight-loader-drop-cache-after-load
+    --weight-loader-prefetch-checkpoints
+    """
+)
+
+SGLANG_VALUED: Final = flag_names(
+    """
+    --admin-api-key --allowed-media-domains --api-key --asr-max-buffer-seconds --asr-max-concurrent-sessions
+    --attention-backend --attention-context-parallel-size --attention-data-parallel-size --attn-cp-size
+    --attn-dp-size --base-gpu-id --batch-notify-size --bf16-gemm-backend --boundary-reduction
+    --bucket-e2e-request-latency --bucket-inter-token-latency --bucket-time-to-first-token --c128-page-size
+    --chat-template --chunked-prefill-size --completion-template --config --constrained-json-max-whitespace-cnt
+    --constrained-json-whitespace-pattern --context-bucket --context-length --cp-strategy --cpu-offload-gb
+    --crash-dump-folder --cuda-graph-backend-decode --cuda-graph-backend-prefill --cuda-graph-bs
+    --cuda-graph-bs-decode --cuda-graph-bs-prefill --cuda-graph-config --cuda-graph-max-bs
+    --cuda-graph-max-bs-decode --cuda-graph-max-bs-prefill --cuda-graph-max-seq-len-prefill
+    --cuda-graph-prefill-max-context --custom-sigquit-handler --custom-weight-loader --data-parallel-size
+    --dcp-comm-backend --dcp-size --debug-tensor-dump-inject --debug-tensor-dump-input-file
+    --debug-tensor-dump-layers --debug-tensor-dump-output-folder --decode-attention-backend
+    --decode-context-parallel-size --decode-log-interval --decoupled-spec-bind-endpoint
+    --decoupled-spec-connect-endpoints --decoupled-spec-rank --decoupled-spec-role --decrypted-config-file
+    --decrypted-draft-config-file --deepep-config --deepep-dispatcher-output-dtype --deepep-mode --deepep-v2-mode
+    --default-chat-template-kwargs --default-priority-value --detokenizer-worker-num --device
+    --disaggregation-bootstrap-port --disaggregation-decode-allocation-policy --disaggregation-decode-dp
+    --disaggregation-decode-extra-slots --disaggregation-decode-host-receive-threshold
+    --disaggregation-decode-polling-interval --disaggregation-decode-retraction-backup --disaggregation-decode-tp
+    --disaggregation-ib-device --disaggregation-mode --disaggregation-prefill-pp --disaggregation-transfer-backend
+    --dist-init-addr --dist-timeout --dllm-algorithm --dllm-algorithm-config --download-dir --dp-size
+    --ds-channel-config-path --ds-heavy-channel-num --ds-heavy-channel-type --ds-heavy-token-num
+    --ds-sparse-decode-threshold --dsa-decode-backend --dsa-paged-mqa-logits-backend --dsa-prefill-backend
+    --dsa-topk-backend --dsa-triton-union --dsv4-attn-backend --dsv4-prefill-backend --dtype --dwdp-size
+    --dynamic-batch-tokenizer-batch-size --dynamic-batch-tokenizer-batch-timeout --elastic-ep-backend
+    --elastic-ep-initial-size --elastic-ep-join-mode --elastic-ep-join-rank-offset --elastic-ep-scale-timeout
+    --enable-flashmla --enable-piecewise-cuda-graph --encoder-bootstrap-port --encoder-register-urls
+    --encoder-transfer-backend --encoder-urls --engine-info-bootstrap-port --ep --ep-dispatch-algorithm
+    --ep-num-redundant-experts --ep-size --eplb-algorithm --eplb-min-rebalancing-utilization-threshold
+    --eplb-rebalance-layers-per-chunk --eplb-rebalance-num-iterations --expert-balancedness-report-mode
+    --expert-distribution-recorder-buffer-size --expert-distribution-recorder-mode --expert-parallel-size
+    --export-metrics-to-file-dir --extra-metric-labels --fastapi-root-path --file-storage-path
+    --flashinfer-a2a-dispatch-type --flashinfer-allreduce-fusion-backend --flashinfer-autotune-skip-ops
+    --flashinfer-mxfp4-moe-precision --flexkv-config-file --forward-hooks --forward-pass-metrics-ipc-name
+    --forward-pass-metrics-worker-id --fp4-gemm-backend --fp8-gemm-backend --fuseep-mode --gated-launch-port
+    --gc-threshold --gc-warning-threshold-secs --generation-tokens-buckets --gpu-id-step --grammar-backend
+    --grpc-http-sidecar-port --grpc-port --grpc-response-timeout-secs --hf-chat-template-name
+    --hicache-host-memory-fraction --hicache-host-memory-mode --hicache-io-backend --hicache-mem-layout
+    --hicache-ratio --hicache-size --hicache-storage-backend --hicache-storage-backend-extra-config
+    --hicache-storage-prefetch-policy --hicache-storage-prefetch-retry-max-attempts
+    --hicache-storage-prefetch-retry-poll-interval --hicache-write-policy
+    --hierarchical-sparse-attention-extra-config --hisparse-config --host --http2-initial-connection-window-size
+    --http2-max-concurrent-streams --hybrid-kvcache-ratio --image-processor-backend --impl --init-expert-location
+    --int8-mamba-ckpt-size --json-model-override-args --kt-cpuinfer --kt-max-deferred-experts-per-token --kt-method
+    --kt-num-gpu-experts --kt-threadpool-count --kt-weight-path --kv-cache-dtype --kv-canary --kv-canary-real-data
+    --kv-canary-sweep-interval --kv-events-config --limit-mm-data-per-request --linear-attn-backend
+    --linear-attn-decode-backend --linear-attn-prefill-backend --linear-attn-verify-backend
+    --linear-replayssm-cache-len --lmcache-config-file --load-balance-method --load-format --load-publish-endpoint
+    --load-snapshot-publish-interval --log-level --log-level-http --log-requests-format --log-requests-level
+    --log-requests-target --lora-backend --lora-drain-wait-threshold --lora-eviction-policy --lora-paths
+    --lora-target-modules --mamba-backend --mamba-cache-philox-rounds --mamba-full-memory-ratio
+    --mamba-max-states-per-path --mamba-radix-cache-strategy --mamba-scheduler-strategy --mamba-ssm-dtype
+    --mamba-track-interval --max-ep-size --max-loaded-loras --max-lora-chunk-size --max-lora-rank
+    --max-loras-per-batch --max-mamba-cache-size --max-micro-batch-size --max-prefill-tokens --max-queued-requests
+    --max-running-requests --max-total-tokens --media-url-max-file-size-mb --mem-fraction-static
+    --min-free-slots-delay --mm-attention-backend --mm-feature-transport --mm-global-cache-backend
+    --mm-io-worker-num --mm-preprocess-cache-size-mb --mm-process-config --mm-processor-worker-num --model
+    --model-checksum --model-config-parser --model-impl --model-loader-extra-config --model-path
+    --modelexpress-config --modelopt-checkpoint-restore-path --modelopt-checkpoint-save-path --modelopt-export-path
+    --modelopt-quant --moe-a2a-backend --moe-data-parallel-size --moe-dense-tp-size --moe-dp-size
+    --moe-runner-backend --monokernel-backend --mooncake-ib-device --msprobe-dump-config
+    --multi-item-scoring-delimiter --n-share-experts-fusion --nccl-init-addr --nccl-port --nnodes --node-rank
+    --nsa-decode-backend --nsa-prefill-backend --nsa-prefill-cp-mode --num-continuous-decode-steps
+    --num-reserved-decode-tokens --numa-node --offload-group-size --offload-mode --offload-num-in-group
+    --offload-prefetch-step --optimistic-prefill-attempts --otlp-service-name --otlp-traces-endpoint --page-size
+    --paged-experts-num-resident --pdlb-url --pdmux-config-path --piecewise-cuda-graph-compiler
+    --piecewise-cuda-graph-max-tokens --piecewise-cuda-graph-tokens --pipeline-parallel-size --ple-offload-backend
+    --ple-offload-dir --port --pp-async-batch-depth --pp-max-micro-batch-size --pp-size --preferred-sampling-params
+    --prefill-attention-backend --prefill-cp-mode --prefill-decode-interval --prefill-decode-interval-min-bs
+    --prefill-delayer-forward-passes-buckets --prefill-delayer-max-delay-ms --prefill-delayer-max-delay-passes
+    --prefill-delayer-queue-min-ratio --prefill-delayer-token-usage-low-watermark
+    --prefill-delayer-wait-seconds-buckets --prefill-kv-cache-dequant-dtype --prefill-max-requests
+    --prefill-round-robin-balance --priority-scheduling-preemption-threshold --prompt-tokens-buckets
+    --qsa-indexer-dtype --quantization --quantization-param-path --radix-cache-backend --radix-eviction-policy
+    --radix-eviction-policy-config --random-seed --reasoning-parser --remote-instance-weight-loader-backend
+    --remote-instance-weight-loader-seed-instance-ip --remote-instance-weight-loader-seed-instance-service-port
+    --remote-instance-weight-loader-send-weights-group-ports --retraction-policy --return-aux-hidden-state-layer-ids
+    --return-hidden-states-mode --revision --rl-on-policy-target --rl-quant-profile --sampling-backend
+    --sampling-defaults --sampling-mask-max-tokens --schedule-conservativeness --schedule-policy
+    --scheduler-recv-interval --served-model-name --shared-experts-tp-size --sidecar --sidecar-args --sm-group-num
+    --smg-http-sidecar-port --soft-watchdog-timeout --spec-trace-dir --speculative-accept-threshold-acc
+    --speculative-accept-threshold-single --speculative-adaptive-config --speculative-algorithm
+    --speculative-attention-mode --speculative-dflash-block-size --speculative-dflash-draft-window-size
+    --speculative-domino-candidate-pool-size --speculative-draft-attention-backend
+    --speculative-draft-kv-cache-dtype --speculative-draft-load-format --speculative-draft-model
+    --speculative-draft-model-path --speculative-draft-model-quantization --speculative-draft-model-revision
+    --speculative-draft-sink-size --speculative-draft-window-size --speculative-dsa-topk-backend
+    --speculative-dspark-block-size --speculative-dspark-confidence-sts-path --speculative-dspark-sps-table-path
+    --speculative-eagle-topk --speculative-moe-a2a-backend --speculative-moe-runner-backend
+    --speculative-ngram-capacity --speculative-ngram-external-corpus-max-tokens
+    --speculative-ngram-external-corpus-path --speculative-ngram-external-sam-budget --speculative-ngram-match-type
+    --speculative-ngram-max-bfs-breadth --speculative-ngram-max-trie-depth --speculative-ngram-min-bfs-breadth
+    --speculative-num-draft-tokens --speculative-num-steps --speculative-token-map --ssl-ca-certs --ssl-certfile
+    --ssl-keyfile --ssl-keyfile-password --startup-weight-load-mode --stream-interval --swa-full-tokens-ratio
+    --swa-prefix-tails --tbo-token-distribution-threshold --tensor-parallel-size --tokenizer-backend
+    --tokenizer-metrics-allowed-custom-labels --tokenizer-metrics-custom-labels-header --tokenizer-mode
+    --tokenizer-path --tokenizer-worker-num --tool-call-parser --tool-server --torch-compile-max-bs --torchao-config
+    --tp-size --trace-modules --triton-attention-num-kv-splits --triton-attention-split-tile-size
+    --unified-cache-external-linker-backend --unified-cache-external-linker-config --uno-lora-path
+    --uvicorn-access-log-exclude-prefixes --warmups --watchdog-timeout --watermark-config --weight-cache-mode
+    --weight-cache-socket --weight-cache-timeout --weight-loader-prefetch-num-threads --weight-version
+    """
+)

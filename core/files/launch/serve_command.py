@@ -1,0 +1,909 @@
+"""A pasted ``vllm serve`` / SGLang launch command read back into the serving plan, nothing dropped unsaid.
+
+:func:`read_command` takes the text a user has (a shell line, with ``\\``-newline continuations, quotes, ``KEY=VALUE``
+words in front, a ``docker run`` around it, the comment lines of an export) and returns a :class:`CommandRead`: the
+plan fields it set, each with the words it came from; the flags that change nothing the planner models (listed as
+ignored, the engine's own flags for the server's address, logging, tokenizer, chat and tool parsing); the engine's
+flags that change memory or speed but which the plan cannot express, each with why; and every word not understood.
+Which words are the engine's flags, and which take a value: :mod:`core.files.launch.engine_flags`.
+
+It handles ``vllm serve MODEL`` (the model also as ``--model``), ``python -m vllm.entrypoints.openai.api_server
+--model``, ``python -m sglang.launch_server --model-path`` (alias ``--model``), ``--flag=value`` and ``--flag value``,
+vLLM's underscore spellings (``FlexibleArgumentParser`` turns ``_`` into ``-`` in a flag's name) and argparse's
+unique prefixes in both engines. :func:`plan_from_command` finds the model (a local folder, the local Hugging Face
+cache, the catalogue by name) and builds the plan on a base plan (its card, its other settings); an unknown model is
+one message with the closest catalogue names.
+
+The flags a plan's export writes (:mod:`core.files.launch.vllm`, :mod:`core.files.launch.sglang`) are all read back:
+export, then read, gives the same serving fields (``tests/core/test_launch_roundtrip.py``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Final
+
+from core.catalogue import load_models
+from core.dtypes import KvDtype, WeightFormat
+from core.errors import PlanError, PlanFileError, one_line
+from core.files.launch import sglang as sg
+from core.files.launch import vllm as vl
+from core.files.launch.engine_flags import SGLANG_SWITCHES, SGLANG_VALUED, VLLM_SWITCHES, VLLM_VALUED, flag_names
+from core.files.runconfig import ModelChoice, model_choice
+from core.inputs import BY_PATH, SglangVersion, VllmVersion
+from core.plan import ENGINE_LABELS, Engine, Plan, PrefixCaching
+
+MAX_COMMAND_CHARS: Final = 64_000  # a launch line is a few hundred characters; vLLM's JSON flags a few thousand
+MAX_WORDS: Final = 2_000
+WHERE: Final = "the launch command"
+NO_EFFECT: Final = "no effect on memory or speed"
+NOT_MODELLED: Final = (
+    "changes what the engine holds or how fast it runs, but the plan has no setting for it: the estimate takes "
+    "the engine's default"
+)
+
+
+@dataclass(frozen=True)
+class FlagNote:
+    """Words of the command and what became of them: a plan field set, or why not."""
+
+    words: str  # as written: "--max-model-len 32K"
+    why: str  # "Context = 32,768" (the field as the Serving form labels it), or why it is not used
+    field: str = ""  # the plan field set ("inference.context"); "" for a word not used
+
+
+@dataclass(frozen=True)
+class CommandRead:
+    engine: Engine  # VLLM or SGLANG
+    model_ref: str  # the model as the command names it ("" when it names none)
+    fields: Mapping[str, Any]  # plan fields by dotted name ("inference.context": 8192)
+    read: tuple[FlagNote, ...]  # what each understood flag set
+    ignored: tuple[FlagNote, ...]  # the engine's flags with no effect on memory or speed
+    unexpressed: tuple[FlagNote, ...]  # the engine's flags (and values) the plan cannot express, with why
+    unknown: tuple[str, ...]  # words not understood: not the engine's flags, or a value it does not take
+    notes: tuple[str, ...] = ()  # the environment, docker's options, the GPUs visible
+    context_given: bool = True  # False: the engine's default (the model's own length) applies
+    dtype_given: bool = True  # False: --dtype auto, the checkpoint's dtype
+
+    @property
+    def engine_label(self) -> str:
+        return ENGINE_LABELS[self.engine]
+
+
+# ---- the flags each engine's argument definitions name, by what they do to the plan ------------------
+# vLLM 0.19.0 vllm/entrypoints/openai/cli_args.py (FrontendArgs, make_arg_parser) and vllm/engine/arg_utils.py
+# (ModelConfig's tokenizer, revision, seed; ObservabilityConfig; the parsers of StructuredOutputsConfig): the server's
+# address, security, logging, metrics, chat and tool handling and where files come from. None of them sizes a buffer
+# on the GPU or changes a kernel.
+VLLM_IGNORED: Final = flag_names(
+    """
+    --host --port --uds --api-key --served-model-name --trust-remote-code --no-trust-remote-code
+    --disable-log-requests --enable-log-requests --no-enable-log-requests --disable-log-stats --no-disable-log-stats
+    --uvicorn-log-level --disable-uvicorn-access-log --no-disable-uvicorn-access-log
+    --disable-access-log-for-endpoints --allow-credentials --no-allow-credentials --allowed-origins
+    --allowed-methods --allowed-headers --ssl-keyfile --ssl-certfile --ssl-ca-certs --ssl-cert-reqs --ssl-ciphers
+    --enable-ssl-refresh --no-enable-ssl-refresh --root-path --middleware --chat-template
+    --chat-template-content-format --trust-request-chat-template --no-trust-request-chat-template
+    --default-chat-template-kwargs --response-role --enable-auto-tool-choice --no-enable-auto-tool-choice
+    --exclude-tools-when-tool-choice-none --no-exclude-tools-when-tool-choice-none --tool-call-parser
+    --tool-parser-plugin --tool-server --reasoning-parser --reasoning-parser-plugin --enable-reasoning --tokenizer
+    --tokenizer-mode --tokenizer-revision --revision --code-revision --download-dir --hf-token --seed --max-log-len
+    --return-tokens-as-token-ids --no-return-tokens-as-token-ids --enable-prompt-tokens-details
+    --no-enable-prompt-tokens-details --enable-server-load-tracking --no-enable-server-load-tracking
+    --enable-force-include-usage --no-enable-force-include-usage --enable-tokenizer-info-endpoint
+    --no-enable-tokenizer-info-endpoint --disable-fastapi-docs --no-disable-fastapi-docs --enable-offline-docs
+    --no-enable-offline-docs --enable-request-id-headers --no-enable-request-id-headers --log-config-file
+    --otlp-traces-endpoint --collect-detailed-traces --show-hidden-metrics-for-version --enable-log-outputs
+    --no-enable-log-outputs --enable-log-deltas --no-enable-log-deltas --log-error-stack --no-log-error-stack
+    --h11-max-incomplete-event-size --h11-max-header-count --kv-cache-metrics --no-kv-cache-metrics
+    --kv-cache-metrics-sample --cudagraph-metrics --no-cudagraph-metrics --enable-mfu-metrics
+    --no-enable-mfu-metrics --aggregate-engine-logging --no-aggregate-engine-logging
+    --enable-logging-iteration-details --no-enable-logging-iteration-details --use-tqdm-on-load
+    --no-use-tqdm-on-load --ignore-patterns --generation-config --override-generation-config
+    --guided-decoding-backend --structured-outputs-config --config-format --shutdown-timeout
+    --distributed-timeout-seconds --master-addr --master-port --node-rank -r --fail-on-environ-validation
+    --no-fail-on-environ-validation --lora-modules --max-logprobs --logprobs-mode
+    """
+)
+# SGLang 0.5.23 arg_groups/fields/serving.py and observability.py (0.4.x - 0.5.11: the same flags in
+# server_args.py ServerArgs.add_cli_args): address, keys, logs, metrics, tokenizer, chat and parsers.
+SGLANG_IGNORED: Final = flag_names(
+    """
+    --host --port --api-key --admin-api-key --served-model-name --trust-remote-code --log-level --log-level-http
+    --log-requests --log-requests-level --enable-metrics --enable-metrics-for-all-schedulers --tokenizer-path
+    --tokenizer-mode --revision --download-dir --chat-template --completion-template --tool-call-parser
+    --reasoning-parser --random-seed --show-time-cost --decode-log-interval --enable-cache-report --watchdog-timeout
+    --dist-init-addr --node-rank --enable-p2p-check --model-loader-extra-config --file-storage-path
+    --skip-server-warmup --warmups --crash-dump-folder --enable-request-time-stats-logging
+    --bucket-time-to-first-token --bucket-inter-token-latency --bucket-e2e-request-latency
+    --collect-tokens-histogram --prompt-tokens-buckets --generation-tokens-buckets --otlp-traces-endpoint
+    --enable-trace --tool-server --uvicorn-access-log-exclude-prefixes --ssl-keyfile --ssl-certfile --ssl-ca-certs
+    --ssl-keyfile-password --tokenizer-worker-num --load-watch-interval --export-metrics-to-file
+    --export-metrics-to-file-dir
+    """
+)
+# The flags that do change memory or speed and the plan has no input for, each with its own words where the usual
+# ones would mislead (the rest: NOT_MODELLED).
+VLLM_WHY: Final = {
+    "--enable-expert-parallel": "experts placed whole on each rank instead of sliced by TP: the plan slices them",
+    "--swap-space": "host RAM for swapped-out KV blocks (the V0 engine): the plan counts GPU memory",
+    "--cpu-offload-gb": "weights kept in host RAM and streamed in: the plan holds every weight on the GPU",
+    "--kv-transfer-config": "a KV connector (disaggregated prefill, LMCache): the plan serves one instance",
+    "--speculative-config": "a draft model and its KV cache beside the target's: not in the plan",
+    "--enable-lora": "LoRA adapters' slots: the plan serves the base model",
+    "--max-lora-rank": "LoRA adapters' slots: the plan serves the base model",
+    "--max-loras": "LoRA adapters' slots: the plan serves the base model",
+    "--block-size": "the KV block the release picks for the card is the plan's (core.serving.vllm_versions)",
+    "--kv-cache-memory-bytes": "a fixed KV pool instead of --gpu-memory-utilization: the plan sizes it from that",
+    "--num-gpu-blocks-override": "a fixed count of KV blocks: the plan sizes the pool from --gpu-memory-utilization",
+    "--decode-context-parallel-size": "decode context parallelism: the plan splits by TP, PP and replicas only",
+    "--enable-chunked-prefill": "chunked prefill is on by default in the V1 engine the plan models",
+    "--config": "options read from a YAML file: the file is not read here; paste its flags instead",
+    "-O": "the compilation level: the plan captures CUDA graphs unless --enforce-eager",
+    "--optimization-level": "the compilation level: the plan captures CUDA graphs unless --enforce-eager",
+    "--compilation-config": "the compilation settings: the plan captures CUDA graphs unless --enforce-eager",
+}
+SGLANG_WHY: Final = {
+    "--chunked-prefill-size": "SGLang's card default, from which the default fraction's reserve was worked out",
+    "--cuda-graph-max-bs": "SGLang's card default, from which the default fraction's reserve was worked out",
+    "--max-running-requests": "SGLang sizes it from its pool; the plan's requests at once are the clients'",
+    "--page-size": "the KV page: the plan counts tokens (page 1)",
+    "--ep-size": "experts placed whole on each rank instead of sliced by TP: the plan slices them",
+    "--enable-dp-attention": "attention data-parallel inside the TP group: the plan splits by TP, PP and replicas",
+    "--speculative-algorithm": "a draft model and its KV cache beside the target's: not in the plan",
+    "--max-total-tokens": "a fixed token pool instead of --mem-fraction-static: the plan sizes it from that",
+}
+
+
+# ---- the command's words ------------------------------------------------------------------------------
+def command_text(raw: bytes | str, where: str = WHERE) -> str:
+    """The text of a command as pasted or read from a file: refused, with one line saying why, when it is
+    empty, too long, binary or not UTF-8."""
+    if isinstance(raw, bytes):
+        if len(raw) > MAX_COMMAND_CHARS * 4:
+            raise PlanFileError(where, f"{len(raw):,} bytes: a launch command is at most {MAX_COMMAND_CHARS:,}")
+        try:
+            raw = raw.decode("utf-8-sig")
+        except UnicodeDecodeError:
+            raise PlanFileError(where, "is not text (not UTF-8): paste the command line itself") from None
+    if len(raw) > MAX_COMMAND_CHARS:
+        raise PlanFileError(where, f"{len(raw):,} characters: a launch command is at most {MAX_COMMAND_CHARS:,}")
+    if "\x00" in raw or sum(not (c.isprintable() or c in "\t\r\n") for c in raw) > 0:
+        raise PlanFileError(where, "holds control characters (binary data?): paste the command line itself")
+    if not raw.strip():
+        raise PlanFileError(where, "is empty: paste a `vllm serve` or `python -m sglang.launch_server` line")
+    return raw
+
+
+_CONTINUATION: Final = re.compile(r"\\[ \t]*\r?\n")
+_PYTHON: Final = re.compile(r"^(.*/)?python[0-9.]*$")  # python, python3, python3.12, /usr/bin/python3
+_ENV_WORD: Final = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+_SHELL_BREAKS: Final = frozenset({"&&", "||", ";", "|", "&"})
+_REDIRECT: Final = re.compile(r"^([0-9&]?>|<$)")  # > log.txt, 2>&1, >>out, &>log; "<PATH>/m" is a placeholder
+
+
+def _words(text: str, where: str) -> list[str]:
+    lines = []
+    for line in _CONTINUATION.sub(" ", text).splitlines():
+        stripped = line.strip()
+        if stripped.startswith("#") or not stripped:
+            continue  # an export's header, a comment line
+        lines.append(stripped.removeprefix("$ "))
+    try:
+        words = shell_words("\n".join(lines))
+    except ValueError as exc:  # an unterminated quote, a backslash at the end
+        raise PlanFileError(where, f"cannot be split into words as a shell would: {exc}") from None
+    return words
+
+
+# A POSIX shell's words (sh's "Token Recognition"): '...' keeps everything, "..." lets a backslash escape " \\ $ `,
+# a backslash outside quotes escapes the next character, # starts a comment only where a word would start. One regex
+# pass: shlex.split took 0.4 s on 64,000 characters of one word, too long for a dialog that reads as you type.
+_TOKEN: Final = re.compile(
+    r"""(?P<space>\s+)|(?P<single>'[^']*')|(?P<double>"[^"\\]*(?:\\.[^"\\]*)*")|(?P<escape>\\.)|(?P<plain>[^\s'"\\]+)""",
+    re.S,
+)
+_DOUBLE_ESCAPE: Final = re.compile(r'\\([\\"$`\n])')
+
+
+def shell_words(text: str, limit: int = MAX_WORDS) -> list[str]:
+    """``text`` split into words as ``sh`` splits them (quotes removed, escapes applied, comments dropped); raises
+    ValueError for an unterminated quote, a backslash with nothing after it, or more than ``limit`` words."""
+    words: list[str] = []
+    word: list[str] = []
+    started = False  # a word is open (an empty quoted word counts)
+    at = 0
+    while at < len(text):
+        match = _TOKEN.match(text, at)
+        if match is None:  # a quote with no closing one, or a backslash at the end
+            raise ValueError("No closing quotation" if text[at] in "'\"" else "No escaped character")
+        kind, token = match.lastgroup, match.group()
+        at = match.end()
+        if kind == "space":
+            if started:
+                words.append("".join(word))
+                word, started = [], False
+                if len(words) > limit:
+                    raise ValueError(f"more than {limit:,} words; a launch command has a few dozen")
+            continue
+        if kind == "plain" and not started and token.startswith("#"):
+            newline = text.find("\n", at)
+            at = len(text) if newline < 0 else newline
+            continue
+        started = True
+        if kind == "single":
+            word.append(token[1:-1])
+        elif kind == "double":
+            word.append(_DOUBLE_ESCAPE.sub(lambda m: "" if m.group(1) == "\n" else m.group(1), token[1:-1]))
+        elif kind == "escape":
+            word.append(token[1])
+        else:
+            word.append(token)
+    if started:
+        words.append("".join(word))
+    return words
+
+
+@dataclass
+class _Start:
+    engine: Engine
+    args: list[str]  # the words after the program (vllm serve's / launch_server's arguments)
+    env: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    gpus: int | None = None  # GPUs the container or CUDA_VISIBLE_DEVICES lets it see
+    image_version: str = ""  # a docker image's tag: v0.31.0
+
+
+def _segment(words: list[str]) -> tuple[list[str], list[str]]:
+    """The shell command holding the engine (split at &&, ;, |), and notes on the words around it."""
+    segments: list[list[str]] = [[]]
+    redirected: list[str] = []
+    target = False  # the word after a bare ">" names where the output goes
+    for word in words:
+        if target or _REDIRECT.match(word):
+            redirected.append(word)
+            target = word[-1] in "<>"
+        elif word in _SHELL_BREAKS:
+            segments.append([])
+        else:
+            segments[-1].append(word)
+    found = next((s for s in segments if _engine_at(s) is not None), None)
+    if found is None:
+        return words, []
+    others = [" ".join(s) for s in segments if s is not found and s]
+    notes = [f"another command beside it, not read: {one_line(o)[:120]}" for o in others]
+    if redirected:
+        notes.append(f"the shell's redirections, {NO_EFFECT}: {one_line(' '.join(redirected))[:120]}")
+    return found, notes
+
+
+def _engine_at(words: list[str]) -> tuple[Engine, int] | None:
+    """The engine the words start, and the index of its first argument."""
+    for i, word in enumerate(words):
+        name = word.rsplit("/", 1)[-1]
+        if name == "vllm" and i + 1 < len(words) and words[i + 1] == "serve":
+            return Engine.VLLM, i + 2
+        if word == "vllm.entrypoints.openai.api_server" and i > 0 and words[i - 1] == "-m":
+            return Engine.VLLM, i + 1
+        if word == "sglang.launch_server" and i > 0 and words[i - 1] == "-m":
+            return Engine.SGLANG, i + 1
+        if _image_engine(word) is not None and "run" in words[:i]:
+            return _image_engine(word), i + 1  # type: ignore[return-value]
+    return None
+
+
+_VLLM_IMAGE: Final = re.compile(r"(^|/)vllm-openai(:(?P<tag>[\w.+-]+))?(@sha256:\w+)?$")
+_SGLANG_IMAGE: Final = re.compile(r"(^|/)sglang(:(?P<tag>[\w.+-]+))?(@sha256:\w+)?$")
+
+
+def _image_engine(word: str) -> Engine | None:
+    if _VLLM_IMAGE.search(word):
+        return Engine.VLLM
+    if _SGLANG_IMAGE.search(word) and "/" in word:
+        return Engine.SGLANG
+    return None
+
+
+# docker run's options that take a value (docker 27 `docker run --help`); the rest are switches.
+_DOCKER_VALUED: Final = flag_names(
+    """
+    -e --env --env-file -p --publish -v --volume --name --gpus --ipc --shm-size --runtime --network --net -w
+    --workdir --mount --device --ulimit --platform -u --user --entrypoint --cpus --memory -m --add-host --label -l
+    --restart --pull --hostname -h --security-opt --cap-add --cap-drop --log-driver --log-opt --cidfile --pid --uts
+    --userns --tmpfs --volumes-from --link --dns --expose --group-add --memory-swap --cpuset-cpus
+    """
+)
+
+
+def _visible(value: str) -> int | None:
+    """GPUs a CUDA_VISIBLE_DEVICES value or docker's ``--gpus device=...`` names, by their ids (None: all)."""
+    value = value.strip().strip("'\"").removeprefix("device=")
+    parts = [p for p in value.split(",") if p.strip()]
+    return len(parts) if parts and value != "all" else None
+
+
+def _docker(words: list[str], start: _Start) -> None:
+    """docker run's own options before the image: the environment and the GPUs it passes in."""
+    i = words.index("run") + 1 if "run" in words else 0
+    own: list[str] = []
+    while i < len(words) and words[i].startswith("-"):
+        name, eq, value = words[i].partition("=")
+        if name in _DOCKER_VALUED and not eq and i + 1 < len(words):
+            value, i = words[i + 1], i + 1
+        if name in ("-e", "--env") and "=" in value:
+            key, _, val = value.partition("=")
+            start.env[key] = val
+        elif name == "--gpus":
+            bare = value.strip().strip("'\"")
+            start.gpus = int(bare) if bare.isdigit() else _visible(bare)  # --gpus 2: a count; device=2: an id
+            seen = "every GPU" if start.gpus is None else f"{start.gpus} GPU(s)"
+            start.notes.append(f"docker --gpus {one_line(bare)}: the container sees {seen}")
+        else:
+            own.append(name)
+        i += 1
+    if own:
+        start.notes.append(f"docker run's own options, {NO_EFFECT}: {one_line(' '.join(own))[:120]}")
+
+
+def _find_start(words: list[str]) -> _Start:
+    found = _engine_at(words)
+    if found is None:
+        shown = one_line(" ".join(words[:4]))[:80]
+        raise PlanFileError(
+            WHERE,
+            f"is not a vLLM or SGLang server launch ('{shown}'...): paste the line that starts the server, "
+            "`vllm serve MODEL ...`, `python -m vllm.entrypoints.openai.api_server --model ...` or "
+            "`python -m sglang.launch_server --model-path ...`",
+        )
+    engine, first = found
+    start = _Start(engine, words[first:])
+    before = words[: first - 1]
+    image = words[first - 1] if _image_engine(words[first - 1]) is not None else ""
+    if image:
+        tag = (_VLLM_IMAGE.search(image) or _SGLANG_IMAGE.search(image)).group("tag")  # type: ignore[union-attr]
+        start.image_version = tag or ""
+        _docker(before, start)
+        inner = _engine_at(start.args)
+        if inner is not None:  # the image's own command given: `... lmsysorg/sglang python3 -m sglang.launch_server`
+            start.engine, start.args = inner[0], start.args[inner[1] :]
+        before = []
+    skipped = []
+    for word in before:
+        if _ENV_WORD.match(word):
+            key, _, value = word.partition("=")
+            start.env[key] = value
+        elif word != "-m" and not _PYTHON.match(word) and word.rsplit("/", 1)[-1] != "vllm":  # `vllm` of vllm serve
+            skipped.append(word)
+    if skipped:
+        start.notes.append(f"before the command, not read: {one_line(' '.join(skipped))[:120]}")
+    visible = start.env.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        start.gpus = _visible(visible) if visible.strip() else 0
+    return start
+
+
+# ---- reading the arguments ----------------------------------------------------------------------------
+def _flag_name(engine: Engine, word: str) -> str:
+    """The flag as the engine's parser sees it: vLLM turns ``_`` into ``-`` up to the first ``.``."""
+    if engine is not Engine.VLLM or not word.startswith("--"):
+        return word
+    head, dot, tail = word[2:].partition(".")
+    return "--" + head.replace("_", "-") + dot + tail
+
+
+def _resolve(name: str, known: frozenset[str]) -> str | None:
+    """``name`` as the engine's parser resolves it: itself, else the one long flag it is a prefix of."""
+    if name in known:
+        return name
+    if name.startswith("--") and len(name) > 3:
+        matches = [k for k in known if k.startswith(name)]
+        if len(matches) == 1:
+            return matches[0]
+    return None
+
+
+@dataclass
+class _Args:
+    values: dict[str, str] = field(default_factory=dict)  # the flag's canonical name -> its (last) value
+    written: dict[str, str] = field(default_factory=dict)  # the flag's canonical name -> its words as written
+    switches: set[str] = field(default_factory=set)
+    positional: list[str] = field(default_factory=list)
+    unknown: list[str] = field(default_factory=list)
+    abbreviated: list[str] = field(default_factory=list)
+
+
+def _parse(engine: Engine, words: list[str]) -> _Args:
+    switches, valued = (VLLM_SWITCHES, VLLM_VALUED) if engine is Engine.VLLM else (SGLANG_SWITCHES, SGLANG_VALUED)
+    known = switches | valued
+    out = _Args()
+    i = 0
+    while i < len(words):
+        word = words[i]
+        i += 1
+        if not word.startswith("-") or word == "-" or _is_number(word):
+            out.positional.append(word)
+            continue
+        raw_name, eq, value = word.partition("=")
+        if engine is Engine.VLLM and raw_name.startswith("-O") and raw_name != "-O" and not raw_name.startswith("--"):
+            raw_name, eq, value = "-O", "=", raw_name[2:].lstrip("=")  # -O3: FlexibleArgumentParser's spelling
+        name = _flag_name(engine, raw_name)
+        base = name.partition(".")[0] if engine is Engine.VLLM else name  # --compilation-config.level 3
+        flag = _resolve(base, known)
+        if flag is None:
+            if not eq and i < len(words) and not words[i].startswith("-"):
+                value, i = words[i], i + 1  # taken as its value (shown with it)
+                out.unknown.append(f"{raw_name} {value}")
+            else:
+                out.unknown.append(word)
+            continue
+        if flag != base:
+            out.abbreviated.append(f"{raw_name} read as {flag} (argparse takes a unique prefix)")
+        if flag in switches and flag not in valued:
+            if eq:
+                out.unknown.append(f"{word} (a switch takes no value)")
+            else:
+                out.switches.add(flag)
+                out.written[flag] = raw_name
+            continue
+        if not eq:
+            if i >= len(words) or (words[i].startswith("-") and not _is_number(words[i])):
+                out.unknown.append(f"{raw_name} (no value given)")
+                continue
+            value, i = words[i], i + 1
+        key = flag if base == name else name  # a dotted JSON key keeps its path
+        out.values[key] = value
+        out.written[key] = f"{raw_name} {value}"
+    return out
+
+
+def _is_number(word: str) -> bool:
+    try:
+        float(word)
+    except ValueError:
+        return False
+    return True
+
+
+class _Reader:
+    """Turns one engine's parsed arguments into plan fields and the lists of what was not used."""
+
+    def __init__(self, engine: Engine, args: _Args) -> None:
+        self.engine = engine
+        self.args = args
+        self.fields: dict[str, Any] = {}
+        self.read: list[FlagNote] = []
+        self.unexpressed: list[FlagNote] = []
+        self.unknown: list[str] = list(args.unknown)
+        self.used: set[str] = set()
+
+    def value(self, *flags: str) -> str | None:
+        """The value of the first of ``flags`` given (its aliases: the later spelling wins, as argparse's last)."""
+        given = [f for f in self.args.values if f in flags]
+        if not given:
+            return None
+        self.used.update(given)
+        return self.args.values[given[-1]]
+
+    def switch(self, *flags: str) -> bool:
+        on = [f for f in flags if f in self.args.switches]
+        self.used.update(on)
+        return bool(on)
+
+    def set(self, path: str, value: Any, flags: tuple[str, ...]) -> None:
+        self.fields[path] = value
+        words = [self.args.written[f] for f in flags if f in self.args.written]
+        if words:
+            self.read.append(FlagNote(" ".join(words), shown_setting(path, value), path))
+
+    def number(self, path: str, flags: tuple[str, ...], parse: Callable[[str], Any], default: Any) -> None:
+        text = self.value(*flags)
+        if text is None:
+            self.fields[path] = default
+            return
+        try:
+            self.set(path, parse(text), flags)
+        except (ValueError, OverflowError):
+            self.unknown.append(f"{self.args.written.get(flags[0], text)} (not a number the engine takes)")
+            self.fields[path] = default
+
+    def cannot(self, flag: str, why: str) -> None:
+        self.unexpressed.append(FlagNote(self.args.written.get(flag, flag), why))
+
+
+def shown_setting(path: str, value: Any) -> str:
+    """``Context = 32,768``: a plan field as the Serving form labels it and shows its value (core.inputs)."""
+    spec = BY_PATH[path]
+    if spec.labels is not None and value in spec.labels:
+        shown = spec.labels[value]
+    elif isinstance(value, bool):
+        shown = "yes" if value else "no"
+    elif isinstance(value, int):
+        shown = f"{value:,}" + (f" {spec.unit}" if spec.unit else "")
+    elif isinstance(value, float):  # in the form's unit: 0.9 of the GPU is 90 %
+        shown = f"{value * spec.scale:g}" + (f" {spec.unit}" if spec.unit else "")
+    else:
+        shown = str(value)
+    return f"{spec.label} = {shown}"
+
+
+def human_int(text: str) -> int:
+    """vLLM's ``human_readable_int`` (vllm/engine/arg_utils.py 0.19.0): 32k = 32,000, 32K = 32,768, 25.6k = 25,600;
+    -1 and auto mean the model's own length (``human_readable_int_or_auto``), returned as 0."""
+    text = text.strip()
+    if text == "-1" or text.lower() == "auto":
+        return 0
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)([kKmMgGtT])", text)
+    if match is None:
+        return int(text)
+    number, suffix = match.groups()
+    if suffix.islower():
+        return int(float(number) * 10 ** (3 * "kmgt".index(suffix) + 3))
+    return int(number) << (10 * "KMGT".index(suffix) + 10)
+
+
+# vLLM ModelConfig.dtype (0.19.0 vllm/config/model.py _STR_DTYPE_TO_TORCH_DTYPE) and SGLang's --dtype choices: the
+# spellings of the three 16/32-bit types; "auto" is the checkpoint's own.
+_DTYPE_WORDS: Final = {
+    "bfloat16": WeightFormat.BF16,
+    "float16": WeightFormat.FP16,
+    "half": WeightFormat.FP16,
+    "float32": WeightFormat.FP32,
+    "float": WeightFormat.FP32,
+}
+_KV_OF: Final = {WeightFormat.BF16: KvDtype.BF16, WeightFormat.FP16: KvDtype.FP16, WeightFormat.FP32: KvDtype.FP32}
+# Quantization names read as the plan's formats beside the exports' own (vl.QUANTIZATION, sg.QUANTIZATION): vLLM
+# turns an AWQ checkpoint into awq_marlin on a card that runs Marlin (awq_marlin.py AWQMarlinConfig.get_name), the
+# same weights.
+_MORE_QUANT: Final = {"awq_marlin": WeightFormat.AWQ_INT4}
+
+
+def _weights(reader: _Reader, quantization: Mapping[WeightFormat, str], fp8_kv: Callable[[str], bool]) -> None:
+    dtype_text = reader.value("--dtype")
+    flags: tuple[str, ...] = ("--dtype",)
+    dtype: WeightFormat | None = None
+    if dtype_text is not None and dtype_text != "auto":
+        dtype = _DTYPE_WORDS.get(dtype_text)
+        if dtype is None:
+            reader.unknown.append(f"--dtype {dtype_text} (not one of auto, bfloat16, float16, half, float32, float)")
+    fmt = dtype
+    quant = reader.value("--quantization", "-q")
+    if quant is not None:
+        names: dict[str, WeightFormat] = {**{v: k for k, v in quantization.items()}, **_MORE_QUANT}
+        named = names.get(quant)
+        if named is None:
+            reader.cannot(
+                "--quantization" if "--quantization" in reader.args.values else "-q",
+                f"{quant} is not a weight format the plan has (it has "
+                f"{', '.join(sorted(quantization.values()))}): the 16-bit weights are planned",
+            )
+        else:
+            fmt = named
+            flags = ("--dtype", "--quantization", "-q")
+    kv_text = reader.value("--kv-cache-dtype")
+    kv: KvDtype | None = None
+    if kv_text is not None and kv_text != "auto":
+        if fp8_kv(kv_text):
+            kv = KvDtype.FP8
+        else:
+            reader.cannot("--kv-cache-dtype", f"{kv_text}: the plan's KV cache is the model's dtype or fp8")
+    reader.set("inference.weight_dtype", fmt or WeightFormat.BF16, flags)
+    compute = dtype or WeightFormat.BF16
+    reader.set("inference.kv_dtype", kv or _KV_OF[compute], ("--kv-cache-dtype",) if kv else ())
+    reader.fields["_dtype_given"] = dtype is not None
+
+
+def _context_and_layout(
+    reader: _Reader, context_flag: str, parse: Callable[[str], int], splits: tuple[tuple[str, ...], tuple[str, ...]]
+) -> None:
+    """The context (0, vLLM's auto: left to the engine, the model's own length) and the TP and PP sizes."""
+    context = reader.value(context_flag)
+    if context is not None:
+        try:
+            length = parse(context)
+            if length:
+                reader.set("inference.context", length, (context_flag,))
+        except ValueError:
+            reader.unknown.append(f"{context_flag} {context} (not a length the engine takes)")
+    reader.number("inference.tensor_parallel", splits[0], int, 1)
+    reader.number("inference.pipeline_parallel", splits[1], int, 1)
+
+
+def _vllm(args: _Args) -> tuple[_Reader, str]:
+    reader = _Reader(Engine.VLLM, args)
+    model = reader.value("--model") or ""
+    positional = list(args.positional)
+    if positional and not model:
+        model = positional.pop(0)
+        reader.read.append(FlagNote(model, "the model"))
+    elif model:
+        reader.read.append(FlagNote(args.written["--model"], "the model"))
+    reader.unknown += [f"{p} (a word no flag takes)" for p in positional]
+    _weights(reader, vl.QUANTIZATION, lambda v: v.startswith("fp8"))
+    _context_and_layout(
+        reader, "--max-model-len", human_int, (("--tensor-parallel-size", "-tp"), ("--pipeline-parallel-size", "-pp"))
+    )
+    reader.number("inference.replicas", ("--data-parallel-size", "-dp"), int, 1)
+    reader.number("inference.gpu_memory_utilization", ("--gpu-memory-utilization",), float, 0.0)
+    reader.number("inference.max_num_seqs", ("--max-num-seqs",), int, 0)
+    reader.number("inference.max_num_batched_tokens", ("--max-num-batched-tokens",), human_int, 0)
+    limits = reader.value("--limit-mm-per-prompt")
+    reader.set("inference.text_only", vl.text_only_limits(limits or ""), ("--limit-mm-per-prompt",) if limits else ())
+    eager = reader.switch(vl.ENFORCE_EAGER)
+    reader.switch("--no-enforce-eager")
+    reader.set("inference.cuda_graphs", not eager, (vl.ENFORCE_EAGER,) if eager else ())
+    caching = PrefixCaching.DEFAULT
+    for setting, flag in vl.PREFIX_CACHING_FLAGS.items():
+        if reader.switch(flag):
+            caching = setting
+    reader.set("inference.prefix_caching", caching, tuple(vl.PREFIX_CACHING_FLAGS.values()))
+    reader.fields["inference.engine"] = Engine.VLLM
+    return reader, model
+
+
+def _sglang(args: _Args) -> tuple[_Reader, str]:
+    reader = _Reader(Engine.SGLANG, args)
+    model = reader.value("--model-path", "--model") or ""
+    reader.read += [FlagNote(args.written[f], "the model") for f in ("--model", "--model-path") if f in args.written]
+    reader.unknown += [f"{p} (a word no flag takes)" for p in args.positional]
+    _weights(reader, sg.QUANTIZATION, lambda v: v.startswith("fp8"))
+    _context_and_layout(
+        reader,
+        "--context-length",
+        int,
+        (("--tp-size", "--tensor-parallel-size"), ("--pp-size", "--pipeline-parallel-size")),
+    )
+    reader.number("inference.replicas", ("--dp-size", "--data-parallel-size"), int, 1)
+    reader.number("inference.mem_fraction_static", ("--mem-fraction-static",), float, 0.0)
+    graphs_off = reader.switch(sg.DISABLE_CUDA_GRAPH)
+    reader.set("inference.cuda_graphs", not graphs_off, (sg.DISABLE_CUDA_GRAPH,) if graphs_off else ())
+    multimodal = reader.switch(sg.ENABLE_MULTIMODAL)
+    reader.set("inference.sglang_enable_multimodal", multimodal, (sg.ENABLE_MULTIMODAL,) if multimodal else ())
+    reader.fields["inference.engine"] = Engine.SGLANG
+    return reader, model
+
+
+def _version_fields(text: str, start: _Start, engine: Engine) -> tuple[dict[str, Any], list[str]]:
+    """The release a docker image's tag or an SGLang export's header names, where the plan has its line."""
+    found: dict[str, Any] = {}
+    notes: list[str] = []
+    tag = start.image_version.removeprefix("v")
+    if engine is Engine.SGLANG:
+        header = next((line for line in text.splitlines() if line.startswith(f"# {sg.PIP_MARK}")), "")
+        tag = header.removeprefix(f"# {sg.PIP_MARK}").split()[0] if header.split() else tag
+        release = re.match(r"\d+\.\d+\.\d+", tag)
+        if release and release.group(0) in {v.value for v in SglangVersion}:
+            found["inference.sglang_version"] = SglangVersion(release.group(0))
+        elif tag:
+            notes.append(f"SGLang {one_line(tag)[:40]}: not a release the planner has rules for; the plan's is kept")
+    elif tag:
+        line = re.match(r"\d+\.\d+", tag)
+        if line and line.group(0) in {v.value for v in VllmVersion}:
+            found["inference.vllm_version"] = VllmVersion(line.group(0))
+        else:
+            notes.append(f"vLLM {one_line(tag)[:40]}: not a release line the planner has rules for; the plan's is kept")
+    return found, notes
+
+
+# Environment variables a launch line sets in front: those that change the plan, those that change nothing modelled.
+_ENV_IGNORED: Final = frozenset(
+    {
+        "HF_TOKEN",
+        "HUGGING_FACE_HUB_TOKEN",
+        "HF_HOME",
+        "HF_HUB_OFFLINE",
+        "HF_HUB_ENABLE_HF_TRANSFER",
+        "VLLM_HOST",
+        "VLLM_PORT",
+        "VLLM_LOGGING_LEVEL",
+        "VLLM_CONFIGURE_LOGGING",
+        "CUDA_DEVICE_ORDER",
+        "UV_TORCH_BACKEND",
+        "TRANSFORMERS_OFFLINE",
+        "NCCL_DEBUG",
+        "VLLM_API_KEY",
+        "PYTHONUNBUFFERED",
+        "OMP_NUM_THREADS",
+        "TOKENIZERS_PARALLELISM",
+    }
+)
+
+
+def _environment(start: _Start, reader: _Reader) -> list[str]:
+    notes: list[str] = []
+    for key, value in start.env.items():
+        shown = f"{key}={one_line(value)[:60]}"
+        if key == "CUDA_VISIBLE_DEVICES" or key in _ENV_IGNORED:
+            continue
+        if key == sg.LONGER_CONTEXT_ENV and reader.engine is Engine.SGLANG:
+            reader.read.append(FlagNote(shown, "a context past the model's own is allowed"))
+        elif key == "VLLM_USE_V1":
+            reader.unexpressed.append(
+                FlagNote(shown, "the engine (V0 or V1) follows the plan's vLLM release line, not this variable")
+            )
+        elif key.startswith(("VLLM_", "SGLANG_", "PYTORCH_", "NCCL_", "TORCH_")):
+            reader.unexpressed.append(FlagNote(shown, NOT_MODELLED))
+        else:
+            reader.unknown.append(shown)
+    ignored = sorted(k for k in start.env if k in _ENV_IGNORED)
+    if ignored:
+        notes.append(f"environment with {NO_EFFECT}: {', '.join(ignored)}")
+    return notes
+
+
+def read_command(text: str, where: str = WHERE) -> CommandRead:
+    """The serving fields of a pasted launch command and what was not used of it; a PlanFileError, one line,
+    for a text that is not one."""
+    text = command_text(text, where)
+    words, notes = _segment(_words(text, where))
+    start = _find_start(words)
+    args = _parse(start.engine, start.args)
+    reader, model = (_vllm if start.engine is Engine.VLLM else _sglang)(args)
+    ignored_set, why = (VLLM_IGNORED, VLLM_WHY) if start.engine is Engine.VLLM else (SGLANG_IGNORED, SGLANG_WHY)
+    ignored: list[FlagNote] = []
+    for flag in [*args.switches, *args.values]:
+        if flag in reader.used:
+            continue
+        base = flag.partition(".")[0] if start.engine is Engine.VLLM else flag
+        if base in ignored_set:
+            ignored.append(FlagNote(args.written[flag], NO_EFFECT))
+        elif base in ("--model", "--model-path"):
+            continue
+        else:
+            reader.cannot(flag, why.get(base, NOT_MODELLED))
+    versions, version_notes = _version_fields(text, start, start.engine)
+    fields = dict(reader.fields)
+    dtype_given = bool(fields.pop("_dtype_given", True))
+    fields.update(versions)
+    notes += start.notes + version_notes + args.abbreviated + _environment(start, reader)
+    if start.gpus is not None:
+        notes.append(f"GPUs visible: {start.gpus}")
+    read = CommandRead(
+        engine=start.engine,
+        model_ref=model,
+        fields=fields,
+        read=tuple(reader.read),
+        ignored=tuple(ignored),
+        unexpressed=tuple(reader.unexpressed),
+        unknown=tuple(reader.unknown),
+        notes=tuple(notes),
+        context_given="inference.context" in fields,
+        dtype_given=dtype_given,
+    )
+    return read if start.gpus is None else _with_gpus(read, start.gpus)
+
+
+def _with_gpus(read: CommandRead, visible: int) -> CommandRead:
+    """A launch that asks more GPUs (TP x PP x replicas) than CUDA_VISIBLE_DEVICES or docker's --gpus lets it see
+    does not start: said so; fewer leaves the rest idle."""
+    asked = 1
+    for name in ("inference.tensor_parallel", "inference.pipeline_parallel", "inference.replicas"):
+        asked *= int(read.fields.get(name, 1))
+    if visible and asked > visible:
+        note = f"the launch asks {asked} GPU(s) (TP x PP x replicas) but sees {visible}: the engine would not start"
+    elif visible > asked:
+        note = f"{visible} GPUs visible, the launch uses {asked} (TP x PP x replicas): the rest stay idle"
+    else:
+        return read
+    return replace(read, notes=(*read.notes, note))
+
+
+# ---- the plan ------------------------------------------------------------------------------------------
+# Checkpoint names that say how the weights are stored (Qwen's -AWQ / -GPTQ-Int4 / -GPTQ-Int8 / -FP8, Unsloth's
+# -bnb-4bit): the engine reads the format from the checkpoint's config, so a command without --quantization serves
+# them quantised. Read from the name only where the command does not say.
+_NAME_FORMATS: Final = (
+    (re.compile(r"[-_.]awq$", re.I), WeightFormat.AWQ_INT4),
+    (re.compile(r"[-_.]gptq[-_.]int4$", re.I), WeightFormat.GPTQ_INT4),
+    (re.compile(r"[-_.]gptq[-_.]int8$", re.I), WeightFormat.GPTQ_INT8),
+    (re.compile(r"[-_.]fp8(-dynamic)?$", re.I), WeightFormat.FP8),
+    (re.compile(r"[-_.]bnb[-_.]4bit$", re.I), WeightFormat.NF4),
+)
+_OTHER_QUANT: Final = re.compile(r"[-_.](quantized[-_.])?(w8a8|w4a16|w8a16|int4|int8|nvfp4|fp4|gguf)$", re.I)
+_DATE: Final = re.compile(r"-(2\d{3})$")  # Qwen's -2507 re-release: the same shapes
+
+
+def _checkpoint_name(ref: str) -> tuple[str, WeightFormat | None, str]:
+    """The model's name less the suffixes of a quantised checkpoint or a dated re-release, the format the name
+    says, and a word for the quantisation the plan has no format for."""
+    name = ref.strip().rstrip("/").rsplit("/", 1)[-1]
+    fmt = None
+    other = ""
+    for pattern, found in _NAME_FORMATS:
+        if pattern.search(name):
+            name, fmt = pattern.sub("", name), found
+            break
+    else:
+        match = _OTHER_QUANT.search(name)
+        if match:
+            other, name = match.group(0)[1:], _OTHER_QUANT.sub("", name)
+    return _DATE.sub("", name), fmt, other
+
+
+def _model_for(read: CommandRead, base: Plan, keep_model: bool) -> ModelChoice:
+    if keep_model:
+        return ModelChoice(base.model, base.model_id, f"{base.model.name}, given beside the command", None)
+    if not read.model_ref:
+        raise PlanFileError(WHERE, f"names no model: give {read.engine_label}'s model (vllm serve MODEL, --model-path)")
+    found = model_choice(read.model_ref, Path.cwd())
+    if found is not None and found.spec is not None:
+        return found
+    name = _checkpoint_name(read.model_ref)[0]
+    bare = model_choice(name, Path.cwd()) if name != read.model_ref else None
+    if bare is not None and bare.spec is not None:
+        return bare
+    close = (found.candidates if found is not None else ()) or (bare.candidates if bare is not None else ())
+    names = {m.id: m.name for m in load_models()}
+    nearest = "; ".join(f"{c} ({names.get(c, c)})" for c in close) or "none near it (see `vramplan models`)"
+    raise ModelNotFound(
+        f"'{one_line(read.model_ref)[:120]}' is not a local model folder, a model in the Hugging Face cache or a "
+        f"catalogue model; the closest catalogue models: {nearest} (a catalogue id in the command is taken as its "
+        "model)",
+        tuple(close),
+    )
+
+
+class ModelNotFound(PlanFileError):
+    """The command's model is not found; ``candidates``: the closest catalogue ids, closest first."""
+
+    def __init__(self, reason: str, candidates: tuple[str, ...]) -> None:
+        super().__init__(WHERE, reason)
+        self.candidates = candidates
+
+    def __reduce__(self) -> tuple[type[ModelNotFound], tuple[str, tuple[str, ...]]]:  # type: ignore[override]
+        return (type(self), (self.reason, self.candidates))
+
+
+@dataclass(frozen=True)
+class CommandPlan:
+    plan: Plan
+    model: ModelChoice
+    notes: tuple[str, ...]  # what the plan took besides the flags: the model's length, the checkpoint's format
+
+
+def plan_from_command(
+    read: CommandRead, base: Plan, *, keep_model: bool = False, model: ModelChoice | None = None
+) -> CommandPlan:
+    """``base`` served as the command says: its model (``base``'s where ``keep_model``: the command line's --model;
+    ``model`` where given: the window's choice), engine and flags; the card and everything the command does not set
+    stay ``base``'s. Raises PlanFileError (one line; ModelNotFound with the closest catalogue ids) when the model is
+    not found or a value does not fit the plan."""
+    choice = model if model is not None and model.spec is not None else _model_for(read, base, keep_model)
+    spec = choice.spec
+    assert spec is not None
+    fields = dict(read.fields)
+    notes: list[str] = [f"model: {choice.how}"]
+    if not read.context_given:
+        fields["inference.context"] = spec.max_position_embeddings
+        notes.append(f"context: the model's own {spec.max_position_embeddings:,} ({read.engine_label}'s default)")
+    _, name_format, other = _checkpoint_name(read.model_ref)
+    if not any(n.words.startswith(("--quantization", "-q")) for n in (*read.read, *read.unexpressed)):
+        if name_format is not None:
+            fields["inference.weight_dtype"] = name_format
+            notes.append(f"weights: {name_format.value}, as the checkpoint's name says (the engine reads its config)")
+        elif other:
+            notes.append(f"weights: the checkpoint's name says {other}, not a format the plan has: 16-bit planned")
+    if not read.dtype_given and choice.torch_dtype in ("bf16", "fp16", "fp32"):
+        dtype = WeightFormat(choice.torch_dtype)
+        if fields.get("inference.weight_dtype") in _KV_OF:
+            fields["inference.weight_dtype"] = dtype
+        if fields.get("inference.kv_dtype") in _KV_OF.values():
+            fields["inference.kv_dtype"] = _KV_OF[dtype]
+        notes.append(f"dtype: auto, the checkpoint's {choice.torch_dtype}")
+    context = int(fields["inference.context"])
+    if base.inference.new_tokens >= context:
+        fields["inference.new_tokens"] = max(0, context // 2)
+        notes.append(f"generated tokens: {fields['inference.new_tokens']:,}, half the context (the plan's did not fit)")
+    try:
+        inference = replace(base.inference, **{name.removeprefix("inference."): v for name, v in fields.items()})
+        frozen = min(base.frozen_layers, spec.num_layers)
+        plan = replace(base, model=spec, model_id=choice.model_id, frozen_layers=frozen, inference=inference)
+        plan = plan.targets_for(spec)
+    except PlanError as exc:  # named by the words that set the field, where a flag did
+        words = next((n.words for n in read.read if n.field == exc.field), "")
+        raise PlanFileError(WHERE, f"{words}: {exc}" if words else str(exc)) from None
+    except (TypeError, ValueError) as exc:
+        raise PlanFileError(WHERE, f"cannot be planned: {one_line(str(exc))[:200]}") from None
+    return CommandPlan(plan, choice, tuple(notes))
