@@ -28,13 +28,13 @@ from core.errors import PlanError
 from core.estimate import gpu_for
 from core.files.launch import Export, Target, export
 from core.files.launch.accelerate import read_accelerate_config, read_accelerate_launch
-from core.files.launch.common import apply_fields
+from core.files.launch.common import apply_fields, fraction_text
 from core.files.launch.deepspeed import read_deepspeed
 from core.files.launch.fields import FIELDS_BY_NAME, SERVING_FIELDS, TRAINING_FIELDS, PlanField
 from core.files.launch.llamacpp import read_llama_server
 from core.files.launch.ollama import read_ollama
 from core.files.launch.serve_command import read_command
-from core.files.launch.sglang import fraction_text, read_sglang
+from core.files.launch.sglang import read_sglang
 from core.files.launch.torchrun import read_torchrun
 from core.files.launch.vllm import read_vllm
 from core.files.runconfig import ConfigKind, loads_run_config, plan_from_run, resolve_model

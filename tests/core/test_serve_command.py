@@ -22,6 +22,7 @@ from core.cli.app import main
 from core.dtypes import KvDtype, WeightFormat
 from core.errors import PlanFileError
 from core.files.launch import Target, export
+from core.files.launch.common import fraction_text
 from core.files.launch.engine_flags import SGLANG_SWITCHES, SGLANG_VALUED, VLLM_SWITCHES, VLLM_VALUED
 from core.files.launch.serve_command import (
     MAX_COMMAND_CHARS,
@@ -31,7 +32,6 @@ from core.files.launch.serve_command import (
     read_command,
     shell_words,
 )
-from core.files.launch.sglang import fraction_text
 from core.files.planfile import load as load_plan
 from core.plan import Engine, Hardware, Inference, Plan, PrefixCaching, SglangVersion, VllmVersion
 from core.presets import default_plan
@@ -365,6 +365,15 @@ def test_sglang_fraction_is_written_as_sglang_writes_fractions() -> None:
     assert fraction_text(0.123456) == "0.123456"  # more digits than three: kept, so it reads back
     plan = default_plan().with_inference(engine=Engine.SGLANG, mem_fraction_static=0.88 - 0.03)
     assert "--mem-fraction-static 0.85\n" in export(plan, Target.SGLANG).text
+
+
+def test_vllm_utilisation_is_written_with_the_same_decimals() -> None:
+    # A GUI spin box stepping 0.90 by 0.01 twice holds 0.9200000000000002 in floating point; vLLM's own
+    # default is written 0.9 / 0.92 as vLLM's docs write it (core/files/launch/vllm.py's docstring: 0.9, later 0.92).
+    plan = default_plan().with_inference(engine=Engine.VLLM, gpu_memory_utilization=0.9 + 0.01 + 0.01)
+    text = export(plan, Target.VLLM).text
+    assert "--gpu-memory-utilization 0.92" in text and "0.9200000000000002" not in text
+    assert read_command(text).read and not read_command(text).unknown
 
 
 # ---- vramplan import-command -------------------------------------------------------------------------

@@ -503,6 +503,18 @@ def integer_alpha(draft: Draft) -> float | int:
     return int(alpha) if float(alpha).is_integer() else alpha
 
 
+def fraction_text(fraction: float) -> str:
+    """A memory fraction flag (SGLang's ``--mem-fraction-static``, vLLM's ``--gpu-memory-utilization``) written
+    as SGLang writes its own fractions, two or three decimals (0.4.7 server_args.py ``__post_init__``: 0.79, 0.81,
+    0.85, 0.88), where that is the same number to 1e-9: a default worked out as 0.88 - 0.03 is 0.8500000000000001
+    in floating point, and written 0.85. A fraction with more digits keeps them all, so it reads back as it was."""
+    for places in (2, 3):
+        text = f"{fraction:.{places}f}".rstrip("0").removesuffix(".")  # 0.7, not 0.70
+        if abs(float(text) - fraction) <= 1e-9:
+            return text
+    return repr(float(fraction))
+
+
 def header(lines: Iterable[str], mark: str = "#") -> str:
     """Comment lines for the top of a YAML, TOML or shell text; anything from outside is one line."""
     return "".join(f"{mark} {one_line(line)}\n" for line in lines)

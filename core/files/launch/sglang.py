@@ -46,7 +46,15 @@ from typing import Any, Final
 from core.dtypes import KvDtype, WeightFormat
 from core.errors import PlanError
 from core.estimate import gpu_for
-from core.files.launch.common import Draft, Export, Target, gptq_int8_header, header, model_reference
+from core.files.launch.common import (
+    Draft,
+    Export,
+    Target,
+    fraction_text,
+    gptq_int8_header,
+    header,
+    model_reference,
+)
 from core.files.launch.vllm import KV_DTYPES, compute_dtype
 from core.inputs import SglangVersion, input_at, sglang_multimodal_asked
 from core.plan import ENGINE_LABELS, Engine, Plan
@@ -111,18 +119,6 @@ def _layout(draft: Draft, version: SglangVersion) -> list[str]:
     if inf.replicas > 1:
         flags += ["--dp-size", str(inf.replicas)]
     return flags
-
-
-def fraction_text(fraction: float) -> str:
-    """``--mem-fraction-static`` as SGLang writes its own fractions, two or three decimals (0.4.7 server_args.py
-    ``__post_init__``: 0.79, 0.81, 0.85, 0.88), where that is the same number to 1e-9: a default worked out as
-    0.88 - 0.03 is 0.8500000000000001 in floating point, and written 0.85. A fraction with more digits keeps them all,
-    so it reads back as it was."""
-    for places in (2, 3):
-        text = f"{fraction:.{places}f}".rstrip("0").removesuffix(".")  # 0.7, not 0.70
-        if abs(float(text) - fraction) <= 1e-9:
-            return text
-    return repr(float(fraction))
 
 
 def _fraction(draft: Draft) -> tuple[list[str], str]:

@@ -21,7 +21,15 @@ import shlex
 from typing import Any, Final
 
 from core.dtypes import KvDtype, WeightFormat
-from core.files.launch.common import Draft, Export, Target, gptq_int8_header, header, model_reference
+from core.files.launch.common import (
+    Draft,
+    Export,
+    Target,
+    fraction_text,
+    gptq_int8_header,
+    header,
+    model_reference,
+)
 from core.plan import ENGINE_LABELS, Engine, Plan, PrefixCaching
 from core.serving.vllm_versions import limit_mm_json
 
@@ -83,7 +91,7 @@ def export_vllm(plan: Plan, model_ref: str | None = None) -> Export:
     if inf.replicas > 1:
         argv += ["--data-parallel-size", str(inf.replicas)]
     if inf.gpu_memory_utilization:  # 0: the release's own default (0.9; 0.92 from 0.21), so no flag
-        argv += ["--gpu-memory-utilization", repr(float(inf.gpu_memory_utilization))]
+        argv += ["--gpu-memory-utilization", fraction_text(inf.gpu_memory_utilization)]
     if inf.max_num_seqs:
         argv += ["--max-num-seqs", str(inf.max_num_seqs)]
     if inf.max_num_batched_tokens:
