@@ -109,6 +109,16 @@ class Method(StrEnum):
     # PEFT's RoAd (branch h76peft), read at huggingface/peft 51c2ff66 src/peft/tuners/road: each target's output is
     # rotated pairwise (2-D rotations, scaled) by trained angles and scales, elementwise after the frozen base linear.
     ROAD = "road"  # RoadConfig: road_theta and road_alpha (out / 2, out or 2·out each, by variant) train per target
+    # PEFT's VB-LoRA (branch h78peft), read at huggingface/peft 51c2ff66 src/peft/tuners/vblora: each target's rank-r
+    # A and B are assembled every forward from one shared trained bank of vectors, each sub-vector a softmax mix of
+    # its top-k logits' bank vectors, then applied as LoRA's two matmuls. r is ``lora.rank``.
+    VBLORA = "vblora"  # VBLoRAConfig: logits (r·in/L + out·r/L, × bank size) per target and the bank (once) train
+    # PEFT's RandLoRA (branch h78peft), read at huggingface/peft 51c2ff66 src/peft/tuners/randlora: full-rank updates
+    # from frozen shared random bases (min(in, out) / r of them, rank r each) scaled by two trained matrices per target.
+    RANDLORA = "randlora"  # RandLoraConfig: randlora_lambda (r × bases) and randlora_gamma (bases × min) per target
+    # PEFT's SHiRA (branch h78peft), read at huggingface/peft 51c2ff66 src/peft/tuners/shira: r·(in + out) trained
+    # entries of each target's weight (a sparse mask), added to a copy of the frozen weight every forward.
+    SHIRA = "shira"  # ShiraConfig: shira_weight (r·(in + out) values) per target
 
 
 class RoadVariant(StrEnum):
@@ -800,6 +810,9 @@ METHOD_LABELS: Final = {
     Method.TRAINABLE_TOKENS: "Trainable tokens (rows)",
     Method.FOURIERFT: "FourierFT (sparse spectrum)",
     Method.ROAD: "RoAd (output rotation)",
+    Method.VBLORA: "VB-LoRA (vector bank)",
+    Method.RANDLORA: "RandLoRA (random bases)",
+    Method.SHIRA: "SHiRA (sparse weights)",
 }
 ROAD_VARIANT_LABELS: Final = {
     RoadVariant.ROAD_1: "road_1 (out/2 angles)",
@@ -1037,8 +1050,10 @@ MAX_TOKENS: Final = 10**16
 MAX_GPUS: Final = 1_000_000
 MAX_RANK: Final = 65_536
 # The methods besides LoRA's and LoHa / LoKr whose ``lora.rank`` sets a trained size (VeRA's r, AdaLoRA's init_r, MiSS's
-# r, FourierFT's n_frequency).
-_RANKED_METHODS: Final = frozenset((Method.VERA, Method.ADALORA, Method.MISS, Method.FOURIERFT))
+# r, FourierFT's n_frequency; VB-LoRA's, RandLoRA's and SHiRA's r, branch h78peft).
+_RANKED_METHODS: Final = frozenset(
+    (Method.VERA, Method.ADALORA, Method.MISS, Method.FOURIERFT, Method.VBLORA, Method.RANDLORA, Method.SHIRA)
+)
 # transformers 5.25 trainer_optimizer.py _get_galore_optimizer: optim_args' rank and update_proj_gap defaults.
 GALORE_DEFAULT_RANK: Final = 128
 GALORE_DEFAULT_GAP: Final = 200
@@ -1378,19 +1393,24 @@ INPUTS: Final[tuple[Input, ...]] = (
           "times a trained r × out matrix. FourierFT (PEFT): n trained spectral coefficients per target; the "
           "inverse FFT of them is the target's whole weight update, built every step and kept for the backward. "
           "RoAd (PEFT): each target's output is rotated in pairs by trained angles and scales; the float32 output "
-          "and its rotated copy are kept for the backward.",
+          "and its rotated copy are kept for the backward. VB-LoRA (PEFT): LoRA's A and B at rank r, assembled every "
+          "step from one shared trained bank of vectors (256 of 256, each slot a mix of its top 2). RandLoRA (PEFT): "
+          "frozen shared random rank-r bases, min(in, out) / r of them, scaled by two trained matrices per target; a "
+          "full-rank float32 update. SHiRA (PEFT): r × (in + out) trained entries of each target's weight, added to "
+          "a copy of the frozen weight every step, the copy kept for the backward.",
           ("--method",), "full, lora, qlora, frozen (layers), dora, ia3, adapter, adapter_v2, prompt-tuning, "
-          "p-tuning, prefix-tuning, ln-tuning, loha, lokr, vera, oft, adalora, miss, trainable-tokens, fourierft "
-          "or road", labels=METHOD_LABELS),
+          "p-tuning, prefix-tuning, ln-tuning, loha, lokr, vera, oft, adalora, miss, trainable-tokens, fourierft, "
+          "road, vblora, randlora or shira", labels=METHOD_LABELS),
     Input("lora.rank", Kind.INT, "Rank r", "LoRA rank", 8,
           "Rank r of each adapter: r × (in + out) parameters per matrix (LoHa: twice that; LoKr: the same on "
           "each weight's large Kronecker factor, or that factor whole where r is at least half its larger side; "
           "VeRA: r trained per target, the shared frozen projections r × (largest in + largest out); OFT with "
           "block size 0: r blocks per target, each in/r wide; AdaLoRA: init_r, r × (in + out + 1); MiSS: "
           "r × out per target, 64 by default; FourierFT: n_frequency, the coefficients trained per target, 1000 by "
-          "default).",
-          ("--lora-rank",), "LoRA/DoRA/LoHa/LoKr/VeRA/MiSS adapter rank r (OFT: blocks per target; AdaLoRA: "
-          "init_r; FourierFT: n_frequency)",
+          "default; VB-LoRA: 4 by default; RandLoRA: the bases' rank, 32 by default, min(in, out) / r bases; SHiRA: "
+          "r × (in + out) trained entries per target, 32 by default).",
+          ("--lora-rank",), "LoRA/DoRA/LoHa/LoKr/VeRA/MiSS/VB-LoRA/RandLoRA/SHiRA adapter rank r (OFT: blocks per "
+          "target; AdaLoRA: init_r; FourierFT: n_frequency)",
           low=1, high=MAX_RANK,
           matters=lambda p: p.lora_adapters or p.lycoris or p.method in _RANKED_METHODS
           or (p.oft and p.lora.oft_block_size == 0),
@@ -1506,10 +1526,10 @@ INPUTS: Final[tuple[Input, ...]] = (
           labels=DTYPE_LABELS,
           matters=lambda p: p.preset is Preset.CUSTOM and p.method in (Method.FULL, Method.FROZEN)),
     Input("base_dtype", Kind.ENUM, "Frozen base", "Frozen base", Dtype.FP32,
-          "Storage of the frozen base of LoRA, DoRA, LoHa, LoKr, VeRA, OFT, AdaLoRA, MiSS, FourierFT, RoAd or "
-          "frozen layers.",
-          ("--base-dtype",), "the frozen base of LoRA/DoRA/LoHa/LoKr/VeRA/OFT/AdaLoRA/MiSS/FourierFT/RoAd/frozen "
-          "layers",
+          "Storage of the frozen base of LoRA, DoRA, LoHa, LoKr, VeRA, OFT, AdaLoRA, MiSS, FourierFT, RoAd, VB-LoRA, "
+          "RandLoRA, SHiRA or frozen layers.",
+          ("--base-dtype",), "the frozen base of LoRA/DoRA/LoHa/LoKr/VeRA/OFT/AdaLoRA/MiSS/FourierFT/RoAd/VB-LoRA/"
+          "RandLoRA/SHiRA/frozen layers",
           labels=DTYPE_LABELS,
           matters=lambda p: p.preset is Preset.CUSTOM
           and (p.method in (Method.LORA, Method.DORA, Method.FROZEN)

@@ -7,7 +7,15 @@ from typing import Final
 
 from core.memo import fills_fields, last_answer
 from core.model import HEAD_NAME, KeptLinears, kept_linears, parse_skip_modules
-from core.plan import Accounting, Method, Optimizer, Plan, RoadVariant
+from core.plan import (
+    VBLORA_NUM_VECTORS,
+    VBLORA_VECTOR_LENGTH,
+    Accounting,
+    Method,
+    Optimizer,
+    Plan,
+    RoadVariant,
+)
 
 # Enum members this module's hot paths compare with, read from their classes once: on Python 3.11 each
 # ``Class.MEMBER`` read goes through EnumType.__getattr__'s slot, ~0.15 µs (core.plan's note; h74speed).
@@ -225,6 +233,87 @@ def road_tensor_sizes(plan: Plan) -> list[int]:
     return sizes
 
 
+def vblora_tensor_sizes(plan: Plan) -> list[int]:
+    """Elements of the tensors PEFT's VB-LoRA trains per adapted nn.Linear of one block: vblora_logits_A (r, in / L,
+    V) and vblora_logits_B (out / L, r, V), L the bank's vector length and V its number of vectors (huggingface/peft
+    51c2ff66 src/peft/tuners/vblora/layer.py ``update_layer``; core.plan.VBLORA_VECTOR_LENGTH, VBLORA_NUM_VECTORS).
+    The bank itself trains once for the model (:func:`vblora_bank_elements`)."""
+    r, length, vectors = plan.lora.rank, VBLORA_VECTOR_LENGTH, VBLORA_NUM_VECTORS
+    sizes: list[int] = []
+    for fan_in, fan_out, copies in plan.model.adapted_matrices(plan.lora.targets):
+        sizes += [r * (fan_in // length) * vectors, (fan_out // length) * r * vectors] * copies
+    return sizes
+
+
+def vblora_bank_elements(plan: Plan) -> int:
+    """Elements of VB-LoRA's shared vector bank, V × L, one trained parameter for the whole model (huggingface/peft
+    51c2ff66 src/peft/tuners/vblora/model.py ``_init_vblora_vector_bank``: ``torch.zeros(config.num_vectors,
+    config.vector_length)``, a ParameterDict entry every layer reads); 0 for every other method.
+    vblora--llama-3.2-3B-default results file: "num_trainable_params": 1212416 = 28 × (q: 12,288 + 12,288, v: 12,288
+    + 4,096) + 256 × 256."""
+    return VBLORA_NUM_VECTORS * VBLORA_VECTOR_LENGTH if plan.vblora else 0
+
+
+def randlora_bases(fan_in: int, fan_out: int, r: int) -> int:
+    """RandLoRA's number of bases on one (out × in) linear: ceil(min(in, out) / r), "full rank" (huggingface/peft
+    51c2ff66 src/peft/tuners/randlora/layer.py ``update_layer``: ``num_bases = min(in, out) / r``, rounded up)."""
+    return -(-min(fan_in, fan_out) // r)
+
+
+def randlora_tensor_sizes(plan: Plan) -> list[int]:
+    """Elements of the tensors PEFT's RandLoRA trains per adapted nn.Linear of one block: randlora_lambda (r ×
+    bases) and randlora_gamma (bases × min(in, out)) (huggingface/peft 51c2ff66 src/peft/tuners/randlora/layer.py
+    ``update_layer``). randlora--llama-3.2-3B-default results file: "num_trainable_params": 9289728 = 28 × (q: 32 ×
+    96 + 96 × 3,072, v: 32 × 32 + 32 × 1,024)."""
+    r = plan.lora.rank
+    sizes: list[int] = []
+    for fan_in, fan_out, copies in plan.model.adapted_matrices(plan.lora.targets):
+        bases = randlora_bases(fan_in, fan_out, r)
+        sizes += [r * bases, bases * min(fan_in, fan_out)] * copies
+    return sizes
+
+
+def randlora_projection_elements(plan: Plan) -> int:
+    """Elements of RandLoRA's shared frozen random bases, one pair for the whole model (huggingface/peft 51c2ff66
+    src/peft/tuners/randlora/model.py ``_find_dim``, ``_init_randlora_A_randlora_B``): randlora_A (r, 1, min) and
+    randlora_B (max, bases, r), min and max the smaller and larger of the largest out and the largest in over the
+    targets, bases ceil(min / r); buffers every layer slices (views). 0 for every other method."""
+    sides = _largest_sides(plan) if plan.randlora else None
+    if sides is None:
+        return 0
+    low, high, r = min(sides), max(sides), plan.lora.rank
+    return r * low + high * randlora_bases(low, high, r) * r
+
+
+def _largest_sides(plan: Plan) -> tuple[int, int] | None:
+    """(largest in, largest out) over the targets' matrices, PEFT's ``_find_dim`` for the shared projections of VeRA
+    and RandLoRA (huggingface/peft 51c2ff66 src/peft/tuners/vera/model.py, randlora/model.py); None without one."""
+    matrices = plan.model.adapted_matrices(plan.lora.targets)
+    if not matrices:
+        return None
+    return max(fan_in for fan_in, _, _ in matrices), max(fan_out for _, fan_out, _ in matrices)
+
+
+def shira_tensor_sizes(plan: Plan) -> list[int]:
+    """Elements of the tensor PEFT's SHiRA trains per adapted nn.Linear of one block: shira_weight, r·(in + out)
+    values of the weight's entries the mask picks (huggingface/peft 51c2ff66 src/peft/tuners/shira/layer.py
+    ``update_layer``: ``num_shira_weight = r * (self.in_features + self.out_features)``).
+    shira--llama-3.2-3B-lr_0.0003-random_seed_42 results file: "num_trainable_params": 9175040 = 28 × 32 × (q: 6,144
+    + v: 4,096), LoRA r 32's count."""
+    r = plan.lora.rank
+    return [
+        r * (fan_in + fan_out) * copies for fan_in, fan_out, copies in plan.model.adapted_matrices(plan.lora.targets)
+    ]
+
+
+def shira_index_elements(plan: Plan) -> int:
+    """int32 elements of SHiRA's index tensors in one block: 2 × r·(in + out) a target, a plain dict entry
+    (``shira_indices``) moved to the base weight's device at ``update_layer`` (huggingface/peft 51c2ff66
+    src/peft/tuners/shira/layer.py: ``torch.cat([...]).to(torch.int)``, ``.to(self.base_layer.weight.device)``), kept
+    on the GPU for the run; 0 for every other method."""
+    return 2 * sum(shira_tensor_sizes(plan)) if plan.shira else 0
+
+
 def adalora_tensor_sizes(plan: Plan) -> list[int]:
     """Elements of each tensor PEFT's AdaLoRA trains in one block: per adapted (out × in) nn.Linear, lora_A
     (r × in), lora_E (r × 1) and lora_B (out × r) at r = init_r (huggingface/peft 51c2ff66
@@ -245,14 +334,8 @@ def vera_projection_elements(plan: Plan) -> int:
     src/peft/tuners/vera/model.py ``_init_vera_A_vera_B``): vera_A (r × largest in) and vera_B (largest out ×
     r) over the targets (``_find_dim``), buffers every layer slices (``vera_A[:, :in]``, ``vera_B[:out, :]``:
     views, no copy); 0 for every other method."""
-    if not plan.vera:
-        return 0
-    matrices = plan.model.adapted_matrices(plan.lora.targets)
-    if not matrices:
-        return 0
-    largest_in = max(fan_in for fan_in, _, _ in matrices)
-    largest_out = max(fan_out for _, fan_out, _ in matrices)
-    return plan.lora.rank * (largest_in + largest_out)
+    sides = _largest_sides(plan) if plan.vera else None
+    return plan.lora.rank * sum(sides) if sides is not None else 0
 
 
 # OFTConfig's rotation (huggingface/peft 51c2ff66 src/peft/tuners/oft/config.py): ``use_cayley_neumann: bool =
@@ -368,6 +451,12 @@ def param_counts(plan: Plan) -> ParamCounts:
             adapter = model.num_layers * sum(fourierft_tensor_sizes(plan))
         elif plan.road:
             adapter = model.num_layers * sum(road_tensor_sizes(plan))
+        elif plan.vblora:
+            adapter = model.num_layers * sum(vblora_tensor_sizes(plan)) + vblora_bank_elements(plan)
+        elif plan.randlora:
+            adapter = model.num_layers * sum(randlora_tensor_sizes(plan))
+        elif plan.shira:
+            adapter = model.num_layers * sum(shira_tensor_sizes(plan))
         else:
             adapter = model.lora_params(plan.lora.rank, plan.lora.targets)
         if plan.method is _METHOD_DORA:

@@ -575,6 +575,9 @@ _ADAPTER_BASED: Final = frozenset(
         Method.MISS,
         Method.FOURIERFT,
         Method.ROAD,
+        Method.VBLORA,
+        Method.RANDLORA,
+        Method.SHIRA,
     )
 )
 _LYCORIS: Final = frozenset((Method.LOHA, Method.LOKR))
@@ -849,8 +852,11 @@ def _hybrid_plan_gap(plan: Plan) -> str | None:
 
 
 # (branches h53lyco, h53vera, h54oft, h54ada, h58peft): the refusals of Plan._check_lycoris.
-# FourierFT and RoAd (branch h76peft) likewise.
-_PEFT_WRAPPED: Final = _LYCORIS | {Method.VERA, Method.OFT, Method.ADALORA, Method.MISS, Method.FOURIERFT, Method.ROAD}
+# FourierFT and RoAd (branch h76peft), VB-LoRA, RandLoRA and SHiRA (branch h78peft) likewise.
+_PEFT_WRAPPED: Final = _LYCORIS | {
+    Method.VERA, Method.OFT, Method.ADALORA, Method.MISS, Method.FOURIERFT, Method.ROAD, Method.VBLORA,
+    Method.RANDLORA, Method.SHIRA,
+}  # fmt: skip
 _LITGPT_ADAPTERS: Final = frozenset((Method.ADAPTER, Method.ADAPTER_V2))
 _PROMPT_LEARNING: Final = frozenset((Method.PROMPT_TUNING, Method.P_TUNING, Method.PREFIX_TUNING))
 _PEFT_FLAT_TRAINED: Final = _PROMPT_LEARNING | {Method.LN_TUNING, Method.TRAINABLE_TOKENS}
@@ -870,6 +876,9 @@ _OFT: Final = Method.OFT
 _MISS: Final = Method.MISS
 _FOURIERFT: Final = Method.FOURIERFT
 _ROAD: Final = Method.ROAD
+_VBLORA: Final = Method.VBLORA
+_RANDLORA: Final = Method.RANDLORA
+_SHIRA: Final = Method.SHIRA
 _FROZEN: Final = Method.FROZEN
 _ADAPTER: Final = Method.ADAPTER
 _PREFIX_TUNING: Final = Method.PREFIX_TUNING
@@ -889,12 +898,27 @@ MISS_DEFAULT_RANK: Final = 64
 # FourierFTConfig's n_frequency (huggingface/peft 51c2ff66 src/peft/tuners/fourierft/config.py: ``n_frequency: int =
 # field(default=1000)``), which the plan holds as ``lora.rank``: the spectral coefficients each target trains.
 FOURIERFT_DEFAULT_FREQUENCIES: Final = 1000
+# VBLoRAConfig (huggingface/peft 51c2ff66 src/peft/tuners/vblora/config.py): ``r: int = field(default=4)``,
+# ``num_vectors: int = field(default=256)``, ``vector_length: int = field(default=256)``, ``topk: int =
+# field(default=2)``. The plan holds r as ``lora.rank``; the bank's shape and top-k are these defaults (the method
+# comparison's vblora--llama-3.2-3B-default ran them; read configs refuse others).
+VBLORA_DEFAULT_RANK: Final = 4
+VBLORA_NUM_VECTORS: Final = 256
+VBLORA_VECTOR_LENGTH: Final = 256
+VBLORA_TOPK: Final = 2
+# RandLoraConfig's and ShiraConfig's r (src/peft/tuners/randlora/config.py ``r: int = field(default=32)``,
+# src/peft/tuners/shira/config.py ``r: int = field(default=32)``).
+RANDLORA_DEFAULT_RANK: Final = 32
+SHIRA_DEFAULT_RANK: Final = 32
 # The rank each method's config starts from where it differs from LoraConfig's 8 (Plan.with_method).
 _DEFAULT_RANKS: Final = {
     Method.VERA: VERA_DEFAULT_RANK,
     Method.ADALORA: ADALORA_DEFAULT_RANK,
     Method.MISS: MISS_DEFAULT_RANK,
     Method.FOURIERFT: FOURIERFT_DEFAULT_FREQUENCIES,
+    Method.VBLORA: VBLORA_DEFAULT_RANK,
+    Method.RANDLORA: RANDLORA_DEFAULT_RANK,
+    Method.SHIRA: SHIRA_DEFAULT_RANK,
 }
 
 
@@ -1378,6 +1402,7 @@ class Plan:
         self._check_prompt_learning()
         self._check_lycoris()
         self._check_fourierft()
+        self._check_vblora_shira()
         self._check_adalora()
         self._check_muon()
         self._check_galore()
@@ -1861,6 +1886,32 @@ class Plan:
                 "PEFT's FourierFT refuses more coefficients than the target's weight has entries",
             )
 
+    def _check_vblora_shira(self) -> None:
+        """PEFT's own refusals (huggingface/peft 51c2ff66): VB-LoRA's ``update_layer`` (src/peft/tuners/vblora/
+        layer.py) "`in_features` ... must be divisible by `vector_length`" and the same of out_features; SHiRA's
+        ``update_layer`` (src/peft/tuners/shira/layer.py) refuses r·(in + out) above in·out ("more shira params than
+        the total number of params in the base layer")."""
+        if self.method is _VBLORA:
+            sides = {n for i, o, _ in self.model.adapted_matrices(self.lora.targets) for n in (i, o)}
+            odd = sorted(n for n in sides if n % VBLORA_VECTOR_LENGTH)
+            if odd:
+                raise PlanError(
+                    "method",
+                    self.method.value,
+                    f"targets whose widths divide by {VBLORA_VECTOR_LENGTH} (VBLoRAConfig.vector_length)",
+                    f"PEFT's VB-LoRA refuses a target {odd[0]:,} wide: its sides must be whole bank vectors",
+                )
+        if self.method is _SHIRA:
+            for fan_in, fan_out, _ in self.model.adapted_matrices(self.lora.targets):
+                if self.lora.rank * (fan_in + fan_out) > fan_in * fan_out:
+                    raise PlanError(
+                        "lora.rank",
+                        self.lora.rank,
+                        f"at most {fan_in * fan_out // (fan_in + fan_out):,} (in·out / (in + out) of a {fan_in:,} → "
+                        f"{fan_out:,} target)",
+                        "PEFT's SHiRA refuses more trained entries than the target's weight has",
+                    )
+
     def _check_adalora(self) -> None:
         """AdaLoRA's RankAllocator keeps its copies of every adapter tensor on the GPU, wherever the optimizer
         runs (huggingface/peft 51c2ff66 src/peft/tuners/adalora/layer.py ``update_ipt``: ``zeros_like(p)``): with
@@ -2046,8 +2097,8 @@ class Plan:
     @property
     def peft_wrapped(self) -> bool:
         """PEFT's methods that wrap each target of ``lora.targets`` in a layer of their own over a frozen base (LoHa,
-        LoKr, VeRA, OFT, AdaLoRA, MiSS, FourierFT, RoAd): one set, read by the refusals and by every rule that asks
-        which of them runs."""
+        LoKr, VeRA, OFT, AdaLoRA, MiSS, FourierFT, RoAd, VB-LoRA, RandLoRA, SHiRA): one set, read by the refusals and
+        by every rule that asks which of them runs."""
         return self.method in _PEFT_WRAPPED
 
     @property
@@ -2064,6 +2115,29 @@ class Plan:
         trained angles and scales (``lora.road_variant``), elementwise (huggingface/peft 51c2ff66
         src/peft/tuners/road/layer.py ``Linear.forward``, ``_apply_road``)."""
         return self.method is _ROAD
+
+    @property
+    def vblora(self) -> bool:
+        """PEFT's VB-LoRA: each target of ``lora.targets`` assembles its rank-r A (r × in) and B (out × r) every
+        forward from the shared trained vector bank (each length-256 slot a softmax mix of its top-2 logits' bank
+        vectors) and applies them as LoRA's two matmuls (huggingface/peft 51c2ff66 src/peft/tuners/vblora/layer.py
+        ``_get_low_rank_matrix``, ``_get_lora_matrices``, ``Linear.forward``)."""
+        return self.method is _VBLORA
+
+    @property
+    def randlora(self) -> bool:
+        """PEFT's RandLoRA: each target of ``lora.targets`` multiplies its input by frozen shared random bases
+        (ceil(min(in, out) / r) of rank r) scaled by trained randlora_lambda (r × bases) and randlora_gamma (bases ×
+        min(in, out)), a full-rank update applied as two matmuls (huggingface/peft 51c2ff66 src/peft/tuners/randlora/
+        layer.py ``UniqueBaseGrad``, ``get_scaled_bases``, ``Linear.forward``)."""
+        return self.method is _RANDLORA
+
+    @property
+    def shira(self) -> bool:
+        """PEFT's SHiRA: each target of ``lora.targets`` trains r·(in + out) entries of its weight (a random mask),
+        added as a sparse tensor to a copy of the frozen weight every forward, applied as ``F.linear(x, new_weight)``
+        (huggingface/peft 51c2ff66 src/peft/tuners/shira/layer.py ``get_delta_weight``, ``Linear.forward``)."""
+        return self.method is _SHIRA
 
     @property
     def peft_config(self) -> bool:

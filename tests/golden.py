@@ -615,6 +615,16 @@ CLI_RUNS: tuple[tuple[str, ...], ...] = (
             "--lora-targets q_proj,v_proj --preset trainer-bf16 --micro-batch 4 --seq 768 --gpu l40s"
         )
     ),
+    # PEFT VB-LoRA, RandLoRA and SHiRA (branch h78peft): the method comparison's default runs on its L40S.
+    *(
+        tuple(
+            shlex.split(
+                f"estimate --json --model llama-3.2-3b --method {method} --lora-rank {rank} "
+                "--lora-targets q_proj,v_proj --preset trainer-bf16 --micro-batch 4 --seq 768 --gpu l40s"
+            )
+        )
+        for method, rank in (("vblora", 4), ("randlora", 32), ("shira", 32))
+    ),
 )
 
 

@@ -197,6 +197,14 @@ _OTHER_PEFT_FIGURES: Final = {
     "peft-mc-fourierft--llama-3.2-3B-default": ("fourierft", {"r": 1000, "targets": ["q_proj", "v_proj"]}),
     "peft-mc-fourierft--llama-3.2-3B-n_frequency-5000": ("fourierft", {"r": 5000, "targets": ["q_proj", "v_proj"]}),
     "peft-mc-road--llama-3.2-3B-lr_0.001": ("road", {"road_variant": "road_2", "targets": ["q_proj", "v_proj"]}),
+    # Branch h78peft, the same results files' peft_config: vblora--llama-3.2-3B-default ("r": 4, "num_vectors": 256,
+    # "vector_length": 256, "topk": 2, "target_modules": ["v_proj", "q_proj"]), randlora--llama-3.2-3B-default ("r":
+    # 32, q_proj and v_proj), shira--llama-3.2-3B-lr_0.0003-random_seed_42 ("r": 32, "mask_type": "random", q_proj and
+    # v_proj). Their "num_trainable_params" (1212416, 9289728, 9175040) are the plan's. BOFT's run stays out: its
+    # butterfly factors are not modelled.
+    "peft-mc-vblora--llama-3.2-3B-default": ("vblora", {"r": 4, "targets": ["q_proj", "v_proj"]}),
+    "peft-mc-randlora--llama-3.2-3B-default": ("randlora", {"r": 32, "targets": ["q_proj", "v_proj"]}),
+    "peft-mc-shira--llama-3.2-3B-lr_0.0003-random_seed_42": ("shira", {"r": 32, "targets": ["q_proj", "v_proj"]}),
 }
 _ATTENTION: Final = {
     None: Attention.SDPA,
@@ -273,6 +281,9 @@ HELD_OUT_METHODS: Final = frozenset(
         "trainable-tokens",  # branch h61mts2 (2026-12-06)
         "fourierft",  # branch h76peft (2026-12-07)
         "road",  # branch h76peft (2026-12-07)
+        "vblora",  # branch h78peft (2026-12-07)
+        "randlora",  # branch h78peft (2026-12-07)
+        "shira",  # branch h78peft (2026-12-07)
     }
 )
 # Figures of optimizers the planner gained after the constant was set (branch h57opt, 2026-12-05: torchao's
@@ -389,8 +400,8 @@ def _missing(recipe: Mapping[str, Any]) -> list[str]:
     if recipe["method"] == "other":
         out.append(
             "PEFT / lit-gpt method other than LoRA, QLoRA, DoRA, IA3, prompt tuning, P-tuning, prefix tuning, "
-            "LN tuning, LoHa, LoKr, VeRA, OFT, AdaLoRA, MiSS, trainable tokens, FourierFT, RoAd or lit-gpt's "
-            "Adapter / Adapter v2"
+            "LN tuning, LoHa, LoKr, VeRA, OFT, AdaLoRA, MiSS, trainable tokens, FourierFT, RoAd, VB-LoRA, RandLoRA, "
+            "SHiRA or lit-gpt's Adapter / Adapter v2"
         )
     if recipe["optimizer"] is not None and recipe["optimizer"] not in _OPTIMIZERS:
         out.append(f"optimizer {recipe['optimizer']}")
@@ -1028,7 +1039,7 @@ def map_figure(figure: Mapping[str, Any]) -> Mapped:
     if figure["id"] in _TRAINABLE_TOKENS_FIGURES:  # method "other" in the record: PEFT's trainable tokens
         rows = {"trainable_tokens": _TRAINABLE_TOKENS_FIGURES[figure["id"]]}
         figure = {**figure, "recipe": {**figure["recipe"], "method": "trainable-tokens", "lora": rows}}
-    if figure["id"] in _OTHER_PEFT_FIGURES:  # method "other" in the record: PEFT's FourierFT or RoAd
+    if figure["id"] in _OTHER_PEFT_FIGURES:  # method "other" in the record: a PEFT method the app has
         method, settings = _OTHER_PEFT_FIGURES[figure["id"]]
         figure = {**figure, "recipe": {**figure["recipe"], "method": method, "lora": settings}}
     recipe = figure["recipe"]

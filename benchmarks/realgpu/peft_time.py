@@ -49,6 +49,8 @@ WEIGHT_DECAY_OF: Final = {
             "prefixtuning--llama-3.2-3B-lr_0.005_zero_init",
             "prefixtuning--llama-3.2-3B-tokens50-init_prefix-lr_0.005",
             "full-finetuning--llama-3.2-3B-lr_0.00001",
+            "road--llama-3.2-3B-lr_0.001",  # branch h78peft: optimizer_kwargs {"lr": 0.001}
+            "shira--llama-3.2-3B-lr_0.0003-random_seed_42",  # {"lr": 0.0003}
         )
     },
 }

@@ -481,6 +481,9 @@ METHOD_NAMES: Final = {
     Method.MISS: "MiSS",
     Method.FOURIERFT: "FourierFT",
     Method.ROAD: "RoAd",
+    Method.VBLORA: "VB-LoRA",
+    Method.RANDLORA: "RandLoRA",
+    Method.SHIRA: "SHiRA",
 }
 
 

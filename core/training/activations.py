@@ -29,8 +29,10 @@ from core.model import (
     normalise_ia3_feedforward,
     normalise_lora_targets,
 )
-from core.params import lycoris_matrix_tensors, oft_blocks, oft_neumann_bmms
+from core.params import lycoris_matrix_tensors, oft_blocks, oft_neumann_bmms, randlora_bases, shira_tensor_sizes
 from core.plan import (
+    VBLORA_TOPK,
+    VBLORA_VECTOR_LENGTH,
     Attention,
     CheckpointPolicy,
     MegatronCeFusion,
@@ -64,6 +66,7 @@ _METHOD_FROZEN: Final = Method.FROZEN
 _METHOD_FULL: Final = Method.FULL
 _METHOD_LN_TUNING: Final = Method.LN_TUNING
 _METHOD_LOHA: Final = Method.LOHA
+_METHOD_SHIRA: Final = Method.SHIRA
 _OPTIMIZER_LORA_FA: Final = Optimizer.LORA_FA
 _STACK_COMPILE: Final = Stack.COMPILE
 _TRANSFORMERS_LOSS_V4_31_TO_4_45: Final = TransformersLoss.V4_31_TO_4_45
@@ -180,6 +183,7 @@ class _Ctx:
     prefix: int = 0  # prefix tuning's virtual keys and values before every layer's own (Plan.prefix_tokens)
     hada_autocast: bool = False  # LoHa under autocast: its delta weight is in the autocast dtype (adapter_copies)
     frozen_a: bool = False  # PEFT's LoRA-FA: lora_A frozen, so lora_A's matmul keeps no input (adapter_in)
+    sparse_weight: bool = False  # PEFT's SHiRA: F.linear(x, new_weight) reads the input as is (adapter_copies)
 
     def saves(self, name: str) -> bool:
         """A projection keeps its input only when its weight, or an adapter on it, trains."""
@@ -198,6 +202,8 @@ class _Ctx:
         """
         if self.hada_autocast:
             return x is not self.compute_dtype
+        if self.sparse_weight:  # SHiRA: no cast of its own; autocast's per matmul (huggingface/peft shira/layer.py)
+            return self.autocast and x is not self.compute_dtype
         if self.frozen_a:  # nothing of the input is kept but dropout's mask (adapter_in), whatever its dtype
             return True
         if self.dropout:
@@ -252,6 +258,7 @@ def _plan_fields(plan: Plan) -> dict[str, object]:
         "prefix": plan.prefix_tokens,
         "hada_autocast": plan.method is _METHOD_LOHA and dt.autocast,
         "frozen_a": plan.optimizer is _OPTIMIZER_LORA_FA,
+        "sparse_weight": plan.method is _METHOD_SHIRA,
     }
 
 
@@ -766,12 +773,18 @@ def _adapters(plan: Plan, ctx: _Ctx) -> list[Term]:
     keeps nothing, and B·A, built from an identity matrix, is a transient of the layer's forward.
     """
     model = plan.model
+    if plan.randlora:  # its input keepers may be none of the targets (ctx.lora: randlora_keeps_input)
+        return _randlora(plan, ctx)
     if not ctx.lora:
         return []
     if plan.lycoris:
         return _lycoris(plan, ctx)
     if plan.fourierft:
         return _fourierft(plan, ctx)
+    if plan.vblora:
+        return _vblora(plan, ctx)
+    if plan.shira:
+        return _shira(plan, ctx)
     if plan.adalora:
         return _adalora(plan, ctx)
     if plan.oft:
@@ -941,6 +954,84 @@ def _miss(plan: Plan, ctx: _Ctx) -> list[Term]:
     return [Term("MiSS: block sums kept for miss_block", f"{count} × N·r × {ab:g}", count * ctx.n * r * ab)]
 
 
+def _vblora(plan: Plan, ctx: _Ctx) -> list[Term]:
+    """What PEFT's VB-LoRA keeps per block beyond each target's input copy (huggingface/peft 51c2ff66
+    src/peft/tuners/vblora/layer.py). ``_get_low_rank_matrix``: ``logits.topk(topk, dim=-1)`` (the int64 indices
+    kept by the gather), ``F.softmax`` (its output kept), ``vblora_vector_bank[indices]`` (the gathered vectors, k ×
+    each sub-vector, kept by the multiply), summed into A (r × in) and B (out × r, a transposed copy); ``forward``:
+    ``x.to(bank dtype)`` (the float32 copy _consumer_inputs counts, as LoRA's), ``F.linear(F.linear(x, A), B)``, which
+    keeps A, B and x·Aᵀ (N × r). tools/measure/peft_more_check.py (PEFT 0.18.0, whose forward is 51c2ff66's; torch
+    2.13 CPU): every kept tensor to the byte."""
+    n, r, k, length = ctx.n, plan.lora.rank, VBLORA_TOPK, VBLORA_VECTOR_LENGTH
+    matrices = plan.model.adapted_matrices(tuple(t for t in plan.lora.targets if t != HEAD_TARGET))
+    count = sum(copies for _, _, copies in matrices)
+    sides = sum((fan_in + fan_out) * copies for fan_in, fan_out, copies in matrices)
+    ab, a = ctx.adapter_out, ctx.adapter
+    slots = r * sides // length  # sub-vectors of A and B: each picks k bank vectors
+    return [
+        Term("VB-LoRA: x·Aᵀ outputs (kept for B)", f"{count} × N·r × {ab:g}", count * n * r * ab),
+        Term("VB-LoRA: assembled A and B, kept by F.linear", f"r·Σ(in + out) × {ab:g}", r * sides * ab),
+        Term(
+            "VB-LoRA: gathered bank vectors, top-k indices and weights",
+            f"{k} × r·Σ(in + out) × {a:g} + {k} × r·Σ(in + out)/{length} × (8 + {a:g})",
+            k * r * sides * a + k * slots * (8 + a),
+        ),
+    ]
+
+
+def randlora_keeps_input(fan_in: int, fan_out: int) -> bool:
+    """Whether RandLoRA's first matmul on an (out × in) target keeps the input: its weight is the trained scaled
+    basis (in ≤ out; huggingface/peft 51c2ff66 src/peft/tuners/randlora/layer.py ``get_scaled_bases`` returns
+    ``update_A, update_B`` when ``min_dim == self.in_features``), else the frozen randlora_B slice, which needs no
+    input for its gradient."""
+    return fan_in <= fan_out
+
+
+def _randlora(plan: Plan, ctx: _Ctx) -> list[Term]:
+    """What PEFT's RandLoRA keeps per block (huggingface/peft 51c2ff66 src/peft/tuners/randlora/layer.py
+    ``Linear.forward``: ``update_B, update_A = get_scaled_bases(...)``, ``x = x.to(update_A.dtype)``,
+    ``F.linear(F.linear(x, update_B), update_A) * scaling``). ``UniqueBaseGrad``'s scaled basis, λ × randlora_A × γ,
+    (r·bases × min(in, out), the adapter dtype), is kept by the matmul it is the weight of; the other weight is a view
+    of the frozen randlora_B. Where in ≤ out the basis is the first matmul's weight: it keeps the input's float32
+    copy (_consumer_inputs, :func:`randlora_keeps_input`); else the second's: it keeps the first's output (N ×
+    r·bases). tools/measure/peft_more_check.py (PEFT 0.18.0, whose forward is 51c2ff66's; torch 2.13 CPU): to the
+    byte."""
+    n, r, ab = ctx.n, plan.lora.rank, ctx.adapter_out
+    matrices = plan.model.adapted_matrices(tuple(t for t in plan.lora.targets if t != HEAD_TARGET))
+    basis = sum(r * randlora_bases(i, o, r) * min(i, o) * c for i, o, c in matrices)
+    middle = sum(r * randlora_bases(i, o, r) * c for i, o, c in matrices if not randlora_keeps_input(i, o))
+    items = [Term("RandLoRA: each target's scaled basis λ·A·γ, kept", f"Σ r·bases·min(in, out) × {ab:g}", basis * ab)]
+    if middle:
+        label = "RandLoRA: the first matmul's output where out < in (kept for γ)"
+        items.append(Term(label, f"N × Σ r·bases × {ab:g}", n * middle * ab))
+    return items
+
+
+def _shira(plan: Plan, ctx: _Ctx) -> list[Term]:
+    """What PEFT's SHiRA keeps per block (huggingface/peft 51c2ff66 src/peft/tuners/shira/layer.py
+    ``Linear.forward``: ``new_weight = copy.deepcopy(self.base_layer.weight.data)``, ``new_weight +=
+    get_delta_weight(...)`` (``torch.sparse_coo_tensor(shira_indices, shira_weight * scaling, shape)``),
+    ``F.linear(x, new_weight)``). F.linear keeps the whole new weight (in the base's dtype; under autocast its cast
+    to the autocast dtype) for the input's gradient and x itself for the weight's (_consumer_inputs: no cast of its
+    own); the sparse tensor keeps its int64 indices (2 × r·(in + out)) and its scaled values (the adapter dtype).
+    tools/measure/peft_more_check.py (PEFT 0.18.0, whose forward is 51c2ff66's; torch 2.13 CPU): to the byte."""
+    matrices = plan.model.adapted_matrices(tuple(t for t in plan.lora.targets if t != HEAD_TARGET))
+    weights = sum(i * o * c for i, o, c in matrices)
+    w = ctx.ca if ctx.autocast else DTYPE_BYTES[plan.base_dtype]
+    values = sum(shira_tensor_sizes(plan))
+    a = ctx.adapter
+    return [
+        Term(
+            "SHiRA: each target's new weight (copy + sparse delta), kept by F.linear", f"Σ out·in × {w:g}", weights * w
+        ),
+        Term(
+            "SHiRA: the sparse delta's indices (int64) and values",
+            f"r·Σ(in + out) × (2 × 8 + {a:g})",
+            values * (16 + a),
+        ),
+    ]
+
+
 # RoAd's angle / scale columns its ops keep per output feature, by variant (huggingface/peft 51c2ff66
 # src/peft/tuners/road/layer.py ``_prepare_cols``): road_1 repeats its out/2 angles and scales to out first
 # (repeat_interleave: the repeated angles and scales, cos, sin and both products kept, 6 vectors of out); road_2 keeps
@@ -1089,7 +1180,11 @@ def layer_activations(plan: Plan, trainable_block: bool, mixer: str = ATTENTION_
     # The head's adapter (lm_head) is outside the blocks: outside_blocks keeps what it saves.
     # An adapter reading each target's input (LoHa / LoKr, OFT and AdaLoRA too).
     lora_like = plan.lora_adapters or plan.lycoris or plan.oft or plan.adalora or plan.fourierft
+    lora_like = lora_like or plan.vblora or plan.randlora or plan.shira
     block_targets = tuple(t for t in plan.lora.targets if t != HEAD_TARGET) if lora_like else ()
+    if plan.randlora:  # the targets whose first matmul keeps the input (randlora_keeps_input)
+        shapes = model.linear_shapes()
+        block_targets = tuple(t for t in block_targets if t in shapes and randlora_keeps_input(*shapes[t]))
     if model.recurrent_mixer:
         block_targets = layer_targets(block_targets, mixer, mlp, model.family)
     ctx = _context(plan, trainable_block, block_targets)

@@ -44,9 +44,9 @@ from typing import Any, Final
 from core.format import sci
 from core.memo import Once, fills_fields, last_answer
 from core.model import ModelSpec, normalise_lora_targets
-from core.params import lokr_factorization, oft_blocks, oft_neumann_bmms, param_counts
+from core.params import lokr_factorization, oft_blocks, oft_neumann_bmms, param_counts, randlora_bases
 from core.plan import Accounting, CheckpointPolicy, Method, Plan
-from core.training.activations import recomputed_share
+from core.training.activations import randlora_keeps_input, recomputed_share
 from core.training.extra_trained import head_copy_trains
 from core.training.mixer_flops import MixerFlops, mixer_flops
 
@@ -64,10 +64,17 @@ _METHOD_LOKR: Final = Method.LOKR
 _METHOD_MISS: Final = Method.MISS
 _METHOD_OFT: Final = Method.OFT
 _METHOD_VERA: Final = Method.VERA
+_METHOD_FOURIERFT: Final = Method.FOURIERFT
+_METHOD_RANDLORA: Final = Method.RANDLORA
+_METHOD_SHIRA: Final = Method.SHIRA
+_METHOD_VBLORA: Final = Method.VBLORA
 
 # The suffixes of an adapter's matmuls in block_gemms: LoRA's two, LoHa's / LoKr's delta weight applied, VeRA's two,
 # OFT's block-diagonal rotation.
-ADAPTER_GEMMS: Final = ("LoRA A", "LoRA B", "delta weight", "VeRA A", "VeRA B", "OFT rotation", "MiSS block")
+ADAPTER_GEMMS: Final = (
+    "LoRA A", "LoRA B", "delta weight", "VeRA A", "VeRA B", "OFT rotation", "MiSS block", "RandLoRA basis",
+    "RandLoRA bases B",
+)  # fmt: skip
 
 
 @dataclass(frozen=True, init=False)
@@ -129,7 +136,40 @@ def block_gemms(plan: Plan) -> tuple[Gemm, ...]:
         else [Gemm(name, d, width, "column", base_trains) for name, width in (("q", q), ("k", kv), ("v", kv))]
     )
     gemms.append(Gemm("o", q, d, "row", base_trains))
-    return tuple(gemms) + _mlp_gemms(model, base_trains) + _adapter_gemms(plan)
+    gemms += _mlp_gemms(model, base_trains)
+    if plan.method is _METHOD_SHIRA:
+        gemms = _shira_gemms(plan, gemms)
+    return tuple(gemms) + _adapter_gemms(plan)
+
+
+# The projections each block matmul runs (block_gemms' names), for SHiRA's weight gradients.
+_GEMM_TARGETS: Final = {
+    "q": ("q_proj",), "k": ("k_proj",), "v": ("v_proj",), "q|k|v": ("q_proj", "k_proj", "v_proj"), "o": ("o_proj",),
+    "gate|up": ("gate_proj", "up_proj"), "up": ("up_proj",), "down": ("down_proj",),
+}  # fmt: skip
+
+
+def _shira_gemms(plan: Plan, gemms: list[Gemm]) -> list[Gemm]:
+    """SHiRA's targets run ``F.linear(x, new_weight)`` in place of the frozen linear (huggingface/peft 51c2ff66
+    src/peft/tuners/shira/layer.py ``Linear.forward``), whose weight (a copy plus the sparse delta) needs a gradient:
+    the whole in × out weight-gradient matmul, in the base's dtype, then masked by ``sparse_mask``
+    (tools/measure/peft_method_cost.py: 2·m·in·out bfloat16 FLOPs more a target, backward). A fused gate|up with one
+    of the two targeted splits into its halves."""
+    chosen = set(normalise_lora_targets(plan.lora.targets))
+    out: list[Gemm] = []
+    for gemm in gemms:
+        names = _GEMM_TARGETS.get(gemm.name, ())
+        hit = [n for n in names if n in chosen]
+        if gemm.name == "gate|up" and len(hit) == 1:
+            half = gemm.n // 2
+            out += [
+                Gemm("gate", gemm.k, half, gemm.split, "gate_proj" in hit, gemm.share, gemm.count, gemm.layers),
+                Gemm("up", gemm.k, half, gemm.split, "up_proj" in hit, gemm.share, gemm.count, gemm.layers),
+            ]
+            continue
+        out.append(Gemm(gemm.name, gemm.k, gemm.n, gemm.split, gemm.trains or bool(hit), gemm.share, gemm.count,
+                        gemm.layers))  # fmt: skip
+    return out
 
 
 def _mlp_gemms(model: ModelSpec, trains: bool) -> tuple[Gemm, ...]:
@@ -205,9 +245,13 @@ def _adapter_gemms(plan: Plan) -> tuple[Gemm, ...]:
     r → out matmul a token whose weight (miss_block) gets a gradient; the block sum is method_work's bytes. FourierFT
     (src/peft/tuners/fourierft/layer.py ``FourierFTLinear.forward``: ``F.linear(x, delta_w)``): LoHa's whole in → out
     matmul on the delta built from the spectrum (its scatter and inverse FFT are not counted). RoAd (road/layer.py
-    ``_apply_road``) multiplies elementwise: no matmul."""
+    ``_apply_road``) multiplies elementwise: no matmul. VB-LoRA (vblora/layer.py ``Linear.forward``:
+    ``F.linear(F.linear(x, A), B)`` on A and B assembled from the bank): LoRA's two trained matmuls at rank r.
+    RandLoRA (randlora/layer.py ``Linear.forward``: ``F.linear(F.linear(x, update_B), update_A)``): in → r·bases →
+    out, float32, the trained scaled basis the first matmul's weight where in ≤ out, the second's otherwise (the other a
+    view of the frozen randlora_B, no weight gradient). SHiRA trains its targets' own matmuls (block_gemms)."""
     wrapped = plan.lycoris or plan.vera or plan.oft or plan.adalora or plan.miss or plan.fourierft
-    if not (plan.lora_adapters or wrapped):
+    if not (plan.lora_adapters or wrapped or plan.vblora or plan.randlora):
         return ()
     shapes = {**plan.model.linear_shapes(), **plan.model.mixer_shapes()}
     r = plan.lora.rank
@@ -225,6 +269,13 @@ def _adapter_gemms(plan: Plan) -> tuple[Gemm, ...]:
             continue
         if plan.miss:
             out.append(Gemm(f"{target} {ADAPTER_GEMMS[6]}", r, fan_out, "none", True))
+            continue
+        if plan.randlora:
+            middle, first = r * randlora_bases(fan_in, fan_out, r), randlora_keeps_input(fan_in, fan_out)
+            out += [
+                Gemm(f"{target} {ADAPTER_GEMMS[7 if first else 8]}", fan_in, middle, "none", first),
+                Gemm(f"{target} {ADAPTER_GEMMS[8 if first else 7]}", middle, fan_out, "none", not first),
+            ]
             continue
         if plan.vera:
             out += [
@@ -362,6 +413,25 @@ def head_adapter_weight(plan: Plan) -> int:
     return plan.lora.rank * sum(head) if head else 0
 
 
+def _adapter_flops_label(plan: Plan) -> tuple[str, str]:
+    """The adapter matmuls' FLOP term's label and per-token size, by method (token_flops)."""
+    if plan.lycoris:
+        return "LoHa / LoKr delta weights applied", "in·out"
+    if plan.oft:
+        return "OFT block-diagonal rotations", "in·b"
+    if plan.miss:
+        return "MiSS blocks (the block sum times miss_block)", "r·out"
+    if plan.fourierft:
+        return "FourierFT delta weights applied", "in·out"
+    if plan.randlora:
+        return "RandLoRA's full-rank bases (in → r·bases → out)", "r·bases·(in + out)"
+    if plan.vblora:
+        return "VB-LoRA's A and B (LoRA's matmuls)", "r·(in + out)"
+    if plan.adalora:
+        return "AdaLoRA's A and B (LoRA's matmuls at init_r)", "r·(in + out)"
+    return "LoRA adapters", "r·(in + out)"
+
+
 def token_flops(plan: Plan) -> TokenFlops:
     """Training FLOPs per token of ``plan`` (the lesson's rule in lesson accounting)."""
     if plan.accounting is _ACCOUNTING_LESSON:
@@ -412,16 +482,7 @@ def token_flops(plan: Plan) -> TokenFlops:
             )
         )
     if w_adapt:
-        label, per = (
-            ("LoHa / LoKr delta weights applied", "in·out") if plan.lycoris else ("LoRA adapters", "r·(in + out)")
-        )
-        if plan.oft:
-            label, per = "OFT block-diagonal rotations", "in·b"
-        if plan.miss:
-            label, per = "MiSS blocks (the block sum times miss_block)", "r·out"
-        if plan.fourierft:
-            label, per = "FourierFT delta weights applied", "in·out"
-        label = "AdaLoRA's A and B (LoRA's matmuls at init_r)" if plan.adalora else label
+        label, per = _adapter_flops_label(plan)
         # VeRA's frozen vera_A / vera_B get no weight gradient: forward and input gradient only.
         grads = 1 if plan.vera else 2
         terms.append(
@@ -607,6 +668,22 @@ PEFT_METHOD_PASSES: Final[dict[Method, MethodPasses]] = {
     # 28 m·in + 12 m·out, exact). tools/measure/peft_method_cost.py --methods miss --bytes --shape IN OUT over
     # (256, 512), (512, 256), (512, 512), (1024, 512), (512, 1024) at 128 and 256 tokens: every figure exact.
     Method.MISS: MethodPasses((5, 8), (10.0, 16.0, 0.0, 4.0), (28.0, 12.0, 0.0, 0.0)),
+    # Branch h78peft, the method comparison's settings (n_frequency 1000; road_2; VB-LoRA r 4 on a bank of 256 × 256,
+    # top 2; RandLoRA r 32; SHiRA r 32): tools/measure/peft_method_cost.py --methods ... --bytes --shape IN OUT over
+    # the same ten shapes and token counts. FourierFT (X = n): the float32 zeros, the scatter, both inverse FFTs'
+    # complex in·out, the input cast and the add (9 / 10 kernels), exact. RoAd: its float32 output cast, cos / sin,
+    # the rotation's multiplies, stack and add, all per m·out (11 / 24), within 0.5 % (its out-long columns left out).
+    # VB-LoRA (X = r·(in + out)): LoRA's casts and adds per m·in, m·out, topk / softmax / gather / sum over the logits
+    # and the bank (20 / 25); the bank's own constant (7.8 / 36 B a bank element a target) is left out, within 0.8 % /
+    # 0.3 % of the bytes at 840 tokens on Llama's shapes. RandLoRA (X = r·bases·min(in, out), UniqueBaseGrad's product):
+    # the input cast, the scaled basis, the add (8 / 14), within 1.2 %. SHiRA (X = r·(in + out)): the weight's deepcopy,
+    # the sparse values scaled and coalesced, the add into the copy (9 / 4), exact; its weight gradient is a block
+    # matmul (block_gemms).
+    Method.FOURIERFT: MethodPasses((9, 10), (6.0, 16.0, 48.0, 20.0), (12.0, 12.0, 40.0, 20.0)),
+    Method.ROAD: MethodPasses((11, 24), (0.0, 52.0, 0.0, 0.0), (0.0, 100.5, 0.0, 0.0)),
+    Method.VBLORA: MethodPasses((20, 25), (6.0, 16.0, 0.0, 50.5), (12.0, 12.0, 0.0, 76.5)),
+    Method.RANDLORA: MethodPasses((8, 14), (6.0, 24.0, 0.0, 12.5), (12.0, 20.0, 0.0, 16.5)),
+    Method.SHIRA: MethodPasses((9, 4), (0.0, 0.0, 32.0, 52.0), (0.0, 0.0, 18.0, 8.0)),
 }
 # AdaLoRA's rank allocator once an optimizer step (huggingface/peft 51c2ff66 src/peft/tuners/adalora/layer.py
 # ``RankAllocator.update_and_allocate`` at a step of its masking phase: ``update_ipt``'s sensitivity and uncertainty
@@ -627,6 +704,10 @@ _OWN_TERM: Final = {
     Method.VERA: "m·r",
     Method.ADALORA: "r·in",
     Method.MISS: "m·r",
+    Method.FOURIERFT: "n",
+    Method.VBLORA: "r·(in + out)",
+    Method.RANDLORA: "r·bases·min(in, out)",
+    Method.SHIRA: "r·(in + out)",
 }
 
 _METHOD_LABELS: Final = {
@@ -638,6 +719,11 @@ _METHOD_LABELS: Final = {
     Method.IA3: "IA3's elementwise scalings",
     Method.ADALORA: "AdaLoRA's A·E product, scaling / ranknum and orthogonal regularisation",
     Method.MISS: "MiSS's float32 input cast, block sum, and the float32 add onto the base output",
+    Method.FOURIERFT: "FourierFT's spectrum scattered and inverse-FFT'd into a float32 delta weight, the input cast",
+    Method.ROAD: "RoAd's float32 output cast and elementwise rotation (cos, sin, multiplies)",
+    Method.VBLORA: "VB-LoRA's A and B assembled from the bank (top-k, softmax, gather), the input cast",
+    Method.RANDLORA: "RandLoRA's scaled basis λ·A·γ and the float32 input cast",
+    Method.SHIRA: "SHiRA's weight copy and its sparse delta added every micro-batch",
 }
 
 
@@ -688,9 +774,10 @@ def _build_flops(plan: Plan, fan_in: int, fan_out: int) -> tuple[float, float]:
     return 0.0, 0.0
 
 
-def _own_term(plan: Plan, m: float, fan_in: int) -> float:
+def _own_term(plan: Plan, m: float, fan_in: int, fan_out: int) -> float:
     """The elements of a method's own term of PEFT_METHOD_PASSES: DoRA's in × in identity, OFT's r blocks of b × b,
-    VeRA's m × r activations, MiSS's m × r block sums, AdaLoRA's r × in product A·E; 0 for the others."""
+    VeRA's m × r activations, MiSS's m × r block sums, AdaLoRA's r × in product A·E, FourierFT's n coefficients,
+    VB-LoRA's and SHiRA's r·(in + out), RandLoRA's scaled basis; 0 for the others."""
     r = plan.lora.rank
     if plan.method is _METHOD_DORA:
         return float(fan_in * fan_in)
@@ -701,6 +788,12 @@ def _own_term(plan: Plan, m: float, fan_in: int) -> float:
         return m * r
     if plan.method is _METHOD_ADALORA:
         return float(r * fan_in)
+    if plan.method is _METHOD_FOURIERFT:
+        return float(r)
+    if plan.method in (_METHOD_VBLORA, _METHOD_SHIRA):
+        return float(r * (fan_in + fan_out))
+    if plan.method is _METHOD_RANDLORA:
+        return float(r * randlora_bases(fan_in, fan_out, r) * min(fan_in, fan_out))
     return 0.0
 
 
@@ -722,7 +815,7 @@ def method_work(plan: Plan) -> MethodWork | None:
         fan_in, fan_out = shapes[name]
         # IA3 scales a feedforward target's input (m·in elements), any other's output (m·out).
         per_in, per_out = (fan_out, fan_in) if name in feedforward else (fan_in, fan_out)
-        terms = (m * per_in, m * per_out, float(fan_in * fan_out), _own_term(plan, m, fan_in))
+        terms = (m * per_in, m * per_out, float(fan_in * fan_out), _own_term(plan, m, fan_in, fan_out))
         bytes_f += sum(c * t for c, t in zip(passes.forward, terms, strict=True))
         bytes_b += sum(c * t for c, t in zip(passes.backward, terms, strict=True))
         f, b = _build_flops(plan, fan_in, fan_out)

@@ -7,7 +7,7 @@ State is allocated like the parameter it belongs to (torch.optim ``_init_group``
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Final
 
 from core.breakdown import Term
@@ -30,10 +30,15 @@ from core.params import (
     muon_matrices,
     oft_blocks,
     oft_tensor_sizes,
+    randlora_bases,
+    randlora_tensor_sizes,
     road_tensor_sizes,
+    shira_tensor_sizes,
+    vblora_bank_elements,
+    vblora_tensor_sizes,
     vera_tensor_sizes,
 )
-from core.plan import Method, Optimizer, OptimizerImpl, Plan, TorchVersion
+from core.plan import VBLORA_NUM_VECTORS, VBLORA_VECTOR_LENGTH, Method, Optimizer, OptimizerImpl, Plan, TorchVersion
 from core.roles import Dtypes, runs_grad_scaler
 
 # Enum members this module's hot paths compare with, read from their classes once: on Python 3.11 each
@@ -210,26 +215,33 @@ GALORE_SVD_BYTES: Final = 4.0
 MIN_BLOCK_BYTES: Final = 512
 
 
+# The PEFT methods whose trained tensors per block core.params lists (adapter_tensor_sizes).
+_OWN_TENSOR_SIZES: Final[dict[Method, Callable[[Plan], list[int]]]] = {
+    Method.MISS: miss_tensor_sizes,
+    Method.VBLORA: vblora_tensor_sizes,
+    Method.RANDLORA: randlora_tensor_sizes,
+    Method.SHIRA: shira_tensor_sizes,
+    Method.FOURIERFT: fourierft_tensor_sizes,
+    Method.ROAD: road_tensor_sizes,
+    Method.VERA: vera_tensor_sizes,
+    Method.ADALORA: adalora_tensor_sizes,
+    Method.OFT: oft_tensor_sizes,
+}
+
+
 def adapter_tensor_sizes(plan: Plan) -> list[int]:
     """Elements of each tensor one block's adapters train: lora_A (r·in), lora_B (r·out) and
     DoRA's magnitude (out) per adapted matrix, one IA3 vector (in or out) per target, or LoHa's / LoKr's
     factors (core.params.lycoris_matrix_tensors), or VeRA's two vectors (core.params.vera_tensor_sizes), or OFT's
     one (r, b(b−1)/2) weight per target (core.params.oft_tensor_sizes), or MiSS's miss_block (r·out) per target
     (core.params.miss_tensor_sizes), or FourierFT's spectrum (n) per target (core.params.fourierft_tensor_sizes), or
-    RoAd's angles and scales (core.params.road_tensor_sizes)."""
+    RoAd's angles and scales (core.params.road_tensor_sizes), or VB-LoRA's two logits tensors per target
+    (core.params.vblora_tensor_sizes), RandLoRA's lambda and gamma (core.params.randlora_tensor_sizes), SHiRA's
+    r·(in + out) values (core.params.shira_tensor_sizes)."""
     model = plan.model
-    if plan.miss:
-        return miss_tensor_sizes(plan)
-    if plan.fourierft:
-        return fourierft_tensor_sizes(plan)
-    if plan.road:
-        return road_tensor_sizes(plan)
-    if plan.vera:
-        return vera_tensor_sizes(plan)
-    if plan.adalora:
-        return adalora_tensor_sizes(plan)
-    if plan.oft:
-        return oft_tensor_sizes(plan)
+    own = _OWN_TENSOR_SIZES.get(plan.method)
+    if own is not None:
+        return own(plan)
     if plan.method is _METHOD_IA3:
         return [
             n for n, copies, _ in model.ia3_vectors(plan.lora.targets, plan.lora.ia3_feedforward) for _ in range(copies)
@@ -248,8 +260,12 @@ def adapter_tensor_sizes(plan: Plan) -> list[int]:
 
 
 def head_adapter_tensor_sizes(plan: Plan) -> list[int]:
-    """Elements of the output head's adapter tensors, once for the model (not per block): lora_A
-    (r·d), lora_B (r·V) and DoRA's magnitude (V) when ``lm_head`` is a target (core.model.HEAD_TARGET)."""
+    """Elements of the adapter tensors trained once for the model (not per block): the output head's lora_A
+    (r·d), lora_B (r·V) and DoRA's magnitude (V) when ``lm_head`` is a target (core.model.HEAD_TARGET); VB-LoRA's
+    shared vector bank (core.params.vblora_bank_elements, branch h78peft)."""
+    bank = vblora_bank_elements(plan)
+    if bank:
+        return [bank]
     head = plan.model.head_adapter_shape(plan.lora.targets) if plan.lora_adapters else None
     if head is None:
         return []
@@ -694,8 +710,22 @@ def adafactor_state_elements(plan: Plan) -> int:
         return model.num_layers * sum(n + 1 for n in adapter_tensor_sizes(plan))
     # VeRA's vectors are 1-D (r) and (out), FourierFT's spectrum (n) and RoAd's angles and scales too: Adafactor keeps
     # them whole
-    if plan.vera or plan.fourierft or plan.road:
+    if plan.vera or plan.fourierft or plan.road or plan.shira:  # SHiRA's shira_weight is 1-D (r·(in + out)) too
         return model.num_layers * sum(adapter_tensor_sizes(plan))
+    if plan.randlora:  # randlora_lambda (r, bases) and randlora_gamma (bases, min): 2-D, rows + columns each
+        r = plan.lora.rank
+        bases = [(randlora_bases(fi, fo, r), min(fi, fo), c) for fi, fo, c in model.adapted_matrices(plan.lora.targets)]
+        return model.num_layers * sum((r + b + b + low) * c for b, low, c in bases)
+    if plan.vblora:
+        # vblora_logits_A (r, in/L, V) and vblora_logits_B (out/L, r, V) are 3-D: Adafactor factors the last two
+        # dimensions per leading index (torch/optim/_adafactor.py: row and column variances of shape[:-1] and
+        # shape[:-2] + shape[-1:]); the bank (V, L) is 2-D.
+        r, length, vectors = plan.lora.rank, VBLORA_VECTOR_LENGTH, VBLORA_NUM_VECTORS
+        per_layer = sum(
+            (r * (fi // length + vectors) + (fo // length) * (r + vectors)) * c
+            for fi, fo, c in model.adapted_matrices(plan.lora.targets)
+        )
+        return model.num_layers * per_layer + vectors + length
     if plan.adalora:  # lora_A (r, in), lora_E (r, 1), lora_B (out, r): all 2-D, rows + columns each
         r = plan.lora.rank
         per_layer = sum((fi + r + r + 1 + fo + r) * c for fi, fo, c in model.adapted_matrices(plan.lora.targets))

@@ -16,6 +16,8 @@ from core.params import (
     bnb_quantised_head,
     oft_index_elements,
     quantised_block_params,
+    randlora_projection_elements,
+    shira_index_elements,
     vera_projection_elements,
 )
 from core.plan import Method, Plan
@@ -70,6 +72,9 @@ _ADAPTER_LABELS: Final = {
     Method.MISS: "MiSS blocks",
     Method.FOURIERFT: "FourierFT spectra",
     Method.ROAD: "RoAd angles and scales",
+    Method.VBLORA: "VB-LoRA logits + vector bank",
+    Method.RANDLORA: "RandLoRA λ and γ",
+    Method.SHIRA: "SHiRA sparse weights",
     Method.TRAINABLE_TOKENS: "trainable token rows (delta)",
 }
 
@@ -116,8 +121,21 @@ def weight_terms(plan: Plan, counts: ParamCounts, dt: Dtypes) -> list[Term]:
         a = dt.adapter
         label = f"VeRA shared vera_A, vera_B (frozen, {_dtype_name(a)})"
         terms.append(Term(label, f"r·(max in + max out) = {sci(shared)} × {a:g} B", shared * a))
+    bases = randlora_projection_elements(plan)
+    if bases:
+        # RandLoRA's BufferDict entries, cast as VeRA's (tuners_utils.py cast_adapter_dtype casts BufferDict tensors
+        # too; tools/measure/peft_more_check.py lists them float32 on a bf16 base): the adapter dtype.
+        a = dt.adapter
+        label = f"RandLoRA shared randlora_A, randlora_B (frozen, {_dtype_name(a)})"
+        formula = f"r·min + max·bases·r = {sci(bases)} × {a:g} B"
+        terms.append(Term(label, formula, bases * a))
     if model.vision_params:
         terms.append(vision_weight_term(plan, dt))
+    shira = shira_index_elements(plan) * model.num_layers
+    if shira:
+        # SHiRA's shira_indices (core.params.shira_index_elements): int32 on the base weight's device.
+        label = "SHiRA mask indices (int32)"
+        terms.append(Term(label, f"L × Σ 2·r(in + out) = {sci(shira)} × 4 B", shira * 4.0))
     index = oft_index_elements(plan) * model.num_layers
     if index:
         # OFTRotationModule's rows / cols buffers (core.params.oft_index_elements): int64, moved with the adapter.
@@ -233,6 +251,12 @@ def copy_terms(plan: Plan, counts: ParamCounts, dt: Dtypes) -> list[Term]:
         # HadaWeight.forward (huggingface/peft 51c2ff66 src/peft/tuners/loha/layer.py) runs its matmuls inside a
         # custom autograd Function, with grad off: autocast caches no cast of the factors (measured:
         # tools/measure/lycoris_check.py keeps none).
+        cast = 0
+    if plan.vblora or plan.randlora or plan.shira:
+        # No trained leaf meets a matmul (branch h78peft; huggingface/peft 51c2ff66): VB-LoRA's A and B are built from
+        # its logits and bank by topk / softmax / gather (vblora/layer.py ``_get_low_rank_matrix``), RandLoRA's scaled
+        # basis is UniqueBaseGrad's product (randlora/layer.py), SHiRA's values are added as a sparse tensor
+        # (shira/layer.py): autocast caches no cast of them.
         cast = 0
     if dt.autocast and cast and adapter_dtype(plan) is _DTYPE_FP32:
         terms.append(Term("16-bit copies of the adapters (autocast)", f"{sci(cast)} × 2 B", cast * 2))

@@ -1,6 +1,6 @@
 """Method: full fine-tuning, LoRA, DoRA, QLoRA, IA3, LitGPT's adapters, PEFT's prompt tuning, P-tuning, prefix
-tuning, LN tuning, LoHa, LoKr, VeRA, OFT, AdaLoRA, MiSS, trainable tokens, FourierFT and RoAd, or frozen layers, with
-precision and kernels."""
+tuning, LN tuning, LoHa, LoKr, VeRA, OFT, AdaLoRA, MiSS, trainable tokens, FourierFT, RoAd, VB-LoRA, RandLoRA and
+SHiRA, or frozen layers, with precision and kernels."""
 
 from __future__ import annotations
 

@@ -15,6 +15,7 @@ from core.mac import MAC_ATTENTION, MAC_OPTIMIZERS
 from core.model import LORA_TARGETS, MIXER_TARGETS, ModelSpec
 from core.plan import (
     LN_TUNING_FAMILIES,
+    VBLORA_VECTOR_LENGTH,
     Accounting,
     Attention,
     CheckpointPolicy,
@@ -83,9 +84,10 @@ PROMPT_METHODS: Final = (
 # LoHa and LoKr (branch h53lyco) likewise on one GPU or DDP, on dense models, not on the head, without
 # per-op checkpointing (Plan._check_lycoris); VeRA (branch h53vera), OFT (h54oft), AdaLoRA (h54ada) and MiSS (h58peft)
 # under the same refusals.
-# FourierFT and RoAd (h76peft) too.
+# FourierFT and RoAd (h76peft) too; VB-LoRA, RandLoRA and SHiRA (h78peft).
 LYCORIS: Final = (
     Method.LOHA, Method.LOKR, Method.VERA, Method.OFT, Method.ADALORA, Method.MISS, Method.FOURIERFT, Method.ROAD,
+    Method.VBLORA, Method.RANDLORA, Method.SHIRA,
 )  # fmt: skip
 
 
@@ -100,7 +102,19 @@ def _rank(draw: st.DrawFn, spec: ModelSpec, method: Method, targets: list[str]) 
     if method is Method.FOURIERFT:
         entries = [i * o for i, o, _ in spec.adapted_matrices(tuple(targets))]
         rank = min([rank, *entries])
+    if method is Method.SHIRA:  # r·(in + out) at most in·out on every target (PEFT and Plan._check_vblora_shira)
+        rank = max(1, min([rank, *(i * o // (i + o) for i, o, _ in spec.adapted_matrices(tuple(targets)))]))
     return rank
+
+
+def vblora_targets(spec: ModelSpec, targets: list[str]) -> list[str]:
+    """The targets whose sides are whole bank vectors (VB-LoRA's vector_length: Plan._check_vblora_shira)."""
+
+    def whole(names: tuple[str, ...]) -> bool:
+        return all(n % VBLORA_VECTOR_LENGTH == 0 for i, o, _ in spec.adapted_matrices(names) for n in (i, o))
+
+    keep = [t for t in targets if whole((t,))]
+    return keep if keep and whole(tuple(keep)) else []
 
 
 @st.composite
@@ -121,6 +135,9 @@ def plans(draw: st.DrawFn) -> Plan:
     targets = draw(st.lists(st.sampled_from(reachable), min_size=1, unique=True))
     if spec.recurrent_mixer:  # a hybrid (Mamba-2, Gated DeltaNet): the targets picking it leaves (core.plan.lora_on)
         targets = list(lora_on(spec, LoraSettings(targets=tuple(targets))).targets)
+    if method is Method.VBLORA:  # only targets whose widths divide by the bank's vector length; else LoRA
+        whole = vblora_targets(spec, targets)
+        method, targets = (method, whole) if whole else (Method.LORA, targets)
     if spec.latent_attention and engine is Engine.LLAMACPP:
         engine = Engine.VLLM
     # Chunked attention (Llama 4) is served on vLLM 0.8 or later only (core.plan.serving_refusal).

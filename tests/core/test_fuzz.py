@@ -68,7 +68,7 @@ from core.plan import (
 )
 from core.presets import default_plan, plan_for_model
 from core.runtime import runs_mps
-from tests.core.strategies import LYCORIS, plans, serving_tensor_parallel
+from tests.core.strategies import LYCORIS, plans, serving_tensor_parallel, vblora_targets
 
 FUZZ = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 
@@ -439,6 +439,19 @@ def _prompt_learning_runs(drawn: dict[str, Any]) -> dict[str, Any]:
     if drawn["method"] is Method.FOURIERFT:  # n_frequency at most a target's entries (Plan._check_fourierft)
         entries = [i * o for i, o, _ in drawn["model"].adapted_matrices(drawn["lora"].targets)]
         drawn["lora"] = replace(drawn["lora"], rank=min([drawn["lora"].rank, *entries]))
+    if drawn["method"] is Method.SHIRA:  # r·(in + out) at most in·out (Plan._check_vblora_shira, branch h78peft)
+        sides = [i * o // (i + o) for i, o, _ in drawn["model"].adapted_matrices(drawn["lora"].targets)]
+        rank = min([drawn["lora"].rank, *sides])
+        if rank:
+            drawn["lora"] = replace(drawn["lora"], rank=rank)
+        else:  # a target too narrow for one entry a row and column (a 1-wide side): PEFT refuses any r
+            drawn["method"] = Method.LORA
+    if drawn["method"] is Method.VBLORA:  # targets whose widths divide by the bank's vectors (Plan._check_vblora_shira)
+        whole = vblora_targets(drawn["model"], list(drawn["lora"].targets))
+        if whole:
+            drawn["lora"] = replace(drawn["lora"], targets=tuple(whole))
+        else:
+            drawn["method"] = Method.LORA
     # one GPU or DDP, dense models (branches h53lyco, h53vera, h54oft, h54ada, h58peft, h76peft)
     if drawn["method"] in LYCORIS:
         drawn["parallel"] = replace(drawn["parallel"], strategy=Strategy.DDP)

@@ -279,8 +279,11 @@ def test_a_run_that_empties_the_cache_before_its_peak_step_carries_no_fragmentat
     # tied head's merged 128,256 × 3,072 matrix is made in every forward, as activations are. 2 FourierFT (branch
     # h76peft): the spectrum is at most 5,000 × 4 B a target (tuners/fourierft/layer.py update_layer), small-pool; the
     # delta weights (up to 3,072² × 4 B) are made in every forward, as LoHa's. 1 RoAd: road_theta and road_alpha at
-    # most 3,072 × 4 B each (tuners/road/layer.py update_layer, road_2): small-pool.
-    assert (len(lora), len(prompts), len(peft)) == (22, 7, 30)
+    # most 3,072 × 4 B each (tuners/road/layer.py update_layer, road_2): small-pool. 1 VB-LoRA (branch h78peft): its
+    # logits at most 12 × 4 × 256 × 4 B and its bank 256 × 256 × 4 B = 256 KiB, small-pool; 1 SHiRA: shira_weight at
+    # most 32 × 6,144 × 4 B = 768 KiB, small-pool. 1 RandLoRA: q_proj's randlora_gamma is 96 × 3,072 × 4 B = 1.125 MiB,
+    # past kSmallSize, so the rule gives its row the fitted term (below).
+    assert (len(lora), len(prompts), len(peft)) == (25, 7, 33)
     # The prompt's 200 × 3,072 × 4 B = 2.4 MB embedding (P-tuning's 3,072² × 4 B linears, prefix tuning's
     # 200 × 28 × 2 × 1,024 × 4 B = 45.9 MB) and their AdamW state are large-pool tensors: the rule gives
     # them the fitted term, as full fine-tuning. LN tuning's norms (3,072 elements each) are small-pool.
@@ -293,7 +296,16 @@ def test_a_run_that_empties_the_cache_before_its_peak_step_carries_no_fragmentat
     fa = rows["peft-mc-lora--llama-3.2-3B-rank32-lorafa"]
     assert fa.mapped.held_out and fa.mapped.plan.optimizer.value == "lora-fa"
     assert -14.0 < fa.error_pct < -12.0, fa.error_pct
+    # RandLoRA (held out, branch h78peft): its 28 q_proj gammas, their gradients and AdamW moments (1.125 MiB each, 84
+    # of them) are the run's only large-pool tensors made after the first activations, so the rule applies the fitted
+    # term (0.18 × the step's 15.1 GB of activations, 2.7 GB): +8.3 %, where the other PEFT rows run -3 to -4 %. The
+    # free room those ~100 MB of state can leave is far below the term; a rule for it is not made from this one row.
+    rand = rows["peft-mc-randlora--llama-3.2-3B-default"]
+    assert rand.mapped.held_out and bench.carries_fragmentation(rand.mapped)
+    assert 7.0 < rand.error_pct < 9.5, rand.error_pct
     for row in lora:
+        if row is rand:
+            continue
         assert not bench.carries_fragmentation(row.mapped) and row.fitted == 0.0
         if row is fa:
             continue
@@ -316,8 +328,8 @@ def test_a_source_with_some_figures_held_out_says_how_many(
     header = next(line for line in capsys.readouterr().out.splitlines() if "### peft-method-comparison" in line)
     # The held-out methods' rows, 14 of 25: 3 prompt tuning, 1 P-tuning, 3 prefix tuning, 1 LN tuning, 1 LoHa, 1 LoKr,
     # 1 VeRA, 1 OFT, 1 AdaLoRA, 1 MiSS (mapping.HELD_OUT_METHODS); LoRA-FA's (HELD_OUT_OPTIMIZERS, branch h60opt) and
-    # trainable tokens' (branch h61mts2); 2 FourierFT and 1 RoAd (branch h76peft).
-    assert "held out of every fit" not in header and "19 of 30 figures held out" in header, header
+    # trainable tokens' (branch h61mts2); 2 FourierFT and 1 RoAd (branch h76peft); VB-LoRA, RandLoRA, SHiRA (h78peft).
+    assert "held out of every fit" not in header and "22 of 33 figures held out" in header, header
 
 
 def test_the_shipped_constant_is_the_fit_on_every_family(result: object) -> None:

@@ -82,12 +82,12 @@ def test_peft_unknown_target_names_are_listed_not_dropped() -> None:
 
 def test_peft_other_adapter_types_are_refused_in_one_line() -> None:
     # LoHa and LoKr are read since branch h53lyco, VeRA since h53vera, OFT since h54oft, AdaLoRA since h54ada, MiSS
-    # since h58peft, FourierFT and RoAd since h76peft; BOFT is not modelled.
+    # since h58peft, FourierFT and RoAd since h76peft, VB-LoRA, RandLoRA and SHiRA since h78peft; BOFT is not modelled.
     document = {"peft_type": "BOFT", "boft_block_size": 4, "target_modules": ["q_proj"]}
     with pytest.raises(
         PlanFileError,
         match=r"peft_type: 'BOFT' .* expected LORA, IA3, PROMPT_TUNING, P_TUNING, PREFIX_TUNING, LN_TUNING, LOHA, "
-        r"LOKR, VERA, OFT, ADALORA, MISS, TRAINABLE_TOKENS, FOURIERFT or ROAD",  # TRAINABLE_TOKENS since h61mts2
+        r"LOKR, VERA, OFT, ADALORA, MISS, TRAINABLE_TOKENS, FOURIERFT, ROAD, VBLORA, RANDLORA or SHIRA",
     ) as info:
         loads_run_config(json.dumps(document).encode(), "boft.json")
     assert "\n" not in str(info.value)

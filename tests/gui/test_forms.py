@@ -180,6 +180,17 @@ def test_fourierft_and_road_are_picked_with_their_rows(qtbot: Any, window: MainW
     assert window.controller.plan.lora.road_variant.value == "road_2"
 
 
+def test_vblora_randlora_and_shira_are_picked_with_their_config_s_rank(qtbot: Any, window: MainWindow) -> None:
+    # PEFT's VB-LoRA, RandLoRA and SHiRA (branch h78peft): the rank row (VBLoRAConfig r 4, RandLoraConfig and
+    # ShiraConfig r 32 by default, huggingface/peft 51c2ff66 config.py files), no alpha row, no RoAd variant.
+    form = window.method_form
+    for value, rank in (("vblora", 4), ("randlora", 32), ("shira", 32)):
+        form.method.setCurrentIndex(form.method.findData(value))
+        plan = window.controller.plan
+        assert plan.method.value == value and plan.lora.rank == rank
+        assert not form.rank.isHidden() and form.alpha.isHidden() and form.road_variant.isHidden()
+
+
 def test_modules_to_save_and_trainable_tokens_rows_under_a_peft_method(qtbot: Any, window: MainWindow) -> None:
     # PEFT's modules_to_save / trainable_token_indices (branch h60mts): rows under a PEFT method, gone under full.
     form = window.method_form

@@ -34,7 +34,10 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
-_METHODS = ("lora", "dora", "ia3", "loha", "lokr", "vera", "oft", "adalora", "miss")
+_METHODS = (
+    "lora", "dora", "ia3", "loha", "lokr", "vera", "oft", "adalora", "miss", "fourierft", "road", "vblora", "randlora",
+    "shira",
+)  # fmt: skip
 _NO_KERNEL = {"empty.memory_format", "empty_strided.default", "empty_like.default", "detach.default"}
 _MATMULS = {"mm", "addmm", "bmm", "baddbmm"}
 
@@ -100,6 +103,15 @@ def _config(method: str) -> Any:
         "adalora": lambda: peft.AdaLoraConfig(init_r=64, target_r=32, lora_alpha=8, target_modules=qv, total_step=5000),
         # miss--llama-3.2-3B-default (51c2ff66 results): MissConfig's r 64, init_weights True.
         "miss": lambda: peft.MissConfig(r=64, target_modules=qv),
+        # Branch h78peft, the 51c2ff66 results' peft_config: fourierft--llama-3.2-3B-default (n_frequency 1000,
+        # scaling 150), road--llama-3.2-3B-lr_0.001 (variant road_2), vblora--llama-3.2-3B-default (r 4, 256 vectors
+        # of 256, top 2), randlora--llama-3.2-3B-default (r 32, randlora_alpha 640), shira--llama-3.2-3B-lr_0.0003-
+        # random_seed_42 (r 32, random mask).
+        "fourierft": lambda: peft.FourierFTConfig(n_frequency=1000, scaling=150.0, target_modules=qv),
+        "road": lambda: peft.RoadConfig(variant="road_2", target_modules=qv),
+        "vblora": lambda: peft.VBLoRAConfig(r=4, num_vectors=256, vector_length=256, topk=2, target_modules=qv),
+        "randlora": lambda: peft.RandLoraConfig(r=32, randlora_alpha=640, target_modules=qv),
+        "shira": lambda: peft.ShiraConfig(r=32, random_seed=42, target_modules=qv),
     }[method]()
 
 

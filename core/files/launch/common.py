@@ -116,12 +116,15 @@ FLASH1_WHY: Final = (
 
 
 # PEFT's wrapped methods the exporters write as LoRA on the same targets: each one's config class, and the plan fields
-# of its own no target writes (branches h53vera, h54oft, h58peft, h76peft).
+# of its own no target writes (branches h53vera, h54oft, h58peft, h76peft, h78peft).
 _WRITTEN_AS_LORA: Final[dict[Method, tuple[str, tuple[str, ...]]]] = {
     Method.VERA: ("VeraConfig", ()),
     Method.MISS: ("MissConfig", ()),
     Method.FOURIERFT: ("FourierFTConfig", ()),
     Method.ROAD: ("RoadConfig", ("method.lora.road_variant",)),
+    Method.VBLORA: ("VBLoRAConfig", ()),  # branch h78peft
+    Method.RANDLORA: ("RandLoraConfig", ()),
+    Method.SHIRA: ("ShiraConfig", ()),
     Method.OFT: ("OFTConfig", ("method.lora.oft_block_size",)),
 }
 

@@ -20,7 +20,18 @@ from core.files.runconfig.common import (
 from core.files.runconfig.reading import Taker
 from core.files.runconfig.result import ConfigKind, RunConfig
 from core.params import OFT_NEUMANN_TERMS
-from core.plan import ADALORA_DEFAULT_RANK, FOURIERFT_DEFAULT_FREQUENCIES, MISS_DEFAULT_RANK, VERA_DEFAULT_RANK
+from core.plan import (
+    ADALORA_DEFAULT_RANK,
+    FOURIERFT_DEFAULT_FREQUENCIES,
+    MISS_DEFAULT_RANK,
+    RANDLORA_DEFAULT_RANK,
+    SHIRA_DEFAULT_RANK,
+    VBLORA_DEFAULT_RANK,
+    VBLORA_NUM_VECTORS,
+    VBLORA_TOPK,
+    VBLORA_VECTOR_LENGTH,
+    VERA_DEFAULT_RANK,
+)
 
 # LoraConfig defaults (peft/tuners/lora/config.py): r=8, lora_alpha=8.
 DEFAULT_RANK: Final = 8
@@ -36,9 +47,32 @@ IRRELEVANT: Final = (
 
 _KINDS: Final = (
     "LORA, IA3, PROMPT_TUNING, P_TUNING, PREFIX_TUNING, LN_TUNING, LOHA, LOKR, VERA, OFT, ADALORA, MISS, "
-    "TRAINABLE_TOKENS, FOURIERFT or ROAD (the planner models LoRA, DoRA, QLoRA and IA3 adapters, prompt tuning, "
-    "P-tuning, prefix tuning, LN tuning, LoHa, LoKr, VeRA, OFT, AdaLoRA, MiSS, trainable tokens, FourierFT and RoAd)"
+    "TRAINABLE_TOKENS, FOURIERFT, ROAD, VBLORA, RANDLORA or SHIRA (the planner models LoRA, DoRA, QLoRA and IA3 "
+    "adapters, prompt tuning, P-tuning, prefix tuning, LN tuning, LoHa, LoKr, VeRA, OFT, AdaLoRA, MiSS, trainable "
+    "tokens, FourierFT, RoAd, VB-LoRA, RandLoRA and SHiRA)"
 )
+# VBLoRAConfig keys with no effect on memory (branch h78peft; huggingface/peft 51c2ff66
+# src/peft/tuners/vblora/config.py): save_only_topk_weights changes the saved file, the init_* keys the starting values,
+# fan_in_fan_out a Conv1D's view.
+VBLORA_IRRELEVANT: Final = (
+    "peft_type", "task_type", "inference_mode", "revision", "auto_mapping", "peft_version", "layers_pattern",
+    "save_only_topk_weights", "init_vector_bank_bound", "init_logits_std", "fan_in_fan_out",
+)  # fmt: skip
+# RandLoraConfig keys with no effect on memory (src/peft/tuners/randlora/config.py): randlora_alpha scales the update,
+# projection_prng_key seeds the bases, save_projection changes the saved file, sparse / very_sparse fill the same
+# dense bases with -1 / 0 / 1 (model.py ``_init_randlora_A_randlora_B_sparse``: "does [not] take into consideration
+# the sparsity to reduce memory usage"), init_weights the starting values.
+RANDLORA_IRRELEVANT: Final = (
+    "peft_type", "task_type", "inference_mode", "revision", "auto_mapping", "peft_version", "layers_pattern",
+    "randlora_alpha", "projection_prng_key", "save_projection", "sparse", "very_sparse", "init_weights",
+    "fan_in_fan_out",
+)  # fmt: skip
+# ShiraConfig keys with no effect on memory (src/peft/tuners/shira/config.py): random_seed picks the mask's entries,
+# init_weights their starting values.
+SHIRA_IRRELEVANT: Final = (
+    "peft_type", "task_type", "inference_mode", "revision", "auto_mapping", "peft_version", "random_seed",
+    "init_weights", "fan_in_fan_out",
+)  # fmt: skip
 # FourierFTConfig keys with no effect on memory (branch h76peft; huggingface/peft 51c2ff66
 # src/peft/tuners/fourierft/config.py): scaling multiplies the delta, random_loc_seed picks which entries train,
 # init_weights fills the spectrum (zeros or randn), fan_in_fan_out transposes a Conv1D's view.
@@ -154,6 +188,12 @@ def read_peft(document: dict[str, Any], where: str) -> RunConfig:
         return _read_fourierft(taker, odd)
     if kind is not None and kind.upper() == "ROAD":
         return _read_road(taker, odd)
+    if kind is not None and kind.upper() == "VBLORA":
+        return _read_vblora(taker, odd)
+    if kind is not None and kind.upper() == "RANDLORA":
+        return _read_randlora(taker, odd)
+    if kind is not None and kind.upper() == "SHIRA":
+        return _read_shira(taker, odd)
     if kind is not None and kind.upper() != "LORA":
         raise taker.fail("peft_type", kind, _KINDS)
     s: dict[str, Any] = {"method": "lora"}
@@ -434,6 +474,50 @@ def _read_road(taker: Taker, odd: OddValues) -> RunConfig:
     if variant is not None:
         taker.record("road_variant", variant, "variant")
     return _finish_per_target(taker, odd, s, "rotations", ROAD_IRRELEVANT)
+
+
+def _read_vblora(taker: Taker, odd: OddValues) -> RunConfig:
+    """A VBLoRAConfig (huggingface/peft 51c2ff66 src/peft/tuners/vblora/config.py): r (4 by default) and
+    target_modules. The planner models the default bank (num_vectors 256, vector_length 256, topk 2: core.plan's
+    VBLORA_* constants); other values, vblora_dropout above 0 and a trained bias are refused with the reason."""
+    s: dict[str, Any] = {"method": "vblora"}
+    taker.record("method", "vblora", "peft_type")
+    rank = taker.integer("r", "lora_rank", 1, 65_536)
+    s["lora_rank"] = _or_default(taker, rank, "lora_rank", VBLORA_DEFAULT_RANK, "VBLoRAConfig.r")
+    for key, modelled in (("num_vectors", VBLORA_NUM_VECTORS), ("vector_length", VBLORA_VECTOR_LENGTH),
+                          ("topk", VBLORA_TOPK)):  # fmt: skip
+        value = taker.integer(key, None, 1)
+        if value is not None and value != modelled:
+            raise taker.fail(key, value, f"{modelled} (VBLoRAConfig's default, the bank the planner models)")
+    _refuse_dropout(taker, "vblora_dropout", "VB-LoRA's dropped copies of the input are not modelled")
+    _refuse_bias(taker, "vblora_only", "VB-LoRA's trained biases are not modelled")
+    return _finish_per_target(taker, odd, s, "adapters", VBLORA_IRRELEVANT)
+
+
+def _read_randlora(taker: Taker, odd: OddValues) -> RunConfig:
+    """A RandLoraConfig (huggingface/peft 51c2ff66 src/peft/tuners/randlora/config.py): r (32 by default, the bases'
+    rank) and target_modules. randlora_dropout above 0 and a trained bias are refused with the reason."""
+    s: dict[str, Any] = {"method": "randlora"}
+    taker.record("method", "randlora", "peft_type")
+    rank = taker.integer("r", "lora_rank", 1, 65_536)
+    s["lora_rank"] = _or_default(taker, rank, "lora_rank", RANDLORA_DEFAULT_RANK, "RandLoraConfig.r")
+    _refuse_dropout(taker, "randlora_dropout", "RandLoRA's dropped copies of the input are not modelled")
+    _refuse_bias(taker, "randlora_only", "RandLoRA's trained biases are not modelled")
+    return _finish_per_target(taker, odd, s, "bases", RANDLORA_IRRELEVANT)
+
+
+def _read_shira(taker: Taker, odd: OddValues) -> RunConfig:
+    """A ShiraConfig (huggingface/peft 51c2ff66 src/peft/tuners/shira/config.py): r (32 by default: r·(in + out)
+    trained entries a target), mask_type and target_modules. A mask_type other than PEFT's one built-in, "random", is a
+    user function whose entries the planner cannot count: refused with the reason."""
+    s: dict[str, Any] = {"method": "shira"}
+    taker.record("method", "shira", "peft_type")
+    rank = taker.integer("r", "lora_rank", 1, 65_536)
+    s["lora_rank"] = _or_default(taker, rank, "lora_rank", SHIRA_DEFAULT_RANK, "ShiraConfig.r")
+    mask = taker.word("mask_type", "random")
+    if mask is not None and mask != "random":
+        raise taker.fail("mask_type", mask, "random (PEFT's built-in mask; a custom mask function is not modelled)")
+    return _finish_per_target(taker, odd, s, "sparse weights", SHIRA_IRRELEVANT)
 
 
 def _read_adalora(taker: Taker, odd: OddValues) -> RunConfig:

@@ -104,7 +104,7 @@ class RunSettings:
     """A training run as any framework describes it; None means "the file does not say"."""
 
     method: str | None = None  # full | lora | qlora | dora | ia3 | prompt-tuning | p-tuning | prefix-tuning | ln-tuning
-    # | loha | lokr | vera | oft | adalora | miss | trainable-tokens | fourierft | road
+    # | loha | lokr | vera | oft | adalora | miss | trainable-tokens | fourierft | road | vblora | randlora | shira
     lora_rank: int | None = None
     lora_alpha: float | None = None
     lora_targets: tuple[str, ...] | None = None
