@@ -795,10 +795,17 @@ def _backward_weights(plan: Plan, parts: _Parts) -> _BackwardWeights:
     per_layer = model.stored_matmul_params() // model.num_layers / parts.tp
     copy = Term("16-bit copies of one block's weights (autocast)", f"{sci(per_layer)} × 2 B", per_layer * 2)
     if recomputes_all:
+        # The head's copy lives from the forward (the head is not checkpointed); a block's copies are made by its
+        # recompute, so the backward's start, the loss's and the head's backward, has none yet (measured: the
+        # checkpointed bf16-autocast frozen-layer step, re-measured with the fixed tool by branch h78remeas).
         vd = model.vocab_size * model.hidden_size / parts.tp if parts.head else 0
         head = Term("16-bit copy of the output head (autocast)", f"V·d × 2 = {sci(vd)} × 2 B", vd * 2)
         recomputed = Term("16-bit copies of the recomputed block", f"{sci(per_layer)} × 2 B", per_layer * 2)
-        held = [*parts.weights, head, recomputed]
+        return _BackwardWeights(
+            make_bucket(BucketKey.WEIGHTS, [*parts.weights, head, *gathered]),
+            make_bucket(BucketKey.WEIGHTS, [*parts.weights, head, recomputed, *in_block]),
+            copy,
+        )
     return _BackwardWeights(
         make_bucket(BucketKey.WEIGHTS, held + gathered), make_bucket(BucketKey.WEIGHTS, held + in_block), copy
     )
