@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 
 from core.breakdown import StepPhase  # noqa: E402
 from core.estimate import Estimate, estimate  # noqa: E402
-from core.files.measurement import Measurement, load_measurement, plan_for_case  # noqa: E402
+from core.files.measurement import Measurement, load_measurement, plan_for_case, torch_release  # noqa: E402
 
 MEASURED = ROOT / "benchmarks" / "accuracy" / "measured"
 CASE_FILES = (ROOT / "benchmarks" / "accuracy" / "cases.json", ROOT / "benchmarks" / "accuracy" / "cases_holdout.json")
@@ -57,7 +57,7 @@ def rows(folder: Path = MEASURED) -> list[Row]:
     for path in sorted(folder.glob("*.json")):
         m: Measurement = load_measurement(path)
         config = json.loads(path.read_text()).get("model_config")
-        plan = plan_for_case(m.case, config)
+        plan = plan_for_case(m.case, config, m.torch_version)
         est = estimate(plan)
         out.append(Row(m.case_id, m.peak_allocated_bytes, est.tensor_peak_bytes, m.peak_phase, est.peak_phase))
     return out
@@ -88,7 +88,7 @@ def twins(folder: Path = MEASURED) -> list[Twin]:
             if not twin or not all(p.exists() for p in paths):
                 continue
             docs = [json.loads(p.read_text()) for p in paths]
-            ests = [estimate(plan_for_case(d["case"], d.get("model_config"))) for d in docs]
+            ests = [estimate(plan_for_case(d["case"], d.get("model_config"), torch_release(d))) for d in docs]
             steps = [max(int(v.get("optimizer", 0)) for v in d["phase_peaks"].values()) for d in docs]
             out.append(
                 Twin(

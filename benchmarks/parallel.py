@@ -33,8 +33,8 @@ from benchmarks.accuracy import (  # noqa: E402, F401  (summary: read by the CI 
 )
 from core.dtypes import MpDtype  # noqa: E402
 from core.estimate import estimate  # noqa: E402
-from core.files.measurement import plan_for_case  # noqa: E402
-from core.plan import Offload, PipelineSchedule, Plan, Strategy  # noqa: E402
+from core.files.measurement import MEASURED_TORCH, plan_for_case, torch_release  # noqa: E402
+from core.plan import Offload, PipelineSchedule, Plan, Strategy, TorchVersion  # noqa: E402
 
 DATA = ROOT / "benchmarks" / "parallel"
 # Percent, issue 15 item 5.
@@ -50,9 +50,11 @@ _ENUMS = {
 }
 
 
-def plan_for_parallel_case(case: dict[str, Any], model_config: dict[str, Any] | None) -> Plan:
-    """The case's single-GPU plan (core.files.measurement) on its ``parallel`` layout."""
-    plan = plan_for_case(case, model_config)
+def plan_for_parallel_case(
+    case: dict[str, Any], model_config: dict[str, Any] | None, torch_version: TorchVersion = MEASURED_TORCH
+) -> Plan:
+    """The case's single-GPU plan (core.files.measurement) on its ``parallel`` layout, under the release it ran."""
+    plan = plan_for_case(case, model_config, torch_version)
     fields = {k: (_ENUMS[k](v) if k in _ENUMS else v) for k, v in dict(case.get("parallel") or {}).items()}
     if "gradient_as_bucket_view" in case:  # a runner key the cases' parallel fields predate
         fields.setdefault("ddp_bucket_view", bool(case["gradient_as_bucket_view"]))
@@ -82,7 +84,7 @@ def rows(data: Path = DATA) -> list[Row]:
     for path in sorted((data / "measured").glob("*.json")):
         doc = json.loads(path.read_text())
         case = doc["case"]
-        plan = plan_for_parallel_case(case, doc.get("model_config"))
+        plan = plan_for_parallel_case(case, doc.get("model_config"), torch_release(doc))
         est = estimate(plan)
         case_id = str(case["id"])
         out.append(

@@ -44,7 +44,7 @@ def rows(folder: Path = MEASURED) -> list[Row]:
     for path in sorted(folder.glob("*.json")):
         doc = json.loads(path.read_text())
         m = load_measurement(path)
-        est = estimate(plan_for_case(m.case, doc.get("model_config")))
+        est = estimate(plan_for_case(m.case, doc.get("model_config"), m.torch_version))
         step = doc["phase_peaks"]["step2"]
         fwd = max(p.allocated_bytes for p in est.phases if p.kind is StepPhase.FORWARD)
         bwd = max(p.allocated_bytes for p in est.phases if p.kind in _BACKWARD)

@@ -90,7 +90,7 @@ def _suite_plans() -> Iterator[tuple[str, Any]]:
         for path in sorted(folder.glob("*.json")):
             m = load_measurement(path)
             config = json.loads(path.read_text()).get("model_config")
-            yield f"{prefix}/{path.stem}", plan_for_case(m.case, config)
+            yield f"{prefix}/{path.stem}", plan_for_case(m.case, config, m.torch_version)
     cases = json.loads((parallel.DATA / "cases.json").read_text())["cases"]
     for case in cases:
         config_path = case.get("config")

@@ -42,11 +42,36 @@ if TYPE_CHECKING:
 FORMAT: Final = "vramplan-measurement"
 MAX_BYTES: Final = 10_000_000
 
-# The PyTorch release a measured case is estimated under: every stored measurement ran torch 2.13.0 (each file's
-# ``versions.torch``), and tools/measure/sdpa.py's mirror of the CUDA backend choice is 2.8-2.13's (no grouped-query
-# heads on the memory-efficient kernel, core.training.attention.efficient_takes_gqa), so the plan says so rather than
-# taking the default release, whose SDPA choice differs for float32 grouped-query attention.
+# The PyTorch release a measured case is estimated under: the one its file records (``versions.torch``, written by
+# tools/measure/runner.py from ``torch.__version__``; tools/measure/sdpa.py follows the installed release's CUDA
+# backend choice, grouped-query heads on the memory-efficient kernel from 2.14, core.training.attention.
+# efficient_takes_gqa), so a case is not estimated under the default release when it ran another. A file without
+# ``versions`` reads as MEASURED_TORCH: every stored measurement ran torch 2.13.0.
 MEASURED_TORCH: Final = TorchVersion.V2_8
+# (first minor release of each range, range), newest first; the ranges are TorchVersion's (core/inputs.py).
+_RELEASES: Final = (
+    (14, TorchVersion.V2_14),
+    (8, TorchVersion.V2_8),
+    (5, TorchVersion.V2_5_TO_2_7),
+    (4, TorchVersion.V2_4),
+    (1, TorchVersion.V2_1_TO_2_3),
+    (0, TorchVersion.V2_0),
+)
+
+
+def torch_release(doc: Mapping[str, Any], where: str = "(measurement)") -> TorchVersion:
+    """The TorchVersion range of the release a measurement file records (``versions.torch``, e.g. "2.13.0+cpu")."""
+    versions = doc.get("versions")
+    if versions is None or (isinstance(versions, Mapping) and versions.get("torch") is None):
+        return MEASURED_TORCH
+    text = versions.get("torch") if isinstance(versions, Mapping) else None
+    parts = text.split("+")[0].split(".") if isinstance(text, str) else []
+    if len(parts) >= 2 and parts[0].isdigit() and parts[1].isdigit() and int(parts[0]) >= 2:
+        minor = 99 if int(parts[0]) > 2 else int(parts[1])
+        return next(release for first, release in _RELEASES if minor >= first)
+    shown = repr(text if text is not None else versions)[:80]
+    raise PlanFileError(where, f"'versions.torch' must be a PyTorch release such as \"2.13.0\", not {shown}")
+
 
 _PRECISIONS: Final = {
     "fp32": Precision.FP32,
@@ -83,6 +108,7 @@ class Measurement:
     breakdown: Mapping[str, int]
     backend: str
     source: str
+    torch_version: TorchVersion = MEASURED_TORCH  # the release it ran (versions.torch), for plan_for_case
 
     @property
     def on_real_gpu(self) -> bool:
@@ -143,6 +169,7 @@ def measurement_from_dict(doc: Any, where: str = "(measurement)") -> Measurement
         breakdown=breakdown,
         backend=str(doc.get("backend", "")),
         source=where,
+        torch_version=torch_release(doc, where),
     )
 
 
@@ -174,8 +201,13 @@ def _case_roles(case: Mapping[str, Any]) -> dict[str, Any]:
     return roles
 
 
-def plan_for_case(case: Mapping[str, Any], model_config: Mapping[str, Any] | None = None) -> Plan:
-    """The Plan describing a measured case (micro-batch, sequence, method, precision...)."""
+def plan_for_case(
+    case: Mapping[str, Any],
+    model_config: Mapping[str, Any] | None = None,
+    torch_version: TorchVersion = MEASURED_TORCH,
+) -> Plan:
+    """The Plan describing a measured case (micro-batch, sequence, method, precision...) under the PyTorch
+    release it ran (``Measurement.torch_version``, from the file's ``versions``)."""
     try:
         if model_config:
             spec = model_from_hf_config(model_config, name=str(case.get("model", "measured model")))
@@ -204,7 +236,7 @@ def plan_for_case(case: Mapping[str, Any], model_config: Mapping[str, Any] | Non
             checkpoint_policy=CheckpointPolicy(str(case.get("checkpoint_policy", "full"))),
             checkpoint_every=int(case.get("checkpoint_every", 1)),
             workload=Workload(micro_batch=int(case.get("micro_batch", 1)), seq_len=int(case.get("seq_len", 1024))),
-            hardware=Hardware(gpu="h100-sxm", torch_version=MEASURED_TORCH),
+            hardware=Hardware(gpu="h100-sxm", torch_version=torch_version),
             # A hybrid is served on vLLM only (core.plan.serving_on); its case says which path its Mamba-2 mixers
             # ran (tools/measure on fake tensors: the torch path, ``"mamba_kernels": false``).
             inference=serving_on(spec, Inference()),

@@ -61,6 +61,7 @@ from core.training.activations import (
     LossMemory,
     core_attention_bytes,
     deltanet_shape,
+    dora_forward_transient,
     hybrid_stack,
     layer_activations,
     loss_memory,
@@ -749,17 +750,30 @@ def _held_gradients(plan: Plan, parts: _Parts) -> Bucket:
 
 def forward_phase(plan: Plan, parts: _Parts) -> Phase:
     activations = [*parts.kept, *parts.outside, *parts.loss.forward]
-    return Phase(
+    weights = make_bucket(BucketKey.WEIGHTS, parts.weights + parts.copies + parts.extra("forward"))
+    end = Phase(
         "forward + loss",
-        (
-            make_bucket(BucketKey.WEIGHTS, parts.weights + parts.copies + parts.extra("forward")),
-            _held_gradients(plan, parts),
-            parts.optim_bucket,
-            make_bucket(BucketKey.ACTIVATIONS, activations),
-        ),
+        (weights, _held_gradients(plan, parts), parts.optim_bucket, make_bucket(BucketKey.ACTIVATIONS, activations)),
         "end of the forward pass: every saved activation plus the logits and the loss",
         StepPhase.FORWARD,
     )
+    # DoRA's one-layer transient (core.training.activations.dora_forward_transient) in the last adapted layer's
+    # forward, the head's when it is adapted: every block's saved tensors beside it, the logits not made yet.
+    dora = dora_forward_transient(plan, head=parts.head) if parts.tp == 1 else None
+    if dora is None:
+        return end
+    inside = Phase(
+        "forward + loss",
+        (
+            weights,
+            _held_gradients(plan, parts),
+            parts.optim_bucket,
+            make_bucket(BucketKey.ACTIVATIONS, [*parts.kept, *parts.outside, dora]),
+        ),
+        "inside the forward: every saved activation plus one DoRA layer's B·A, built from an identity matrix",
+        StepPhase.FORWARD,
+    )
+    return max((end, inside), key=PHASE_BYTES)
 
 
 @fills_fields
@@ -795,10 +809,17 @@ def _backward_weights(plan: Plan, parts: _Parts) -> _BackwardWeights:
     per_layer = model.stored_matmul_params() // model.num_layers / parts.tp
     copy = Term("16-bit copies of one block's weights (autocast)", f"{sci(per_layer)} × 2 B", per_layer * 2)
     if recomputes_all:
+        # The head's copy lives from the forward (the head is not checkpointed); a block's copies are made by its
+        # recompute, so the backward's start, the loss's and the head's backward, has none yet (measured: the
+        # checkpointed bf16-autocast frozen-layer step, re-measured with the fixed tool by branch h78remeas).
         vd = model.vocab_size * model.hidden_size / parts.tp if parts.head else 0
         head = Term("16-bit copy of the output head (autocast)", f"V·d × 2 = {sci(vd)} × 2 B", vd * 2)
         recomputed = Term("16-bit copies of the recomputed block", f"{sci(per_layer)} × 2 B", per_layer * 2)
-        held = [*parts.weights, head, recomputed]
+        return _BackwardWeights(
+            make_bucket(BucketKey.WEIGHTS, [*parts.weights, head, *gathered]),
+            make_bucket(BucketKey.WEIGHTS, [*parts.weights, head, recomputed, *in_block]),
+            copy,
+        )
     return _BackwardWeights(
         make_bucket(BucketKey.WEIGHTS, held + gathered), make_bucket(BucketKey.WEIGHTS, held + in_block), copy
     )
@@ -851,7 +872,38 @@ def backward_phases(plan: Plan, parts: _Parts, dt: Dtypes) -> list[Phase]:
     first = _first_block_backward(parts, weights.first_block_copy, optim, buffers)
     embedding = _embedding_gradient_formed(plan, parts, dt, optim, buffers)
     ends = (first, embedding, *_root_assembled(plan, parts, optim))
-    return [start, last_block, max(ends, key=PHASE_BYTES)]
+    return [start, last_block, max(ends, key=PHASE_BYTES), *_dora_recomputed(plan, parts, weights, optim, buffers)]
+
+
+def _dora_recomputed(
+    plan: Plan, parts: _Parts, weights: _BackwardWeights, optim: Bucket, buffers: list[Term]
+) -> list[Phase]:
+    """Full checkpointing recomputes each block's forward in the backward, DoRA's one-layer transient with it
+    (core.training.activations.dora_forward_transient): highest at the first block, recomputed last, when every
+    other gradient exists and only that block's input is still kept (measured: tools/measure, Llama 3.2 1B
+    all-linear DoRA, checkpointed, 1 × 256: step 2's backward peak in layer 0's recompute, with 15 of the 16
+    blocks' adapter gradients). Op SAC may save B·A's matmuls (not measured): left out."""
+    if not (plan.checkpointing and plan.checkpoint_policy is CheckpointPolicy.FULL) or parts.tp != 1:
+        return []
+    dora = dora_forward_transient(plan, head=False)
+    if dora is None or not parts.recomputed:
+        return []
+    nd = plan.workload.micro_batch * plan.workload.seq_len * plan.model.hidden_size
+    res = dtypes_for(plan).residual
+    block_input = Term("the first block's input, kept by checkpointing", f"N·d × {res:g}", nd * res)
+    return [
+        Phase(
+            "backward",
+            (
+                weights.in_block,
+                make_bucket(BucketKey.GRADIENTS, [*parts.backward_grads, *buffers]),
+                optim,
+                make_bucket(BucketKey.ACTIVATIONS, [block_input, *parts.recomputed, dora, *parts.loss.held]),
+            ),
+            "recomputing the first block in the backward: every other gradient, one DoRA layer's B·A built",
+            StepPhase.BACKWARD_BLOCK,
+        )
+    ]
 
 
 def _root_assembled(plan: Plan, parts: _Parts, optim: Bucket) -> tuple[Phase, ...]:

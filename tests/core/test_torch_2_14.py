@@ -18,7 +18,8 @@ import pytest
 
 from core.catalogue import load_models
 from core.cli.app import main
-from core.files.measurement import MEASURED_TORCH, load_measurement, plan_for_case
+from core.errors import PlanFileError
+from core.files.measurement import MEASURED_TORCH, load_measurement, measurement_from_dict, plan_for_case, torch_release
 from core.inputs import TORCH_VERSION_LABELS, TorchVersion, flash_misses_gqa, input_at
 from core.plan import Plan
 from core.presets import plan_for_model
@@ -102,9 +103,40 @@ def test_measured_cases_are_estimated_under_the_release_they_ran() -> None:
     measured = Path(__file__).resolve().parents[2] / "benchmarks" / "accuracy" / "measured"
     path = measured / "qwen25-05b-full-fp32-adamw-sdpa-b2-s512.json"
     assert json.loads(path.read_text())["versions"]["torch"] == "2.13.0+cpu"
-    plan = plan_for_case(load_measurement(path).case)
-    assert plan.hardware.torch_version is MEASURED_TORCH is TorchVersion.V2_8
+    measured_doc = load_measurement(path)
+    assert measured_doc.torch_version is MEASURED_TORCH is TorchVersion.V2_8
+    plan = plan_for_case(measured_doc.case, None, measured_doc.torch_version)
+    assert plan.hardware.torch_version is TorchVersion.V2_8
     assert sdpa_kernel(plan) is Kernel.MATH
+    # The same case measured under 2.14 (tools/measure/sdpa.py follows the installed release) is estimated under
+    # 2.14's rule: the memory-efficient kernel. The release is each file's, not a fixed one.
+    doc = json.loads(path.read_text())
+    later = measurement_from_dict({**doc, "versions": {**doc["versions"], "torch": "2.14.1+cu130"}})
+    assert later.torch_version is TorchVersion.V2_14
+    assert sdpa_kernel(plan_for_case(later.case, None, later.torch_version)) is Kernel.EFFICIENT
+
+
+@pytest.mark.parametrize(
+    ("recorded", "release"),
+    [
+        ("2.13.0+cpu", TorchVersion.V2_8),
+        ("2.8.0", TorchVersion.V2_8),
+        ("2.7.1+cu126", TorchVersion.V2_5_TO_2_7),
+        ("2.4.0", TorchVersion.V2_4),
+        ("2.2.2", TorchVersion.V2_1_TO_2_3),
+        ("2.0.1", TorchVersion.V2_0),
+        ("2.15.0.dev20270101", TorchVersion.V2_14),
+        (None, MEASURED_TORCH),  # a file without versions: what every stored measurement ran
+    ],
+)
+def test_a_measurement_reads_the_release_it_recorded(recorded: str | None, release: TorchVersion) -> None:
+    versions = {"torch": recorded} if recorded else None
+    assert torch_release({"versions": versions}) is release
+
+
+def test_a_release_that_is_not_one_is_refused_by_name() -> None:
+    with pytest.raises(PlanFileError, match="versions.torch"):
+        torch_release({"versions": {"torch": "nightly"}}, "x.json")
 
 
 def test_the_old_spelling_2_8_plus_still_reads_as_the_rules_it_named(capsys: pytest.CaptureFixture[str]) -> None:

@@ -57,7 +57,7 @@ def rows(folder: Path, gpu: str | None = None, fake_folder: Path = FAKE) -> list
     for path in sorted(folder.glob("*.json")):
         measured = load_measurement(path)
         config = json.loads(path.read_text()).get("model_config")
-        plan = plan_for_case(measured.case, config)
+        plan = plan_for_case(measured.case, config, measured.torch_version)
         if gpu is not None:
             plan = plan.with_hardware(gpu=gpu)
         est = estimate(plan)

@@ -33,6 +33,21 @@ aten = torch.ops.aten
 
 _LOW = (torch.float16, torch.bfloat16)
 
+
+def _release(version: str) -> tuple[int, int]:
+    """(major, minor) of a torch version string such as ``2.13.0+cpu``."""
+    major, minor = version.split("+")[0].split(".")[:2]
+    return int(major), int(minor)
+
+
+#: Whether the installed torch's CUDA memory-efficient kernel takes grouped-query k / v (``enable_gqa``, k and v
+#: with fewer heads than q, at most one mask-free call). Through 2.13 sdp_utils.cpp's
+#: ``check_grouped_query_attention`` refused them for that kernel and such a call ran the math kernel; from 2.14
+#: it takes them (pytorch/pytorch PR 191085, in the 2.14.1 wheel; tools/measure/release_check.py; the planner's
+#: rule is core.training.attention.efficient_takes_gqa). The op's signature is unchanged (2.14.1
+#: torch/_meta_registrations.py ``meta__scaled_dot_product_efficient_attention``): k / v go in at their own heads.
+EFFICIENT_TAKES_GQA = _release(torch.__version__) >= (2, 14)
+
 #: counts of kernel choices made during the current run: {"flash": n, ...}
 CHOICES: Counter[str] = Counter()
 #: number of SDPA calls that got a materialised attn_mask
@@ -72,15 +87,16 @@ def choose_backend(
     ):
         return "flash"
     # memory-efficient (check_mem_efficient_attention): fp32/fp16/bf16, any mask,
-    # head dims aligned (4 elements fp32, 8 otherwise), NO grouped-query support.
+    # head dims aligned (4 elements fp32, 8 otherwise); grouped-query heads from 2.14 only.
     align = 4 if q.dtype == torch.float32 else 8
+    gqa_efficient = gqa_ok and EFFICIENT_TAKES_GQA
     if (
         same_dtype
         and q.dtype in (torch.float32, *_LOW)
         and d_q == d_k
         and d_q % align == 0
         and d_v % align == 0
-        and heads_equal
+        and (heads_equal or gqa_efficient)
         and strides_ok
         and nonzero
     ):
@@ -201,7 +217,9 @@ class KernelWorkspaceMode(TorchDispatchMode):
     [B,ceil128(Sq),H,ceil32(D)], and for grouped-query attention dk/dv expanded to all
     query heads ([B,Sk,H,D] each, input dtype) before being summed down.
     memory-efficient (xFormers cutlass backward): delta fp32 [B,H,Sq]; for fp16/bf16 a
-    fp32 grad-Q accumulator [B,Sq,H,D].
+    fp32 grad-Q accumulator [B,Sq,H,D]; from 2.14, for grouped-query k / v, dk/dv written at
+    every query head ([B,Sk,H,D] each, input dtype: kernel_backward.h ``grad_key_ptr`` /
+    ``grad_value_ptr`` as [Mk, nHq, K]) and summed per group after the kernel.
     Must be entered inside (after) the MemTracker so its allocations are tracked.
     """
 
@@ -222,13 +240,17 @@ class KernelWorkspaceMode(TorchDispatchMode):
                     scratch.append(torch.empty((b, sk, h, d), dtype=q.dtype, device=dev))
                     scratch.append(torch.empty((b, sk, h, d), dtype=q.dtype, device=dev))
         elif func is aten._scaled_dot_product_efficient_attention_backward.default:
-            q = args[1]
+            q, k = args[1], args[2]
             if q.device.type == "cuda":
                 b, h, sq, d = q.shape
+                sk, hk = k.size(2), k.size(1)
                 dev = q.device
                 scratch.append(torch.empty((b, h, sq), dtype=torch.float32, device=dev))
                 if q.dtype != torch.float32:
                     scratch.append(torch.empty((b, sq, h, d), dtype=torch.float32, device=dev))
+                if hk != h:  # only reached from 2.14 (choose_backend)
+                    scratch.append(torch.empty((b, sk, h, d), dtype=q.dtype, device=dev))
+                    scratch.append(torch.empty((b, sk, h, d), dtype=q.dtype, device=dev))
         out = func(*args, **kwargs)
         del scratch
         return out

@@ -14,7 +14,7 @@ Part 3 (this process): one rank of DDP and FSDP2 with a fake process group, real
 tensors vs FakeTensorMode on the CPU, same tracker: identical to the byte (this covers
 DDP's bucket rebuild through _HostScratchMode and FSDP2's resize-based unsharding).
 
-Part 4 (this process): checkpointed tiny Llamas (full, LoRA, frozen layers) on real CPU tensors, tracked by
+Part 4 (this process): checkpointed tiny Llamas (full, LoRA, frozen layers, DoRA) on real CPU tensors, tracked by
 PhaseMemTracker and untracked (a dispatch mode that only counts live storages, no module hooks): the per-phase
 peaks of both steps identical to the byte. It also runs them with torch's stock ModTracker and prints what that
 kept beyond the untracked run (runner.StepModTracker says why).
@@ -88,6 +88,7 @@ TINY_MISTRAL_SW = {  # a sliding window shorter than the prompt: DynamicSlidingW
     "sliding_window": 32,
 }
 LORA_QV = {"rank": 8, "alpha": 16, "targets": ["q_proj", "v_proj"], "dropout": 0.0}
+LORA_ALL = {**LORA_QV, "targets": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]}
 
 
 def _case(id_: str, model: str, **kw: Any) -> dict[str, Any]:
@@ -260,6 +261,13 @@ CHECKPOINTED = [
             {"method": "lora", "precision": "bf16", "lora": LORA_QV, "seq_len": 128},
         ),
         ("frozen2-fp32-adamw-sdpa", _FOUR_LAYERS, {"method": "frozen", "frozen_layers": 2, "seq_len": 128}),
+        # DoRA on every linear with a wide MLP and 16 tokens: one layer's B·A-from-an-identity transient sets the
+        # peak (core.training.activations.dora_forward_transient; branch h78remeas)
+        (
+            "dora-all-fp32-adamw-sdpa-wide",
+            {**TINY_LLAMA, "intermediate_size": 1024},
+            {"method": "dora", "lora": LORA_ALL, "micro_batch": 1, "seq_len": 16},
+        ),
     )
 ]
 _PARALLEL_COMPARED = (*_COMPARED, "phase_breakdowns", "rank_parameters", "ddp_buckets", "fsdp_units")
