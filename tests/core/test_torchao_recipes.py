@@ -5,11 +5,15 @@ torchao/prototype/mx_formats (``MXLinearConfig.from_recipe_name`` "mxfp8_cublas"
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from core.catalogue import find_gpu
+from core.cli.app import main
 from core.errors import PlanError
 from core.estimate import estimate
+from core.files import planfile
 from core.params import param_counts
 from core.plan import Float8, Hardware, Method, MpDtype, Parallelism, Plan, Strategy, Workload
 from core.presets import plan_for_model
@@ -97,3 +101,15 @@ def test_mx_linears_run_at_blackwells_block_scaled_rate_and_are_refused_elsewher
         mx = estimate(_plan(gpu).with_changes(float8=Float8.MXFP8)).compute
         assert mx.float8_problem is not None and "Blackwell" in mx.float8_problem
         assert mx.tokens_per_second == pytest.approx(plain.tokens_per_second)
+
+
+def test_the_command_line_and_plan_files_carry_the_new_recipes(capsys: pytest.CaptureFixture[str]) -> None:
+    # --float8 takes the enum's values; --json carries the reason MX is refused off Blackwell (this module's
+    # test above); a plan file keeps the value and loads it back.
+    code = main(["estimate", "--model", "llama-3.1-8b", "--method", "full", "--gpu", "h100-sxm", "--float8", "mxfp8",
+                 "--json"])
+    out, _ = capsys.readouterr()
+    assert code == 0 and "Blackwell" in json.loads(out)["compute"]["float8_problem"]
+    for recipe in (Float8.ROWWISE_GW_HP, Float8.MXFP8):
+        plan = _plan("b200").with_changes(float8=recipe)
+        assert planfile.loads(planfile.dumps(plan)).float8 is recipe
