@@ -203,7 +203,7 @@ _PART_LABELS: Final = {
     "optimizer": "optimizer step",
     "optimizer_gemm:": "optimizer step",  # Muon's Newton-Schulz matmuls, once a step
     "optimizer_svd": "optimizer step (GaLore's SVD, spread over update_proj_gap steps)",
-    "ring_merge": "ring attention's float32 merges (context parallel)",
+    "ring_merge": "ring attention's merges and copies (context parallel)",
     "te_casts": "Transformer Engine's float8 casts",
     "moe_permute": "MoE token permutes (to the experts' rows and back)",
     "grad_accum": "gradient accumulation across micro-batches (unfused)",

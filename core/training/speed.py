@@ -332,6 +332,28 @@ RING_FORWARD_PER_STEP: Final = 46.0
 # sent on (16) and dQ's accumulation (10): 60 per step.
 RING_BACKWARD_ONCE: Final = 84.0
 RING_BACKWARD_PER_STEP: Final = 60.0
+# Megatron's context parallel is Transformer Engine's ring (AttnFuncWithCP, p2p exchange of K/V), and its merges run
+# beside the fused attention kernels, not inside them: eager copies and jit-fused corrections in the compute dtype
+# (2 bytes an element), counted at NVIDIA/TransformerEngine@7d576ed2 (the TE_TAG NVIDIA/NeMo's Dockerfile.ci pins
+# from 7c05678e, 2024-07-06, to 5b4d0914, 2025-01-21: NeMo 24.07's) transformer_engine/pytorch/attention.py
+# AttnFuncWithCP, causal, sbhd (Megatron-Core's layout), on the last CP rank (every step of its forward takes half
+# the received K/V and merges a whole output). Bytes per element of the rank's local queries (Q: tokens × its heads'
+# width) and of one of its K / V tensors (KV: tokens × its K/V heads' width). Forward, once: K and V concatenated
+# into the send buffer (2 tensors × 2 read + 2 written: 8 KV), the output zeroed (2 Q) and the first step's
+# flash_attn_fwd_out_correction (out_per_step read, out read and written: 6 Q); each further step: the received
+# K/V's first half made contiguous (2 × ½ × 4: 4 KV) and a whole correction (6 Q). Backward (its steps run from the
+# received blocks to the diagonal), once: K/V copied into the send buffer (8 KV), dQ's first copy (4 Q), the
+# diagonal step's whole dK/dV concatenated (8 KV) and added (12 KV) and the first step's half dK/dV copied (4 KV),
+# less the half add the step count charges for it (−6 KV): 4 Q + 26 KV; each further step: dQ accumulated (dq.add_:
+# 6 Q), the received K/V's half made contiguous (4 KV), the half dK/dV concatenated (4 KV) and added (6 KV): 6 Q +
+# 14 KV. The lse corrections (a float per head and token) are left out. Later releases keep the ring outside the
+# kernels (v2.18 transformer_engine/pytorch/attention/dot_product_attention/context_parallel.py:
+# flash_attn_fwd_out_correction_init writes the first merge instead of zeroing and correcting, 4 Q less once); the
+# same count stands for them.
+TE_RING_FORWARD_ONCE: Final = (8.0, 8.0)  # (bytes per Q element, per KV element)
+TE_RING_FORWARD_PER_STEP: Final = (6.0, 4.0)
+TE_RING_BACKWARD_ONCE: Final = (4.0, 26.0)
+TE_RING_BACKWARD_PER_STEP: Final = (6.0, 14.0)
 # A mixture of experts moves each routed token copy to its expert's rows and back (dropless,
 # balanced routing: N tokens, N·k copies, rows of d elements in the compute dtype). Transformer
 # Engine's fused permutation, which Megatron-Core's moe_permute_fusion calls (NVIDIA/Megatron-LM
@@ -952,17 +974,38 @@ def _attention_recompute(rank: _Rank) -> float:
 
 
 def ring_attention_bytes(rank: _Rank) -> float:
-    """Bytes PyTorch's ring attention moves beside its attention kernels for one micro-batch on
-    the rank (the RING_* constants): 0 without context parallelism, and under Megatron, whose
-    Transformer Engine ring merges inside its fused kernels."""
+    """Bytes the ring attention moves beside its attention kernels for one micro-batch on the
+    rank: PyTorch's (the RING_* constants), or under Megatron Transformer Engine's (the TE_RING_*
+    ones, :func:`_te_ring_bytes`); 0 without context parallelism."""
     plan = rank.plan
-    if torch_ring_rotate(plan) is None:  # no PyTorch ring (CP 1, or Megatron's own)
+    if plan.stack is _STACK_MEGATRON and plan.parallel.context_parallel > 1:
+        return _te_ring_bytes(rank)
+    if torch_ring_rotate(plan) is None:  # no PyTorch ring (CP 1)
         return 0.0
     cp = plan.parallel.context_parallel
     elements = rank.tokens * plan.model.q_width / rank.tp
     forward = RING_FORWARD_ONCE + RING_FORWARD_PER_STEP * (cp - 1)
     backward = RING_BACKWARD_ONCE + RING_BACKWARD_PER_STEP * (cp - 1)
     return elements * (forward * (rank.layers + _attention_recompute(rank)) + backward * rank.backward_layers)
+
+
+def _te_ring_bytes(rank: _Rank) -> float:
+    """Transformer Engine's ring merges and copies (TE_RING_*) for one micro-batch on the rank, in
+    the attention layers only: per local query element and per element of one K / V tensor (the
+    rank's K/V heads; one whole head where TP splits fewer of them than it has ranks)."""
+    plan = rank.plan
+    model = plan.model
+    cp = plan.parallel.context_parallel
+    q = rank.tokens * model.q_width / rank.tp
+    kv = rank.tokens * model.head_dim * max(1.0, model.num_kv_heads / rank.tp)
+
+    def pass_bytes(once: tuple[float, float], step: tuple[float, float]) -> float:
+        return q * (once[0] + step[0] * (cp - 1)) + kv * (once[1] + step[1] * (cp - 1))
+
+    forward = pass_bytes(TE_RING_FORWARD_ONCE, TE_RING_FORWARD_PER_STEP)
+    backward = pass_bytes(TE_RING_BACKWARD_ONCE, TE_RING_BACKWARD_PER_STEP)
+    layers = forward * (rank.layers + _attention_recompute(rank)) + backward * rank.backward_layers
+    return layers * model.kv_layers / model.num_layers
 
 
 def moe_permute_bytes(rank: _Rank) -> float:

@@ -111,7 +111,12 @@ def test_the_leave_one_source_out_errors_do_not_widen(bench: ModuleType, report)
     # fms-fsdp's and OLMo-core's foreach, their clipping and weight decay): read from source, not fitted. MosaicML
     # 6.3 -> 6.8 %, IBM 4.4 -> 4.7 %, torchtitan 7.0 -> 6.7 % (docs/TRAINING_TIME.md, "The optimizer each fitted
     # source ran").
-    assert summary["median"] <= 6.52
+    # 6.51 -> 6.55 % (loosened, with the reason) with Transformer Engine's context-parallel ring timed beside its
+    # fused kernels under Megatron (core.training.speed TE_RING_*: its copies and merges, read at TE 7d576ed2,
+    # not fitted): NeMo 24.07's Llama 3 8B CP 2 row +23.1 -> +20.3 %, Megatron-LM's +9.5 -> +7.0 %, the 405B CP 2
+    # rows 0.5-0.6 points slower; the refit of the shared coefficients moves rows near the median by hundredths
+    # (docs/TRAINING_TIME.md, "Transformer Engine's context-parallel ring").
+    assert summary["median"] <= 6.56
     # 47.0 -> 48.6 % with Transformer Engine's fp8 rate taken from its source (not fitted on
     # NVIDIA's rows, whose miss then moves into the shared Hopper coefficients); 48.6 -> 50.2 %
     # and 78.4 -> 79.1 % with the data-parallel contention (the same BigScience and
@@ -902,7 +907,8 @@ def test_nanotron_is_held_out_and_scored_with_the_all_source_fit(bench: ModuleTy
     # micro-batch a GPU a step, reads 1.9 times fast (+154.2 % before its ZeRO-1 reduced in 25 MiB buckets; -33.1 and
     # +79.7 % and a median of 18.3 % before branch h38ds's 16-bit ZeRO weights and gradients).
     assert held[NANOTRON_1N_1B].error == pytest.approx(-32.6, abs=0.15)
-    assert held["nanotron-h100-1p34b-64n-dp128tp2pp2-gas1-mbs2-zero1"].error == pytest.approx(88.2, abs=0.15)
+    # +88.34 -> +88.36 % with TE's context-parallel ring under Megatron: the all-source refit, not a rule of this row.
+    assert held["nanotron-h100-1p34b-64n-dp128tp2pp2-gas1-mbs2-zero1"].error == pytest.approx(88.3, abs=0.15)
     # The 8.86B's DDP over 128 ranks on 64 nodes: its 338 buckets as NCCL's tree, which its tuner would pick
     # (core/parallel/comm.py Links.all_reduce), −50.3 % when every bucket paid the ring's 254 steps.
     assert held["nanotron-h100-8p86b-64n-dp128tp4pp1-gas1-mbs2-zero0"].error == pytest.approx(-3.9, abs=0.15)
@@ -1112,7 +1118,9 @@ def test_optimum_benchmark_is_held_out_and_scored_with_the_all_source_fit(bench:
     # LoRA's +69.4 % fell to +23.7 % with the host's pace (177 kernels a block, eager attention, no recompute: 2.7 ms
     # of the published 3.4 ms a block; branch h54host), +22.6 % with the embedding, head and loss kernels (h55step);
     # the RTX 4090's 4-bit rows read slow.
-    assert bench.summary(list(held.values()))["median"] == pytest.approx(12.3, abs=0.1)
+    # 12.40 -> 12.43 % with TE's context-parallel ring under Megatron: the all-source refit (Hopper's fused attention
+    # coefficient 1.816 -> 1.808), not a rule of these rows.
+    assert bench.summary(list(held.values()))["median"] == pytest.approx(12.4, abs=0.1)
     assert held["optimum-bench-a100-llama2-7b-full-b1"].error == pytest.approx(26.4, abs=0.15)
     assert all(abs(held[f"optimum-bench-a100-llama2-7b-full-b{b}"].error) < 7.0 for b in (2, 4, 8, 16))
     assert held["optimum-bench-a100-llama2-7b-peft-b1"].error == pytest.approx(22.6, abs=0.15)

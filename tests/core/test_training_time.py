@@ -537,7 +537,7 @@ def test_ring_attention_merges_grow_with_the_context_parallel_degree() -> None:
         return step_work(plan, param_counts(plan), find_gpu("h100-sxm")).features.get("ring_merge", 0.0)
 
     assert ring(1) == 0.0
-    assert ring(2, Stack.MEGATRON) == 0.0  # Transformer Engine merges inside its kernels
+    assert ring(2, Stack.MEGATRON) != ring(2)  # Megatron's ring is Transformer Engine's (the next test)
     plan = _h100(seq_len=8192 * 4, micro_batch=1).with_changes(stack=Stack.COMPILE)
     plan = plan.on_gpus(8, Strategy.FSDP).with_parallel(context_parallel=4)
     model, gpu = plan.model, find_gpu("h100-sxm")
@@ -547,6 +547,38 @@ def test_ring_attention_merges_grow_with_the_context_parallel_degree() -> None:
     expected = elements * per_layer * plan.workload.grad_accum / (gpu.memory_bandwidth_gb_s * 1e9)
     assert ring(4) == pytest.approx(expected)
     assert ring(8) / ring(4) > 1.8  # the per-step part dominates and grows with c
+    assert FITTED["ring_merge"] == pytest.approx(PRIORS["ring_merge"], abs=1e-4)  # from the source, never fitted
+
+
+def test_transformer_engines_ring_copies_and_merges_beside_its_kernels_under_megatron() -> None:
+    # NVIDIA/TransformerEngine@7d576ed2 (NeMo 24.07's TE_TAG) attention.py AttnFuncWithCP, causal, sbhd, on the
+    # last CP rank: K/V concatenated, halved and copied, each step's output merged by an eager correction, dQ and
+    # dK/dV accumulated by add_. Bytes per local query element (Q) and per element of one K / V tensor (KV):
+    # forward 8 Q + 8 KV once and 6 Q + 4 KV a further step, backward 4 Q + 26 KV once and 6 Q + 14 KV a step
+    # (core.training.speed TE_RING_*); none at CP 1. Llama 3.1 8B: Q width 32 heads × 128, KV width 8 × 128.
+    from core.params import param_counts
+    from core.training.speed import step_work
+
+    gpu = find_gpu("h100-sxm")
+
+    def plan_at(cp: int, tp: int = 1) -> Plan:
+        plan = _h100(seq_len=8192, micro_batch=1).with_changes(stack=Stack.MEGATRON)
+        return plan.on_gpus(8, Strategy.ZERO1).with_parallel(context_parallel=cp, tensor_parallel=tp)
+
+    def ring(plan: Plan) -> float:
+        return step_work(plan, param_counts(plan), gpu).features.get("ring_merge", 0.0)
+
+    assert ring(plan_at(1)) == 0.0
+    for cp, tp in ((2, 1), (4, 2)):
+        plan = plan_at(cp, tp)
+        model = plan.model
+        tokens = 8192 / cp  # one micro-batch's local tokens
+        q, kv = tokens * 4096 / tp, tokens * 1024 / tp
+        forward = q * (8 + 6 * (cp - 1)) + kv * (8 + 4 * (cp - 1))
+        backward = q * (4 + 6 * (cp - 1)) + kv * (26 + 14 * (cp - 1))
+        recompute = model.num_layers if plan.checkpointing and plan.checkpoint_policy is CheckpointPolicy.FULL else 0
+        per_step = (forward * (model.num_layers + recompute) + backward * model.num_layers) * plan.workload.grad_accum
+        assert ring(plan) == pytest.approx(per_step / (gpu.memory_bandwidth_gb_s * 1e9)), (cp, tp)
     assert FITTED["ring_merge"] == pytest.approx(PRIORS["ring_merge"], abs=1e-4)  # from the source, never fitted
 
 
