@@ -292,6 +292,14 @@ class Float8(StrEnum):
     NONE = "none"
     TENSORWISE = "tensorwise"  # torchao Float8Linear, dynamic tensorwise scaling (torchtitan's float8)
     ROWWISE = "rowwise"  # torchao Float8Linear, rowwise scaling (recipe "rowwise")
+    # torchao's recipe "rowwise_with_gw_hp" (Float8LinearConfig.from_recipe_name, torchao 0.13.0
+    # torchao/float8/config.py): the output and input-gradient matmuls rowwise in float8, the weight
+    # gradient's matmul in high precision (its input and output gradient are not cast)
+    ROWWISE_GW_HP = "rowwise-gw-hp"
+    # torchao's MX training (torchao 0.13.0 torchao/prototype/mx_formats, MXLinear; torchtitan's
+    # --model.converters=mx, recipes "mxfp8_cublas" / "mxfp8_cublas_rceil"): E8M0 scales per 1×32 block,
+    # all three matmuls in mxfp8 on cuBLAS's block-scaled GEMM (Blackwell: torchtitan asserts SM100)
+    MXFP8 = "mxfp8"
     # NVIDIA Transformer Engine's per-tensor fp8 linears with delayed scaling (DelayedScaling: the cast
     # reads a scale from earlier steps' amax history): TE's own default recipe, Megatron-Core's
     # TransformerConfig.fp8_recipe default "delayed" (NVIDIA/Megatron-LM d98e8a64), NeMo 24.07's
@@ -947,6 +955,8 @@ FLOAT8_LABELS: Final = {
     Float8.NONE: "off (16-bit matmuls)",
     Float8.TENSORWISE: "torchao, tensorwise scaling",
     Float8.ROWWISE: "torchao, rowwise scaling",
+    Float8.ROWWISE_GW_HP: "torchao, rowwise, 16-bit wgrad",
+    Float8.MXFP8: "torchao, MXFP8 blocks",
     Float8.TE: "Transformer Engine, delayed scaling",
     Float8.TE_CURRENT: "Transformer Engine, current scaling",
     Float8.TE_MXFP8: "Transformer Engine, MXFP8 blocks",
@@ -1632,7 +1642,8 @@ INPUTS: Final[tuple[Input, ...]] = (
           "Run the linear layers' matmuls in float8 (torchao Float8Linear as torchtitan uses it, or "
           "Transformer Engine in Megatron / NeMo) at the card's fp8 rate; attention, norms and the loss stay "
           "16-bit. Needs FP8 tensor cores (Ada, Hopper, Blackwell).",
-          ("--float8",), "float8 linears: none, tensorwise or rowwise (torchao), te (Transformer Engine, "
+          ("--float8",), "float8 linears: none, tensorwise, rowwise, rowwise-gw-hp (rowwise with the weight "
+          "gradient's matmul in 16-bit) or mxfp8 (MX blocks, Blackwell) (torchao), te (Transformer Engine, "
           "per-tensor delayed scaling), te-current (its per-tensor current scaling, Megatron's tensorwise) "
           "or te-mxfp8 (its MXFP8 blocks, Blackwell)",
           labels=FLOAT8_LABELS),

@@ -1368,13 +1368,13 @@ class Plan:
                 "off with gradient accumulation",
                 "torchtune refuses it: each gradient is applied and freed as soon as it is formed",
             )
-        if self.parallel.fsdp_float8_all_gather and self.float8 is Float8.ROWWISE:
+        if self.parallel.fsdp_float8_all_gather and self.float8 in (Float8.ROWWISE, Float8.ROWWISE_GW_HP):
             # Float8LinearConfig.__post_init__ asserts it (pytorch/ao 36027d8 torchao/float8/config.py);
             # without torchao's float8 linears the setting has nothing to gather and changes nothing.
             raise PlanError(
                 "parallel.fsdp_float8_all_gather",
                 True,
-                "off with rowwise float8",
+                f"off with {self.float8.value} float8",
                 "torchao: enable_fsdp_float8_all_gather only supports tensorwise scaling granularity",
             )
         if self.method is Method.IA3 and not self.lora.targets:

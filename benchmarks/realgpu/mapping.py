@@ -25,9 +25,10 @@ The mapping's own choices are written here once, with their reason:
   (``experts_loop``, :func:`_experts_loop`); on one GPU the hub's MegaBlocks layer runs them grouped;
 - a recipe's ``float8`` is torchao's Float8Linear with dynamic tensorwise scaling, the
   default recipe, unless its ``float8_recipe`` names another: "rowwise" is the plan's rowwise
-  scaling (torchtitan's ``--float8.recipe_name=rowwise``), and a recipe the plan does not have
-  (torchao's "rowwise_with_gw_hp", the MX recipes "mxfp8_cublas...") is listed as missing
-  (:data:`_FLOAT8_RECIPES`); ``compile`` is torch.compile over the model (stack "compile"), and over
+  scaling (torchtitan's ``--float8.recipe_name=rowwise``), "rowwise_with_gw_hp" the plan's
+  "rowwise-gw-hp" and torchao's MX recipes "mxfp8_cublas" / "mxfp8_cublas_rceil" its "mxfp8"; a recipe
+  the plan does not have is listed as missing (:data:`_FLOAT8_RECIPES`); ``compile`` is torch.compile
+  over the model (stack "compile"), and over
   the loss too (``compiled_loss``) where the torchtitan commit that ran compiles it;
 - lit-gpt / litgpt figures run the plan setting ``litgpt`` (its loss and loop) on the model
   with its own head (LitGPT never ties it when fine-tuning), its one-op GELU and no dropout
@@ -376,9 +377,20 @@ class Mapped:
 # The low-precision recipes a record's ``float8_recipe`` may name, as the plan's Float8 (None: the
 # record's ``float8`` flag alone, tensorwise). torchtitan's ``--float8.recipe_name`` takes "tensorwise",
 # "rowwise" and "rowwise_with_gw_hp" (pytorch/torchtitan 2c8b5947 torchtitan/config/job_config.py, class
-# Float8); "rowwise_with_gw_hp" keeps the weight gradient's matmul in high precision, which the plan
-# cannot say, and torchtitan's ``--model.converters=mx`` recipes are MX formats (torchao mx_formats).
-_FLOAT8_RECIPES: Final = {None: Float8.TENSORWISE, "tensorwise": Float8.TENSORWISE, "rowwise": Float8.ROWWISE}
+# Float8); "rowwise_with_gw_hp" keeps the weight gradient's matmul in high precision (the plan's
+# "rowwise-gw-hp"). torchtitan's ``--model.converters=mx --mx.recipe_name=...`` recipes are torchao's MX
+# linears (pytorch/torchtitan 6fc499f6 torchtitan/components/quantization/mx.py): "mxfp8_cublas" and
+# "mxfp8_cublas_rceil" differ only in how the E8M0 scale is rounded (torchao 0.13.0
+# torchao/prototype/mx_formats/config.py ``from_recipe_name``: ScaleCalculationMode.RCEIL), not in what
+# is cast, saved or multiplied: both the plan's "mxfp8".
+_FLOAT8_RECIPES: Final = {
+    None: Float8.TENSORWISE,
+    "tensorwise": Float8.TENSORWISE,
+    "rowwise": Float8.ROWWISE,
+    "rowwise_with_gw_hp": Float8.ROWWISE_GW_HP,
+    "mxfp8_cublas": Float8.MXFP8,
+    "mxfp8_cublas_rceil": Float8.MXFP8,
+}
 
 
 def _float8(recipe: Mapping[str, Any]) -> Float8:
@@ -407,7 +419,11 @@ def _missing(recipe: Mapping[str, Any]) -> list[str]:
         out.append(f"optimizer {recipe['optimizer']}")
     lora = recipe["lora"] or {}
     if any("target_parameters" in t for t in lora.get("targets", ())):
-        out.append("LoRA on MoE expert parameters (target_parameters)")
+        # PEFT's ParamWrapper (peft 0.17.0 tuners/lora/layer.py ``_activate_lora``) adds B·A to the whole 3-D
+        # expert parameter through a parametrization each forward (a merged experts × in × out weight, which the
+        # experts' matmuls save), axolotl's gpt-oss row on two layers only: neither a per-layer target nor that
+        # term is a plan input.
+        out.append("LoRA on MoE expert parameters (target_parameters: a merged expert weight each forward, per layer)")
     if recipe.get("loop_keeps_output") == "until-next-forward":
         out.append("a loop that keeps the previous step's output (logits, past_key_values) through the next forward")
     if recipe.get("fsdp_limit_all_gathers") is False:

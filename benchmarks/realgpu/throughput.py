@@ -485,6 +485,8 @@ def _float8(record: Mapping[str, Any]) -> Float8:
     if record.get("precision") != "fp8":
         return Float8.NONE
     if record["source_id"] in TORCHAO_FLOAT8_SOURCES:
+        if "rowwise-gw-hp" in record["id"]:  # torchao's rowwise_with_gw_hp
+            return Float8.ROWWISE_GW_HP
         return Float8.ROWWISE if "rowwise" in record["id"] else Float8.TENSORWISE
     # NeMo / Megatron (Transformer Engine), llm-foundry amp_fp8 (Transformer Engine); Megatron-Bridge's
     # tables name the MXFP8 recipe in their precision column ("MXFP8", "FP8-MX"; "FP8-CS (FP8-MX)"

@@ -48,6 +48,7 @@ import math
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from itertools import pairwise
+from typing import Final
 
 from core.catalogue import Generation, generation
 from core.dtypes import DTYPE_BYTES, MP_BYTES, Dtype, MpDtype
@@ -157,10 +158,18 @@ def float8_recipe(float8: Float8, gpu_id: str) -> Float8:
     """The float8 recipe the linears run on the card: Transformer Engine's MXFP8 only where the card
     has block-scaled fp8 GEMMs (Blackwell: TE's MXFP8BlockScaling needs SM100+); on another card TE
     runs it as its per-tensor recipe ("te"). The one home of that rule for the step time
-    (core.training.speed) and the cached fp8 weights (core.parallel.state)."""
-    if float8 is Float8.TE_MXFP8 and generation(gpu_id) is not Generation.BLACKWELL:
-        return Float8.TE
+    (core.training.speed) and the cached fp8 weights (core.parallel.state). torchao's MX linears
+    have no such fallback: torchtitan's MX converter asserts ``has_cuda_capability(10, 0)``
+    ("MXFP8 is only supported on SM100", pytorch/torchtitan 6fc499f6
+    torchtitan/components/quantization/mx.py), so elsewhere no fp8 recipe runs (NONE: the step is
+    timed at the 16-bit rate and the plan says why, core.training.compute)."""
+    if float8 in _MX and generation(gpu_id) is not Generation.BLACKWELL:
+        return _MX[float8]
     return float8
+
+
+# The MX recipes and what runs instead on a card without block-scaled fp8 GEMMs (float8_recipe).
+_MX: Final = {Float8.TE_MXFP8: Float8.TE, Float8.MXFP8: Float8.NONE}
 
 
 def fsdp_no_sync(par: Parallelism, grad_accum: int) -> bool:

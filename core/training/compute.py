@@ -530,6 +530,13 @@ def _float8_problem(plan: Plan, gpu: GpuSpec) -> str | None:
 
 
 def _float8_linears_problem(plan: Plan, gpu: GpuSpec) -> str | None:
+    if plan.float8 is Float8.MXFP8 and mxfp8_unsupported(plan, gpu):
+        # torchtitan's MX converter: assert has_cuda_capability(10, 0), "MXFP8 is only supported on SM100 or
+        # architectures" (pytorch/torchtitan 6fc499f6 torchtitan/components/quantization/mx.py)
+        return (
+            f"torchao's MX training needs Blackwell's block-scaled fp8 GEMMs (torchtitan refuses other cards); the "
+            f"{gpu.name} has none, so this run will not start there; the linears are timed at the 16-bit rate"
+        )
     if gpu.tflops_dense.get("fp8") and mxfp8_unsupported(plan, gpu):
         return (
             f"Transformer Engine's MXFP8 recipe needs Blackwell's block-scaled fp8 GEMMs; the {gpu.name} has "

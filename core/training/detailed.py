@@ -26,7 +26,7 @@ from functools import partial
 from typing import Final
 
 from core.breakdown import PHASE_BYTES, Breakdown, Bucket, BucketKey, LayerActs, Phase, StepPhase, Term, make_bucket
-from core.dtypes import NF4_BLOCK, Dtype
+from core.dtypes import MX_BLOCK, NF4_BLOCK, Dtype
 from core.format import gb, sci
 from core.inputs import torch_ring_rotate
 from core.memo import Once, fills_fields
@@ -476,27 +476,55 @@ def _with_float8_casts(plan: Plan, layer_grads: Term, lay: Layout | None) -> Ter
     Engine's casts are not counted here (its cached fp8 weights under Megatron-Core are a weight term:
     core.parallel.state.te_weight_cache). With
     FSDP2's float8 all-gather the gathered weight is already float8 (``tensor_already_casted_to_fp8``):
-    the backward casts no weight."""
-    if plan.float8 not in (Float8.TENSORWISE, Float8.ROWWISE):
+    the backward casts no weight.
+
+    torchao's rowwise_with_gw_hp (torchao 0.13.0 torchao/float8/config.py ``from_recipe_name``: the weight
+    gradient's casts ``ScalingType.DISABLED``) runs the same autograd function and saves the same tensors;
+    its backward casts only the output gradient (rowwise, for the input gradient) and the weight
+    (tensorwise): N·out + in·out bytes. torchao's MX linears (torchao 0.13.0
+    torchao/prototype/mx_formats/mx_linear.py ``mx_mm``: ``ctx.save_for_backward(input_hp, weight_hp)``)
+    save what nn.Linear does too, and their backward holds the output gradient cast along each dim, the
+    weight's and the input's dim-1 casts until it returns: the tensorwise recipe's casts, each with one
+    E8M0 scale byte per block of MX_BLOCK (1 + 1/32 bytes an element); MX has no float8 all-gather."""
+    recipe = plan.float8
+    if recipe not in _TORCHAO_FLOAT8:
         return layer_grads
     tp = lay.tensor_parallel if lay is not None else 1
     cp = lay.context_parallel if lay is not None else 1
     tokens = plan.workload.micro_batch * plan.workload.seq_len / cp
     largest = 0.0
-    fp8_gathered = lay is not None and plan.parallel.fsdp_float8_all_gather and plan.parallel.strategy is Strategy.FSDP
+    fp8_gathered = (
+        lay is not None
+        and recipe is Float8.TENSORWISE
+        and plan.parallel.fsdp_float8_all_gather
+        and plan.parallel.strategy is Strategy.FSDP
+    )
     weight_cast = 0 if fp8_gathered else 1
+    gw_hp = recipe is Float8.ROWWISE_GW_HP
+    per_element = 1.0 + 1.0 / MX_BLOCK if recipe is Float8.MXFP8 else 1.0
     for gemm in block_gemms(plan):
         if gemm.name.endswith(ADAPTER_GEMMS):
             continue
         k = gemm.k / tp if gemm.split == "row" else gemm.k
         n = gemm.n / tp if gemm.split == "column" else gemm.n
         m = tokens * gemm.share
-        largest = max(largest, m * k + 2 * m * n + weight_cast * k * n)
+        casts = m * n + k * n if gw_hp else m * k + 2 * m * n + weight_cast * k * n
+        largest = max(largest, casts * per_element)
+    if gw_hp:
+        formula = " + (N·out + in·out) × 1 B"
+    elif fp8_gathered:
+        formula = " + (N·in + 2·N·out) × 1 B"
+    else:
+        formula = f" + (N·in + 2·N·out + in·out) × {per_element:.4g} B"
     return Term(
         layer_grads.label + " + float8 casts of the largest linear",
-        layer_grads.formula + (" + (N·in + 2·N·out) × 1 B" if fp8_gathered else " + (N·in + 2·N·out + in·out) × 1 B"),
+        layer_grads.formula + formula,
         layer_grads.bytes + largest,
     )
+
+
+# torchao's low-precision linears (their casts: _with_float8_casts; Transformer Engine's are not counted here).
+_TORCHAO_FLOAT8: Final = frozenset({Float8.TENSORWISE, Float8.ROWWISE, Float8.ROWWISE_GW_HP, Float8.MXFP8})
 
 
 def _split_why(lay: Layout) -> str:

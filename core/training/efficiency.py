@@ -55,9 +55,14 @@ FP8_TE_OVER_16BIT: Final = 1.03
 # (core.training.speed.TE_MXFP8_CAST_BYTES).
 MXFP8_OVER_FP8_TE: Final = 171.869 / 163.493
 # Coefficients that are a fixed multiple of another (name suffix -> (the other's suffix, ratio)).
+# torchao's MX linears ("fp8-mxfp8": recipes mxfp8_cublas / mxfp8_cublas_rceil, MXGemmKernelChoice.CUBLAS)
+# multiply through torch._scaled_mm with E8M0 block scales (torchao 0.13.0 torchao/prototype/mx_formats/
+# mx_ops.py ``_addmm_mx_dispatch``), cuBLASLt's block-scaled MXFP8 GEMM, the kernel TE's MXFP8 recipe runs:
+# the same ratio; their casts are counted apart (core.training.speed.MX_CAST_BYTES). No corpus row fits it.
 DERIVED: Final = {
     "/fp8-te": ("/16-bit", FP8_TE_OVER_16BIT),
     "/fp8-te-mxfp8": ("/16-bit", FP8_TE_OVER_16BIT * MXFP8_OVER_FP8_TE),
+    "/fp8-mxfp8": ("/16-bit", FP8_TE_OVER_16BIT * MXFP8_OVER_FP8_TE),
 }
 # Eager attention's QKᵀ and PV are cuBLAS batched GEMMs (torch.baddbmm / torch.bmm in
 # Megatron-DeepSpeed's CoreAttention, bigscience-workshop/Megatron-DeepSpeed@8387ae1

@@ -31,7 +31,7 @@ from typing import Final
 
 from core import roles
 from core.catalogue import Generation, GpuSpec, generation
-from core.dtypes import ELEMENT_BYTES, MP_BYTES, NF4_BLOCK, Quant
+from core.dtypes import ELEMENT_BYTES, MP_BYTES, MX_BLOCK, NF4_BLOCK, Quant
 from core.inputs import megatron_dispatcher, megatron_grad_buffer, torch_ring_rotate
 from core.memo import fills_fields, last_answer
 from core.parallel.layout import (
@@ -91,6 +91,8 @@ _CHECKPOINT_POLICY_LAYER: Final = CheckpointPolicy.LAYER
 _CHECKPOINT_POLICY_OP: Final = CheckpointPolicy.OP
 _FLOAT8_NONE: Final = Float8.NONE
 _FLOAT8_ROWWISE: Final = Float8.ROWWISE
+_FLOAT8_ROWWISE_GW_HP: Final = Float8.ROWWISE_GW_HP
+_FLOAT8_MXFP8: Final = Float8.MXFP8
 _FLOAT8_TE_CURRENT: Final = Float8.TE_CURRENT
 _GENERATION_HOPPER: Final = Generation.HOPPER
 _KERNEL_EFFICIENT: Final = Kernel.EFFICIENT
@@ -118,19 +120,27 @@ def gemm_kind(plan: Plan, gpu: GpuSpec) -> str:
     """What the linears' matmuls run as: the float8 recipe on a card with fp8 tensor cores,
     else the 16-bit (or float32) compute dtype; under the Megatron stack on Hopper its 16-bit and
     Transformer Engine fp8 matmuls at the rate TE's GEMM guide measured (efficiency.MEGATRON_HOPPER)."""
+    recipe = _FLOAT8_NONE
     if plan.float8 is not _FLOAT8_NONE and gpu.tflops_dense.get("fp8"):
+        recipe = float8_recipe(plan.float8, gpu.id)  # NONE: torchao's MX off Blackwell
+    if recipe is not _FLOAT8_NONE:
         # TE's two per-tensor recipes run the same fp8 GEMM (a per-tensor scale each operand): they
-        # differ in their casts (te_cast_bytes), so current scaling is timed as "fp8-te".
-        recipe = float8_recipe(plan.float8, gpu.id)
-        kind = f"fp8-{(Float8.TE if recipe is Float8.TE_CURRENT else recipe).value}"
+        # differ in their casts (te_cast_bytes), so current scaling is timed as "fp8-te"; torchao's
+        # rowwise_with_gw_hp runs rowwise fp8 GEMMs for the output and input gradient (its 16-bit
+        # weight-gradient matmul is tallied apart, _matmuls), so it is timed as "fp8-rowwise".
+        kind = f"fp8-{_GEMM_RECIPE.get(recipe, recipe).value}"
     else:
         kind = "fp32" if dtypes_for(plan).compute == 4 else "16-bit"
     return _stack_kind(plan, generation(gpu.id), kind)
 
 
+# The recipe whose fp8 GEMM a recipe's matmuls run (gemm_kind); the others run their own.
+_GEMM_RECIPE: Final = {Float8.TE_CURRENT: Float8.TE, Float8.ROWWISE_GW_HP: Float8.ROWWISE}
+
+
 def mxfp8_unsupported(plan: Plan, gpu: GpuSpec) -> bool:
-    """A plan asking Transformer Engine's MXFP8 recipe on a card without MXFP8 GEMMs."""
-    return plan.float8 is Float8.TE_MXFP8 and float8_recipe(plan.float8, gpu.id) is not Float8.TE_MXFP8
+    """A plan asking an MXFP8 recipe (Transformer Engine's, torchao's) on a card without MXFP8 GEMMs."""
+    return plan.float8 in (Float8.TE_MXFP8, _FLOAT8_MXFP8) and float8_recipe(plan.float8, gpu.id) is not plan.float8
 
 
 def _stack_kind(plan: Plan, family: Generation, kind: str) -> str:
@@ -234,6 +244,11 @@ ALIBI_SCORE_BYTES: Final = 4.0
 # A float8 cast reads the 16-bit tensor twice (its amax, then the scaled cast) and writes one
 # byte per element (torchao float8_scaling_utils.hp_tensor_to_float8_dynamic).
 FLOAT8_CAST_BYTES: Final = 5.0
+# torchao's MX cast (torchao 0.13.0 torchao/prototype/mx_formats/mx_tensor.py ``to_mx``, compiled, and
+# the dim-1 cast kernels of kernels.py, ``triton_to_mxfp8_dim1`` / ``mxfp8_quantize_cuda``): each 32-element
+# block's amax and cast in one pass, reading the 16-bit tensor once (2 bytes) and writing one byte
+# per element plus one E8M0 scale byte per block of 32.
+MX_CAST_BYTES: Final = ELEMENT_BYTES["bf16"] + 1.0 + 1.0 / MX_BLOCK
 # Transformer Engine's per-tensor casts: one fused kernel reads the 16-bit tensor (2 bytes), takes
 # its amax on the way and writes the fp8 copy and its transpose (1 + 1: Hopper's fp8 GEMMs take
 # only the TN layout), at the memory bandwidth; the forward casts the input and the weight of each
@@ -791,6 +806,12 @@ def _matmuls(rank: _Rank) -> _Tally:
         passes = ((rank.layers + again) * c, rank.backward_layers * c, rank.backward_layers * c if gemm.trains else 0.0)
         slow = rank.fp8 and not lora and _rowwise_slow(rank, gemm, k, n)
         fp8 = rank.fp8 and not lora and not slow and not megatron_router(rank.plan, gemm)
+        if fp8 and passes[2] and plan.float8 is _FLOAT8_ROWWISE_GW_HP:
+            # torchao's rowwise_with_gw_hp: the weight gradient's matmul takes the 16-bit input and
+            # output gradient (cast_config_*_for_grad_weight ScalingType.DISABLED, torchao 0.13.0
+            # torchao/float8/config.py from_recipe_name): at the 16-bit rate, with 2-byte operands
+            tally.wide_flops += _matmul(tally, m, k * scale, n, (0.0, 0.0, passes[2]), False, rank.sms, 0.0)
+            passes = (passes[0], passes[1], 0.0)
         padded = _matmul(tally, m, k * (1.0 if lora else scale), n, passes, fp8, rank.sms, rank.layers)
         if lora and float32_adapter_matmul(plan, gemm):
             tally.fp32_adapter += padded
@@ -871,11 +892,15 @@ def megatron_router(plan: Plan, gemm: Gemm) -> bool:
     return gemm.name == "router" and plan.stack is _STACK_MEGATRON and plan.float8 in TE_FLOAT8
 
 
+# torchao's recipes whose forward and input-gradient matmuls are rowwise-scaled (_rowwise_slow).
+_ROWWISE_RECIPES: Final = frozenset({Float8.ROWWISE, Float8.ROWWISE_GW_HP})
+
+
 def _rowwise_slow(rank: _Rank, gemm: Gemm, k: float, n: float) -> bool:
     """A float8 rowwise linear whose local shape torchao's rowwise filter would leave in bf16
     (a gated MLP's gate and up are two nn.Linear of half the pair's width each)."""
     width = n / 2 if "gate|up" in gemm.name else n
-    return rank.fp8 and rank.plan.float8 is _FLOAT8_ROWWISE and rowwise_too_small(k, width)
+    return rank.fp8 and rank.plan.float8 in _ROWWISE_RECIPES and rowwise_too_small(k, width)
 
 
 @last_answer
@@ -1066,10 +1091,15 @@ def _float8_cast_bytes(rank: _Rank) -> float:
     """torchao Float8Linear (pytorch/ao 36027d8 torchao/float8/float8_linear.py,
     ``matmul_with_hp_or_float8_args``): the input and the weight cast in the forward; in the
     backward the output gradient twice (for each of its matmuls), the weight and the input
-    again (the forward saved them in high precision)."""
+    again (the forward saved them in high precision). Under rowwise_with_gw_hp the weight
+    gradient's operands are not cast: the backward casts the output gradient and the weight once
+    each. torchao's MXLinear (torchao 0.13.0 torchao/prototype/mx_formats/mx_linear.py ``mx_mm``)
+    casts the same tensors as the tensorwise recipe, at MX_CAST_BYTES an element."""
     if not rank.fp8 or rank.plan.float8 in TE_FLOAT8:
         return 0.0  # Transformer Engine's casts: te_cast_bytes
     plan, total = rank.plan, 0.0
+    gw_hp = plan.float8 is _FLOAT8_ROWWISE_GW_HP
+    per_element = MX_CAST_BYTES if plan.float8 is _FLOAT8_MXFP8 else FLOAT8_CAST_BYTES
     for gemm in block_gemms(plan):
         if gemm.name.endswith(ADAPTER_GEMMS):
             continue
@@ -1078,8 +1108,8 @@ def _float8_cast_bytes(rank: _Rank) -> float:
             continue  # its casts are in the measured slowdown
         m, c = _rows(rank, gemm)
         forward = (m * k + k * n) * c
-        backward = (2 * m * n + k * n + m * k) * c
-        total += (forward * rank.layers + backward * rank.backward_layers) * FLOAT8_CAST_BYTES
+        backward = (m * n + k * n if gw_hp else 2 * m * n + k * n + m * k) * c
+        total += (forward * rank.layers + backward * rank.backward_layers) * per_element
     return total
 
 

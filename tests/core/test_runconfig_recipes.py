@@ -8,7 +8,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from core.catalogue import find_model
+from core.errors import PlanFileError
 from core.files.runconfig import loads_run_config, plan_from_run
 from core.plan import Method, Plan
 
@@ -106,3 +109,24 @@ def test_torchtitans_float8_converter_is_the_float8_setting() -> None:
     assert not plan_from_run(loads_run_config(model_only.encode(), "llama3_8b.toml"), BASE, None).compiled_loss
     rowwise = text.replace("[quantize.linear.float8]\n", '[quantize.linear.float8]\nrecipe_name = "rowwise"\n')
     assert plan_from_run(loads_run_config(rowwise.encode(), "llama3_8b.toml"), BASE, None).float8.value == "rowwise"
+
+
+def test_torchtitans_other_low_precision_recipes_are_their_float8_settings() -> None:
+    # torchtitan's float8 recipe "rowwise_with_gw_hp" (Float8Linear.recipe_name at pytorch/torchtitan 238fa995) is
+    # the plan's "rowwise-gw-hp" (it was read as plain rowwise before); its MX converter ("quantize.linear.mx" at
+    # 238fa995, "mx" at 6fc499f6, recipe_name default "mxfp8_cublas") is "mxfp8", and a recipe the plan does
+    # not have (torchao's "mxfp8_emulated") is refused with the key named.
+    text = (RUNCONFIGS / "torchtitan_llama3_8b.toml").read_text()
+    float8 = text.replace('# converters = ["float8"]', 'converters = ["quantize.linear.float8"]')
+    section = "[quantize.linear.float8]\n"
+    gw_hp = float8.replace(section, section + 'recipe_name = "rowwise_with_gw_hp"\n')
+    assert plan_from_run(loads_run_config(gw_hp.encode(), "llama3_8b.toml"), BASE, None).float8.value == "rowwise-gw-hp"
+    mx = text.replace('# converters = ["float8"]', 'converters = ["quantize.linear.mx"]')
+    assert plan_from_run(loads_run_config(mx.encode(), "llama3_8b.toml"), BASE, None).float8.value == "mxfp8"
+    rceil = mx + '\n[quantize.linear.mx]\nrecipe_name = "mxfp8_cublas_rceil"\n'
+    assert plan_from_run(loads_run_config(rceil.encode(), "llama3_8b.toml"), BASE, None).float8.value == "mxfp8"
+    old = text.replace('# converters = ["float8"]', 'converters = ["mx"]') + '\n[mx]\nrecipe_name = "mxfp8_cublas"\n'
+    assert plan_from_run(loads_run_config(old.encode(), "llama3_8b.toml"), BASE, None).float8.value == "mxfp8"
+    emulated = mx + '\n[quantize.linear.mx]\nrecipe_name = "mxfp8_emulated"\n'
+    with pytest.raises(PlanFileError, match=r"quantize\.linear\.mx\.recipe_name: 'mxfp8_emulated' is not allowed"):
+        loads_run_config(emulated.encode(), "llama3_8b.toml")

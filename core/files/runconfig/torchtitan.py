@@ -48,19 +48,32 @@ def _loss_compiled(taker: Taker) -> bool:
     return compiled
 
 
+# torchtitan's float8 recipe names (``Float8.recipe_name`` at 6fc499f6, ``Float8Linear.recipe_name`` at
+# 238fa995: "tensorwise", "rowwise", "rowwise_with_gw_hp"; unset: tensorwise) as the plan's float8.
+FLOAT8_RECIPES: Final = {"tensorwise": "tensorwise", "rowwise": "rowwise", "rowwise_with_gw_hp": "rowwise-gw-hp"}
+# torchtitan's MX converter ("mx" at 6fc499f6, "quantize.linear.mx" at 238fa995; ``recipe_name`` default
+# "mxfp8_cublas"): the recipes that run MX linears on Blackwell's block-scaled GEMM (torchao 0.13.0
+# torchao/prototype/mx_formats/config.py ``from_recipe_name``; rceil rounds the scale differently).
+MX_RECIPES: Final = {"mxfp8_cublas": "mxfp8", "mxfp8_cublas_rceil": "mxfp8"}
+
+
 def _float8(taker: Taker) -> dict[str, Any]:
     """torchtitan's float8 converter (model.converters = ["float8"], or
     "quantize.linear.float8" in later releases): torchao's Float8Linear, tensorwise unless the
-    float8 section names the rowwise recipe, with its FSDP float8 all-gather
-    (``enable_fsdp_float8_all_gather``, Float8Linear at 238fa995)."""
+    float8 section names the rowwise recipe or rowwise_with_gw_hp, with its FSDP float8 all-gather
+    (``enable_fsdp_float8_all_gather``, Float8Linear at 238fa995); or its MX converter ("mx",
+    "quantize.linear.mx"): torchao's MXLinear (:data:`MX_RECIPES`)."""
     converters = taker.raw("model.converters")
     names = converters if isinstance(converters, list) else [converters] if converters else []
-    if not any(isinstance(n, str) and n.split(".")[-1] == "float8" for n in names):
+    short = {n.split(".")[-1] for n in names if isinstance(n, str)}
+    if "mx" in short:
+        return _mx(taker)
+    if "float8" not in short:
         if converters is not None:
-            taker.note("model.converters", "only the float8 converter changes the plan")
+            taker.note("model.converters", "only the float8 and mx converters change the plan")
         return {}
-    recipe = taker.raw("float8.recipe_name") or taker.raw("quantize.linear.float8.recipe_name")
-    value = "rowwise" if isinstance(recipe, str) and recipe.startswith("rowwise") else "tensorwise"
+    recipe = taker.word("float8.recipe_name") or taker.word("quantize.linear.float8.recipe_name")
+    value = FLOAT8_RECIPES.get(recipe or "tensorwise", "tensorwise")
     taker.record("float8", value, "model.converters")
     found: dict[str, Any] = {"float8": value}
     for key in ("float8.enable_fsdp_float8_all_gather", "quantize.linear.float8.enable_fsdp_float8_all_gather"):
@@ -68,6 +81,17 @@ def _float8(taker: Taker) -> dict[str, Any]:
         if gather is not None:
             found["fsdp_float8_all_gather"] = gather
     return found
+
+
+def _mx(taker: Taker) -> dict[str, Any]:
+    """torchtitan's MX converter and its recipe (default "mxfp8_cublas"); another recipe (emulated, mxfp4)
+    is refused with the ones the plan has."""
+    key = "quantize.linear.mx.recipe_name" if taker.has("quantize.linear.mx.recipe_name") else "mx.recipe_name"
+    recipe = taker.word(key) or "mxfp8_cublas"
+    if recipe not in MX_RECIPES:
+        raise taker.fail(key, recipe, " or ".join(MX_RECIPES) + " (torchao's MX recipes the plan has)")
+    taker.record("float8", MX_RECIPES[recipe], "model.converters")
+    return {"float8": MX_RECIPES[recipe]}
 
 
 def _step_keys(taker: Taker) -> dict[str, Any]:
