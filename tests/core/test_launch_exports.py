@@ -396,6 +396,24 @@ def test_megatron_bridge_writes_each_transformer_engine_recipe() -> None:
         assert loads_run_config(written.text.encode(), "megatron-bridge.yaml").settings.float8 == recipe.value
 
 
+def test_torchtitan_writes_torchaos_other_recipes_and_reads_them_back() -> None:
+    # torchtitan 238fa995 (job_config.py, class Float8Linear recipe_name "rowwise_with_gw_hp"; class MXLinear
+    # recipe_name default "mxfp8_cublas"; components/quantization/mx.py registers "quantize.linear.mx").
+    # Before, both plan settings exported as "not Transformer Engine" refusals.
+    plan = llama_plan(hardware=replace(llama_plan().hardware, gpu="b200"))
+    expected = {
+        Float8.ROWWISE_GW_HP: ("quantize.linear.float8", {"float8": {"recipe_name": "rowwise_with_gw_hp"}}),
+        Float8.MXFP8: ("quantize.linear.mx", {"mx": {"recipe_name": "mxfp8_cublas"}}),
+    }
+    for recipe, (converter, quantize) in expected.items():
+        written = export(replace(plan, float8=recipe), Target.TORCHTITAN)
+        document = tomllib.loads(written.text)
+        assert document["model"]["converters"] == [converter]
+        assert document["quantize"]["linear"] == quantize
+        assert not written.cannot("method.float8")
+        assert loads_run_config(written.text.encode(), "run.toml").settings.float8 == recipe.value
+
+
 def test_megatron_bridge_lists_a_split_fused_group_and_a_4bit_base() -> None:
     # Megatron-Core fuses q, k, v into linear_qkv (and gate, up into linear_fc1): LoRA on q and v
     # alone cannot be said; Megatron-Bridge's PEFT adapts a 16-bit base.

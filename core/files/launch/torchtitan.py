@@ -16,7 +16,8 @@ left), ``fsdp_reshard_after_forward`` (default | always | never), ``tensor_paral
 ``context_parallel_degree``, ``context_parallel_rotate_method`` (allgather | alltoall, read at
 torchtitan 000204a4), ``enable_async_tensor_parallel``; ``[compile]`` ``enable``,
 ``components`` ("model", "loss"); ``[model] converters`` with ``quantize.linear.float8``
-(``recipe_name`` tensorwise | rowwise, ``enable_fsdp_float8_all_gather``);
+(``recipe_name`` tensorwise | rowwise | rowwise_with_gw_hp, ``enable_fsdp_float8_all_gather``) or
+``quantize.linear.mx`` (``recipe_name`` mxfp8_cublas);
 ``[optimizer] early_step_in_backward``; ``[training] max_norm`` (torchtitan clips the gradients
 every step: ``train.py`` calls ``clip_grad_norm_`` unconditionally). torchtitan trains every
 weight of its own model definitions (``torchtitan/models``: llama3 8B / 70B / 405B, qwen3 0.6B to 32B and 30B-A3B).
@@ -79,7 +80,16 @@ IMPLEMENTATIONS: Final = {
 # torchtitan 238fa995: the converter registered as "quantize.linear.float8"
 # (torchtitan/components/quantization/float8.py) and the recipe names of Float8Linear.recipe_name.
 FLOAT8_CONVERTER: Final = "quantize.linear.float8"
-FLOAT8_RECIPES: Final = {Float8.TENSORWISE: "tensorwise", Float8.ROWWISE: "rowwise"}
+FLOAT8_RECIPES: Final = {
+    Float8.TENSORWISE: "tensorwise",
+    Float8.ROWWISE: "rowwise",
+    Float8.ROWWISE_GW_HP: "rowwise_with_gw_hp",
+}
+# torchtitan 238fa995: the MX converter "quantize.linear.mx" (torchtitan/components/quantization/mx.py) and its
+# recipe_name default "mxfp8_cublas", torchao's MXLinear on Blackwell's block-scaled GEMM (the importer's
+# core.files.runconfig.torchtitan.MX_RECIPES).
+MX_CONVERTER: Final = "quantize.linear.mx"
+MX_RECIPE: Final = "mxfp8_cublas"
 SCHEDULES: Final = {
     PipelineSchedule.GPIPE: "GPipe",
     PipelineSchedule.ONE_F_ONE_B: "1F1B",
@@ -102,16 +112,26 @@ def _model(draft: Draft, model_ref: str | None) -> dict[str, Any]:
         draft.cannot("method.kind", "torchtitan trains every weight (no adapters, no frozen layers)")
     if plan.float8 in FLOAT8_RECIPES:
         table["converters"] = [FLOAT8_CONVERTER]
+    elif plan.float8 is Float8.MXFP8:
+        table["converters"] = [MX_CONVERTER]
     elif plan.float8 is not Float8.NONE:
         draft.cannot(
-            "method.float8", "torchtitan's float8 is torchao's (tensorwise or rowwise), not Transformer Engine"
+            "method.float8",
+            "torchtitan's float8 is torchao's (tensorwise, rowwise, rowwise_with_gw_hp or MX), not Transformer Engine",
         )
     return table
 
 
 def _float8(draft: Draft) -> dict[str, Any] | None:
-    """``[quantize.linear.float8]``: the recipe and FSDP2's float8 all-gather."""
+    """``[quantize.linear.float8]``: the recipe and FSDP2's float8 all-gather; or ``[quantize.linear.mx]``."""
     plan = draft.plan
+    if plan.float8 is Float8.MXFP8:
+        if plan.parallel.strategy is Strategy.FSDP and plan.parallel.fsdp_float8_all_gather:
+            draft.outside(
+                ["parallel.fsdp_float8_all_gather"],
+                "torchtitan's MX converter has no float8 all-gather (238fa995 job_config.py, class MXLinear)",
+            )
+        return {"linear": {"mx": {"recipe_name": MX_RECIPE}}}
     if plan.float8 not in FLOAT8_RECIPES:
         return None
     table: dict[str, Any] = {"recipe_name": FLOAT8_RECIPES[plan.float8]}
