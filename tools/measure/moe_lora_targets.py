@@ -1,0 +1,104 @@
+"""What PEFT's LoRA adapts on tiny mixture-of-experts models, for each target choice the plan offers
+(issue 22, branch h79moe): transformers 5 keeps the routed experts as 3-D parameters of one experts module
+(``gate_up_proj`` / ``down_proj`` of all experts), which ``target_modules`` cannot name, where 4.x (Mixtral,
+Qwen2/3-MoE, OLMoE, DeepSeek, GLM-4 MoE, ERNIE 4.5) held a ModuleList of nn.Linear experts. The tool builds each
+model at a few small dimensions, wraps it with ``LoraConfig(r=8, target_modules=...)`` and records PEFT's own
+``print_trainable_parameters`` line and the modules of the last block that got an adapter (expert indices
+folded to ``*``), or PEFT's refusal when no module matches.
+
+Needs torch (the CPU build), peft and a transformers release in one environment, e.g.
+
+    /tmp/torchenv/bin/python tools/measure/moe_lora_targets.py OUT.json          # transformers 5.25.0
+    PYTHONPATH=<a folder holding transformers 4.57.1> /tmp/torchenv/bin/python \
+        tools/measure/moe_lora_targets.py OUT.json
+
+tests/data/moe_lora/ holds its output under transformers 5.25.0 and 4.57.1 (peft 0.18.0, torch 2.13.0 CPU).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import re
+import sys
+
+import peft
+import torch
+import transformers
+from peft import LoraConfig, get_peft_model
+from transformers import AutoConfig, AutoModelForCausalLM
+
+D, FFN, E, K, LAYERS, RANK = 64, 32, 4, 2, 2, 8
+# fmt: off
+COMMON = dict(hidden_size=D, intermediate_size=FFN, num_hidden_layers=LAYERS, num_attention_heads=4,
+              num_key_value_heads=2, vocab_size=128, max_position_embeddings=64)
+FAMILIES = {
+    "mixtral": dict(num_local_experts=E, num_experts_per_tok=K),
+    "qwen3_moe": dict(num_experts=E, num_experts_per_tok=K, moe_intermediate_size=FFN, head_dim=16),
+    "qwen2_moe": dict(num_experts=E, num_experts_per_tok=K, moe_intermediate_size=FFN,
+                      shared_expert_intermediate_size=FFN),
+    "olmoe": dict(num_experts=E, num_experts_per_tok=K),
+    "gpt_oss": dict(num_local_experts=E, num_experts_per_tok=K, head_dim=16, layer_types=["full_attention"] * LAYERS),
+    "deepseek_v3": dict(n_routed_experts=E, num_experts_per_tok=K, moe_intermediate_size=FFN, n_shared_experts=1,
+                        first_k_dense_replace=0, q_lora_rank=None, kv_lora_rank=16, qk_rope_head_dim=8,
+                        qk_nope_head_dim=8, v_head_dim=16, n_group=1, topk_group=1, num_key_value_heads=4),
+    "glm4_moe": dict(n_routed_experts=E, num_experts_per_tok=K, moe_intermediate_size=FFN, n_shared_experts=1,
+                     first_k_dense_replace=0, head_dim=16, n_group=1, topk_group=1),
+    "ernie4_5_moe": dict(moe_num_experts=E, moe_k=K, moe_intermediate_size=FFN, moe_num_shared_experts=1,
+                         moe_layer_start_index=0, head_dim=16),
+    "llama4_text": dict(num_local_experts=E, num_experts_per_tok=1, intermediate_size_mlp=FFN,
+                        interleave_moe_layer_step=1, head_dim=16, no_rope_layers=[1] * LAYERS),
+}
+# fmt: on
+# The plan's target choices (core.model normalise_lora_targets: all-linear, the MLP's names and Mixtral's w1/w2/w3).
+TARGETS: dict[str, str | list[str]] = {
+    "all-linear": "all-linear",
+    "gate_proj,up_proj,down_proj": ["gate_proj", "up_proj", "down_proj"],
+    "w1,w2,w3": ["w1", "w2", "w3"],
+    "q,k,v,o,gate,up,down": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
+    "q_proj,v_proj": ["q_proj", "v_proj"],
+}
+
+
+def _adapted(model: torch.nn.Module) -> list[str]:
+    """The last block's modules that hold a lora_A, expert indices folded."""
+    last = f"layers.{LAYERS - 1}."
+    names = set()
+    for name, _ in model.named_parameters():
+        if ".lora_A." in name and last in name:
+            names.add(re.sub(r"\.experts\.\d+\.", ".experts.*.", name.split(last)[1].split(".lora_A.")[0]))
+    return sorted(names)
+
+
+def measure(family: str) -> dict[str, object]:
+    config = AutoConfig.for_model(family, **{**COMMON, **FAMILIES[family]})
+    out: dict[str, object] = {}
+    for label, targets in TARGETS.items():
+        torch.manual_seed(0)
+        model = AutoModelForCausalLM.from_config(config)
+        try:
+            wrapped = get_peft_model(model, LoraConfig(r=RANK, lora_alpha=16, target_modules=targets))
+        except ValueError as error:  # PEFT: "Target modules {...} not found in the base model"
+            out[label] = {"refused": re.sub(r"\{.*?\}", "{...}", str(error).split(". ")[0])}
+            continue
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed):
+            wrapped.print_trainable_parameters()
+        out[label] = {"printed": printed.getvalue().strip(), "adapted_last_block": _adapted(wrapped)}
+    return out
+
+
+def main(path: str) -> None:
+    record = {
+        "versions": {"torch": torch.__version__, "transformers": transformers.__version__, "peft": peft.__version__},
+        "tiny": {"hidden": D, "intermediate": FFN, "experts": E, "layers": LAYERS, "rank": RANK},
+        "families": {family: measure(family) for family in FAMILIES},
+    }
+    with open(path, "w") as handle:
+        json.dump(record, handle, indent=1)
+        handle.write("\n")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
