@@ -345,7 +345,8 @@ def served_plans(draw: st.DrawFn) -> Plan:
 
 def as_served(plan: Plan, target: Target) -> Plan:
     """The plan with the values its export writes for "the default": SGLang's static fraction as the
-    estimate took it (the release's default on the plan's card), and GPU layers past the model's,
+    estimate took it (the release's default on the plan's card), vLLM's utilisation at the decimals it is
+    written with, and GPU layers past the model's,
     which Ollama's own choice takes (num_gpu unset: core.serving.ollama.ollama_estimate)."""
     inf = plan.inference
     if target is Target.SGLANG and inf.engine is Engine.SGLANG and inf.mem_fraction_static == 0:
@@ -353,6 +354,8 @@ def as_served(plan: Plan, target: Target) -> Plan:
         return plan.with_inference(mem_fraction_static=fraction) if fraction >= 0.01 else plan  # else listed
     if target is Target.SGLANG and inf.engine is Engine.SGLANG:
         return plan.with_inference(mem_fraction_static=float(fraction_text(inf.mem_fraction_static)))
+    if target is Target.VLLM:  # --gpu-memory-utilization as written: 2-3 decimals where that is the same to 1e-9
+        plan = plan.with_inference(gpu_memory_utilization=float(fraction_text(inf.gpu_memory_utilization)))
     if target is Target.OLLAMA and inf.engine is Engine.LLAMACPP and inf.gpu_layers > plan.model.num_layers:
         return plan.with_inference(gpu_layers=999)
     return plan
