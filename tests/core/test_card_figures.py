@@ -280,9 +280,9 @@ def test_text_output_names_the_judged_figure(capsys: pytest.CaptureFixture[str])
 
 # The published real-GPU figures of the corpus (benchmarks/realgpu/memory_figures.json) are from NVIDIA
 # cards but for torchao's four MI300X runs (pytorch/ao 853f87d1 torchao/float8/README.md, held out of
-# every fit; the fourth, rowwise_with_gw_hp, scored since branch h78ao made that recipe a plan setting): a plan on an AMD card (ROCm) says it is thinly validated, one on an Apple GPU (MPS) that
-# it was never validated; both take every figure's band, where the same plan on an NVIDIA card takes
-# its method's.
+# every fit; the fourth, rowwise_with_gw_hp, scored since branch h78ao made that recipe a plan setting):
+# a plan on an AMD card (ROCm) says it is thinly validated, one on an Apple GPU (MPS) that it was never
+# validated; both take every figure's band, where the same plan on an NVIDIA card takes its method's.
 @pytest.mark.parametrize(
     ("gpu", "said"),
     [
