@@ -43,10 +43,18 @@ def test_from_transformers_4_46_the_kept_output_holds_the_16_bit_logits() -> Non
         assert [t.bytes for t in kept.backward if t not in dropped.backward] == [NV * 2]
 
 
+def _backward_bytes(plan: Plan) -> float:
+    """The backward phase's high point (its four buckets), whichever phase is the step's peak."""
+    (phase,) = [p for p in estimate(plan).phases if p.name == "backward"]
+    return sum(b.bytes for b in phase.buckets)
+
+
 def test_the_kept_logits_raise_the_backward_peak_by_their_size() -> None:
-    kept, dropped = estimate(_plan(True)), estimate(_plan(False))
-    assert kept.peak_phase == dropped.peak_phase == "backward"
-    assert kept.peak_bytes - dropped.peak_bytes == NV * 4
+    # The kept float32 logits make the backward the step's peak. Without them this plan's backward is
+    # within a few MB of its forward (no recomputed block's autocast copies at the backward's start since
+    # branch h78remeas), so which of the two is the peak is not this test's question.
+    assert estimate(_plan(True)).peak_phase == "backward"
+    assert _backward_bytes(_plan(True)) - _backward_bytes(_plan(False)) == NV * 4
 
 
 def test_the_setting_does_not_apply_where_the_logits_never_exist_whole() -> None:
