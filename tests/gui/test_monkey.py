@@ -805,7 +805,9 @@ class Monkey:
 
     def _reach_gemma_rows(self, rows: tuple[str, ...], choices: tuple[tuple[str, str], ...]) -> list[str]:
         """Inference mode, File → New with Gemma 3 4B picked (unless the plan's model is a Gemma 3 already), the
-        Serving form's lists set to ``choices`` (attribute, value) and each of ``rows`` edited once."""
+        Serving form's lists set to ``choices`` (attribute, value) and each of ``rows`` edited once. Where the walk's
+        last plan still hides the row (its card or layout takes no such engine line: the merged stop-67 tree's path
+        ended so), File → New on Gemma 3 4B starts from the default card and the lists are set again."""
         done: list[str] = []
         for key in [key for key in rows if not self.done[key]]:
             if not self.window.inference_action.isChecked():
@@ -813,15 +815,24 @@ class Monkey:
                 done.append("mode 'Inference'")
             if self.window.controller.plan.model.vision_family != "gemma3":
                 done.append(self.new_plan_on("gemma-3-4b"))
-            form = self.window.serving_form
-            for name, value in choices:
-                combo = getattr(form, name)
-                if combo.currentData() != value:
-                    combo.setCurrentIndex(combo.findData(value))
-                    done.append(f"{name} {value!r}")
             widget = self.fields[key]
+            done += self._choose(choices)
+            if not (widget.isVisibleTo(self.window) and widget.isEnabled()):
+                done.append(self.new_plan_on("gemma-3-4b"))
+                done += self._choose(choices)
             if widget.isVisibleTo(self.window) and widget.isEnabled():
                 done.append(self.edit(key, widget))
+        return done
+
+    def _choose(self, choices: tuple[tuple[str, str], ...]) -> list[str]:
+        """The Serving form's lists set to ``choices`` (attribute, value)."""
+        done: list[str] = []
+        form = self.window.serving_form
+        for name, value in choices:
+            combo = getattr(form, name)
+            if combo.currentData() != value:
+                combo.setCurrentIndex(combo.findData(value))
+                done.append(f"{name} {value!r}")
         return done
 
     def reach_cpu_moe_rows(self) -> list[str]:
