@@ -66,6 +66,8 @@ from typing import Any, Final
 from core.catalogue import find_model
 from core.dtypes import Autocast, Dtype, MpDtype, Quant
 from core.errors import PlanError
+from core.files.runconfig.torchtitan import FLOAT8_RECIPES as TITAN_FLOAT8_RECIPES
+from core.files.runconfig.torchtitan import MX_RECIPES as TITAN_MX_RECIPES
 from core.model import ModelSpec
 from core.plan import (
     Attention,
@@ -385,11 +387,7 @@ class Mapped:
 # is cast, saved or multiplied: both the plan's "mxfp8".
 _FLOAT8_RECIPES: Final = {
     None: Float8.TENSORWISE,
-    "tensorwise": Float8.TENSORWISE,
-    "rowwise": Float8.ROWWISE,
-    "rowwise_with_gw_hp": Float8.ROWWISE_GW_HP,
-    "mxfp8_cublas": Float8.MXFP8,
-    "mxfp8_cublas_rceil": Float8.MXFP8,
+    **{name: Float8(value) for name, value in {**TITAN_FLOAT8_RECIPES, **TITAN_MX_RECIPES}.items()},
 }
 
 

@@ -39,6 +39,8 @@ from core.files.launch.common import (
     recipes_outside,
 )
 from core.files.launch.toml_writer import dumps_toml
+from core.files.runconfig.torchtitan import FLOAT8_RECIPES as TITAN_FLOAT8_RECIPES
+from core.files.runconfig.torchtitan import MX_DEFAULT_RECIPE
 from core.inputs import Float8, FsdpUnits, Stack
 from core.optimizer_stacks import TORCHTITAN_NAMES, TORCHTITAN_RULE
 from core.plan import (
@@ -80,16 +82,11 @@ IMPLEMENTATIONS: Final = {
 # torchtitan 238fa995: the converter registered as "quantize.linear.float8"
 # (torchtitan/components/quantization/float8.py) and the recipe names of Float8Linear.recipe_name.
 FLOAT8_CONVERTER: Final = "quantize.linear.float8"
-FLOAT8_RECIPES: Final = {
-    Float8.TENSORWISE: "tensorwise",
-    Float8.ROWWISE: "rowwise",
-    Float8.ROWWISE_GW_HP: "rowwise_with_gw_hp",
-}
-# torchtitan 238fa995: the MX converter "quantize.linear.mx" (torchtitan/components/quantization/mx.py) and its
-# recipe_name default "mxfp8_cublas", torchao's MXLinear on Blackwell's block-scaled GEMM (the importer's
-# core.files.runconfig.torchtitan.MX_RECIPES).
+# The names written are the importer's (core.files.runconfig.torchtitan), so an export reads back as the same setting.
+FLOAT8_RECIPES: Final = {Float8(value): name for name, value in TITAN_FLOAT8_RECIPES.items()}
+# torchtitan 238fa995: the MX converter "quantize.linear.mx" (torchtitan/components/quantization/mx.py), written
+# with its default recipe (torchao's MXLinear on Blackwell's block-scaled GEMM).
 MX_CONVERTER: Final = "quantize.linear.mx"
-MX_RECIPE: Final = "mxfp8_cublas"
 SCHEDULES: Final = {
     PipelineSchedule.GPIPE: "GPipe",
     PipelineSchedule.ONE_F_ONE_B: "1F1B",
@@ -131,7 +128,7 @@ def _float8(draft: Draft) -> dict[str, Any] | None:
                 ["parallel.fsdp_float8_all_gather"],
                 "torchtitan's MX converter has no float8 all-gather (238fa995 job_config.py, class MXLinear)",
             )
-        return {"linear": {"mx": {"recipe_name": MX_RECIPE}}}
+        return {"linear": {"mx": {"recipe_name": MX_DEFAULT_RECIPE}}}
     if plan.float8 not in FLOAT8_RECIPES:
         return None
     table: dict[str, Any] = {"recipe_name": FLOAT8_RECIPES[plan.float8]}

@@ -55,6 +55,7 @@ FLOAT8_RECIPES: Final = {"tensorwise": "tensorwise", "rowwise": "rowwise", "roww
 # "mxfp8_cublas"): the recipes that run MX linears on Blackwell's block-scaled GEMM (torchao 0.13.0
 # torchao/prototype/mx_formats/config.py ``from_recipe_name``; rceil rounds the scale differently).
 MX_RECIPES: Final = {"mxfp8_cublas": "mxfp8", "mxfp8_cublas_rceil": "mxfp8"}
+MX_DEFAULT_RECIPE: Final = "mxfp8_cublas"  # MXLinear.recipe_name's default at 238fa995 (job_config.py)
 
 
 def _float8(taker: Taker) -> dict[str, Any]:
@@ -87,7 +88,7 @@ def _mx(taker: Taker) -> dict[str, Any]:
     """torchtitan's MX converter and its recipe (default "mxfp8_cublas"); another recipe (emulated, mxfp4)
     is refused with the ones the plan has."""
     key = "quantize.linear.mx.recipe_name" if taker.has("quantize.linear.mx.recipe_name") else "mx.recipe_name"
-    recipe = taker.word(key) or "mxfp8_cublas"
+    recipe = taker.word(key) or MX_DEFAULT_RECIPE
     if recipe not in MX_RECIPES:
         raise taker.fail(key, recipe, " or ".join(MX_RECIPES) + " (torchao's MX recipes the plan has)")
     taker.record("float8", MX_RECIPES[recipe], "model.converters")
