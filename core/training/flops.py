@@ -413,23 +413,22 @@ def head_adapter_weight(plan: Plan) -> int:
     return plan.lora.rank * sum(head) if head else 0
 
 
+# The adapter matmuls' FLOP term's label and per-token size, by method (token_flops); LoRA's otherwise.
+_ADAPTER_FLOPS_LABELS: Final = {
+    Method.LOHA: ("LoHa / LoKr delta weights applied", "in·out"),
+    Method.LOKR: ("LoHa / LoKr delta weights applied", "in·out"),
+    Method.OFT: ("OFT block-diagonal rotations", "in·b"),
+    Method.MISS: ("MiSS blocks (the block sum times miss_block)", "r·out"),
+    Method.FOURIERFT: ("FourierFT delta weights applied", "in·out"),
+    Method.RANDLORA: ("RandLoRA's full-rank bases (in → r·bases → out)", "r·bases·(in + out)"),
+    Method.VBLORA: ("VB-LoRA's A and B (LoRA's matmuls)", "r·(in + out)"),
+    Method.ADALORA: ("AdaLoRA's A and B (LoRA's matmuls at init_r)", "r·(in + out)"),
+}
+
+
 def _adapter_flops_label(plan: Plan) -> tuple[str, str]:
-    """The adapter matmuls' FLOP term's label and per-token size, by method (token_flops)."""
-    if plan.lycoris:
-        return "LoHa / LoKr delta weights applied", "in·out"
-    if plan.oft:
-        return "OFT block-diagonal rotations", "in·b"
-    if plan.miss:
-        return "MiSS blocks (the block sum times miss_block)", "r·out"
-    if plan.fourierft:
-        return "FourierFT delta weights applied", "in·out"
-    if plan.randlora:
-        return "RandLoRA's full-rank bases (in → r·bases → out)", "r·bases·(in + out)"
-    if plan.vblora:
-        return "VB-LoRA's A and B (LoRA's matmuls)", "r·(in + out)"
-    if plan.adalora:
-        return "AdaLoRA's A and B (LoRA's matmuls at init_r)", "r·(in + out)"
-    return "LoRA adapters", "r·(in + out)"
+    """The adapter matmuls' FLOP term's label and per-token size (:data:`_ADAPTER_FLOPS_LABELS`)."""
+    return _ADAPTER_FLOPS_LABELS.get(plan.method, ("LoRA adapters", "r·(in + out)"))
 
 
 def token_flops(plan: Plan) -> TokenFlops:
