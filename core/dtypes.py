@@ -279,8 +279,9 @@ def weight_bytes(model: ModelSpec, total_params: int, fmt: WeightFormat) -> floa
 # ggml-org/llama.cpp 01243c58), the layout vLLM's Mxfp4MoEMethod allocates too (uint8 weights
 # of hidden/2 bytes per row and one uint8 scale per 32).
 MXFP4_BLOCK: Final = 32
-# torchao's MX training (MXFP8) scales blocks of the same 32 elements, one E8M0 byte each
-# (torchao 0.13.0 torchao/prototype/mx_formats/config.py MXLinearConfig ``block_size: int = 32``).
+# MX training (MXFP8) scales blocks of the same 32 elements, one E8M0 byte each: torchao's (0.13.0
+# torchao/prototype/mx_formats/config.py MXLinearConfig ``block_size: int = 32``) and Transformer Engine's
+# (TE v2.12 pytorch/tensor/mxfp8_tensor.py, core.parallel.state's cached weights).
 MX_BLOCK: Final = 32
 
 

@@ -67,7 +67,7 @@ from typing import Final
 
 from core.breakdown import Term
 from core.catalogue import find_gpu
-from core.dtypes import DTYPE_BYTES, ELEMENT_BYTES, MP_BYTES, Dtype, MpDtype, nf4_bytes_per_weight
+from core.dtypes import DTYPE_BYTES, ELEMENT_BYTES, MP_BYTES, MX_BLOCK, Dtype, MpDtype, nf4_bytes_per_weight
 from core.format import sci
 from core.inputs import (
     MoeDispatcher,
@@ -346,7 +346,7 @@ def rank_state(
 # ``columnwise_usage = is_grad_enabled and inp.requires_grad``); MXFP8 keeps a rowwise and a columnwise
 # copy, each with one E8M0 scale a 32-element block (tensor/mxfp8_tensor.py).
 TE_WEIGHT_CACHE_BYTES: Final = 2.0
-TE_MXFP8_WEIGHT_CACHE_BYTES: Final = 2.0 + 2 / 32
+TE_MXFP8_WEIGHT_CACHE_BYTES: Final = 2.0 + 2 / MX_BLOCK
 
 
 def te_weight_cache(plan: Plan, lay: Layout | None, stage: Stage | None) -> list[Term]:
