@@ -59,7 +59,7 @@ def test_dialog_says_why_it_cannot_apply(window: MainWindow, qtbot: Any) -> None
     dialog.editor.setPlainText("vllm serve 'Qwen/Qwen3-8B")
     assert "No closing quotation" in dialog.problem.text() and not dialog.apply_button.isEnabled()
     dialog.editor.setPlainText("lm_eval --model vllm")
-    assert "not a vLLM or SGLang server launch" in dialog.problem.text()
+    assert "not a vLLM, SGLang, llama.cpp or Ollama server launch" in dialog.problem.text()
     dialog.editor.setPlainText("vllm serve someone/Qwen3-8B-Turbo-Instruct")
     assert dialog.apply_button.isEnabled()
     dialog._accept()  # the model is looked up on Apply: the closest names, and the dialog stays open

@@ -29,12 +29,15 @@ from typing import Any, Final
 from core.catalogue import load_models
 from core.dtypes import KvDtype, WeightFormat
 from core.errors import PlanError, PlanFileError, one_line
+from core.estimate import gpu_for
+from core.files.launch import gguf_command as gguf
 from core.files.launch import sglang as sg
 from core.files.launch import vllm as vl
 from core.files.launch.engine_flags import SGLANG_SWITCHES, SGLANG_VALUED, VLLM_SWITCHES, VLLM_VALUED, flag_names
 from core.files.runconfig import ModelChoice, model_choice
 from core.inputs import BY_PATH, SglangVersion, VllmVersion
 from core.plan import ENGINE_LABELS, Engine, Plan, PrefixCaching
+from core.serving.ollama import ollama_defaults
 
 MAX_COMMAND_CHARS: Final = 64_000  # a launch line is a few hundred characters; vLLM's JSON flags a few thousand
 MAX_WORDS: Final = 2_000
@@ -67,9 +70,14 @@ class CommandRead:
     notes: tuple[str, ...] = ()  # the environment, docker's options, the GPUs visible
     context_given: bool = True  # False: the engine's default (the model's own length) applies
     dtype_given: bool = True  # False: --dtype auto, the checkpoint's dtype
+    model_name: str = ""  # the name to look up where it is not model_ref's (a GGUF file's, an Ollama tag's)
+    program: str = ""  # llama.cpp's program or "ollama" (vLLM and SGLang: "")
+    layers_given: bool = True  # False: llama.cpp's -ngl not given (auto, its fit)
 
     @property
     def engine_label(self) -> str:
+        if self.engine is Engine.LLAMACPP:
+            return "Ollama" if self.program == "ollama" else "llama.cpp"
         return ENGINE_LABELS[self.engine]
 
 
@@ -255,6 +263,7 @@ class _Start:
     notes: list[str] = field(default_factory=list)
     gpus: int | None = None  # GPUs the container or CUDA_VISIBLE_DEVICES lets it see
     image_version: str = ""  # a docker image's tag: v0.31.0
+    program: str = ""  # llama.cpp's program name (llama-server, main, ...)
 
 
 def _segment(words: list[str]) -> tuple[list[str], list[str]]:
@@ -284,6 +293,8 @@ def _engine_at(words: list[str]) -> tuple[Engine, int] | None:
     """The engine the words start, and the index of its first argument."""
     for i, word in enumerate(words):
         name = word.rsplit("/", 1)[-1]
+        if gguf.llamacpp_program(word) is not None:
+            return Engine.LLAMACPP, i + 1
         if name == "vllm" and i + 1 < len(words) and words[i + 1] == "serve":
             return Engine.VLLM, i + 2
         if word == "vllm.entrypoints.openai.api_server" and i > 0 and words[i - 1] == "-m":
@@ -354,12 +365,13 @@ def _find_start(words: list[str]) -> _Start:
         shown = one_line(" ".join(words[:4]))[:80]
         raise PlanFileError(
             WHERE,
-            f"is not a vLLM or SGLang server launch ('{shown}'...): paste the line that starts the server, "
-            "`vllm serve MODEL ...`, `python -m vllm.entrypoints.openai.api_server --model ...` or "
-            "`python -m sglang.launch_server --model-path ...`",
+            f"is not a vLLM, SGLang, llama.cpp or Ollama server launch ('{shown}'...): paste the line that starts "
+            "the server, `vllm serve MODEL ...`, `python -m vllm.entrypoints.openai.api_server --model ...`, "
+            "`python -m sglang.launch_server --model-path ...`, `llama-server -m FILE.gguf ...` or `ollama run MODEL`",
         )
     engine, first = found
     start = _Start(engine, words[first:])
+    start.program = gguf.llamacpp_program(words[first - 1]) or "" if engine is Engine.LLAMACPP else ""
     before = words[: first - 1]
     image = words[first - 1] if _image_engine(words[first - 1]) is not None else ""
     if image:
@@ -416,6 +428,8 @@ class _Args:
 
 
 def _parse(engine: Engine, words: list[str]) -> _Args:
+    if engine is Engine.LLAMACPP:
+        return gguf.parse_llamacpp(words, _Args())
     switches, valued = (VLLM_SWITCHES, VLLM_VALUED) if engine is Engine.VLLM else (SGLANG_SWITCHES, SGLANG_VALUED)
     known = switches | valued
     out = _Args()
@@ -476,6 +490,7 @@ class _Reader:
         self.fields: dict[str, Any] = {}
         self.read: list[FlagNote] = []
         self.unexpressed: list[FlagNote] = []
+        self.ignored: list[FlagNote] = []  # words with no effect found by the reader itself (Ollama's)
         self.unknown: list[str] = list(args.unknown)
         self.used: set[str] = set()
 
@@ -511,6 +526,9 @@ class _Reader:
 
     def cannot(self, flag: str, why: str) -> None:
         self.unexpressed.append(FlagNote(self.args.written.get(flag, flag), why))
+
+    def cannot_words(self, words: str, why: str) -> None:
+        self.unexpressed.append(FlagNote(words, why))
 
 
 def shown_setting(path: str, value: Any) -> str:
@@ -723,7 +741,11 @@ def _environment(start: _Start, reader: _Reader) -> list[str]:
             reader.unexpressed.append(
                 FlagNote(shown, "the engine (V0 or V1) follows the plan's vLLM release line, not this variable")
             )
-        elif key.startswith(("VLLM_", "SGLANG_", "PYTORCH_", "NCCL_", "TORCH_")):
+        elif key.startswith(("LLAMA_ARG_", "LLAMA_")) and reader.engine is Engine.LLAMACPP:
+            reader.unexpressed.append(
+                FlagNote(shown, "a flag given by its variable (set_env): give the flag to have it read")
+            )
+        elif key.startswith(("VLLM_", "SGLANG_", "PYTORCH_", "NCCL_", "TORCH_", "GGML_")):
             reader.unexpressed.append(FlagNote(shown, NOT_MODELLED))
         else:
             reader.unknown.append(shown)
@@ -737,11 +759,21 @@ def read_command(text: str, where: str = WHERE) -> CommandRead:
     """The serving fields of a pasted launch command and what was not used of it; a PlanFileError, one line,
     for a text that is not one."""
     text = command_text(text, where)
+    if gguf.is_ollama(text):
+        return _read_ollama(text, where)
     words, notes = _segment(_words(text, where))
     start = _find_start(words)
     args = _parse(start.engine, start.args)
-    reader, model = (_vllm if start.engine is Engine.VLLM else _sglang)(args)
-    ignored_set, why = (VLLM_IGNORED, VLLM_WHY) if start.engine is Engine.VLLM else (SGLANG_IGNORED, SGLANG_WHY)
+    llama: gguf.GgufRead | None = None
+    if start.engine is Engine.LLAMACPP:
+        reader = _Reader(Engine.LLAMACPP, args)
+        llama = gguf.read_llamacpp(reader, start.program, start.gpus)
+        reader.unknown += [f"{p} (a word no flag takes)" for p in args.positional]
+        model = llama.model_ref
+        ignored_set, why = gguf.LLAMACPP_IGNORED, gguf.LLAMACPP_WHY
+    else:
+        reader, model = (_vllm if start.engine is Engine.VLLM else _sglang)(args)
+        ignored_set, why = (VLLM_IGNORED, VLLM_WHY) if start.engine is Engine.VLLM else (SGLANG_IGNORED, SGLANG_WHY)
     ignored: list[FlagNote] = []
     for flag in [*args.switches, *args.values]:
         if flag in reader.used:
@@ -756,8 +788,11 @@ def read_command(text: str, where: str = WHERE) -> CommandRead:
     versions, version_notes = _version_fields(text, start, start.engine)
     fields = dict(reader.fields)
     dtype_given = bool(fields.pop("_dtype_given", True))
+    layers_given = not fields.pop("_ngl_default", False)
     fields.update(versions)
     notes += start.notes + version_notes + args.abbreviated + _environment(start, reader)
+    if llama is not None:
+        notes += llama.notes
     if start.gpus is not None:
         notes.append(f"GPUs visible: {start.gpus}")
     read = CommandRead(
@@ -765,14 +800,43 @@ def read_command(text: str, where: str = WHERE) -> CommandRead:
         model_ref=model,
         fields=fields,
         read=tuple(reader.read),
-        ignored=tuple(ignored),
+        ignored=tuple([*reader.ignored, *ignored]),
         unexpressed=tuple(reader.unexpressed),
         unknown=tuple(reader.unknown),
         notes=tuple(notes),
         context_given="inference.context" in fields,
         dtype_given=dtype_given,
+        model_name=llama.model_name if llama is not None else "",
+        program=start.program,
+        layers_given=layers_given,
     )
     return read if start.gpus is None else _with_gpus(read, start.gpus)
+
+
+def _read_ollama(text: str, where: str) -> CommandRead:
+    """Ollama's shell text (``ollama serve`` / ``run`` / ``create``, its environment, a Modelfile)."""
+    reader = _Reader(Engine.LLAMACPP, _Args())
+
+    def words_of(line: str) -> list[str]:
+        try:
+            return shell_words(_CONTINUATION.sub(" ", line))
+        except ValueError as exc:
+            raise PlanFileError(where, f"cannot be split into words as a shell would: {exc}") from None
+
+    out = gguf.read_ollama_lines(_CONTINUATION.sub(" ", text), reader, words_of)
+    return CommandRead(
+        engine=Engine.LLAMACPP,
+        model_ref=out.model_ref,
+        fields=dict(reader.fields),
+        read=tuple(reader.read),
+        ignored=tuple(reader.ignored),
+        unexpressed=tuple(reader.unexpressed),
+        unknown=tuple(reader.unknown),
+        notes=tuple(out.notes),
+        context_given=out.context_given,
+        model_name=out.model_name,
+        program="ollama",
+    )
 
 
 def _with_gpus(read: CommandRead, visible: int) -> CommandRead:
@@ -826,11 +890,15 @@ def _model_for(read: CommandRead, base: Plan, keep_model: bool) -> ModelChoice:
     if keep_model:
         return ModelChoice(base.model, base.model_id, f"{base.model.name}, given beside the command", None)
     if not read.model_ref:
-        raise PlanFileError(WHERE, f"names no model: give {read.engine_label}'s model (vllm serve MODEL, --model-path)")
+        raise PlanFileError(
+            WHERE,
+            f"names no model: give {read.engine_label}'s model (vllm serve MODEL, --model-path, llama-server -m "
+            "FILE.gguf, ollama run MODEL)",
+        )
     found = model_choice(read.model_ref, Path.cwd())
     if found is not None and found.spec is not None:
         return found
-    name = _checkpoint_name(read.model_ref)[0]
+    name = read.model_name or _checkpoint_name(read.model_ref)[0]
     bare = model_choice(name, Path.cwd()) if name != read.model_ref else None
     if bare is not None and bare.spec is not None:
         return bare
@@ -856,6 +924,29 @@ class ModelNotFound(PlanFileError):
         return (type(self), (self.reason, self.candidates))
 
 
+def _gguf_fields(read: CommandRead, fields: dict[str, Any], spec: Any, notes: list[str]) -> None:
+    """llama.cpp's and Ollama's defaults that depend on the model: the context (-c 0 or none: the model's length
+    over the slots), -ngl auto on a mixture of experts (llama.cpp's fit of one is not modelled: every layer), and
+    the newest Ollama line that takes the model."""
+    slots = int(fields.get("inference.concurrent", 1))
+    if not read.context_given and read.program != "ollama":
+        fields["inference.context"] = max(1, spec.max_position_embeddings // slots)
+        notes.append(f"context: the model's own {spec.max_position_embeddings:,} over {slots} slot(s)")
+    if not read.layers_given and spec.num_experts > 1:
+        fields["inference.gpu_layers"] = 999
+        notes.append("GPU layers: all (-ngl not given; llama.cpp's fit of a mixture of experts is not modelled)")
+    if read.program == "ollama":  # the line's default num_ctx when none is given (core.serving.ollama_defaults)
+        fields.setdefault("inference.context", min(4096, spec.max_position_embeddings))
+    if read.program == "ollama" and "inference.ollama_version" not in fields:
+        from core.files.launch.ollama import newest_line
+
+        probe = Plan(model=spec).with_inference(
+            engine=Engine.LLAMACPP, gpu_layers=fields.get("inference.gpu_layers", 999)
+        )
+        fields["inference.ollama_version"] = newest_line(probe)
+        notes.append(f"Ollama: the {fields['inference.ollama_version'].value} line (the newest covered that takes it)")
+
+
 @dataclass(frozen=True)
 class CommandPlan:
     plan: Plan
@@ -875,11 +966,15 @@ def plan_from_command(
     assert spec is not None
     fields = dict(read.fields)
     notes: list[str] = [f"model: {choice.how}"]
-    if not read.context_given:
+    if read.engine is Engine.LLAMACPP:
+        _gguf_fields(read, fields, spec, notes)
+    elif not read.context_given:
         fields["inference.context"] = spec.max_position_embeddings
         notes.append(f"context: the model's own {spec.max_position_embeddings:,} ({read.engine_label}'s default)")
     _, name_format, other = _checkpoint_name(read.model_ref)
-    if not any(n.words.startswith(("--quantization", "-q")) for n in (*read.read, *read.unexpressed)):
+    if read.engine is Engine.LLAMACPP:
+        pass  # the GGUF file's type is the weights' format
+    elif not any(n.words.startswith(("--quantization", "-q")) for n in (*read.read, *read.unexpressed)):
         if name_format is not None:
             fields["inference.weight_dtype"] = name_format
             notes.append(f"weights: {name_format.value}, as the checkpoint's name says (the engine reads its config)")
@@ -901,6 +996,10 @@ def plan_from_command(
         frozen = min(base.frozen_layers, spec.num_layers)
         plan = replace(base, model=spec, model_id=choice.model_id, frozen_layers=frozen, inference=inference)
         plan = plan.targets_for(spec)
+        if read.program == "ollama":
+            plan = ollama_defaults(plan, gpu_for(plan), frozenset(read.fields))
+            if plan.inference.new_tokens >= plan.inference.context:
+                plan = plan.with_inference(new_tokens=plan.inference.context // 2)
     except PlanError as exc:  # named by the words that set the field, where a flag did
         words = next((n.words for n in read.read if n.field == exc.field), "")
         raise PlanFileError(WHERE, f"{words}: {exc}" if words else str(exc)) from None
