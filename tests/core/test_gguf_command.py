@@ -53,8 +53,8 @@ def test_each_recorded_llama_cpp_command_reads_as_its_record_says(record_id: str
         assert not read.context_given
     if "n_parallel" in settings:
         assert fields["inference.concurrent"] == settings["n_parallel"]
-    if settings.get("n_gpu_layers", "").startswith("10000"):  # "10000 (all)"
-        assert fields["inference.gpu_layers"] == 999
+    if settings.get("n_gpu_layers", "").startswith("10000"):  # "10000 (all)": past the layers, all of them
+        assert fields["inference.gpu_layers"] == 10000
     flash = settings["flash_attn"]
     assert fields["inference.flash_attention"] is (flash == "on" or flash == 1)
     if settings.get("cpu_moe"):
@@ -71,20 +71,20 @@ def test_the_recorded_main_line_builds_its_plan() -> None:
     # no catalogue model (Llama 3 8B): the closest are offered, and the model chosen takes the rest.
     read = read_command(LOGS["xd-4090-x1-llama3-8b-q4km-c8192"]["settings"]["command"])
     assert read.model_name == "8B-v3" and read.program == "main"
-    assert [n.words for n in read.ignored] == [
+    assert {n.words for n in read.ignored} == {
         "-e",
         "--color",
         "--temp 1.1",
         "--repeat_penalty 1.1",
         "-s 0",
         "-p <Shakespeare prompt>",
-    ]
+    }
     assert any("before the June 2024 rename" in note for note in read.notes)  # ./main's flash attention: off
     from core.files.runconfig import choice_from_catalogue
 
     built = plan_from_command(read, default_plan(), model=choice_from_catalogue("llama-3.1-8b"))
     inf = built.plan.inference
-    assert (inf.engine, inf.context, inf.new_tokens, inf.gpu_layers) == (Engine.LLAMACPP, 131_072, 1024, 999)
+    assert (inf.engine, inf.context, inf.new_tokens, inf.gpu_layers) == (Engine.LLAMACPP, 131_072, 1024, 10000)
 
 
 def test_a_llama_server_line_with_every_kind_of_word() -> None:

@@ -388,7 +388,7 @@ def _layers(reader: _Reader, out: GgufRead) -> None:
         except ValueError:
             reader.unknown.append(f"{reader.args.written[_given(reader, flags)]} (not a layer count, auto or all)")
             return
-        layers = -1 if layers < 0 else min(layers, 999)  # past the model's layers: all of them, the plan's 999
+        layers = max(layers, -1)  # past the model's layers: all of them, as the plan reads any such count
     reader.set("inference.gpu_layers", layers, flags)
 
 

@@ -20,6 +20,7 @@ export, then read, gives the same serving fields (``tests/core/test_launch_round
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -149,7 +150,8 @@ VLLM_WHY: Final = {
     "--num-gpu-blocks-override": "a fixed count of KV blocks: the plan sizes the pool from --gpu-memory-utilization",
     "--decode-context-parallel-size": "decode context parallelism: the plan splits by TP, PP and replicas only",
     "--enable-chunked-prefill": "chunked prefill is on by default in the V1 engine the plan models",
-    "--config": "options read from a YAML file: the file is not read here; paste its flags instead",
+    "--config": "options read from a YAML file not given here (vramplan import-command reads it beside the command, "
+    "the window's Load YAML…)",
     "-O": "the compilation level: the plan captures CUDA graphs unless --enforce-eager",
     "--optimization-level": "the compilation level: the plan captures CUDA graphs unless --enforce-eager",
     "--compilation-config": "the compilation settings: the plan captures CUDA graphs unless --enforce-eager",
@@ -468,6 +470,8 @@ def _parse(engine: Engine, words: list[str]) -> _Args:
                 continue
             value, i = words[i], i + 1
         key = flag if base == name else name  # a dotted JSON key keeps its path
+        if key in out.values:  # argparse keeps the last; the one before is said, not dropped
+            out.abbreviated.append(f"{out.written[key]} given again: {raw_name} {value} taken (the last wins)")
         out.values[key] = value
         out.written[key] = f"{raw_name} {value}"
     return out
@@ -633,7 +637,9 @@ def _vllm(args: _Args) -> tuple[_Reader, str]:
     reader = _Reader(Engine.VLLM, args)
     model = reader.value("--model") or ""
     positional = list(args.positional)
-    if positional and not model:
+    if positional:  # vllm serve's positional model_tag wins over --model (vllm/entrypoints/cli/serve.py)
+        if model:
+            reader.cannot_words(args.written["--model"], "vllm serve takes the positional model instead")
         model = positional.pop(0)
         reader.read.append(FlagNote(model, "the model"))
     elif model:
@@ -755,14 +761,79 @@ def _environment(start: _Start, reader: _Reader) -> list[str]:
     return notes
 
 
-def read_command(text: str, where: str = WHERE) -> CommandRead:
+ConfigLoader = Callable[[str], bytes]  # a --config path as written -> the file's bytes (PlanFileError if not read)
+CONFIG_SUFFIXES: Final = (".yaml", ".yml")
+
+
+def config_words(raw: bytes, where: str) -> tuple[list[str], list[str]]:
+    """vLLM's ``--config`` YAML as the flags it stands for, as ``FlexibleArgumentParser.load_config_file`` turns it
+    into them (vllm-project/vllm vllm/utils/argparse_utils.py at 00da11e3: ``key: value`` -> ``--key value``, ``true``
+    -> ``--key``, ``false`` -> ``--no-key`` where vLLM has it (else nothing), a list -> its items after ``--key``
+    (here one word), a mapping -> its JSON), and notes. The file is plain data only (PyYAML's safe loader through
+    core.files.runconfig.reading.parse_text: sizes, nesting and entries capped, aliases counted as used); one that
+    is not a mapping, not text or too large is one PlanFileError line."""
+    from core.files.runconfig.reading import parse_text
+
+    try:
+        document = parse_text(raw, where, ".yaml")
+    except PlanFileError as exc:  # the training configs' reader's words, said of this file
+        raise PlanFileError(exc.path, exc.reason.replace("a training config", "a vLLM config")) from None
+    words: list[str] = []
+    notes: list[str] = []
+    for key, value in document.items():
+        flag = "--" + key
+        if isinstance(value, bool):
+            negative = _flag_name(Engine.VLLM, f"--no-{key}")
+            if value:
+                words.append(flag)
+            elif negative in VLLM_SWITCHES:
+                words.append(f"--no-{key}")
+            else:
+                notes.append(f"{where}: {key}: false, which vLLM passes as nothing (the default)")
+        elif isinstance(value, list):
+            if value:
+                words += [flag, " ".join(str(v) for v in value)]
+        elif isinstance(value, dict):
+            words += [flag, json.dumps(value)]
+        else:
+            words += [flag, str(value)]
+    if sum(len(w) for w in words) > MAX_COMMAND_CHARS:
+        raise PlanFileError(where, f"holds more than {MAX_COMMAND_CHARS:,} characters of options; a vLLM config a few")
+    return words, notes
+
+
+def _with_config(args: list[str], load: ConfigLoader | None, notes: list[str]) -> tuple[list[str], str]:
+    """``vllm serve``'s arguments with the ``--config`` file's options put where vLLM puts them (after the model,
+    before the rest: the command line's flags win), and the words ``--config FILE`` as written ("" when none)."""
+    at = next((i for i, w in enumerate(args) if w == "--config" or w.startswith("--config=")), None)
+    if at is None or load is None:
+        return args, ""
+    if args[at] == "--config":
+        if at + 1 >= len(args):
+            return args, ""
+        path, end = args[at + 1], at + 2
+    else:
+        path, end = args[at].partition("=")[2], at + 1
+    if not path.lower().endswith(CONFIG_SUFFIXES):  # load_config_file: "Config file must be of a yaml/yml type"
+        raise PlanFileError(one_line(path)[:200], "is not a .yaml / .yml file, which vLLM's --config refuses")
+    words, said = config_words(load(path), one_line(path)[:200])
+    notes += said
+    model = 1 if args[:1] and not args[0].startswith("-") else 0
+    return [*args[:model], *words, *args[model:at], *args[end:]], f"--config {path}"
+
+
+def read_command(text: str, where: str = WHERE, load_config: ConfigLoader | None = None) -> CommandRead:
     """The serving fields of a pasted launch command and what was not used of it; a PlanFileError, one line,
-    for a text that is not one."""
+    for a text that is not one. ``load_config`` reads a vLLM ``--config`` file the command names (without it
+    the flag is listed as not read)."""
     text = command_text(text, where)
     if gguf.is_ollama(text):
         return _read_ollama(text, where)
     words, notes = _segment(_words(text, where))
     start = _find_start(words)
+    config = ""
+    if start.engine is Engine.VLLM:
+        start.args, config = _with_config(start.args, load_config, notes)
     args = _parse(start.engine, start.args)
     llama: gguf.GgufRead | None = None
     if start.engine is Engine.LLAMACPP:
@@ -793,6 +864,8 @@ def read_command(text: str, where: str = WHERE) -> CommandRead:
     notes += start.notes + version_notes + args.abbreviated + _environment(start, reader)
     if llama is not None:
         notes += llama.notes
+    if config:
+        reader.read.insert(0, FlagNote(config, "its options, read as the flags below (the command's own win)"))
     if start.gpus is not None:
         notes.append(f"GPUs visible: {start.gpus}")
     read = CommandRead(
