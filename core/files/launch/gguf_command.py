@@ -499,6 +499,8 @@ def _experts(reader: _Reader) -> None:
         else:
             flags += ["-ot", "--override-tensor"]
     reader.set("inference.cpu_moe_layers", layers, tuple(flags))
+    if layers == CPU_MOE_ALL and flags and reader.read[-1].field == "inference.cpu_moe_layers":
+        reader.read[-1] = _note(reader.read[-1].words, "Experts in RAM = every layer's", "inference.cpu_moe_layers")
 
 
 # ---- Ollama ---------------------------------------------------------------------------------------------
