@@ -257,3 +257,25 @@ def test_import_command_prints_the_lists_for_llama_server(capsys: pytest.Capture
     assert "-c 8192" in out and "Context = 8,192 tokens" in out
     assert "ignored, no effect on memory or speed (1): --port 8080" in out
     assert "-nkvo — the KV cache kept in host RAM" in out
+
+
+def test_the_docker_images() -> None:
+    # llama.cpp's README "Docker": ghcr.io/ggml-org/llama.cpp:server (entrypoint llama-server), :light (llama-cli),
+    # :full (tools.sh --server / --run); a tag's bN is the build the plan's speed rules follow.
+    server = read_command(
+        "docker run --gpus all -p 8080:8080 -v /models:/models ghcr.io/ggml-org/llama.cpp:server-cuda-b6123 "
+        "-m /models/Qwen3-8B-Q8_0.gguf -c 8192 --host 0.0.0.0 --port 8080 -ngl 99"
+    )
+    assert (server.program, server.fields["inference.llamacpp_build"]) == ("llama-server", 6123)
+    assert server.fields["inference.gpu_layers"] == 99 and server.unknown == ()
+    full = read_command("docker run -v /m:/m ghcr.io/ggml-org/llama.cpp:full --run -m /m/x-Q4_0.gguf -n 64")
+    assert full.program == "llama-cli" and "inference.llamacpp_build" not in full.fields and full.unknown == ()
+    # Ollama's image runs ollama serve; its tag names the release (0.6.8: the 0.6.7 line, v0.6.7 - v0.6.8).
+    ollama = read_command(
+        "docker run -d --gpus=all -e OLLAMA_FLASH_ATTENTION=1 -e OLLAMA_NUM_PARALLEL=2 -v ollama:/root/.ollama "
+        "-p 11434:11434 --name ollama ollama/ollama:0.6.8\n"
+        "docker exec -it ollama ollama run llama3.2:3b"
+    )
+    assert ollama.fields["inference.ollama_version"] is OllamaVersion.V0_6_7
+    assert (ollama.fields["inference.concurrent"], ollama.model_name) == (2, "llama3.2-3b")
+    assert (ollama.ignored, ollama.unexpressed, ollama.unknown) == ((), (), ())

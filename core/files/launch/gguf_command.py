@@ -148,6 +148,14 @@ def llamacpp_program(word: str) -> str | None:
     return None
 
 
+def image_program(tag: str, args: list[str]) -> tuple[str, list[str]]:
+    """The program a ggml-org/llama.cpp image runs (its tag: server*, light*, full*) and its arguments; the full
+    image's tools.sh takes --server / -s or --run / -r first."""
+    if tag.startswith("full") and args[:1] in (["--server"], ["-s"], ["--run"], ["-r"]):
+        return ("llama-server" if args[0] in ("--server", "-s") else "llama-cli"), args[1:]
+    return ("llama-cli" if tag.startswith("light") else "llama-server"), args
+
+
 def parse_llamacpp(words: list[str], out: _Args) -> _Args:
     """llama.cpp's arguments into ``out``: names exact (``_`` as ``-`` in a ``--`` flag), a switch's value never
     taken, a valued flag's next word always (as ``common_params_parse_ex`` does), ``-fa`` / ``--color`` bare in
@@ -540,13 +548,14 @@ _PARAMETERS: Final = {
 _MAX_UBATCH: Final = 512  # llama_context_default_params' n_ubatch, which Ollama never sets (core.files.launch.ollama)
 _RUN_SWITCHES: Final = flag_names("--verbose --insecure --nowordwrap --hidethinking --think")
 _RUN_VALUED: Final = flag_names("--keepalive --format --think")
+_OLLAMA_IMAGE: Final = re.compile(r"(^|/)ollama/ollama(:(?P<tag>[\w.+-]+))?(@sha256:\w+)?$")
 _HEREDOC: Final = re.compile(r"<<-?\s*(['\"]?)(\w+)\1")
 _BOOL_WORDS: Final = {"1": True, "t": True, "true": True, "0": False, "f": False, "false": False}
 
 
 def is_ollama(text: str) -> bool:
     """The text runs ``ollama serve`` / ``run`` / ``create`` (or is a Modelfile): Ollama's reader takes it."""
-    return bool(re.search(r"(^|[\s;&|])ollama\s+(serve|run|create)\b", text)) or bool(
+    return bool(re.search(r"(^|[\s;&|])ollama\s+(serve|run|create)\b|(^|[\s/])ollama/ollama\b", text)) or bool(
         re.match(r"\s*FROM\s+\S+", text, re.I)
     )
 
@@ -612,6 +621,14 @@ def _shell_line(line: str, reader: _Reader, out: GgufRead, words_of: Any) -> Non
         env[key] = value
         at += 1
     rest = words[at:]
+    image = next((i for i, w in enumerate(rest) if _OLLAMA_IMAGE.search(w)), None)
+    if rest[:1] == ["docker"] and "run" in rest and image is not None:
+        _docker_run(rest[:image], rest[image], reader, out)
+        rest = ["ollama", "serve", *rest[image + 1 :]]  # the image's entrypoint: ollama serve
+    elif rest[:2] == ["docker", "exec"]:  # docker exec [-it] CONTAINER ollama run MODEL
+        verbs = ("serve", "run", "create")
+        at = next((i for i in range(2, len(rest) - 1) if rest[i] == "ollama" and rest[i + 1] in verbs), len(rest))
+        rest = rest[at:]
     if len(rest) < 2 or rest[0].rsplit("/", 1)[-1] != "ollama":
         out.notes.append(f"another command beside it, not read: {one_line(line)[:120]}")
         return
@@ -626,6 +643,42 @@ def _shell_line(line: str, reader: _Reader, out: GgufRead, words_of: Any) -> Non
         _create(args, reader)
     else:
         out.notes.append(f"another command beside it, not read: {one_line(line)[:120]}")
+
+
+def _docker_run(before: list[str], image: str, reader: _Reader, out: GgufRead) -> None:
+    """docker run's options in front of the ollama/ollama image (-e, --gpus) and the release its tag names."""
+    from core.files.launch.serve_command import _docker, _Start
+
+    start = _Start(Engine.LLAMACPP, [])
+    _docker(before, start)
+    out.env.update(start.env)
+    out.notes.extend(start.notes)
+    if start.gpus:
+        out.env.setdefault("CUDA_VISIBLE_DEVICES", ",".join(str(i) for i in range(start.gpus)))
+    tag = (_OLLAMA_IMAGE.search(image).group("tag") or "").removeprefix("v")  # type: ignore[union-attr]
+    line = ollama_line(tag)
+    if line is not None:
+        reader.fields["inference.ollama_version"] = line
+    elif tag:
+        out.notes.append(f"Ollama {one_line(tag)[:40]}: not a release the planner has rules for; the newest is planned")
+
+
+def ollama_line(version: str) -> OllamaVersion | None:
+    """The release line a version (0.6.8) falls in, by the tags each line covers (core.serving.ollama.LINES)."""
+    number = _version_key(version)
+    if number is None:
+        return None
+    for line, data in LINES.items():
+        first, _, last = data.tags.partition("–")
+        low, high = _version_key(first.strip().removeprefix("v")), _version_key(last.strip().removeprefix("v"))
+        if low is not None and high is not None and low <= number <= high:
+            return line
+    return None
+
+
+def _version_key(text: str) -> tuple[int, ...] | None:
+    match = re.fullmatch(r"(\d+)\.(\d+)(?:\.(\d+))?", text.strip())
+    return tuple(int(g or 0) for g in match.groups()) if match else None
 
 
 def _run(args: list[str], reader: _Reader, out: GgufRead) -> None:

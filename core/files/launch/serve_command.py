@@ -36,7 +36,7 @@ from core.files.launch import sglang as sg
 from core.files.launch import vllm as vl
 from core.files.launch.engine_flags import SGLANG_SWITCHES, SGLANG_VALUED, VLLM_SWITCHES, VLLM_VALUED, flag_names
 from core.files.runconfig import ModelChoice, model_choice
-from core.inputs import BY_PATH, SglangVersion, VllmVersion
+from core.inputs import BY_PATH, MAX_LLAMACPP_BUILD, SglangVersion, VllmVersion
 from core.plan import ENGINE_LABELS, Engine, Plan, PrefixCaching
 from core.serving.ollama import ollama_defaults
 
@@ -310,9 +310,15 @@ def _engine_at(words: list[str]) -> tuple[Engine, int] | None:
 
 _VLLM_IMAGE: Final = re.compile(r"(^|/)vllm-openai(:(?P<tag>[\w.+-]+))?(@sha256:\w+)?$")
 _SGLANG_IMAGE: Final = re.compile(r"(^|/)sglang(:(?P<tag>[\w.+-]+))?(@sha256:\w+)?$")
+# ggml-org's images (ghcr.io/ggml-org/llama.cpp:server, :server-cuda-b6000, :light, :full): llama.cpp's README
+# "Docker"; the server image's entrypoint is llama-server, the light one's llama-cli, the full one's tools.sh, whose
+# first word (--server / --run) picks the program.
+_LLAMACPP_IMAGE: Final = re.compile(r"(^|/)llama\.cpp(:(?P<tag>[\w.+-]+))?(@sha256:\w+)?$")
 
 
 def _image_engine(word: str) -> Engine | None:
+    if _LLAMACPP_IMAGE.search(word):
+        return Engine.LLAMACPP
     if _VLLM_IMAGE.search(word):
         return Engine.VLLM
     if _SGLANG_IMAGE.search(word) and "/" in word:
@@ -377,12 +383,17 @@ def _find_start(words: list[str]) -> _Start:
     before = words[: first - 1]
     image = words[first - 1] if _image_engine(words[first - 1]) is not None else ""
     if image:
-        tag = (_VLLM_IMAGE.search(image) or _SGLANG_IMAGE.search(image)).group("tag")  # type: ignore[union-attr]
-        start.image_version = tag or ""
+        match = _LLAMACPP_IMAGE.search(image) or _VLLM_IMAGE.search(image) or _SGLANG_IMAGE.search(image)
+        start.image_version = (match.group("tag") if match else "") or ""
         _docker(before, start)
         inner = _engine_at(start.args)
         if inner is not None:  # the image's own command given: `... lmsysorg/sglang python3 -m sglang.launch_server`
             start.engine, start.args = inner[0], start.args[inner[1] :]
+            start.program = (
+                gguf.llamacpp_program(words[first + inner[1] - 1]) or "" if inner[0] is Engine.LLAMACPP else ""
+            )
+        elif engine is Engine.LLAMACPP:
+            start.program, start.args = gguf.image_program(start.image_version, start.args)
         before = []
     skipped = []
     for word in before:
@@ -694,6 +705,13 @@ def _version_fields(text: str, start: _Start, engine: Engine) -> tuple[dict[str,
     found: dict[str, Any] = {}
     notes: list[str] = []
     tag = start.image_version.removeprefix("v")
+    if engine is Engine.LLAMACPP:
+        build = re.search(r"(?:^|-)b(\d+)$", tag)
+        if build and 0 < int(build.group(1)) <= MAX_LLAMACPP_BUILD:
+            found["inference.llamacpp_build"] = int(build.group(1))
+        elif tag:
+            notes.append(f"llama.cpp image {one_line(tag)[:40]}: names no build (bN); the plan's build is kept")
+        return found, notes
     if engine is Engine.SGLANG:
         header = next((line for line in text.splitlines() if line.startswith(f"# {sg.PIP_MARK}")), "")
         tag = header.removeprefix(f"# {sg.PIP_MARK}").split()[0] if header.split() else tag
