@@ -84,6 +84,7 @@ def test_the_recorded_main_line_builds_its_plan() -> None:
 
     built = plan_from_command(read, default_plan(), model=choice_from_catalogue("llama-3.1-8b"))
     inf = built.plan.inference
+    # -c 0: the model's own length, Llama 3.1 8B's max_position_embeddings (meta-llama/Llama-3.1-8B config.json).
     assert (inf.engine, inf.context, inf.new_tokens, inf.gpu_layers) == (Engine.LLAMACPP, 131_072, 1024, 10000)
 
 
