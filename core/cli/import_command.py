@@ -5,7 +5,9 @@ The command comes as one argument (quoted) or from ``--file FILE`` (``-``: stdin
 effect on memory or speed, the engine's flags the plan cannot express (each with why), every word not understood,
 then the serving estimate. The card and anything the command does not say come from the other options (``--gpu``,
 ``--plan FILE``...), which also override what the command says; ``--model`` replaces the command's model.
-``--save FILE`` writes the plan (never over an existing file without ``--force``).
+``--save FILE`` writes the plan (never over an existing file without ``--force``). A vLLM ``--config FILE`` in
+the command is read (relative to the ``--file``'s folder, else the working folder); ``--file X.yaml --engine vllm``
+reads such a file alone, as ``vllm serve --config X.yaml``.
 """
 
 from __future__ import annotations
@@ -13,7 +15,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import sys
+from pathlib import Path
 from typing import Any, Final
 
 from core.cli.parser import UsageError, text_arg
@@ -21,15 +25,19 @@ from core.cli.plans import base_plan, plan_from_args, without_model
 from core.cli.render import estimate_json_text, render_serving
 from core.errors import PlanFileError, one_line
 from core.estimate import estimate
+from core.files.fileio import read_regular_file
 from core.files.launch.serve_command import (
+    CONFIG_SUFFIXES,
     MAX_COMMAND_CHARS,
     CommandPlan,
     CommandRead,
+    ConfigLoader,
     command_text,
     plan_from_command,
     read_command,
 )
 from core.files.planfile import save as save_plan
+from core.files.runconfig.reading import MAX_CONFIG_BYTES
 from core.verdict import Mode
 
 DEFAULT_MODEL: Final = "llama-2-7b"  # base_plan's model; the command's replaces it
@@ -40,12 +48,13 @@ def register(sub: Any, estimate_parser: argparse.ArgumentParser) -> None:
         "import-command",
         parents=[estimate_parser],  # the card, --plan FILE and every input: what the command does not say
         add_help=False,
-        help="a vllm serve / SGLang launch command read into a serving plan, with every flag not used listed",
-        description="Read a `vllm serve`, `python -m vllm.entrypoints.openai.api_server` or `python -m "
-        "sglang.launch_server` command (a docker run around it, KEY=VALUE words in front, backslash continuations) "
-        "into a serving plan and print its estimate. The flags that change nothing modelled, those the plan cannot "
-        "express and the words not understood are listed. The other options set what the command does not (the "
-        "card: --gpu) and override what it does.",
+        help="a vLLM / SGLang / llama.cpp / Ollama launch command read into a serving plan, every flag not used listed",
+        description="Read a `vllm serve`, `python -m vllm.entrypoints.openai.api_server`, `python -m "
+        "sglang.launch_server`, `llama-server` / `llama-cli` or `ollama serve` / `ollama run` command (a docker run "
+        "around it, KEY=VALUE words in front, backslash continuations, an Ollama Modelfile) into a serving plan and "
+        "print its estimate; a vLLM --config YAML it names is read too (--file X.yaml --engine vllm: the YAML alone). "
+        "The flags that change nothing modelled, those the plan cannot express and the words not understood are "
+        "listed. The other options set what the command does not (the card: --gpu) and override what it does.",
     )
     given = importer.add_argument_group("launch command")
     given.add_argument("launch_text", nargs="?", metavar="COMMAND", help="the command, quoted as one argument")
@@ -60,7 +69,8 @@ def run(args: argparse.Namespace) -> str:
     text = _text(args)
     if args.save and os.path.lexists(args.save) and not args.force:
         raise UsageError(f"--save: {one_line(args.save)} exists; --force replaces it")
-    read = read_command(text)
+    folder = Path(args.command_file).parent if args.command_file not in (None, "-") else Path.cwd()
+    read = read_command(text, load_config=config_loader(folder))
     args.mode = Mode.INFERENCE.value
     keep_model = any(getattr(args, name, None) is not None for name in ("model", "config", "model.params_override"))
     base = base_plan(args if keep_model or args.plan else argparse.Namespace(**{**vars(args), "model": DEFAULT_MODEL}))
@@ -77,12 +87,28 @@ def run(args: argparse.Namespace) -> str:
     return render_command(read, built) + "\n\n" + render_serving(result, gib=args.gib) + "\n" + saved
 
 
+def config_loader(folder: Path) -> ConfigLoader:
+    """A --config path as vLLM opens it, tried beside the --file first, then in the working folder."""
+
+    def load(path: str) -> bytes:
+        found = Path(path).expanduser()
+        if not found.is_absolute() and (folder / found).is_file():
+            found = folder / found
+        return read_regular_file(found, MAX_CONFIG_BYTES, "a vLLM config")
+
+    return load
+
+
 def _text(args: argparse.Namespace) -> str:
     if (args.launch_text is None) == (args.command_file is None):
         raise UsageError("give the launch command once: as one quoted argument, or --file FILE (-: stdin)")
     if args.launch_text is not None:
         return command_text(args.launch_text)
     path = args.command_file
+    if path.lower().endswith(CONFIG_SUFFIXES):  # vLLM's --config file alone
+        if getattr(args, "inference.engine", None) not in ("vllm",):
+            raise UsageError(f"--file {one_line(path)}: a YAML file is read as vLLM's --config; add --engine vllm")
+        return f"vllm serve --config {shlex.quote(os.path.basename(path))}"
     try:
         if path == "-":
             raw = sys.stdin.buffer.read(MAX_COMMAND_CHARS * 4 + 1)

@@ -1,28 +1,36 @@
-"""File → Paste launch command…: a ``vllm serve`` / SGLang command read into the serving plan.
+"""File → Paste launch command…: a vLLM / SGLang / llama.cpp / Ollama command read into the serving plan.
 
 The dialog reads the text as it is typed or pasted (:func:`core.files.launch.serve_command.read_command`, no model
 lookup: fast) and lists what each flag sets, the flags ignored (no effect on memory or speed), the flags the plan
 cannot express and the words not understood. Apply builds the plan on the current one (its card and the rest) with the
 command's model, as one undoable step, switches the window to Inference, and says once more what was not used.
-Everything from the text is shown as plain text.
+Everything from the text is shown as plain text. *Load YAML…* reads a vLLM ``--config`` file: the command's
+``--config`` stands for it (with no command, the file alone is read as ``vllm serve --config FILE``).
 """
 
 from __future__ import annotations
+
+import os
+import shlex
 
 from PySide6.QtWidgets import (
     QComboBox,
     QDialog,
     QDialogButtonBox,
     QFormLayout,
+    QHBoxLayout,
     QLabel,
     QPlainTextEdit,
+    QPushButton,
     QVBoxLayout,
     QWidget,
 )
 
 from core.catalogue import load_models
 from core.errors import PlanError, PlanFileError
+from core.files.fileio import read_regular_file
 from core.files.launch.serve_command import (
+    CONFIG_SUFFIXES,
     CommandPlan,
     CommandRead,
     ModelNotFound,
@@ -30,6 +38,7 @@ from core.files.launch.serve_command import (
     read_command,
 )
 from core.files.runconfig import ModelChoice, choice_from_catalogue
+from core.files.runconfig.reading import MAX_CONFIG_BYTES
 from core.plan import Plan
 from core.verdict import Mode
 from gui import colours, dialogs, plaintext
@@ -38,7 +47,9 @@ from gui.tools.context import ToolContext
 AS_NAMED = "__command__"  # the model combo's first entry: the model the command names
 PLACEHOLDER = (
     "vllm serve Qwen/Qwen3-8B --max-model-len 16384 --gpu-memory-utilization 0.9 --port 8000\n"
-    "python -m sglang.launch_server --model-path Qwen/Qwen3-8B --tp-size 2 --context-length 32768"
+    "python -m sglang.launch_server --model-path Qwen/Qwen3-8B --tp-size 2 --context-length 32768\n"
+    "llama-server -m Qwen3-8B-Q4_K_M.gguf -c 16384 -np 2 -ngl 99 -fa on\n"
+    "OLLAMA_FLASH_ATTENTION=1 OLLAMA_NUM_PARALLEL=2 ollama run qwen3:8b"
 )
 
 
@@ -65,13 +76,16 @@ class PasteCommandDialog(QDialog):
         self.read: CommandRead | None = None
         self.built: CommandPlan | None = None
         self._named = ""  # the model the text named when last read
+        self.config_name = ""  # a vLLM --config YAML loaded: its file name and bytes
+        self.config_bytes = b""
         self.setObjectName("pasteCommandDialog")
         self.setWindowTitle("Paste launch command")
         layout = QVBoxLayout(self)
         intro = QLabel(
-            "Paste a vllm serve, vLLM api_server or SGLang launch_server command (a docker run around it, "
-            "variables in front and backslash continuations are fine). The card and what the command does not "
-            "set stay the plan's."
+            "Paste a vllm serve, vLLM api_server, SGLang launch_server, llama-server / llama-cli or ollama "
+            "serve / run command (a docker run around it, variables in front, backslash continuations and an "
+            "Ollama Modelfile are fine). Load YAML… reads a vLLM --config file. The card and what the command "
+            "does not set stay the plan's."
         )
         intro.setWordWrap(True)
         layout.addWidget(intro)
@@ -93,6 +107,16 @@ class PasteCommandDialog(QDialog):
         self.model_box.setAccessibleName("Model")
         self._fill_models(())
         form.addRow("Model", self.model_box)
+        self.yaml_button = QPushButton("Load YAML…")
+        self.yaml_button.setObjectName("launchCommandYaml")
+        self.yaml_button.setToolTip("A vLLM --config file: the command's --config is read from it")
+        self.yaml_button.clicked.connect(self._choose_yaml)
+        self.yaml_label = plaintext.plain_label(QLabel("no --config file loaded"))
+        self.yaml_label.setObjectName("launchCommandYamlName")
+        yaml_row = QHBoxLayout()
+        yaml_row.addWidget(self.yaml_button)
+        yaml_row.addWidget(self.yaml_label, 1)
+        form.addRow("vLLM config", yaml_row)
         layout.addLayout(form)
         self.problem = plaintext.plain_label(QLabel(""))
         self.problem.setObjectName("launchCommandProblem")
@@ -110,8 +134,35 @@ class PasteCommandDialog(QDialog):
         self.editor.setPlainText(text)
         self._reread()
 
-    def _reread(self) -> None:
+    def _choose_yaml(self) -> None:
+        path = choose_yaml(self)
+        if path:
+            self.load_yaml(path)
+
+    def load_yaml(self, path: str) -> None:
+        """Keep a vLLM --config file's bytes (read once, capped) and read the text again with it."""
+        try:
+            self.config_bytes = read_regular_file(path, MAX_CONFIG_BYTES, "a vLLM config")
+        except PlanFileError as error:
+            self.problem.setText(error.reason)
+            return
+        self.config_name = os.path.basename(path)
+        self.yaml_label.setText(f"{self.config_name}: read for the command's --config")
+        self._reread()
+
+    def _load_config(self, path: str) -> bytes:
+        if not self.config_name:
+            raise PlanFileError(path, "is not loaded: choose it with Load YAML…")
+        return self.config_bytes
+
+    def _text(self) -> str:
         text = self.editor.toPlainText()
+        if not text.strip() and self.config_name:  # the YAML alone: vllm serve --config FILE
+            return f"vllm serve --config {shlex.quote(self.config_name)}"
+        return text
+
+    def _reread(self) -> None:
+        text = self._text()
         self.built = None
         if not text.strip():
             self.read = None
@@ -120,7 +171,7 @@ class PasteCommandDialog(QDialog):
             self.apply_button.setEnabled(False)
             return
         try:
-            self.read = read_command(text)
+            self.read = read_command(text, load_config=self._load_config if self.config_name else None)
         except PlanFileError as error:
             self.read = None
             self.found.setPlainText("")
@@ -166,6 +217,12 @@ class PasteCommandDialog(QDialog):
             self.problem.setText(error.reason if isinstance(error, PlanFileError) else str(error))
             return
         self.accept()
+
+
+def choose_yaml(parent: QWidget) -> str | None:
+    """The file dialog for a vLLM --config YAML; tests replace it."""
+    patterns = " ".join(f"*{suffix}" for suffix in CONFIG_SUFFIXES)
+    return dialogs.open_file(parent, "Load a vLLM --config file", f"vLLM config ({patterns})")
 
 
 def run_dialog(dialog: PasteCommandDialog) -> bool:

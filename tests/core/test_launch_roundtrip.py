@@ -381,10 +381,13 @@ def test_round_trip_of_the_serving_commands(target: Target, plan: Plan) -> None:
         assert (read.ignored, read.unexpressed, read.unknown) == ((), (), ()), exported.text
         if not exported.cannot("model"):
             assert next(m.spec for m in load_models() if m.hf_repo == model_ref) == plan.model
-    elif target is Target.OLLAMA:
-        fields = read_ollama(exported.text)
     else:
-        fields = read_llama_server(exported.text)
+        fields = (read_ollama if target is Target.OLLAMA else read_llama_server)(exported.text)
+        # The pasted-command reader takes the export whole: every word read, and each field as the exporter's own
+        # reader finds it (the plan's model stands in for the GGUF file's stem, which names no catalogue model).
+        read = read_command(exported.text)
+        assert (read.ignored, read.unexpressed, read.unknown) == ((), (), ()), (read, exported.text)
+        assert {k: v for k, v in read.fields.items() if k in fields} == fields, (read.fields, exported.text)
     back = apply_fields(default_plan_on(plan.model), fields)
     skip = skipped(exported, target)
     plan = as_served(plan, target)

@@ -289,6 +289,29 @@ def test_binary_and_huge_input_are_refused_before_reading() -> None:
                     "-q",
                     "--gpus",
                     "all",
+                    # llama.cpp's and Ollama's words (core.files.launch.gguf_command)
+                    "llama-server",
+                    "./main",
+                    "-fa",
+                    "-ngl",
+                    "-ot",
+                    "exps=CPU",
+                    "-ts",
+                    "1,0",
+                    "-c",
+                    "ghcr.io/ggml-org/llama.cpp:server-b5000",
+                    "ollama",
+                    "serve",
+                    "ollama/ollama:0.6.8",
+                    "OLLAMA_NUM_PARALLEL=x",
+                    "OLLAMA_KV_CACHE_TYPE=q8_0",
+                    "\nFROM",
+                    "\nPARAMETER",
+                    "num_ctx",
+                    "<<EOF",
+                    "\nEOF",
+                    "--config",
+                    "x.yaml",
                 ]
             ),
             max_size=30,
@@ -300,7 +323,7 @@ def test_any_text_reads_or_is_refused_in_one_line(text: str) -> None:
         read = read_command(text)
     except PlanFileError:
         return
-    assert read.engine in (Engine.VLLM, Engine.SGLANG)
+    assert read.engine in (Engine.VLLM, Engine.SGLANG, Engine.LLAMACPP)
 
 
 @settings(max_examples=400, deadline=None)

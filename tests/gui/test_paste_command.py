@@ -59,7 +59,7 @@ def test_dialog_says_why_it_cannot_apply(window: MainWindow, qtbot: Any) -> None
     dialog.editor.setPlainText("vllm serve 'Qwen/Qwen3-8B")
     assert "No closing quotation" in dialog.problem.text() and not dialog.apply_button.isEnabled()
     dialog.editor.setPlainText("lm_eval --model vllm")
-    assert "not a vLLM or SGLang server launch" in dialog.problem.text()
+    assert "not a vLLM, SGLang, llama.cpp or Ollama server launch" in dialog.problem.text()
     dialog.editor.setPlainText("vllm serve someone/Qwen3-8B-Turbo-Instruct")
     assert dialog.apply_button.isEnabled()
     dialog._accept()  # the model is looked up on Apply: the closest names, and the dialog stays open
@@ -82,3 +82,51 @@ def test_a_refusal_in_the_status_bar_names_the_forms_label(window: MainWindow) -
     assert window.controller.plan == plan
     text = window.problem.text()
     assert text.startswith("⚠ Context: 0 is not allowed") and "inference.context" not in text
+
+
+# llamacpp23527-qwen36-35b-a3b-150k-ub4096-baseline in benchmarks/realgpu/engine_logs.json, with --port and a word
+# llama-server has no flag for.
+LLAMA = (
+    "llama-server -m Qwen3.6-35B-A3B-UD-Q4_K_XL.gguf -c 150000 -b 4096 -ub 4096 -fa on -ctk q8_0 -ctv q8_0 \\\n"
+    "  --kv-unified --cpu-moe -np 1 --port 8080 --frobnicate"
+)
+
+
+def test_a_llama_server_command_read_and_applied(window: MainWindow, qtbot: Any) -> None:
+    dialog = PasteCommandDialog(window.controller.plan, window, LLAMA)
+    qtbot.addWidget(dialog)
+    found = dialog.found.toPlainText()
+    assert found.startswith("llama.cpp · model Qwen3.6-35B-A3B-UD-Q4_K_XL.gguf")
+    assert "-c 150000 -np 1  →  Context = 150,000 tokens" in found
+    assert "-ctk q8_0 -ctv q8_0  →  KV cache type = q8_0" in found
+    assert "Ignored, no effect on memory or speed (1)\n  --port 8080" in found
+    assert "Not understood (1)\n  --frobnicate" in found
+    dialog.resize(760, 620)
+    dialog.show()
+    qtbot.waitExposed(dialog)
+    dialog.grab().save("/tmp/h80cmd-paste-llama.png")  # looked at by hand (docs/LOCAL_MACHINE.md)
+    dialog._accept()
+    assert dialog.result() == PasteCommandDialog.DialogCode.Accepted
+    plan = dialog.built.plan if dialog.built is not None else None
+    assert plan is not None and plan.model_id == "qwen3.6-35b-a3b"
+    inf = plan.inference
+    assert (inf.engine, inf.context, inf.ubatch, inf.cpu_moe_layers) == (Engine.LLAMACPP, 150_000, 4096, 999)
+
+
+def test_load_yaml_reads_a_vllm_config(window: MainWindow, qtbot: Any, tmp_path: Any, monkeypatch: Any) -> None:
+    config = tmp_path / "serve.yaml"
+    config.write_text("model: Qwen/Qwen3-8B\nmax_model_len: 16384\nport: 8001\n")
+    monkeypatch.setattr(paste_command, "choose_yaml", lambda parent: str(config))
+    dialog = PasteCommandDialog(window.controller.plan, window)
+    qtbot.addWidget(dialog)
+    dialog.editor.setPlainText("vllm serve --config serve.yaml --gpu-memory-utilization 0.8")
+    assert "--config serve.yaml — options read from a YAML file not given here" in dialog.found.toPlainText()
+    dialog.yaml_button.click()
+    assert dialog.yaml_label.text() == "serve.yaml: read for the command's --config"
+    found = dialog.found.toPlainText()
+    assert "--max_model_len 16384  →  Context = 16,384 tokens" in found and "--port 8001" in found
+    dialog.editor.setPlainText("")  # the YAML alone
+    assert dialog.found.toPlainText().startswith("vLLM · model Qwen/Qwen3-8B") and dialog.apply_button.isEnabled()
+    config.write_bytes(b"- not\n- a mapping\n")
+    dialog.load_yaml(str(config))
+    assert "is a list, not a mapping of settings" in dialog.problem.text()

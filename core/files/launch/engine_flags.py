@@ -284,3 +284,81 @@ SGLANG_VALUED: Final = flag_names(
     --weight-cache-socket --weight-cache-timeout --weight-loader-prefetch-num-threads --weight-version
     """
 )
+
+
+# llama.cpp: ggml-org/llama.cpp common/arg.cpp at 145b6280 (the commit core.files.launch.llamacpp reads its flags at),
+# every ``add_opt(common_arg(...))`` of every program (llama-server, llama-cli, llama-completion and the examples share
+# one table; a flag of another program is still llama.cpp's). A handler of no value or a bool one (``args_neg``, the
+# ``--no-`` forms) is a switch; one value hint, a valued flag; two hints (``--lora-scaled FNAME SCALE``) take two.
+# ``common_params_parse_ex`` turns ``_`` into ``-`` in a ``--`` flag's name and matches names exactly (no prefixes).
+# Older builds' spellings read the same way: ``-fa`` and ``--color`` were switches before they took on|off|auto
+# (:data:`LLAMACPP_OPTIONAL_VALUE`).
+LLAMACPP_SWITCHES: Final = flag_names(
+    """
+    -h --help --usage --version -cl --cache-list --completion-bash --verbose-prompt --display-prompt
+    --no-display-prompt --swa-full -kvu --kv-unified --context-shift --no-context-shift --perf --no-perf --show-timings
+    --no-show-timings -e --escape --no-escape --prompt-cache-all --prompt-cache-ro -sp --special -cnv --conversation
+    -no-cnv --no-conversation -st --single-turn -i --interactive -if --interactive-first -mli --multiline-input
+    --in-prefix-bos --warmup --no-warmup --spm-infill --ignore-eos -kvo --kv-offload -nkvo --no-kv-offload --repack -nr
+    --no-repack --no-host --hellaswag --winogrande --multiple-choice --kl-divergence -cb --cont-batching -nocb
+    --no-cont-batching --mmproj-auto --no-mmproj --no-mmproj-auto --mmproj-offload --no-mmproj-offload --mlock --mmap
+    --no-mmap --list-devices --cpu-moe -cmoe --cpu-moe-draft -cmoed --check-tensors --op-offload --no-op-offload
+    --process-output --ppl --no-ppl --show-statistics --parse-special -pps -tgs --webui --no-webui --embedding
+    --embeddings --reranking --rerank --metrics --props --slots --no-slots --models-autoload --no-models-autoload
+    --jinja --no-jinja --prefill-assistant --no-prefill-assistant --lora-init-without-apply --simple-io --log-disable -v
+    --verbose --log-verbose --offline --log-prefix --log-timestamps --tts-use-guide-tokens --diffusion-visual
+    --tts-oute-default --embd-gemma-default --fim-qwen-1.5b-default --fim-qwen-3b-default --fim-qwen-7b-default
+    --fim-qwen-7b-spec --fim-qwen-14b-spec --fim-qwen-30b-default --gpt-oss-20b-default --gpt-oss-120b-default
+    --vision-gemma-4b-default --vision-gemma-12b-default
+    """
+)
+LLAMACPP_VALUED: Final = flag_names(
+    """
+    -t --threads -tb --threads-batch -C --cpu-mask -Cr --cpu-range --cpu-strict --prio --poll -Cb --cpu-mask-batch -Crb
+    --cpu-range-batch --cpu-strict-batch --prio-batch --poll-batch -lcs --lookup-cache-static -lcd
+    --lookup-cache-dynamic -c --ctx-size -n --predict --n-predict -b --batch-size -ub --ubatch-size --keep
+    --ctx-checkpoints --swa-checkpoints --cache-ram -cram --chunks -fa --flash-attn -p --prompt -sys --system-prompt -f
+    --file -sysf --system-prompt-file --in-file -bf --binary-file -ptc --print-token-count --prompt-cache -r
+    --reverse-prompt --in-prefix --in-suffix --samplers -s --seed --sampling-seq --sampler-seq --temp --top-k --top-p
+    --min-p --top-nsigma --xtc-probability --xtc-threshold --typical --repeat-last-n --repeat-penalty
+    --presence-penalty --frequency-penalty --dry-multiplier --dry-base --dry-allowed-length --dry-penalty-last-n
+    --dry-sequence-breaker --dynatemp-range --dynatemp-exp --mirostat --mirostat-lr --mirostat-ent -l --logit-bias
+    --grammar --grammar-file -j --json-schema -jf --json-schema-file --pooling --attention --rope-scaling --rope-scale
+    --rope-freq-base --rope-freq-scale --yarn-orig-ctx --yarn-ext-factor --yarn-attn-factor --yarn-beta-slow
+    --yarn-beta-fast -gan --grp-attn-n -gaw --grp-attn-w -ctk --cache-type-k -ctv --cache-type-v --hellaswag-tasks
+    --winogrande-tasks --multiple-choice-tasks --save-all-logits --kl-divergence-base --ppl-stride --ppl-output-type
+    -dt --defrag-thold -np --parallel -ns --sequences -mm --mmproj -mmu --mmproj-url --image --audio
+    --image-min-tokens --image-max-tokens --rpc --numa -dev --device --override-tensor -ot --override-tensor-draft
+    -otd --n-cpu-moe -ncmoe --n-cpu-moe-draft -ncmoed -ngl --gpu-layers --n-gpu-layers -sm --split-mode -ts
+    --tensor-split -mg --main-gpu -fit --fit -fitt --fit-target -fitc --fit-ctx --override-kv --lora --control-vector
+    -a --alias -m --model -mu --model-url -dr --docker-repo -hf -hfr --hf-repo -hfd -hfrd --hf-repo-draft -hff
+    --hf-file -hfv -hfrv --hf-repo-v -hffv --hf-file-v -hft --hf-token --context-file --chunk-size --chunk-separator
+    --junk --pos -o --output --output-file -ofreq --output-frequency --output-format --save-frequency --chunk
+    --from-chunk -npp -ntg -npl --embd-normalize --embd-output-format --embd-separator --cls-separator --host --port
+    --path --api-prefix --api-key --api-key-file --ssl-key-file --ssl-cert-file --chat-template-kwargs -to --timeout
+    --threads-http --cache-reuse --slot-save-path --media-path --models-dir --models-preset --models-max
+    --reasoning-format --reasoning-budget --chat-template --chat-template-file -sps --slot-prompt-similarity
+    --positive-file --negative-file --pca-batch --pca-iter --method --log-file --log-colors -lv --verbosity
+    --log-verbosity -td --threads-draft -tbd --threads-batch-draft -Cd --cpu-mask-draft -Crd --cpu-range-draft
+    --cpu-strict-draft --prio-draft --poll-draft -Cbd --cpu-mask-batch-draft -Crbd --cpu-range-batch-draft
+    --cpu-strict-batch-draft --prio-batch-draft --poll-batch-draft --draft-max --draft --draft-n --draft-min
+    --draft-n-min --draft-p-split --draft-p-min -cd --ctx-size-draft -devd --device-draft -ngld --gpu-layers-draft
+    --n-gpu-layers-draft -md --model-draft -ctkd --cache-type-k-draft -ctvd --cache-type-v-draft -mv --model-vocoder
+    --tts-speaker-file --diffusion-steps --diffusion-eps --diffusion-algorithm --diffusion-alg-temp
+    --diffusion-block-length --diffusion-cfg-scale --diffusion-add-gumbel-noise -lr --learning-rate -lr-min
+    --learning-rate-min -decay-epochs --learning-rate-decay-epochs -wd --weight-decay -val-split --val-split -epochs
+    --epochs -opt --optimizer -co --color
+    """
+)
+LLAMACPP_TWO_VALUES: Final = flag_names(
+    "--lora-scaled --control-vector-scaled --control-vector-layer-range --spec-replace"
+)
+# Flags whose value older builds did not take: a bare ``-fa`` (flash attention on) and ``--color`` (colours on) were
+# switches; at 145b6280 both take on|off|auto (``is_truthy`` / ``is_falsey`` / ``is_autoy``: on enabled true 1,
+# off disabled false 0, auto -1). The word after one is its value only when it is one of these.
+LLAMACPP_OPTIONAL_VALUE: Final = flag_names("-fa --flash-attn -co --color")
+LLAMACPP_ON_OFF: Final = {
+    **dict.fromkeys(("on", "enabled", "true", "1"), True),
+    **dict.fromkeys(("off", "disabled", "false", "0"), False),
+    **dict.fromkeys(("auto", "-1"), None),
+}

@@ -47,7 +47,7 @@ _UNSAFE: Final = re.compile(r"[^A-Za-z0-9._-]+")
 MAX_NAME: Final = 64
 
 
-def _newest(plan: Plan) -> OllamaVersion:
+def newest_line(plan: Plan) -> OllamaVersion:
     """The newest line covered that can take the plan (a mixture-of-experts model with every layer
     on the GPU is refused from 0.30, whose llama.cpp fit is not modelled for it: core.plan)."""
     # As the file reads back: the model under llama.cpp, num_gpu only where _parameters writes it.
@@ -67,15 +67,15 @@ def _line(draft: Draft) -> OllamaVersion:
         draft.cannot(
             "inference.engine", f"the plan was judged under {ENGINE_LABELS[inf.engine]}'s memory rules, not Ollama's"
         )
-        return _newest(draft.plan)
+        return newest_line(draft.plan)
     if inf.ollama_version is OllamaVersion.NONE or inf.ollama_version not in LINES:
         draft.cannot(
             "inference.ollama_version",
             "the plan runs llama-server with its GPU layers as typed, not Ollama's own choice: see the "
-            f"llama-server export (the newest line covered that takes the plan, {_newest(draft.plan).value}, "
+            f"llama-server export (the newest line covered that takes the plan, {newest_line(draft.plan).value}, "
             "is written)",
         )
-        return _newest(draft.plan)
+        return newest_line(draft.plan)
     return inf.ollama_version
 
 

@@ -20,6 +20,7 @@ export, then read, gives the same serving fields (``tests/core/test_launch_round
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -29,12 +30,15 @@ from typing import Any, Final
 from core.catalogue import load_models
 from core.dtypes import KvDtype, WeightFormat
 from core.errors import PlanError, PlanFileError, one_line
+from core.estimate import gpu_for
+from core.files.launch import gguf_command as gguf
 from core.files.launch import sglang as sg
 from core.files.launch import vllm as vl
 from core.files.launch.engine_flags import SGLANG_SWITCHES, SGLANG_VALUED, VLLM_SWITCHES, VLLM_VALUED, flag_names
 from core.files.runconfig import ModelChoice, model_choice
-from core.inputs import BY_PATH, SglangVersion, VllmVersion
+from core.inputs import BY_PATH, MAX_LLAMACPP_BUILD, SglangVersion, VllmVersion
 from core.plan import ENGINE_LABELS, Engine, Plan, PrefixCaching
+from core.serving.ollama import ollama_defaults
 
 MAX_COMMAND_CHARS: Final = 64_000  # a launch line is a few hundred characters; vLLM's JSON flags a few thousand
 MAX_WORDS: Final = 2_000
@@ -67,9 +71,14 @@ class CommandRead:
     notes: tuple[str, ...] = ()  # the environment, docker's options, the GPUs visible
     context_given: bool = True  # False: the engine's default (the model's own length) applies
     dtype_given: bool = True  # False: --dtype auto, the checkpoint's dtype
+    model_name: str = ""  # the name to look up where it is not model_ref's (a GGUF file's, an Ollama tag's)
+    program: str = ""  # llama.cpp's program or "ollama" (vLLM and SGLang: "")
+    layers_given: bool = True  # False: llama.cpp's -ngl not given (auto, its fit)
 
     @property
     def engine_label(self) -> str:
+        if self.engine is Engine.LLAMACPP:
+            return "Ollama" if self.program == "ollama" else "llama.cpp"
         return ENGINE_LABELS[self.engine]
 
 
@@ -141,7 +150,8 @@ VLLM_WHY: Final = {
     "--num-gpu-blocks-override": "a fixed count of KV blocks: the plan sizes the pool from --gpu-memory-utilization",
     "--decode-context-parallel-size": "decode context parallelism: the plan splits by TP, PP and replicas only",
     "--enable-chunked-prefill": "chunked prefill is on by default in the V1 engine the plan models",
-    "--config": "options read from a YAML file: the file is not read here; paste its flags instead",
+    "--config": "options read from a YAML file not given here (vramplan import-command reads it beside the command, "
+    "the window's Load YAML…)",
     "-O": "the compilation level: the plan captures CUDA graphs unless --enforce-eager",
     "--optimization-level": "the compilation level: the plan captures CUDA graphs unless --enforce-eager",
     "--compilation-config": "the compilation settings: the plan captures CUDA graphs unless --enforce-eager",
@@ -255,6 +265,7 @@ class _Start:
     notes: list[str] = field(default_factory=list)
     gpus: int | None = None  # GPUs the container or CUDA_VISIBLE_DEVICES lets it see
     image_version: str = ""  # a docker image's tag: v0.31.0
+    program: str = ""  # llama.cpp's program name (llama-server, main, ...)
 
 
 def _segment(words: list[str]) -> tuple[list[str], list[str]]:
@@ -284,6 +295,8 @@ def _engine_at(words: list[str]) -> tuple[Engine, int] | None:
     """The engine the words start, and the index of its first argument."""
     for i, word in enumerate(words):
         name = word.rsplit("/", 1)[-1]
+        if gguf.llamacpp_program(word) is not None:
+            return Engine.LLAMACPP, i + 1
         if name == "vllm" and i + 1 < len(words) and words[i + 1] == "serve":
             return Engine.VLLM, i + 2
         if word == "vllm.entrypoints.openai.api_server" and i > 0 and words[i - 1] == "-m":
@@ -297,9 +310,15 @@ def _engine_at(words: list[str]) -> tuple[Engine, int] | None:
 
 _VLLM_IMAGE: Final = re.compile(r"(^|/)vllm-openai(:(?P<tag>[\w.+-]+))?(@sha256:\w+)?$")
 _SGLANG_IMAGE: Final = re.compile(r"(^|/)sglang(:(?P<tag>[\w.+-]+))?(@sha256:\w+)?$")
+# ggml-org's images (ghcr.io/ggml-org/llama.cpp:server, :server-cuda-b6000, :light, :full): llama.cpp's README
+# "Docker"; the server image's entrypoint is llama-server, the light one's llama-cli, the full one's tools.sh, whose
+# first word (--server / --run) picks the program.
+_LLAMACPP_IMAGE: Final = re.compile(r"(^|/)llama\.cpp(:(?P<tag>[\w.+-]+))?(@sha256:\w+)?$")
 
 
 def _image_engine(word: str) -> Engine | None:
+    if _LLAMACPP_IMAGE.search(word):
+        return Engine.LLAMACPP
     if _VLLM_IMAGE.search(word):
         return Engine.VLLM
     if _SGLANG_IMAGE.search(word) and "/" in word:
@@ -354,21 +373,27 @@ def _find_start(words: list[str]) -> _Start:
         shown = one_line(" ".join(words[:4]))[:80]
         raise PlanFileError(
             WHERE,
-            f"is not a vLLM or SGLang server launch ('{shown}'...): paste the line that starts the server, "
-            "`vllm serve MODEL ...`, `python -m vllm.entrypoints.openai.api_server --model ...` or "
-            "`python -m sglang.launch_server --model-path ...`",
+            f"is not a vLLM, SGLang, llama.cpp or Ollama server launch ('{shown}'...): paste the line that starts "
+            "the server, `vllm serve MODEL ...`, `python -m vllm.entrypoints.openai.api_server --model ...`, "
+            "`python -m sglang.launch_server --model-path ...`, `llama-server -m FILE.gguf ...` or `ollama run MODEL`",
         )
     engine, first = found
     start = _Start(engine, words[first:])
+    start.program = gguf.llamacpp_program(words[first - 1]) or "" if engine is Engine.LLAMACPP else ""
     before = words[: first - 1]
     image = words[first - 1] if _image_engine(words[first - 1]) is not None else ""
     if image:
-        tag = (_VLLM_IMAGE.search(image) or _SGLANG_IMAGE.search(image)).group("tag")  # type: ignore[union-attr]
-        start.image_version = tag or ""
+        match = _LLAMACPP_IMAGE.search(image) or _VLLM_IMAGE.search(image) or _SGLANG_IMAGE.search(image)
+        start.image_version = (match.group("tag") if match else "") or ""
         _docker(before, start)
         inner = _engine_at(start.args)
         if inner is not None:  # the image's own command given: `... lmsysorg/sglang python3 -m sglang.launch_server`
             start.engine, start.args = inner[0], start.args[inner[1] :]
+            start.program = (
+                gguf.llamacpp_program(words[first + inner[1] - 1]) or "" if inner[0] is Engine.LLAMACPP else ""
+            )
+        elif engine is Engine.LLAMACPP:
+            start.program, start.args = gguf.image_program(start.image_version, start.args)
         before = []
     skipped = []
     for word in before:
@@ -416,6 +441,8 @@ class _Args:
 
 
 def _parse(engine: Engine, words: list[str]) -> _Args:
+    if engine is Engine.LLAMACPP:
+        return gguf.parse_llamacpp(words, _Args())
     switches, valued = (VLLM_SWITCHES, VLLM_VALUED) if engine is Engine.VLLM else (SGLANG_SWITCHES, SGLANG_VALUED)
     known = switches | valued
     out = _Args()
@@ -454,6 +481,8 @@ def _parse(engine: Engine, words: list[str]) -> _Args:
                 continue
             value, i = words[i], i + 1
         key = flag if base == name else name  # a dotted JSON key keeps its path
+        if key in out.values:  # argparse keeps the last; the one before is said, not dropped
+            out.abbreviated.append(f"{out.written[key]} given again: {raw_name} {value} taken (the last wins)")
         out.values[key] = value
         out.written[key] = f"{raw_name} {value}"
     return out
@@ -476,6 +505,7 @@ class _Reader:
         self.fields: dict[str, Any] = {}
         self.read: list[FlagNote] = []
         self.unexpressed: list[FlagNote] = []
+        self.ignored: list[FlagNote] = []  # words with no effect found by the reader itself (Ollama's)
         self.unknown: list[str] = list(args.unknown)
         self.used: set[str] = set()
 
@@ -511,6 +541,9 @@ class _Reader:
 
     def cannot(self, flag: str, why: str) -> None:
         self.unexpressed.append(FlagNote(self.args.written.get(flag, flag), why))
+
+    def cannot_words(self, words: str, why: str) -> None:
+        self.unexpressed.append(FlagNote(words, why))
 
 
 def shown_setting(path: str, value: Any) -> str:
@@ -615,7 +648,9 @@ def _vllm(args: _Args) -> tuple[_Reader, str]:
     reader = _Reader(Engine.VLLM, args)
     model = reader.value("--model") or ""
     positional = list(args.positional)
-    if positional and not model:
+    if positional:  # vllm serve's positional model_tag wins over --model (vllm/entrypoints/cli/serve.py)
+        if model:
+            reader.cannot_words(args.written["--model"], "vllm serve takes the positional model instead")
         model = positional.pop(0)
         reader.read.append(FlagNote(model, "the model"))
     elif model:
@@ -670,6 +705,13 @@ def _version_fields(text: str, start: _Start, engine: Engine) -> tuple[dict[str,
     found: dict[str, Any] = {}
     notes: list[str] = []
     tag = start.image_version.removeprefix("v")
+    if engine is Engine.LLAMACPP:
+        build = re.search(r"(?:^|-)b(\d+)$", tag)
+        if build and 0 < int(build.group(1)) <= MAX_LLAMACPP_BUILD:
+            found["inference.llamacpp_build"] = int(build.group(1))
+        elif tag:
+            notes.append(f"llama.cpp image {one_line(tag)[:40]}: names no build (bN); the plan's build is kept")
+        return found, notes
     if engine is Engine.SGLANG:
         header = next((line for line in text.splitlines() if line.startswith(f"# {sg.PIP_MARK}")), "")
         tag = header.removeprefix(f"# {sg.PIP_MARK}").split()[0] if header.split() else tag
@@ -723,7 +765,11 @@ def _environment(start: _Start, reader: _Reader) -> list[str]:
             reader.unexpressed.append(
                 FlagNote(shown, "the engine (V0 or V1) follows the plan's vLLM release line, not this variable")
             )
-        elif key.startswith(("VLLM_", "SGLANG_", "PYTORCH_", "NCCL_", "TORCH_")):
+        elif key.startswith(("LLAMA_ARG_", "LLAMA_")) and reader.engine is Engine.LLAMACPP:
+            reader.unexpressed.append(
+                FlagNote(shown, "a flag given by its variable (set_env): give the flag to have it read")
+            )
+        elif key.startswith(("VLLM_", "SGLANG_", "PYTORCH_", "NCCL_", "TORCH_", "GGML_")):
             reader.unexpressed.append(FlagNote(shown, NOT_MODELLED))
         else:
             reader.unknown.append(shown)
@@ -733,15 +779,90 @@ def _environment(start: _Start, reader: _Reader) -> list[str]:
     return notes
 
 
-def read_command(text: str, where: str = WHERE) -> CommandRead:
+ConfigLoader = Callable[[str], bytes]  # a --config path as written -> the file's bytes (PlanFileError if not read)
+CONFIG_SUFFIXES: Final = (".yaml", ".yml")
+
+
+def config_words(raw: bytes, where: str) -> tuple[list[str], list[str]]:
+    """vLLM's ``--config`` YAML as the flags it stands for, as ``FlexibleArgumentParser.load_config_file`` turns it
+    into them (vllm-project/vllm vllm/utils/argparse_utils.py at 00da11e3: ``key: value`` -> ``--key value``, ``true``
+    -> ``--key``, ``false`` -> ``--no-key`` where vLLM has it (else nothing), a list -> its items after ``--key``
+    (here one word), a mapping -> its JSON), and notes. The file is plain data only (PyYAML's safe loader through
+    core.files.runconfig.reading.parse_text: sizes, nesting and entries capped, aliases counted as used); one that
+    is not a mapping, not text or too large is one PlanFileError line."""
+    from core.files.runconfig.reading import parse_text
+
+    try:
+        document = parse_text(raw, where, ".yaml")
+    except PlanFileError as exc:  # the training configs' reader's words, said of this file
+        raise PlanFileError(exc.path, exc.reason.replace("a training config", "a vLLM config")) from None
+    words: list[str] = []
+    notes: list[str] = []
+    for key, value in document.items():
+        flag = "--" + key
+        if isinstance(value, bool):
+            negative = _flag_name(Engine.VLLM, f"--no-{key}")
+            if value:
+                words.append(flag)
+            elif negative in VLLM_SWITCHES:
+                words.append(f"--no-{key}")
+            else:
+                notes.append(f"{where}: {key}: false, which vLLM passes as nothing (the default)")
+        elif isinstance(value, list):
+            if value:
+                words += [flag, " ".join(str(v) for v in value)]
+        elif isinstance(value, dict):
+            words += [flag, json.dumps(value)]
+        else:
+            words += [flag, str(value)]
+    if sum(len(w) for w in words) > MAX_COMMAND_CHARS:
+        raise PlanFileError(where, f"holds more than {MAX_COMMAND_CHARS:,} characters of options; a vLLM config a few")
+    return words, notes
+
+
+def _with_config(args: list[str], load: ConfigLoader | None, notes: list[str]) -> tuple[list[str], str]:
+    """``vllm serve``'s arguments with the ``--config`` file's options put where vLLM puts them (after the model,
+    before the rest: the command line's flags win), and the words ``--config FILE`` as written ("" when none)."""
+    at = next((i for i, w in enumerate(args) if w == "--config" or w.startswith("--config=")), None)
+    if at is None or load is None:
+        return args, ""
+    if args[at] == "--config":
+        if at + 1 >= len(args):
+            return args, ""
+        path, end = args[at + 1], at + 2
+    else:
+        path, end = args[at].partition("=")[2], at + 1
+    if not path.lower().endswith(CONFIG_SUFFIXES):  # load_config_file: "Config file must be of a yaml/yml type"
+        raise PlanFileError(one_line(path)[:200], "is not a .yaml / .yml file, which vLLM's --config refuses")
+    words, said = config_words(load(path), one_line(path)[:200])
+    notes += said
+    model = 1 if args[:1] and not args[0].startswith("-") else 0
+    return [*args[:model], *words, *args[model:at], *args[end:]], f"--config {path}"
+
+
+def read_command(text: str, where: str = WHERE, load_config: ConfigLoader | None = None) -> CommandRead:
     """The serving fields of a pasted launch command and what was not used of it; a PlanFileError, one line,
-    for a text that is not one."""
+    for a text that is not one. ``load_config`` reads a vLLM ``--config`` file the command names (without it
+    the flag is listed as not read)."""
     text = command_text(text, where)
+    if gguf.is_ollama(text):
+        return _read_ollama(text, where)
     words, notes = _segment(_words(text, where))
     start = _find_start(words)
+    config = ""
+    if start.engine is Engine.VLLM:
+        start.args, config = _with_config(start.args, load_config, notes)
     args = _parse(start.engine, start.args)
-    reader, model = (_vllm if start.engine is Engine.VLLM else _sglang)(args)
-    ignored_set, why = (VLLM_IGNORED, VLLM_WHY) if start.engine is Engine.VLLM else (SGLANG_IGNORED, SGLANG_WHY)
+    llama: gguf.GgufRead | None = None
+    if start.engine is Engine.LLAMACPP:
+        reader = _Reader(Engine.LLAMACPP, args)
+        llama = gguf.read_llamacpp(reader, start.program, start.gpus)
+        reader.unknown += [f"{p} (a word no flag takes)" for p in args.positional]
+        model = llama.model_ref
+        ignored_set, why = gguf.LLAMACPP_IGNORED, gguf.LLAMACPP_WHY
+    else:
+        reader, model = (_vllm if start.engine is Engine.VLLM else _sglang)(args)
+        ignored_set, why = (VLLM_IGNORED, VLLM_WHY) if start.engine is Engine.VLLM else (SGLANG_IGNORED, SGLANG_WHY)
     ignored: list[FlagNote] = []
     for flag in [*args.switches, *args.values]:
         if flag in reader.used:
@@ -756,8 +877,13 @@ def read_command(text: str, where: str = WHERE) -> CommandRead:
     versions, version_notes = _version_fields(text, start, start.engine)
     fields = dict(reader.fields)
     dtype_given = bool(fields.pop("_dtype_given", True))
+    layers_given = not fields.pop("_ngl_default", False)
     fields.update(versions)
     notes += start.notes + version_notes + args.abbreviated + _environment(start, reader)
+    if llama is not None:
+        notes += llama.notes
+    if config:
+        reader.read.insert(0, FlagNote(config, "its options, read as the flags below (the command's own win)"))
     if start.gpus is not None:
         notes.append(f"GPUs visible: {start.gpus}")
     read = CommandRead(
@@ -765,14 +891,43 @@ def read_command(text: str, where: str = WHERE) -> CommandRead:
         model_ref=model,
         fields=fields,
         read=tuple(reader.read),
-        ignored=tuple(ignored),
+        ignored=tuple([*reader.ignored, *ignored]),
         unexpressed=tuple(reader.unexpressed),
         unknown=tuple(reader.unknown),
         notes=tuple(notes),
         context_given="inference.context" in fields,
         dtype_given=dtype_given,
+        model_name=llama.model_name if llama is not None else "",
+        program=start.program,
+        layers_given=layers_given,
     )
     return read if start.gpus is None else _with_gpus(read, start.gpus)
+
+
+def _read_ollama(text: str, where: str) -> CommandRead:
+    """Ollama's shell text (``ollama serve`` / ``run`` / ``create``, its environment, a Modelfile)."""
+    reader = _Reader(Engine.LLAMACPP, _Args())
+
+    def words_of(line: str) -> list[str]:
+        try:
+            return shell_words(_CONTINUATION.sub(" ", line))
+        except ValueError as exc:
+            raise PlanFileError(where, f"cannot be split into words as a shell would: {exc}") from None
+
+    out = gguf.read_ollama_lines(_CONTINUATION.sub(" ", text), reader, words_of)
+    return CommandRead(
+        engine=Engine.LLAMACPP,
+        model_ref=out.model_ref,
+        fields=dict(reader.fields),
+        read=tuple(reader.read),
+        ignored=tuple(reader.ignored),
+        unexpressed=tuple(reader.unexpressed),
+        unknown=tuple(reader.unknown),
+        notes=tuple(out.notes),
+        context_given=out.context_given,
+        model_name=out.model_name,
+        program="ollama",
+    )
 
 
 def _with_gpus(read: CommandRead, visible: int) -> CommandRead:
@@ -826,11 +981,15 @@ def _model_for(read: CommandRead, base: Plan, keep_model: bool) -> ModelChoice:
     if keep_model:
         return ModelChoice(base.model, base.model_id, f"{base.model.name}, given beside the command", None)
     if not read.model_ref:
-        raise PlanFileError(WHERE, f"names no model: give {read.engine_label}'s model (vllm serve MODEL, --model-path)")
+        raise PlanFileError(
+            WHERE,
+            f"names no model: give {read.engine_label}'s model (vllm serve MODEL, --model-path, llama-server -m "
+            "FILE.gguf, ollama run MODEL)",
+        )
     found = model_choice(read.model_ref, Path.cwd())
     if found is not None and found.spec is not None:
         return found
-    name = _checkpoint_name(read.model_ref)[0]
+    name = read.model_name or _checkpoint_name(read.model_ref)[0]
     bare = model_choice(name, Path.cwd()) if name != read.model_ref else None
     if bare is not None and bare.spec is not None:
         return bare
@@ -856,6 +1015,29 @@ class ModelNotFound(PlanFileError):
         return (type(self), (self.reason, self.candidates))
 
 
+def _gguf_fields(read: CommandRead, fields: dict[str, Any], spec: Any, notes: list[str]) -> None:
+    """llama.cpp's and Ollama's defaults that depend on the model: the context (-c 0 or none: the model's length
+    over the slots), -ngl auto on a mixture of experts (llama.cpp's fit of one is not modelled: every layer), and
+    the newest Ollama line that takes the model."""
+    slots = int(fields.get("inference.concurrent", 1))
+    if not read.context_given and read.program != "ollama":
+        fields["inference.context"] = max(1, spec.max_position_embeddings // slots)
+        notes.append(f"context: the model's own {spec.max_position_embeddings:,} over {slots} slot(s)")
+    if not read.layers_given and spec.num_experts > 1:
+        fields["inference.gpu_layers"] = 999
+        notes.append("GPU layers: all (-ngl not given; llama.cpp's fit of a mixture of experts is not modelled)")
+    if read.program == "ollama":  # the line's default num_ctx when none is given (core.serving.ollama_defaults)
+        fields.setdefault("inference.context", min(4096, spec.max_position_embeddings))
+    if read.program == "ollama" and "inference.ollama_version" not in fields:
+        from core.files.launch.ollama import newest_line
+
+        probe = Plan(model=spec).with_inference(
+            engine=Engine.LLAMACPP, gpu_layers=fields.get("inference.gpu_layers", 999)
+        )
+        fields["inference.ollama_version"] = newest_line(probe)
+        notes.append(f"Ollama: the {fields['inference.ollama_version'].value} line (the newest covered that takes it)")
+
+
 @dataclass(frozen=True)
 class CommandPlan:
     plan: Plan
@@ -875,11 +1057,15 @@ def plan_from_command(
     assert spec is not None
     fields = dict(read.fields)
     notes: list[str] = [f"model: {choice.how}"]
-    if not read.context_given:
+    if read.engine is Engine.LLAMACPP:
+        _gguf_fields(read, fields, spec, notes)
+    elif not read.context_given:
         fields["inference.context"] = spec.max_position_embeddings
         notes.append(f"context: the model's own {spec.max_position_embeddings:,} ({read.engine_label}'s default)")
     _, name_format, other = _checkpoint_name(read.model_ref)
-    if not any(n.words.startswith(("--quantization", "-q")) for n in (*read.read, *read.unexpressed)):
+    if read.engine is Engine.LLAMACPP:
+        pass  # the GGUF file's type is the weights' format
+    elif not any(n.words.startswith(("--quantization", "-q")) for n in (*read.read, *read.unexpressed)):
         if name_format is not None:
             fields["inference.weight_dtype"] = name_format
             notes.append(f"weights: {name_format.value}, as the checkpoint's name says (the engine reads its config)")
@@ -901,6 +1087,10 @@ def plan_from_command(
         frozen = min(base.frozen_layers, spec.num_layers)
         plan = replace(base, model=spec, model_id=choice.model_id, frozen_layers=frozen, inference=inference)
         plan = plan.targets_for(spec)
+        if read.program == "ollama":
+            plan = ollama_defaults(plan, gpu_for(plan), frozenset(read.fields))
+            if plan.inference.new_tokens >= plan.inference.context:
+                plan = plan.with_inference(new_tokens=plan.inference.context // 2)
     except PlanError as exc:  # named by the words that set the field, where a flag did
         words = next((n.words for n in read.read if n.field == exc.field), "")
         raise PlanFileError(WHERE, f"{words}: {exc}" if words else str(exc)) from None
