@@ -456,3 +456,13 @@ def test_cli_model_option_replaces_the_commands(capsys: pytest.CaptureFixture[st
     )
     assert code == 0, err
     assert json.loads(out)["from_command"]["model_found"].startswith("Qwen3 8B, given beside the command")
+
+
+def test_read_settings_say_a_count_of_one_in_the_singular() -> None:
+    # The read list printed "Concurrent = 1 requests" for llama-server's -np 1; a word unit takes its number
+    # (core.format.counted), a symbol unit does not change.
+    from core.files.launch.serve_command import shown_setting
+
+    assert shown_setting("inference.concurrent", 1) == "Concurrent = 1 request"
+    assert shown_setting("inference.concurrent", 8) == "Concurrent = 8 requests"
+    assert shown_setting("inference.context", 32_768) == "Context = 32,768 tokens"

@@ -36,6 +36,7 @@ from core.files.launch import sglang as sg
 from core.files.launch import vllm as vl
 from core.files.launch.engine_flags import SGLANG_SWITCHES, SGLANG_VALUED, VLLM_SWITCHES, VLLM_VALUED, flag_names
 from core.files.runconfig import ModelChoice, model_choice
+from core.format import counted
 from core.inputs import BY_PATH, MAX_LLAMACPP_BUILD, SglangVersion, VllmVersion
 from core.plan import ENGINE_LABELS, Engine, Plan, PrefixCaching
 from core.serving.ollama import ollama_defaults
@@ -553,6 +554,8 @@ def shown_setting(path: str, value: Any) -> str:
         shown = spec.labels[value]
     elif isinstance(value, bool):
         shown = "yes" if value else "no"
+    elif isinstance(value, int) and spec.unit.endswith("s") and spec.unit.isalpha() and len(spec.unit) > 2:
+        shown = counted(value, spec.unit[:-1], spec.unit)  # "1 request", "2 requests"; units such as "s" stay
     elif isinstance(value, int):
         shown = f"{value:,}" + (f" {spec.unit}" if spec.unit else "")
     elif isinstance(value, float):  # in the form's unit: 0.9 of the GPU is 90 %
