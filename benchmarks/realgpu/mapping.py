@@ -151,6 +151,8 @@ FAMILY: Final = {
     "ljm565-universal-llm-trainer-2025-03": "universal-llm-trainer",
     # One person's Colab notebook (transformers Trainer + PEFT, Qwen2-0.5B) on a free T4; no other source is his.
     "bharathbattu-lora-vs-fft-t4-2026-03": "bharathbattu",
+    # Prime Intellect's prime-rl: its own FSDP2 trainer, loop, LM head and fake data on its own machines.
+    "prime-rl-bench-baselines-2026-01": "prime-rl",
 }
 
 # Cards outside gpus.json, by the memory their driver reports (decimal GB for custom_gpu).
@@ -308,6 +310,8 @@ HELD_OUT_SOURCES: Final = frozenset(
         # Issue 22 item 6 (branch h54memev): everyday single-GPU fine-tuning recipes found after the constants were set.
         "ljm565-universal-llm-trainer-2025-03",
         "bharathbattu-lora-vs-fft-t4-2026-03",
+        # Issue 22 item 6 (branch h80evid): sources found after the constants were set, never tuned on.
+        "prime-rl-bench-baselines-2026-01",
     }
 )
 
@@ -444,6 +448,12 @@ def _missing(recipe: Mapping[str, Any]) -> list[str]:
 # ``calc_loss_batch``), is the plan's ``loss_16bit`` since 2026-12-04 (_loss below).
 _LOSSES_MISSING: Final[dict[str, str]] = {
     "logits-sum": "a benchmark loop whose loss is logits.sum() (no cross-entropy)",
+    # prime-rl's RL trainer (PrimeIntellect-ai/prime-rl 8718eb143, models/layers/lm_head.py FusedOutputLinear,
+    # chunk_size 2048 from rl/config.py): per-token log-probs and entropy by an online logsumexp over vocabulary
+    # chunks, feeding its policy loss; neither the head nor that loss is a plan setting.
+    "rl-chunked-logprob": (
+        "an RL policy loss on prime-rl's chunked log-prob/entropy head (2,048-column vocabulary chunks)"
+    ),
 }
 _LOSS_16BIT: Final = "eager-compute-dtype"
 

@@ -44,6 +44,15 @@ def recorded_figures(source_id: str) -> list[dict[str, Any]]:
     return [f for f in data["figures"] if f["source_id"] == source_id]
 
 
+def assert_rejected_with_why(*names: str) -> None:
+    """Each candidate named (by the start of its ``where``) is in the corpus' "rejected" list once, with a reason
+    of more than a sentence: found and not usable, never silently dropped."""
+    rejected = corpus()["rejected"]
+    for name in names:
+        (entry,) = [r for r in rejected if r["where"].startswith(name)]
+        assert len(entry["why"]) > 100, name
+
+
 def assert_moves_no_fit(bench: ModuleType, result: Any, sources: set[str] | tuple[str, ...]) -> None:
     """Held out: ``result`` (``bench.run()`` on every figure) fits what the run without ``sources``' figures fits:
     the same all-family constant, and the same constant for each family left out."""

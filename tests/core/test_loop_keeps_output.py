@@ -70,9 +70,11 @@ def test_the_command_line_sets_it(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli_peak_bytes(capsys, 10, *old, "--loop-keeps-output") - cli_peak_bytes(capsys, 10, *old) == NV * 4
 
 
-def test_the_mapping_plans_answerai_and_automodel_records_with_it_and_no_other_family() -> None:
+def test_the_mapping_plans_answerai_automodel_and_prime_rl_records_with_it_and_no_other_family() -> None:
     # Answer.AI by family (mapping.KEEPS_OUTPUT_FAMILIES); NeMo Automodel by its record's ``loop_keeps_output``:
     # NVIDIA-NeMo/Automodel a4518eec nemo_automodel/recipes/llm/train_ft.py ``_forward_backward_step`` binds
     # ``out = model(**batch)`` and calls ``backward()`` in the same scope, so the logits live through the backward.
+    # prime-rl likewise: PrimeIntellect-ai/prime-rl 8718eb143 src/prime_rl/trainer/sft/train.py binds
+    # ``out = forward(model, ...)`` and its ``del logits`` drops only the local name before ``backward()``.
     planned = families_planned_with("loop_keeps_output", "realgpu_mapping_keeps_output")
-    assert planned == {"answerai", "nemo-automodel"}
+    assert planned == {"answerai", "nemo-automodel", "prime-rl"}

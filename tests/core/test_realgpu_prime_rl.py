@@ -1,0 +1,83 @@
+"""prime-rl's nightly benchmark baselines as a held-out source (issue 22 item 6, "validate on evidence you did not
+tune on"; docs/REAL_GPU_MEMORY.md, "prime-rl's benchmark baselines, held out (branch h80evid)"): Prime Intellect's
+own FSDP2 trainer, loop and fake packed data on RTX A6000, H100, H200 and B200 machines. Held out of every fit; the
+SFT rows scored, the RL rows recorded with why they are not.
+"""
+
+from __future__ import annotations
+
+from tests.core.memory_corpus import FOLDER, assert_held_out, assert_rejected_with_why, corpus, recorded_figures
+from tests.scripts import load_script
+
+SOURCE = "prime-rl-bench-baselines-2026-01"
+COMMIT = "8718eb143d2c5118112d00fab4355f07c2dcbb82"  # PrimeIntellect-ai/prime-rl, 2026-01-19 (#1614)
+SFT_IDS = (
+    "prime-qwen3-06b-sft-8k-1xa6000",
+    "prime-qwen3-06b-sft-8k-1xh100",
+    "prime-qwen3-06b-sft-16k-1xh100",
+    "prime-qwen3-4b-sft-16k-8xh100",
+    "prime-qwen3-4b-sft-16k-8xh200",
+    "prime-qwen3-4b-sft-16k-8xb200",
+    "prime-qwen3-4b-sft-64k-8xb200",
+)
+RL_COUNT = 10  # every successful dense full-fine-tuning RL row of benchmarks/baselines at COMMIT
+
+
+def _plans() -> dict[str, object]:
+    mapping = load_script(FOLDER / "mapping.py", "realgpu_prime_rl_plans")
+    return {f["id"]: mapping.map_figure(f).plan for f in corpus()["figures"] if f["source_id"] == SOURCE}
+
+
+def test_the_baselines_are_recorded_as_published() -> None:
+    figures = recorded_figures(SOURCE)
+    assert len(figures) == len(SFT_IDS) + RL_COUNT
+    assert set(SFT_IDS) <= {f["id"] for f in figures}
+    for figure in figures:
+        # sft/train.py at COMMIT: peak_memory = torch.cuda.max_memory_reserved() / 1024**3 after each step, peak
+        # stats reset at the step's start; utils.export_benchmark_json writes the mean of steps 2-4 as "gib".
+        assert figure["metric"] == "reserved" and figure["unit"] == "GiB", figure["id"]
+        assert figure["value_bytes"] == round(figure["value"] * 2**30), figure["id"]
+        assert f'"gib": {figure["value"]}' in figure["quote"], figure["id"]
+        assert figure["location"]["commit"] == COMMIT, figure["id"]
+        # run_single_benchmark.py: --data.batch-size = micro_batches (2) x GPUs, data.micro_batch_size 1.
+        assert figure["recipe"]["micro_batch"] == 1 and figure["recipe"]["grad_accum"] == 2, figure["id"]
+
+
+def test_held_out_sft_scored_and_rl_listed() -> None:
+    mine = assert_held_out(SOURCE, "prime-rl", len(SFT_IDS) + RL_COUNT, SFT_IDS, "realgpu_prime_rl")
+    for m in mine:
+        if m.id not in SFT_IDS:
+            # models/layers/lm_head.py FusedOutputLinear (chunk 2048 from rl/config.py) feeding the RL policy loss.
+            assert any("RL policy loss" in why for why in m.missing), m.id
+
+
+def test_the_plans_are_the_recipes_the_code_reads() -> None:
+    plans = _plans()
+    for fid in SFT_IDS:
+        plan = plans[fid]
+        assert plan is not None, fid
+        # model.py setup_model: AC freq 1 (checkpoint_wrapper on every layer), --model.compile, FSDP2 with fp32
+        # sharded weights and bf16 compute; sft/train.py keeps ``out`` (the float32 logits) through backward().
+        assert plan.checkpointing and plan.stack.value == "compile", fid  # type: ignore[attr-defined]
+        assert plan.loop_keeps_output and plan.parallel.strategy.value == "fsdp", fid  # type: ignore[attr-defined]
+
+
+def test_every_sft_figure_is_within_ten_percent() -> None:
+    bench = load_script(FOLDER / "memory.py", "realgpu_prime_rl_target")
+    rows = {r.mapped.id: r for r in bench.run().rows}
+    # memory.py on 2026-12-07 (branch h80evid): -5.3 ... +6.0 %, median 5.3 %; the reserved target asks each
+    # within 10 %. Without the kept output (loop_keeps_output) the seven read -8.5 ... -15.5 %.
+    for fid in SFT_IDS:
+        assert abs(rows[fid].error_pct) <= 10.0, (fid, rows[fid].error_pct)
+
+
+def test_the_candidates_left_out_say_why() -> None:
+    # Found in this pass and not usable (docs/REAL_GPU_MEMORY.md, "prime-rl's benchmark baselines, held out").
+    assert_rejected_with_why(
+        "PrimeIntellect-ai/prime-rl benchmarks/baselines at 8718eb14",
+        "philschmid/deep-learning-pytorch-huggingface",
+        "deepspeedai/DeepSpeed PR #8148",
+        "huggingface/peft PR #3157",
+        "NVIDIA-NeMo/Megatron-Bridge skills",
+        "sagarsrc/lora-experiments",
+    )
