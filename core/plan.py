@@ -2416,7 +2416,8 @@ class Plan:
         PEFT picks each when a config names none), and IA3's feedforward modules stay among the
         targets; neither when ``typed`` (the input paths the user typed) names it. IA3, LoHa, LoKr,
         VeRA, OFT and AdaLoRA leave the output head out of the targets. A rank still at one method's config default
-        (LoRA's 8, VeRA's 256, AdaLoRA's init_r 12) becomes the new method's on a switch, unless typed.
+        (LoRA's 8, VeRA's 256, AdaLoRA's init_r 12) becomes the new method's on a switch, unless typed; so does a
+        block size (OFTConfig's 32, BOFTConfig's 4).
         Prefix tuning runs without gradient checkpointing and under SDPA (PEFT's refusal; the
         modelled kernel).
         """
