@@ -18,6 +18,7 @@ import pytest
 from core.cli.app import main
 from core.errors import PlanError, PlanFileError
 from core.files.launch import Target, export
+from core.files.planfile import dumps, loads
 from core.files.runconfig import loads_run_config, plan_from_run, resolve_model
 from core.hfconfig import model_from_hf_config
 from core.params import boft_blocks, param_counts
@@ -143,6 +144,8 @@ def test_command_line_config_and_exporters(capsys: pytest.CaptureFixture[str]) -
         with pytest.raises(PlanFileError, match=why) as info:
             loads_run_config(json.dumps({**COMPARISON_CONFIG, key: value}).encode(), "adapter_config.json")
         assert "\n" not in str(info.value)
+    # A plan file keeps the method and its block size.
+    assert loads(dumps(_plan(block=8))) == _plan(block=8)
     # The exporters write LoRA and say so for the method and its block size.
     draft = export(_plan(), Target.TRL)
     assert draft.cannot("method.kind") and draft.cannot("method.lora.oft_block_size")
