@@ -119,6 +119,10 @@ class Method(StrEnum):
     # PEFT's SHiRA (branch h78peft), read at huggingface/peft 51c2ff66 src/peft/tuners/shira: r·(in + out) trained
     # entries of each target's weight (a sparse mask), added to a copy of the frozen weight every forward.
     SHIRA = "shira"  # ShiraConfig: shira_weight (r·(in + out) values) per target
+    # PEFT's BOFT (branch h80boft), read at huggingface/peft 51c2ff66 src/peft/tuners/boft: each target's input is
+    # multiplied by a dense in × in orthogonal matrix built every forward (Cayley of in / b trained b × b blocks,
+    # block-diagonal, permuted by two bmms with boft_P), the output scaled by a trained vector. One butterfly factor.
+    BOFT = "boft"  # BOFTConfig: boft_R (in / b blocks of b × b) and boft_s (out) per target
 
 
 class RoadVariant(StrEnum):
@@ -821,6 +825,7 @@ METHOD_LABELS: Final = {
     Method.VBLORA: "VB-LoRA (vector bank)",
     Method.RANDLORA: "RandLoRA (random bases)",
     Method.SHIRA: "SHiRA (sparse weights)",
+    Method.BOFT: "BOFT (butterfly orthogonal)",
 }
 ROAD_VARIANT_LABELS: Final = {
     RoadVariant.ROAD_1: "road_1 (out/2 angles)",
@@ -1407,10 +1412,12 @@ INPUTS: Final[tuple[Input, ...]] = (
           "step from one shared trained bank of vectors (256 of 256, each slot a mix of its top 2). RandLoRA (PEFT): "
           "frozen shared random rank-r bases, min(in, out) / r of them, scaled by two trained matrices per target; a "
           "full-rank float32 update. SHiRA (PEFT): r × (in + out) trained entries of each target's weight, added to "
-          "a copy of the frozen weight every step, the copy kept for the backward.",
+          "a copy of the frozen weight every step, the copy kept for the backward. BOFT (PEFT, one butterfly "
+          "factor): each target's input multiplied by a dense in × in orthogonal matrix built every step from trained "
+          "b × b blocks (three in × in matrices kept per target), its output scaled by a trained vector.",
           ("--method",), "full, lora, qlora, frozen (layers), dora, ia3, adapter, adapter_v2, prompt-tuning, "
           "p-tuning, prefix-tuning, ln-tuning, loha, lokr, vera, oft, adalora, miss, trainable-tokens, fourierft, "
-          "road, vblora, randlora or shira", labels=METHOD_LABELS),
+          "road, vblora, randlora, shira or boft", labels=METHOD_LABELS),
     Input("lora.rank", Kind.INT, "Rank r", "LoRA rank", 8,
           "Rank r of each adapter: r × (in + out) parameters per matrix (LoHa: twice that; LoKr: the same on "
           "each weight's large Kronecker factor, or that factor whole where r is at least half its larger side; "
@@ -1418,15 +1425,17 @@ INPUTS: Final[tuple[Input, ...]] = (
           "block size 0: r blocks per target, each in/r wide; AdaLoRA: init_r, r × (in + out + 1); MiSS: "
           "r × out per target, 64 by default; FourierFT: n_frequency, the coefficients trained per target, 1000 by "
           "default; VB-LoRA: 4 by default; RandLoRA: the bases' rank, 32 by default, min(in, out) / r bases; SHiRA: "
-          "r × (in + out) trained entries per target, 32 by default).",
-          ("--lora-rank",), "LoRA/DoRA/LoHa/LoKr/VeRA/MiSS/VB-LoRA/RandLoRA/SHiRA adapter rank r (OFT: blocks per "
-          "target; AdaLoRA: init_r; FourierFT: n_frequency)",
+          "r × (in + out) trained entries per target, 32 by default; BOFT with block size 0: boft_block_num, r blocks "
+          "per target).",
+          ("--lora-rank",), "LoRA/DoRA/LoHa/LoKr/VeRA/MiSS/VB-LoRA/RandLoRA/SHiRA adapter rank r (OFT, BOFT: blocks "
+          "per target; AdaLoRA: init_r; FourierFT: n_frequency)",
           low=1, high=MAX_RANK,
           matters=lambda p: p.lora_adapters or p.lycoris or p.method in _RANKED_METHODS
-          or (p.oft and p.lora.oft_block_size == 0),
+          or ((p.oft or p.boft) and p.lora.oft_block_size == 0),
           # huggingface/peft 51c2ff66 src/peft/tuners/oft/config.py OFTConfig.r: the number of OFT blocks;
           # src/peft/tuners/fourierft/config.py FourierFTConfig.n_frequency: the coefficients per target.
-          label_for=lambda p: "Blocks r" if p.oft else "Frequencies n" if p.method is Method.FOURIERFT else "Rank r"),
+          label_for=lambda p: "Blocks r" if p.oft or p.boft else "Frequencies n" if p.method is Method.FOURIERFT
+          else "Rank r"),
     Input("lora.alpha", Kind.FLOAT, "Alpha α", "LoRA alpha", 16.0,
           "Adapter scaling α (the update is scaled by α / r); no effect on memory.",
           ("--lora-alpha",), "LoRA/DoRA/LoHa/LoKr/AdaLoRA scaling α (no effect on memory)", low=0.01, high=1e6,
@@ -1479,9 +1488,13 @@ INPUTS: Final[tuple[Input, ...]] = (
     Input("lora.oft_block_size", Kind.INT, "OFT block size", "OFT block size", 32,
           "OFT's oft_block_size: each target's input splits into blocks this wide (PEFT moves it to the nearest "
           "divisor of the input width), each rotated by a trained b × b orthogonal matrix of b·(b−1)/2 "
-          "parameters. 0: the rank r gives the number of blocks instead (OFTConfig r).",
-          ("--oft-block-size",), "oft: PEFT oft_block_size (default 32; 0: --lora-rank blocks per target)",
-          low=0, high=65_536, matters=lambda p: p.oft),
+          "parameters. 0: the rank r gives the number of blocks instead (OFTConfig r). BOFT: boft_block_size "
+          "(4 by default), which must divide the input width; b × b trained per block.",
+          ("--oft-block-size",), "oft, boft: PEFT oft_block_size / boft_block_size (defaults 32 / 4; 0: --lora-rank "
+          "blocks per target)",
+          # huggingface/peft 51c2ff66 src/peft/tuners/boft/config.py BOFTConfig.boft_block_size (default 4, num 0).
+          low=0, high=65_536, matters=lambda p: p.oft or p.boft, label_for=lambda p: "BOFT block size" if p.boft
+          else "OFT block size"),
     # huggingface/peft 51c2ff66 src/peft/tuners/road/config.py RoadConfig.variant (default "road_1").
     Input("lora.road_variant", Kind.ENUM, "RoAd variant", "RoAd variant", RoadVariant.ROAD_1,
           "RoAd's variant: how many rotation angles and scales each target trains (out/2, out or 2·out of each). "

@@ -408,6 +408,29 @@ def oft_index_elements(plan: Plan) -> int:
     return total
 
 
+def boft_blocks(plan: Plan, fan_in: int) -> tuple[int, int]:
+    """(boft_block_num, boft_block_size) of PEFT's BOFT on one nn.Linear reading ``fan_in`` features (huggingface/
+    peft 51c2ff66 src/peft/tuners/boft/layer.py ``BOFTLayer.update_layer``): the size set, num = in // size; the size
+    0, num = ``lora.rank`` and size = in // num. No adjustment as OFT's: Plan._check_boft refuses what does not
+    divide."""
+    size = plan.lora.oft_block_size
+    if size:
+        return fan_in // size, size
+    return plan.lora.rank, fan_in // plan.lora.rank
+
+
+def boft_tensor_sizes(plan: Plan) -> list[int]:
+    """Elements of the tensors PEFT's BOFT trains per adapted nn.Linear of one block, one butterfly factor: boft_R
+    (1, in / b, b, b), the whole b × b of each block (``cayley_batch`` takes its skew-symmetric part), and boft_s
+    (out, 1) (huggingface/peft 51c2ff66 src/peft/tuners/boft/layer.py ``update_layer``). boft--llama-3.2-3B-default
+    results file: "num_trainable_params": 802816 = 28 × (768·4·4 + 3,072 + 768·4·4 + 1,024)."""
+    sizes: list[int] = []
+    for fan_in, fan_out, copies in plan.model.adapted_matrices(plan.lora.targets):
+        blocks, size = boft_blocks(plan, fan_in)
+        sizes += [blocks * size * size, fan_out] * copies
+    return sizes
+
+
 def flat_trained_sizes(plan: Plan) -> list[int] | None:
     """The trained tensors of the PEFT methods whose tensors are not one adapter per block (prompt learning,
     LN tuning, trainable tokens), listed whole for the optimizer's rules; None for every other method."""
@@ -445,6 +468,8 @@ def param_counts(plan: Plan) -> ParamCounts:
             adapter = model.num_layers * sum(adalora_tensor_sizes(plan))
         elif plan.oft:
             adapter = model.num_layers * sum(oft_tensor_sizes(plan))
+        elif plan.boft:
+            adapter = model.num_layers * sum(boft_tensor_sizes(plan))
         elif plan.miss:
             adapter = model.num_layers * sum(miss_tensor_sizes(plan))
         elif plan.fourierft:

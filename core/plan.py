@@ -578,6 +578,7 @@ _ADAPTER_BASED: Final = frozenset(
         Method.VBLORA,
         Method.RANDLORA,
         Method.SHIRA,
+        Method.BOFT,
     )
 )
 _LYCORIS: Final = frozenset((Method.LOHA, Method.LOKR))
@@ -855,7 +856,7 @@ def _hybrid_plan_gap(plan: Plan) -> str | None:
 # FourierFT and RoAd (branch h76peft), VB-LoRA, RandLoRA and SHiRA (branch h78peft) likewise.
 _PEFT_WRAPPED: Final = _LYCORIS | {
     Method.VERA, Method.OFT, Method.ADALORA, Method.MISS, Method.FOURIERFT, Method.ROAD, Method.VBLORA,
-    Method.RANDLORA, Method.SHIRA,
+    Method.RANDLORA, Method.SHIRA, Method.BOFT,
 }  # fmt: skip
 _LITGPT_ADAPTERS: Final = frozenset((Method.ADAPTER, Method.ADAPTER_V2))
 _PROMPT_LEARNING: Final = frozenset((Method.PROMPT_TUNING, Method.P_TUNING, Method.PREFIX_TUNING))
@@ -879,6 +880,7 @@ _ROAD: Final = Method.ROAD
 _VBLORA: Final = Method.VBLORA
 _RANDLORA: Final = Method.RANDLORA
 _SHIRA: Final = Method.SHIRA
+_BOFT: Final = Method.BOFT
 _FROZEN: Final = Method.FROZEN
 _ADAPTER: Final = Method.ADAPTER
 _PREFIX_TUNING: Final = Method.PREFIX_TUNING
@@ -920,6 +922,14 @@ _DEFAULT_RANKS: Final = {
     Method.RANDLORA: RANDLORA_DEFAULT_RANK,
     Method.SHIRA: SHIRA_DEFAULT_RANK,
 }
+# BOFTConfig (huggingface/peft 51c2ff66 src/peft/tuners/boft/config.py): ``boft_block_size: int = field(default=4)``,
+# ``boft_block_num: int = field(default=0)``, ``boft_n_butterfly_factor: int = field(default=1)``. The plan holds the
+# block size in ``lora.oft_block_size`` (OFTConfig's is 32) and boft_block_num, with the size 0, as ``lora.rank``; one
+# butterfly factor only (the comparison's boft--llama-3.2-3B-default ran it, and PEFT falls back to it when its
+# fbd_cuda extension does not build: layer.py ``update_layer``); read configs refuse others.
+BOFT_DEFAULT_BLOCK: Final = 4
+# The block size each method's config starts from (Plan.with_method), as _DEFAULT_RANKS.
+_DEFAULT_BLOCKS: Final = {Method.BOFT: BOFT_DEFAULT_BLOCK}
 
 
 @functools.lru_cache(maxsize=1024)  # a few hundred input paths; each form reads every one of its own at each edit
@@ -1403,6 +1413,7 @@ class Plan:
         self._check_lycoris()
         self._check_fourierft()
         self._check_vblora_shira()
+        self._check_boft()
         self._check_adalora()
         self._check_muon()
         self._check_galore()
@@ -1912,6 +1923,24 @@ class Plan:
                         "PEFT's SHiRA refuses more trained entries than the target's weight has",
                     )
 
+    def _check_boft(self) -> None:
+        """PEFT's own refusals (huggingface/peft 51c2ff66 src/peft/tuners/boft/layer.py ``update_layer``): no
+        adjustment as OFT's; "in_features (…) must be divisible by boft_block_size (…)!" (or boft_block_num)."""
+        if self.method is not _BOFT:
+            return
+        size = self.lora.oft_block_size
+        part, path, name = (size, "lora.oft_block_size", "boft_block_size") if size else (
+            self.lora.rank, "lora.rank", "boft_block_num"
+        )
+        for fan_in, _, _ in self.model.adapted_matrices(self.lora.targets):
+            if fan_in % part:
+                raise PlanError(
+                    path,
+                    part,
+                    f"a divisor of every target's input width ({fan_in:,} here)",
+                    f"PEFT's BOFT refuses a {name} that does not divide in_features",
+                )
+
     def _check_adalora(self) -> None:
         """AdaLoRA's RankAllocator keeps its copies of every adapter tensor on the GPU, wherever the optimizer
         runs (huggingface/peft 51c2ff66 src/peft/tuners/adalora/layer.py ``update_ipt``: ``zeros_like(p)``): with
@@ -2086,6 +2115,15 @@ class Plan:
         (``lora.oft_block_size`` wide blocks, or ``lora.rank`` blocks when that is 0) built every forward from
         trained skew-symmetric blocks (huggingface/peft 51c2ff66 src/peft/tuners/oft)."""
         return self.method is _OFT
+
+    @property
+    def boft(self) -> bool:
+        """PEFT's BOFT with one butterfly factor: each target of ``lora.targets`` multiplies its input by a dense
+        in × in orthogonal matrix, the Cayley transforms of its trained b × b blocks (``lora.oft_block_size`` wide,
+        or ``lora.rank`` blocks when that is 0) made block-diagonal and permuted by two bmms with ``boft_P``, then
+        scales the frozen base's output by trained ``boft_s`` (huggingface/peft 51c2ff66 src/peft/tuners/boft/
+        layer.py ``Linear.forward``)."""
+        return self.method is _BOFT
 
     @property
     def miss(self) -> bool:
@@ -2378,7 +2416,8 @@ class Plan:
         PEFT picks each when a config names none), and IA3's feedforward modules stay among the
         targets; neither when ``typed`` (the input paths the user typed) names it. IA3, LoHa, LoKr,
         VeRA, OFT and AdaLoRA leave the output head out of the targets. A rank still at one method's config default
-        (LoRA's 8, VeRA's 256, AdaLoRA's init_r 12) becomes the new method's on a switch, unless typed.
+        (LoRA's 8, VeRA's 256, AdaLoRA's init_r 12) becomes the new method's on a switch, unless typed; so does a
+        block size (OFTConfig's 32, BOFTConfig's 4).
         Prefix tuning runs without gradient checkpointing and under SDPA (PEFT's refusal; the
         modelled kernel).
         """
@@ -2395,6 +2434,10 @@ class Plan:
             fallback = IA3_DEFAULT_TARGETS if method is Method.IA3 else DEFAULTS["lora.targets"]
             lora = replace(lora, targets=tuple(t for t in lora.targets if t != HEAD_TARGET) or fallback)
             changes["lora"] = lora
+        was_block = _DEFAULT_BLOCKS.get(self.method, DEFAULTS["lora.oft_block_size"])
+        now_block = _DEFAULT_BLOCKS.get(method, DEFAULTS["lora.oft_block_size"])
+        if "lora.oft_block_size" not in typed and was_block != now_block and lora.oft_block_size == was_block:
+            lora = changes["lora"] = replace(lora, oft_block_size=now_block)
         was = _DEFAULT_RANKS.get(self.method, DEFAULTS["lora.rank"])
         now = _DEFAULT_RANKS.get(method, DEFAULTS["lora.rank"])
         if "lora.rank" not in typed and was != now and lora.rank == was:

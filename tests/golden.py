@@ -625,6 +625,13 @@ CLI_RUNS: tuple[tuple[str, ...], ...] = (
         )
         for method, rank in (("vblora", 4), ("randlora", 32), ("shira", 32))
     ),
+    # PEFT BOFT (branch h80boft): the method comparison's default run (blocks of 4) on its L40S.
+    tuple(
+        shlex.split(
+            "estimate --json --model llama-3.2-3b --method boft --lora-targets q_proj,v_proj --preset trainer-bf16 "
+            "--micro-batch 4 --seq 768 --gpu l40s"
+        )
+    ),
 )
 
 

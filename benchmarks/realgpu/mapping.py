@@ -205,11 +205,13 @@ _OTHER_PEFT_FIGURES: Final = {
     # Branch h78peft, the same results files' peft_config: vblora--llama-3.2-3B-default ("r": 4, "num_vectors": 256,
     # "vector_length": 256, "topk": 2, "target_modules": ["v_proj", "q_proj"]), randlora--llama-3.2-3B-default ("r":
     # 32, q_proj and v_proj), shira--llama-3.2-3B-lr_0.0003-random_seed_42 ("r": 32, "mask_type": "random", q_proj and
-    # v_proj). Their "num_trainable_params" (1212416, 9289728, 9175040) are the plan's. BOFT's run stays out: its
-    # butterfly factors are not modelled.
+    # v_proj). Their "num_trainable_params" (1212416, 9289728, 9175040) are the plan's.
     "peft-mc-vblora--llama-3.2-3B-default": ("vblora", {"r": 4, "targets": ["q_proj", "v_proj"]}),
     "peft-mc-randlora--llama-3.2-3B-default": ("randlora", {"r": 32, "targets": ["q_proj", "v_proj"]}),
     "peft-mc-shira--llama-3.2-3B-lr_0.0003-random_seed_42": ("shira", {"r": 32, "targets": ["q_proj", "v_proj"]}),
+    # Branch h80boft: boft--llama-3.2-3B-default ("boft_block_size": 4, "boft_block_num": 0, "boft_n_butterfly_factor":
+    # 1, "boft_dropout": 0.0, "target_modules": ["q_proj", "v_proj"]); "num_trainable_params" 802816, the plan's.
+    "peft-mc-boft--llama-3.2-3B-default": ("boft", {"oft_block_size": 4, "targets": ["q_proj", "v_proj"]}),
 }
 _ATTENTION: Final = {
     None: Attention.SDPA,
@@ -289,6 +291,7 @@ HELD_OUT_METHODS: Final = frozenset(
         "vblora",  # branch h78peft (2026-12-07)
         "randlora",  # branch h78peft (2026-12-07)
         "shira",  # branch h78peft (2026-12-07)
+        "boft",  # branch h80boft (2026-12-07)
     }
 )
 # Figures of optimizers the planner gained after the constant was set (branch h57opt, 2026-12-05: torchao's
@@ -415,7 +418,7 @@ def _missing(recipe: Mapping[str, Any]) -> list[str]:
         out.append(
             "PEFT / lit-gpt method other than LoRA, QLoRA, DoRA, IA3, prompt tuning, P-tuning, prefix tuning, "
             "LN tuning, LoHa, LoKr, VeRA, OFT, AdaLoRA, MiSS, trainable tokens, FourierFT, RoAd, VB-LoRA, RandLoRA, "
-            "SHiRA or lit-gpt's Adapter / Adapter v2"
+            "SHiRA, BOFT or lit-gpt's Adapter / Adapter v2"
         )
     if recipe["optimizer"] is not None and recipe["optimizer"] not in _OPTIMIZERS:
         out.append(f"optimizer {recipe['optimizer']}")

@@ -484,6 +484,7 @@ METHOD_NAMES: Final = {
     Method.VBLORA: "VB-LoRA",
     Method.RANDLORA: "RandLoRA",
     Method.SHIRA: "SHiRA",
+    Method.BOFT: "BOFT",
 }
 
 

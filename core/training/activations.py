@@ -29,7 +29,14 @@ from core.model import (
     normalise_ia3_feedforward,
     normalise_lora_targets,
 )
-from core.params import lycoris_matrix_tensors, oft_blocks, oft_neumann_bmms, randlora_bases, shira_tensor_sizes
+from core.params import (
+    boft_blocks,
+    lycoris_matrix_tensors,
+    oft_blocks,
+    oft_neumann_bmms,
+    randlora_bases,
+    shira_tensor_sizes,
+)
 from core.plan import (
     VBLORA_TOPK,
     VBLORA_VECTOR_LENGTH,
@@ -67,6 +74,7 @@ _METHOD_FULL: Final = Method.FULL
 _METHOD_LN_TUNING: Final = Method.LN_TUNING
 _METHOD_LOHA: Final = Method.LOHA
 _METHOD_SHIRA: Final = Method.SHIRA
+_METHOD_BOFT: Final = Method.BOFT
 _OPTIMIZER_LORA_FA: Final = Optimizer.LORA_FA
 _STACK_COMPILE: Final = Stack.COMPILE
 _TRANSFORMERS_LOSS_V4_31_TO_4_45: Final = TransformersLoss.V4_31_TO_4_45
@@ -183,7 +191,8 @@ class _Ctx:
     prefix: int = 0  # prefix tuning's virtual keys and values before every layer's own (Plan.prefix_tokens)
     hada_autocast: bool = False  # LoHa under autocast: its delta weight is in the autocast dtype (adapter_copies)
     frozen_a: bool = False  # PEFT's LoRA-FA: lora_A frozen, so lora_A's matmul keeps no input (adapter_in)
-    sparse_weight: bool = False  # PEFT's SHiRA: F.linear(x, new_weight) reads the input as is (adapter_copies)
+    # PEFT's SHiRA (F.linear(x, new_weight)) and BOFT (x @ boft_rotation): the input read as is (adapter_copies)
+    sparse_weight: bool = False
 
     def saves(self, name: str) -> bool:
         """A projection keeps its input only when its weight, or an adapter on it, trains."""
@@ -202,7 +211,7 @@ class _Ctx:
         """
         if self.hada_autocast:
             return x is not self.compute_dtype
-        if self.sparse_weight:  # SHiRA: no cast of its own; autocast's per matmul (huggingface/peft shira/layer.py)
+        if self.sparse_weight:  # SHiRA, BOFT: no cast of their own; autocast's per matmul (peft shira/, boft/layer.py)
             return self.autocast and x is not self.compute_dtype
         if self.frozen_a:  # nothing of the input is kept but dropout's mask (adapter_in), whatever its dtype
             return True
@@ -258,7 +267,7 @@ def _plan_fields(plan: Plan) -> dict[str, object]:
         "prefix": plan.prefix_tokens,
         "hada_autocast": plan.method is _METHOD_LOHA and dt.autocast,
         "frozen_a": plan.optimizer is _OPTIMIZER_LORA_FA,
-        "sparse_weight": plan.method is _METHOD_SHIRA,
+        "sparse_weight": plan.method is _METHOD_SHIRA or plan.method is _METHOD_BOFT,
     }
 
 
@@ -785,6 +794,8 @@ def _adapters(plan: Plan, ctx: _Ctx) -> list[Term]:
         return _vblora(plan, ctx)
     if plan.shira:
         return _shira(plan, ctx)
+    if plan.boft:
+        return _boft(plan, ctx)
     if plan.adalora:
         return _adalora(plan, ctx)
     if plan.oft:
@@ -1077,6 +1088,42 @@ def _shira(plan: Plan, ctx: _Ctx) -> list[Term]:
     ]
 
 
+def _boft(plan: Plan, ctx: _Ctx) -> list[Term]:
+    """What PEFT's BOFT keeps per block beyond each target's input, one butterfly factor (huggingface/peft 51c2ff66
+    src/peft/tuners/boft/layer.py ``Linear.forward``). Every forward builds ``boft_rotation = torch.eye(in)`` in the
+    input's dtype; ``cayley_batch`` solves (I + S) Q = I − S on the float32 (in / b, b, b) blocks (linalg.solve keeps
+    its A, LU, pivots (int32) and Q); ``torch.block_diag`` (or the fbd_cuda extension) makes them one in × in float32
+    matrix, cast to the input's dtype; ``boft_P.to(x)`` copies the float32 permutation buffer (on the host: storage's
+    copy_terms) to the input's dtype on the GPU, and both bmms with it keep that copy; ``butterfly_oft_mat @
+    boft_rotation`` keeps the identity; ``x @ boft_rotation`` keeps the product (and x, the input: read as is,
+    _consumer_inputs); ``result * boft_scale`` keeps the frozen base's output (N × out) and the float32 scale, and
+    the scale's product keeps the ones it multiplied. So per target 3 × in² in the input's dtype (the bmms' and
+    matmuls' 16-bit casts under autocast), N·out, 3·in·b float32, in int32 and out × (4 + the input's bytes).
+    tools/measure/boft_check.py (PEFT 0.21.2, whose BOFT forward is 51c2ff66's; torch 2.13 CPU): to the byte, with and
+    without bf16 autocast. A first layer's input needs no gradient, so its product is not kept there: not modelled
+    (one target's in² of the layers' count); nor the backward's in² gradients (transients)."""
+    matrices = plan.model.adapted_matrices(ctx.lora)
+    xm = DTYPE_BYTES[ctx.model_dtype]
+    xb = ctx.ca if ctx.autocast else xm
+    a = ctx.adapter
+    squares = sum(fan_in * fan_in * c for fan_in, _, c in matrices)
+    outs = sum(fan_out * c for _, fan_out, c in matrices)
+    solve = sum((3 * boft_blocks(plan, fan_in)[1] * a + 4) * fan_in * c for fan_in, _, c in matrices)
+    return [
+        Term(
+            "BOFT: the identity, boft_P's copy and the rotation, in × in each, kept",
+            f"3 × Σ in² × {xb:g}",
+            3 * squares * xb,
+        ),
+        Term("BOFT: the frozen base's output, kept for boft_s", f"N·Σout × {xb:g}", ctx.n * outs * xb),
+        Term(
+            "BOFT: the Cayley solve's blocks and pivots, the scale vectors",
+            f"Σ in·(3·b × {a:g} + 4) + Σout × ({a:g} + {xm:g})",
+            solve + outs * (a + xm),
+        ),
+    ]
+
+
 # RoAd's angle / scale columns its ops keep per output feature, by variant (huggingface/peft 51c2ff66
 # src/peft/tuners/road/layer.py ``_prepare_cols``): road_1 repeats its out/2 angles and scales to out first
 # (repeat_interleave: the repeated angles and scales, cos, sin and both products kept, 6 vectors of out); road_2 keeps
@@ -1225,7 +1272,7 @@ def layer_activations(plan: Plan, trainable_block: bool, mixer: str = ATTENTION_
     # The head's adapter (lm_head) is outside the blocks: outside_blocks keeps what it saves.
     # An adapter reading each target's input (LoHa / LoKr, OFT and AdaLoRA too).
     lora_like = plan.lora_adapters or plan.lycoris or plan.oft or plan.adalora or plan.fourierft
-    lora_like = lora_like or plan.vblora or plan.randlora or plan.shira
+    lora_like = lora_like or plan.vblora or plan.randlora or plan.shira or plan.boft
     block_targets = tuple(t for t in plan.lora.targets if t != HEAD_TARGET) if lora_like else ()
     if plan.randlora:  # the targets whose first matmul keeps the input (randlora_keeps_input)
         shapes = model.linear_shapes()

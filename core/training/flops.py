@@ -44,7 +44,7 @@ from typing import Any, Final
 from core.format import sci
 from core.memo import Once, fills_fields, last_answer
 from core.model import ModelSpec, normalise_lora_targets
-from core.params import lokr_factorization, oft_blocks, oft_neumann_bmms, param_counts, randlora_bases
+from core.params import boft_blocks, lokr_factorization, oft_blocks, oft_neumann_bmms, param_counts, randlora_bases
 from core.plan import Accounting, CheckpointPolicy, Method, Plan
 from core.training.activations import randlora_keeps_input, recomputed_share
 from core.training.extra_trained import head_copy_trains
@@ -68,12 +68,15 @@ _METHOD_FOURIERFT: Final = Method.FOURIERFT
 _METHOD_RANDLORA: Final = Method.RANDLORA
 _METHOD_SHIRA: Final = Method.SHIRA
 _METHOD_VBLORA: Final = Method.VBLORA
+_METHOD_BOFT: Final = Method.BOFT
 
 # The suffixes of an adapter's matmuls in block_gemms: LoRA's two, LoHa's / LoKr's delta weight applied, VeRA's two,
-# OFT's block-diagonal rotation.
+# OFT's block-diagonal rotation, MiSS's block, RandLoRA's two; BOFT's dense rotation last (branch h80boft: in the
+# input's dtype, not the adapters': core.training.speed.float32_adapter_matmul).
+BOFT_ROTATION: Final = "BOFT rotation (dense)"
 ADAPTER_GEMMS: Final = (
     "LoRA A", "LoRA B", "delta weight", "VeRA A", "VeRA B", "OFT rotation", "MiSS block", "RandLoRA basis",
-    "RandLoRA bases B",
+    "RandLoRA bases B", BOFT_ROTATION,
 )  # fmt: skip
 
 
@@ -249,9 +252,12 @@ def _adapter_gemms(plan: Plan) -> tuple[Gemm, ...]:
     ``F.linear(F.linear(x, A), B)`` on A and B assembled from the bank): LoRA's two trained matmuls at rank r.
     RandLoRA (randlora/layer.py ``Linear.forward``: ``F.linear(F.linear(x, update_B), update_A)``): in → r·bases →
     out, float32, the trained scaled basis the first matmul's weight where in ≤ out, the second's otherwise (the other a
-    view of the frozen randlora_B, no weight gradient). SHiRA trains its targets' own matmuls (block_gemms)."""
+    view of the frozen randlora_B, no weight gradient). SHiRA trains its targets' own matmuls (block_gemms). BOFT
+    (boft/layer.py ``Linear.forward``: ``x @ boft_rotation``, branch h80boft): one dense in → in matmul a token in the
+    input's dtype, whose weight (the rotation built from boft_R) gets a gradient; building it every micro-batch is
+    method_work's (_build_flops)."""
     wrapped = plan.lycoris or plan.vera or plan.oft or plan.adalora or plan.miss or plan.fourierft
-    if not (plan.lora_adapters or wrapped or plan.vblora or plan.randlora):
+    if not (plan.lora_adapters or wrapped or plan.vblora or plan.randlora or plan.boft):
         return ()
     shapes = {**plan.model.linear_shapes(), **plan.model.mixer_shapes()}
     r = plan.lora.rank
@@ -269,6 +275,9 @@ def _adapter_gemms(plan: Plan) -> tuple[Gemm, ...]:
             continue
         if plan.miss:
             out.append(Gemm(f"{target} {ADAPTER_GEMMS[6]}", r, fan_out, "none", True))
+            continue
+        if plan.boft:
+            out.append(Gemm(f"{target} {BOFT_ROTATION}", fan_in, fan_in, "none", True))
             continue
         if plan.randlora:
             middle, first = r * randlora_bases(fan_in, fan_out, r), randlora_keeps_input(fan_in, fan_out)
@@ -548,18 +557,19 @@ def _adalora_scaling(plan: Plan) -> list[FlopTerm]:
 
 
 def _method_builds(plan: Plan, passes: _Passes) -> list[FlopTerm]:
-    """A PEFT method's float32 weight builds, once a micro-batch (method_work: DoRA's lora_B·lora_A·I, LoHa's /
-    LoKr's delta, OFT's Neumann series), per token of the micro-batch; their recompute under checkpointing is in
-    the step's time (core.training.speed.method_build_flops), not here."""
+    """A PEFT method's weight builds, once a micro-batch (method_work: DoRA's lora_B·lora_A·I, LoHa's / LoKr's delta,
+    OFT's Neumann series in float32, BOFT's dense rotation in the input's dtype), per token of the micro-batch; their
+    recompute under checkpointing is in the step's time (core.training.speed.method_build_flops), not here."""
     work = method_work(plan)
     if work is None or not (work.build_forward or work.build_backward):
         return []
     m = plan.workload.micro_batch * plan.workload.seq_len
     layers = plan.model.num_layers
     per = (work.build_forward * layers + work.build_backward * passes.backward) / m
+    dtype = "the input's dtype" if work.builds_as_blocks else "float32"  # BOFT's dense rotation: the input's
     return [
         FlopTerm(
-            f"{plan.method.value}: weight builds (float32, once a micro-batch)",
+            f"{plan.method.value}: weight builds ({dtype}, once a micro-batch)",
             per,
             _said(
                 f"({sci(work.build_forward)} forward × {layers} + {sci(work.build_backward)} backward × "
@@ -683,6 +693,12 @@ PEFT_METHOD_PASSES: Final[dict[Method, MethodPasses]] = {
     Method.VBLORA: MethodPasses((20, 25), (6.0, 16.0, 0.0, 50.5), (12.0, 12.0, 0.0, 76.5)),
     Method.RANDLORA: MethodPasses((8, 14), (6.0, 24.0, 0.0, 12.5), (12.0, 20.0, 0.0, 16.5)),
     Method.SHIRA: MethodPasses((9, 4), (0.0, 0.0, 32.0, 52.0), (0.0, 0.0, 18.0, 8.0)),
+    # Branch h80boft, boft--llama-3.2-3B-default's settings (blocks of 4, one butterfly factor; PEFT's torch.block_diag
+    # path): X = in², the identity, block_diag's float32 zeros and its cast, boft_P's cast, the scale's products (19 /
+    # 23 kernels a target, and torch.block_diag's one copy_ per block forward: method_work). Over the same ten shapes
+    # exact with two more terms, 262.1·in + 16.1·out forward and 340·in + 18·out backward (the solve's blocks, the scale
+    # vectors: under 0.5 % of the bytes at Llama 3.2 3B's widths), left out.
+    Method.BOFT: MethodPasses((19, 23), (0.0, 12.0, 0.0, 18.0), (0.0, 34.0, 0.0, 10.0)),
 }
 # AdaLoRA's rank allocator once an optimizer step (huggingface/peft 51c2ff66 src/peft/tuners/adalora/layer.py
 # ``RankAllocator.update_and_allocate`` at a step of its masking phase: ``update_ipt``'s sensitivity and uncertainty
@@ -707,6 +723,7 @@ _OWN_TERM: Final = {
     Method.VBLORA: "r·(in + out)",
     Method.RANDLORA: "r·bases·min(in, out)",
     Method.SHIRA: "r·(in + out)",
+    Method.BOFT: "in²",
 }
 
 _METHOD_LABELS: Final = {
@@ -723,6 +740,7 @@ _METHOD_LABELS: Final = {
     Method.VBLORA: "VB-LoRA's A and B assembled from the bank (top-k, softmax, gather), the input cast",
     Method.RANDLORA: "RandLoRA's scaled basis λ·A·γ and the float32 input cast",
     Method.SHIRA: "SHiRA's weight copy and its sparse delta added every micro-batch",
+    Method.BOFT: "BOFT's dense in × in rotation built every micro-batch (block_diag, boft_P), the output scaled",
 }
 
 
@@ -740,6 +758,9 @@ class MethodWork:
     kernels: tuple[float, float]  # forward, backward
     formula: str
     step_kernels: float = 0.0  # ops the host issues once an optimizer step (AdaLoRA's rank allocator)
+    # The builds' matmuls run in the input's dtype (the block's compute dtype), not float32 (BOFT's): timed with the
+    # block's matmuls (core.training.speed._matmuls), not at the float32 peak.
+    builds_as_blocks: bool = False
 
 
 def _build_flops(plan: Plan, fan_in: int, fan_out: int) -> tuple[float, float]:
@@ -749,7 +770,10 @@ def _build_flops(plan: Plan, fan_in: int, fan_out: int) -> tuple[float, float]:
     (``HadaWeight.backward`` rebuilds both, then four gradients): 4·r·in·out and 12·r·in·out; LoKr's w2 = w2a @ w2b
     (b × r)·(r × d) when r < max(b, d) / 2, 2·b·r·d forward and twice that backward; OFT's Neumann series, bmms
     (core.params.oft_neumann_bmms) of 2·r·b³ each, twice that backward; AdaLoRA's orthogonal regularisation
-    (adalora/model.py ``AdaLoraModel.forward``) 2·r²·(in + out), twice that backward."""
+    (adalora/model.py ``AdaLoraModel.forward``) 2·r²·(in + out), twice that backward; BOFT's (boft/layer.py
+    ``Linear.forward``, one butterfly factor) three dense in × in × in matmuls in the input's dtype, ``bmm(block_diag,
+    Pᵀ)``, ``bmm(P, ·)`` and ``· @ eye(in)``, 6·in³ forward, and one gradient each (P and the identity need none)
+    backward, 6·in³ (method_work's ``builds_as_blocks``)."""
     r = plan.lora.rank
     method = plan.method
     if method is _METHOD_DORA:
@@ -767,6 +791,9 @@ def _build_flops(plan: Plan, fan_in: int, fan_out: int) -> tuple[float, float]:
         blocks, size = oft_blocks(plan, fan_in)
         bmms = 2.0 * blocks * size**3 * oft_neumann_bmms()
         return bmms, 2.0 * bmms
+    if method is _METHOD_BOFT:
+        dense = 6.0 * fan_in**3
+        return dense, dense
     if method is _METHOD_ADALORA:  # the orthogonal regularisation's A·Aᵀ (r × in) and Bᵀ·B (out × r)
         cov = 2.0 * r * r * (fan_in + fan_out)
         return cov, 2.0 * cov
@@ -793,6 +820,8 @@ def _own_term(plan: Plan, m: float, fan_in: int, fan_out: int) -> float:
         return float(r * (fan_in + fan_out))
     if plan.method is _METHOD_RANDLORA:
         return float(r * randlora_bases(fan_in, fan_out, r) * min(fan_in, fan_out))
+    if plan.method is _METHOD_BOFT:
+        return float(fan_in * fan_in)
     return 0.0
 
 
@@ -810,6 +839,7 @@ def method_work(plan: Plan) -> MethodWork | None:
     names = [n for n in normalise_lora_targets(plan.lora.targets) if n in shapes]
     build_f = build_b = bytes_f = bytes_b = 0.0
     targets = 0
+    copies = 0  # BOFT: torch.block_diag's copy_ of each of a target's in / b blocks (TensorShape.cpp block_diag)
     for name in names:
         fan_in, fan_out = shapes[name]
         # IA3 scales a feedforward target's input (m·in elements), any other's output (m·out).
@@ -820,6 +850,8 @@ def method_work(plan: Plan) -> MethodWork | None:
         f, b = _build_flops(plan, fan_in, fan_out)
         build_f, build_b = build_f + f, build_b + b
         targets += 1
+        if plan.method is _METHOD_BOFT:
+            copies += boft_blocks(plan, fan_in)[0]
     if not targets:
         return None
     kf, kb = passes.kernels
@@ -829,9 +861,10 @@ def method_work(plan: Plan) -> MethodWork | None:
         build_b,
         bytes_f,
         bytes_b,
-        (kf * targets, kb * targets),
+        (kf * targets + copies, kb * targets),
         f"{targets} adapted linears a block × ({kf} + {kb} kernels; bytes per element of (m·in, m·out, in·out, "
         f"{_OWN_TERM.get(plan.method, 'X')}) {passes.forward} forward, {passes.backward} backward; "
         f"m = {m:,.0f} tokens)",
         ADALORA_ALLOCATOR_KERNELS * targets if plan.method is _METHOD_ADALORA else 0.0,
+        plan.method is _METHOD_BOFT,
     )

@@ -16,6 +16,7 @@ from core.memo import last_answer
 from core.params import (
     ParamCounts,
     adalora_tensor_sizes,
+    boft_tensor_sizes,
     flat_trained_sizes,
     fourierft_tensor_sizes,
     galore_shapes,
@@ -226,6 +227,7 @@ _OWN_TENSOR_SIZES: Final[dict[Method, Callable[[Plan], list[int]]]] = {
     Method.VERA: vera_tensor_sizes,
     Method.ADALORA: adalora_tensor_sizes,
     Method.OFT: oft_tensor_sizes,
+    Method.BOFT: boft_tensor_sizes,
 }
 
 
@@ -237,7 +239,7 @@ def adapter_tensor_sizes(plan: Plan) -> list[int]:
     (core.params.miss_tensor_sizes), or FourierFT's spectrum (n) per target (core.params.fourierft_tensor_sizes), or
     RoAd's angles and scales (core.params.road_tensor_sizes), or VB-LoRA's two logits tensors per target
     (core.params.vblora_tensor_sizes), RandLoRA's lambda and gamma (core.params.randlora_tensor_sizes), SHiRA's
-    r·(in + out) values (core.params.shira_tensor_sizes)."""
+    r·(in + out) values (core.params.shira_tensor_sizes), BOFT's boft_R and boft_s (core.params.boft_tensor_sizes)."""
     model = plan.model
     own = _OWN_TENSOR_SIZES.get(plan.method)
     if own is not None:
@@ -736,6 +738,8 @@ def adafactor_state_elements(plan: Plan) -> int:
     if plan.oft:  # each target's OFTRotationModule.weight is 2-D (r, b(b−1)/2): rows + columns
         oft = [(oft_blocks(plan, fan_in), c) for fan_in, _, c in model.adapted_matrices(plan.lora.targets)]
         return model.num_layers * sum((r + b * (b - 1) // 2) * c for (r, b), c in oft)
+    if plan.boft:  # boft_R (1, in/b, b, b): the last two dimensions per leading index, 2·in; boft_s (out, 1): out + 1
+        return model.num_layers * sum((2 * fi + fo + 1) * c for fi, fo, c in model.adapted_matrices(plan.lora.targets))
     if plan.lycoris:
         return model.num_layers * sum(
             _lycoris_statistics(plan, fi, fo) * c for fi, fo, c in model.adapted_matrices(plan.lora.targets)

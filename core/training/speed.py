@@ -65,7 +65,15 @@ from core.runtime import HF_HOST_LAYER_S
 from core.training.activations import recomputed_share
 from core.training.attention import Kernel, math_kernel_bytes, sdpa_kernel
 from core.training.extra_trained import extra_state_terms, trained_tensors
-from core.training.flops import ADAPTER_GEMMS, Gemm, attended_keys, block_gemms, head_trains, method_work
+from core.training.flops import (
+    ADAPTER_GEMMS,
+    BOFT_ROTATION,
+    Gemm,
+    attended_keys,
+    block_gemms,
+    head_trains,
+    method_work,
+)
 from core.training.gemm_shape import shape_efficiency
 from core.training.mixer_flops import mixer_flops
 from core.training.optimizer import (
@@ -832,7 +840,23 @@ def _matmuls(rank: _Rank) -> _Tally:
             padded += _matmul(tally, rank.tokens, r, adapter[1] / rank.tp, (1.0, 1.0, 1.0), False, rank.sms, 1)
         if rank.fp8:
             tally.wide_flops += padded
+    _dense_builds(rank, tally)
     return tally
+
+
+def _dense_builds(rank: _Rank, tally: _Tally) -> None:
+    """A PEFT method's weight builds whose matmuls run in the block's compute dtype (core.training.flops.MethodWork
+    ``builds_as_blocks``: BOFT's three in × in × in matmuls a target, forward, and one gradient each backward,
+    huggingface/peft 51c2ff66 src/peft/tuners/boft/layer.py ``Linear.forward``), with the block's matmuls: each an
+    in × in × in matmul, tile- and wave-quantized as they are."""
+    work = method_work(rank.plan)
+    if work is None or not work.builds_as_blocks:
+        return
+    again = _recomputed_blocks(rank.plan, rank)
+    for fan_in, _, copies in rank.plan.model.adapted_matrices(rank.plan.lora.targets):
+        count, k = 3.0 * copies, float(fan_in)
+        passes = ((rank.layers + again) * count, rank.backward_layers * count, 0.0)
+        _matmul(tally, k, k, k, passes, False, rank.sms, rank.layers * count)
 
 
 # The adapter matmuls that run in the adapter's dtype: PEFT casts the input to it (``_cast_input_dtype``: LoHa's and
@@ -841,7 +865,8 @@ def _matmuls(rank: _Rank) -> _Tally:
 # ``Linear.forward``; MiSS's block sum @ miss_block, miss/layer.py ``MissLinear.forward``). LoRA's A and B do too but
 # stay at the compute dtype's rate (what the coefficients were fitted with; at r 32 they are about 1 % of a step's
 # matmuls).
-_FLOAT32_ADAPTER_GEMMS: Final = ADAPTER_GEMMS[2:]
+# BOFT's rotation (branch h80boft) runs in the input's dtype: ``x @ boft_rotation``, the rotation cast to it.
+_FLOAT32_ADAPTER_GEMMS: Final = tuple(g for g in ADAPTER_GEMMS[2:] if g != BOFT_ROTATION)
 
 
 def float32_adapter_matmul(plan: Plan, gemm: Gemm) -> bool:
@@ -867,15 +892,18 @@ def method_features(
         fp32 += method_build_flops(rank)
         moved = work.bytes_forward * (rank.layers + again) + work.bytes_backward * rank.backward_layers
         out[f"adapter_bytes:{rank.plan.stack.value}"] = micro * moved / bandwidth
+    if not fp32 and work is not None and work.builds_as_blocks:  # BOFT: no float32 matmul (_dense_builds)
+        return out
     peak = gpu.peak_tflops("fp32")
     out[f"adapter_fp32:{family.value}"] = micro * fp32 / (peak * 1e12) if peak else math.inf
     return out
 
 
 def method_build_flops(rank: _Rank) -> float:
-    """A micro-batch's FLOPs of the PEFT method's weight builds on the rank (core.training.flops.method_work)."""
+    """A micro-batch's FLOPs of the PEFT method's float32 weight builds on the rank (core.training.flops.method_work);
+    builds in the block's compute dtype (BOFT's) are in the matmul tally (_dense_builds)."""
     work = method_work(rank.plan)
-    if work is None:
+    if work is None or work.builds_as_blocks:
         return 0.0
     return work.build_forward * (rank.layers + _recomputed_blocks(rank.plan, rank)) + work.build_backward * (
         rank.backward_layers

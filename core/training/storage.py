@@ -75,6 +75,7 @@ _ADAPTER_LABELS: Final = {
     Method.VBLORA: "VB-LoRA logits + vector bank",
     Method.RANDLORA: "RandLoRA λ and γ",
     Method.SHIRA: "SHiRA sparse weights",
+    Method.BOFT: "BOFT blocks boft_R + scales boft_s",
     Method.TRAINABLE_TOKENS: "trainable token rows (delta)",
 }
 
@@ -257,6 +258,14 @@ def copy_terms(plan: Plan, counts: ParamCounts, dt: Dtypes) -> list[Term]:
         # its logits and bank by topk / softmax / gather (vblora/layer.py ``_get_low_rank_matrix``), RandLoRA's scaled
         # basis is UniqueBaseGrad's product (randlora/layer.py), SHiRA's values are added as a sparse tensor
         # (shira/layer.py): autocast caches no cast of them.
+        cast = 0
+    if plan.boft:
+        # BOFT's boft_R meets only the Cayley transform's elementwise ops and linalg.solve, boft_s a multiply
+        # (huggingface/peft 51c2ff66 src/peft/tuners/boft/layer.py ``cayley_batch``, ``Linear.forward``); its matmuls
+        # read matrices built from them (branch h80boft; tools/measure/boft_check.py): nothing cached. Its (1, in, in)
+        # float32 boft_P buffers are registered outside PEFT's device moves (``register_buffer``, not one of
+        # adapter_layer_names; tuners_utils.py ``_replace_module`` moves the ``boft_``-named submodules only): on
+        # the host in the comparison's run, which moves no model; copied to the GPU every forward (activations).
         cast = 0
     if dt.autocast and cast and adapter_dtype(plan) is _DTYPE_FP32:
         terms.append(Term("16-bit copies of the adapters (autocast)", f"{sci(cast)} × 2 B", cast * 2))

@@ -1,6 +1,6 @@
 """Method: full fine-tuning, LoRA, DoRA, QLoRA, IA3, LitGPT's adapters, PEFT's prompt tuning, P-tuning, prefix
-tuning, LN tuning, LoHa, LoKr, VeRA, OFT, AdaLoRA, MiSS, trainable tokens, FourierFT, RoAd, VB-LoRA, RandLoRA and
-SHiRA, or frozen layers, with precision and kernels."""
+tuning, LN tuning, LoHa, LoKr, VeRA, OFT, AdaLoRA, MiSS, trainable tokens, FourierFT, RoAd, VB-LoRA, RandLoRA,
+SHiRA and BOFT, or frozen layers, with precision and kernels."""
 
 from __future__ import annotations
 
@@ -147,7 +147,7 @@ class MethodForm(PlanForm):
         self.adapter_quantised = self.add_input("lora.adapter_quantised")
         self.virtual_tokens = self.add_input("lora.virtual_tokens")
         self.lokr_factor = self.add_input("lora.lokr_factor")  # PEFT LoKr's decompose_factor
-        self.oft_block_size = self.add_input("lora.oft_block_size")  # PEFT OFT's oft_block_size
+        self.oft_block_size = self.add_input("lora.oft_block_size")  # PEFT OFT's oft_block_size, BOFT's boft_block_size
         self.road_variant = self.add_input("lora.road_variant")  # PEFT RoAd's variant
         self.modules_to_save = self.add_input("lora.modules_to_save")  # PEFT modules_to_save (branch h60mts)
         self.trainable_tokens = self.add_input("lora.trainable_tokens")  # PEFT trainable_token_indices

@@ -87,7 +87,7 @@ PROMPT_METHODS: Final = (
 # FourierFT and RoAd (h76peft) too; VB-LoRA, RandLoRA and SHiRA (h78peft).
 LYCORIS: Final = (
     Method.LOHA, Method.LOKR, Method.VERA, Method.OFT, Method.ADALORA, Method.MISS, Method.FOURIERFT, Method.ROAD,
-    Method.VBLORA, Method.RANDLORA, Method.SHIRA,
+    Method.VBLORA, Method.RANDLORA, Method.SHIRA, Method.BOFT,
 )  # fmt: skip
 
 
@@ -115,6 +115,12 @@ def vblora_targets(spec: ModelSpec, targets: list[str]) -> list[str]:
 
     keep = [t for t in targets if whole((t,))]
     return keep if keep and whole(tuple(keep)) else []
+
+
+def boft_block(spec: ModelSpec, targets: tuple[str, ...]) -> int:
+    """A BOFT block size that divides every target's input width (BOFTConfig's 4 where it does: Plan._check_boft)."""
+    ins = [i for i, _, _ in spec.adapted_matrices(targets)]
+    return next(b for b in (4, 2, 1) if all(i % b == 0 for i in ins))
 
 
 @st.composite
@@ -176,6 +182,8 @@ def plans(draw: st.DrawFn) -> Plan:
             lokr_factor=draw(st.integers(-1, 64)),
             trainable_tokens=draw(st.integers(1, spec.vocab_size)) if method is Method.TRAINABLE_TOKENS else 0,
             road_variant=draw(st.sampled_from(list(RoadVariant))),
+            # BOFT (branch h80boft): a block size every target's width divides, else PEFT refuses the target.
+            oft_block_size=boft_block(spec, tuple(targets)) if method is Method.BOFT else 32,  # else OFTConfig's 32
         ),
         quant=draw(st.sampled_from(list(Quant))),
         double_quant=draw(st.booleans()),

@@ -68,7 +68,7 @@ from core.plan import (
 )
 from core.presets import default_plan, plan_for_model
 from core.runtime import runs_mps
-from tests.core.strategies import LYCORIS, plans, serving_tensor_parallel, vblora_targets
+from tests.core.strategies import LYCORIS, boft_block, plans, serving_tensor_parallel, vblora_targets
 
 FUZZ = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 
@@ -452,6 +452,8 @@ def _prompt_learning_runs(drawn: dict[str, Any]) -> dict[str, Any]:
             drawn["lora"] = replace(drawn["lora"], targets=tuple(whole))
         else:
             drawn["method"] = Method.LORA
+    if drawn["method"] is Method.BOFT:  # a block size every target's width divides (Plan._check_boft, branch h80boft)
+        drawn["lora"] = replace(drawn["lora"], oft_block_size=boft_block(drawn["model"], drawn["lora"].targets))
     # one GPU or DDP, dense models (branches h53lyco, h53vera, h54oft, h54ada, h58peft, h76peft)
     if drawn["method"] in LYCORIS:
         drawn["parallel"] = replace(drawn["parallel"], strategy=Strategy.DDP)

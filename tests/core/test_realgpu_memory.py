@@ -282,8 +282,10 @@ def test_a_run_that_empties_the_cache_before_its_peak_step_carries_no_fragmentat
     # most 3,072 × 4 B each (tuners/road/layer.py update_layer, road_2): small-pool. 1 VB-LoRA (branch h78peft): its
     # logits at most 12 × 4 × 256 × 4 B and its bank 256 × 256 × 4 B = 256 KiB, small-pool; 1 SHiRA: shira_weight at
     # most 32 × 6,144 × 4 B = 768 KiB, small-pool. 1 RandLoRA: q_proj's randlora_gamma is 96 × 3,072 × 4 B = 1.125 MiB,
-    # past kSmallSize, so the rule gives its row the fitted term (below).
-    assert (len(lora), len(prompts), len(peft)) == (25, 7, 33)
+    # past kSmallSize, so the rule gives its row the fitted term (below). 1 BOFT (branch h80boft): boft_R is 768 × 4 × 4
+    # × 4 B = 48 KiB a target (tuners/boft/layer.py update_layer), small-pool; its in × in matrices are made in every
+    # forward, as activations are, and its float32 boft_P buffers stay on the host.
+    assert (len(lora), len(prompts), len(peft)) == (26, 7, 34)
     # The prompt's 200 × 3,072 × 4 B = 2.4 MB embedding (P-tuning's 3,072² × 4 B linears, prefix tuning's
     # 200 × 28 × 2 × 1,024 × 4 B = 45.9 MB) and their AdamW state are large-pool tensors: the rule gives
     # them the fitted term, as full fine-tuning. LN tuning's norms (3,072 elements each) are small-pool.
@@ -328,8 +330,9 @@ def test_a_source_with_some_figures_held_out_says_how_many(
     header = next(line for line in capsys.readouterr().out.splitlines() if "### peft-method-comparison" in line)
     # The held-out methods' rows, 14 of 25: 3 prompt tuning, 1 P-tuning, 3 prefix tuning, 1 LN tuning, 1 LoHa, 1 LoKr,
     # 1 VeRA, 1 OFT, 1 AdaLoRA, 1 MiSS (mapping.HELD_OUT_METHODS); LoRA-FA's (HELD_OUT_OPTIMIZERS, branch h60opt) and
-    # trainable tokens' (branch h61mts2); 2 FourierFT and 1 RoAd (branch h76peft); VB-LoRA, RandLoRA, SHiRA (h78peft).
-    assert "held out of every fit" not in header and "22 of 33 figures held out" in header, header
+    # trainable tokens' (branch h61mts2); 2 FourierFT and 1 RoAd (branch h76peft); VB-LoRA, RandLoRA, SHiRA (h78peft);
+    # BOFT (h80boft).
+    assert "held out of every fit" not in header and "23 of 34 figures held out" in header, header
 
 
 def test_the_shipped_constant_is_the_fit_on_every_family(result: object) -> None:

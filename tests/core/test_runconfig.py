@@ -82,14 +82,16 @@ def test_peft_unknown_target_names_are_listed_not_dropped() -> None:
 
 def test_peft_other_adapter_types_are_refused_in_one_line() -> None:
     # LoHa and LoKr are read since branch h53lyco, VeRA since h53vera, OFT since h54oft, AdaLoRA since h54ada, MiSS
-    # since h58peft, FourierFT and RoAd since h76peft, VB-LoRA, RandLoRA and SHiRA since h78peft; BOFT is not modelled.
-    document = {"peft_type": "BOFT", "boft_block_size": 4, "target_modules": ["q_proj"]}
+    # since h58peft, FourierFT and RoAd since h76peft, VB-LoRA, RandLoRA and SHiRA since h78peft, BOFT since h80boft;
+    # C3A is not modelled (huggingface/peft 51c2ff66 method_comparison/MetaMathQA/experiments/c3a/llama-3.2-3B-default/
+    # adapter_config.json: "peft_type": "C3A", "block_size": 64).
+    document = {"peft_type": "C3A", "block_size": 64, "target_modules": ["q_proj"]}
     with pytest.raises(
         PlanFileError,
-        match=r"peft_type: 'BOFT' .* expected LORA, IA3, PROMPT_TUNING, P_TUNING, PREFIX_TUNING, LN_TUNING, LOHA, "
-        r"LOKR, VERA, OFT, ADALORA, MISS, TRAINABLE_TOKENS, FOURIERFT, ROAD, VBLORA, RANDLORA or SHIRA",
+        match=r"peft_type: 'C3A' .* expected LORA, IA3, PROMPT_TUNING, P_TUNING, PREFIX_TUNING, LN_TUNING, LOHA, "
+        r"LOKR, VERA, OFT, ADALORA, MISS, TRAINABLE_TOKENS, FOURIERFT, ROAD, VBLORA, RANDLORA, SHIRA or BOFT",
     ) as info:
-        loads_run_config(json.dumps(document).encode(), "boft.json")
+        loads_run_config(json.dumps(document).encode(), "c3a.json")
     assert "\n" not in str(info.value)
 
 

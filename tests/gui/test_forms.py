@@ -191,6 +191,18 @@ def test_vblora_randlora_and_shira_are_picked_with_their_config_s_rank(qtbot: An
         assert not form.rank.isHidden() and form.alpha.isHidden() and form.road_variant.isHidden()
 
 
+def test_boft_is_picked_with_its_block_size_row(qtbot: Any, window: MainWindow) -> None:
+    # PEFT's BOFT (branch h80boft): BOFTConfig's boft_block_size 4 by default (huggingface/peft 51c2ff66
+    # src/peft/tuners/boft/config.py), OFTConfig's oft_block_size 32, on the one block size row named for each.
+    form = window.method_form
+    label = form.form.labelForField(form.oft_block_size)
+    for value, block, text in (("boft", 4, "BOFT block size:"), ("oft", 32, "OFT block size:"), ("boft", 4, "BOFT")):
+        form.method.setCurrentIndex(form.method.findData(value))
+        assert (window.controller.plan.method.value, window.controller.plan.lora.oft_block_size) == (value, block)
+        assert label is not None and label.text().startswith(text) and not form.oft_block_size.isHidden()
+        assert form.rank.isHidden() and form.alpha.isHidden()
+
+
 def test_modules_to_save_and_trainable_tokens_rows_under_a_peft_method(qtbot: Any, window: MainWindow) -> None:
     # PEFT's modules_to_save / trainable_token_indices (branch h60mts): rows under a PEFT method, gone under full.
     form = window.method_form

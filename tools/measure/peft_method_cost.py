@@ -36,7 +36,7 @@ from torch.utils._pytree import tree_flatten
 
 _METHODS = (
     "lora", "dora", "ia3", "loha", "lokr", "vera", "oft", "adalora", "miss", "fourierft", "road", "vblora", "randlora",
-    "shira",
+    "shira", "boft",
 )  # fmt: skip
 _NO_KERNEL = {"empty.memory_format", "empty_strided.default", "empty_like.default", "detach.default"}
 _MATMULS = {"mm", "addmm", "bmm", "baddbmm"}
@@ -112,6 +112,9 @@ def _config(method: str) -> Any:
         "vblora": lambda: peft.VBLoRAConfig(r=4, num_vectors=256, vector_length=256, topk=2, target_modules=qv),
         "randlora": lambda: peft.RandLoraConfig(r=32, randlora_alpha=640, target_modules=qv),
         "shira": lambda: peft.ShiraConfig(r=32, random_seed=42, target_modules=qv),
+        # Branch h80boft, boft--llama-3.2-3B-default's peft_config (huggingface/peft 51c2ff66): blocks of 4, one
+        # butterfly factor, no dropout; PEFT's torch.block_diag path (_FBD_CUDA, set in measure: no CUDA extension).
+        "boft": lambda: peft.BOFTConfig(boft_block_size=4, boft_n_butterfly_factor=1, target_modules=qv),
     }[method]()
 
 
@@ -125,6 +128,11 @@ def measure(
     module.requires_grad_(False)
     if method != "frozen":
         import peft
+        import peft.tuners.boft.layer as boft_layer
+
+        # BOFT's fbd_cuda extension is built with nvcc at its first layer (layer.py ``get_fbd_cuda``); here, as
+        # where it fails to build, PEFT takes its torch.block_diag path (False: the failed build's cached answer).
+        boft_layer._FBD_CUDA = False
 
         module = peft.get_peft_model(module, _config(method))
         module.train()

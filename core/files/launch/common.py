@@ -125,6 +125,7 @@ _WRITTEN_AS_LORA: Final[dict[Method, tuple[str, tuple[str, ...]]]] = {
     Method.VBLORA: ("VBLoRAConfig", ()),  # branch h78peft
     Method.RANDLORA: ("RandLoraConfig", ()),
     Method.SHIRA: ("ShiraConfig", ()),
+    Method.BOFT: ("BOFTConfig", ("method.lora.oft_block_size",)),  # branch h80boft
     Method.OFT: ("OFTConfig", ("method.lora.oft_block_size",)),
 }
 

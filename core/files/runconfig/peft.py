@@ -22,6 +22,7 @@ from core.files.runconfig.result import ConfigKind, RunConfig
 from core.params import OFT_NEUMANN_TERMS
 from core.plan import (
     ADALORA_DEFAULT_RANK,
+    BOFT_DEFAULT_BLOCK,
     FOURIERFT_DEFAULT_FREQUENCIES,
     MISS_DEFAULT_RANK,
     RANDLORA_DEFAULT_RANK,
@@ -47,9 +48,9 @@ IRRELEVANT: Final = (
 
 _KINDS: Final = (
     "LORA, IA3, PROMPT_TUNING, P_TUNING, PREFIX_TUNING, LN_TUNING, LOHA, LOKR, VERA, OFT, ADALORA, MISS, "
-    "TRAINABLE_TOKENS, FOURIERFT, ROAD, VBLORA, RANDLORA or SHIRA (the planner models LoRA, DoRA, QLoRA and IA3 "
-    "adapters, prompt tuning, P-tuning, prefix tuning, LN tuning, LoHa, LoKr, VeRA, OFT, AdaLoRA, MiSS, trainable "
-    "tokens, FourierFT, RoAd, VB-LoRA, RandLoRA and SHiRA)"
+    "TRAINABLE_TOKENS, FOURIERFT, ROAD, VBLORA, RANDLORA, SHIRA or BOFT (the planner models LoRA, DoRA, QLoRA and "
+    "IA3 adapters, prompt tuning, P-tuning, prefix tuning, LN tuning, LoHa, LoKr, VeRA, OFT, AdaLoRA, MiSS, trainable "
+    "tokens, FourierFT, RoAd, VB-LoRA, RandLoRA, SHiRA and BOFT)"
 )
 # VBLoRAConfig keys with no effect on memory (branch h78peft; huggingface/peft 51c2ff66
 # src/peft/tuners/vblora/config.py): save_only_topk_weights changes the saved file, the init_* keys the starting values,
@@ -71,6 +72,12 @@ RANDLORA_IRRELEVANT: Final = (
 # init_weights their starting values.
 SHIRA_IRRELEVANT: Final = (
     "peft_type", "task_type", "inference_mode", "revision", "auto_mapping", "peft_version", "random_seed",
+    "init_weights", "fan_in_fan_out",
+)  # fmt: skip
+# BOFTConfig keys with no effect on memory (branch h80boft; huggingface/peft 51c2ff66 src/peft/tuners/boft/config.py):
+# init_weights fills boft_R and boft_s, fan_in_fan_out a Conv1D's view.
+BOFT_IRRELEVANT: Final = (
+    "peft_type", "task_type", "inference_mode", "revision", "auto_mapping", "peft_version", "layers_pattern",
     "init_weights", "fan_in_fan_out",
 )  # fmt: skip
 # FourierFTConfig keys with no effect on memory (branch h76peft; huggingface/peft 51c2ff66
@@ -194,6 +201,8 @@ def read_peft(document: dict[str, Any], where: str) -> RunConfig:
         return _read_randlora(taker, odd)
     if kind is not None and kind.upper() == "SHIRA":
         return _read_shira(taker, odd)
+    if kind is not None and kind.upper() == "BOFT":
+        return _read_boft(taker, odd)
     if kind is not None and kind.upper() != "LORA":
         raise taker.fail("peft_type", kind, _KINDS)
     s: dict[str, Any] = {"method": "lora"}
@@ -520,6 +529,41 @@ def _read_shira(taker: Taker, odd: OddValues) -> RunConfig:
     return _finish_per_target(taker, odd, s, "sparse weights", SHIRA_IRRELEVANT)
 
 
+def _blocks(taker: Taker, s: dict[str, Any], count: tuple[int, str], size: tuple[int, str]) -> None:
+    """OFT's r / oft_block_size and BOFT's boft_block_num / boft_block_size, (value, key) each: exactly one non-zero
+    (each config's __post_init__); the number of blocks as the plan's rank, the size as its block size."""
+    (n, n_key), (b, b_key) = count, size
+    if (n == 0) == (b == 0):
+        raise taker.fail(n_key, n, f"{n_key} or {b_key} non-zero, not both ({b_key} is {b}; PEFT's rule)")
+    if n:
+        s["lora_rank"] = n
+        taker.record("lora_rank", n, f"{n_key} (blocks per target)")
+    s["oft_block_size"] = b
+    if taker.raw(b_key) is not None:
+        taker.record("oft_block_size", b, b_key)
+
+
+def _read_boft(taker: Taker, odd: OddValues) -> RunConfig:
+    """A BOFTConfig (huggingface/peft 51c2ff66 src/peft/tuners/boft/config.py): boft_block_size (4 by default) or
+    boft_block_num (0), exactly one non-zero as its __post_init__ demands, and target_modules. Refused with the reason:
+    more than one butterfly factor (the fbd_cuda extension's path: more permutations and factors, not modelled; PEFT
+    itself falls back to one where the extension does not build), boft_dropout above 0 (MultiplicativeDropoutLayer's
+    identity blocks and masks, not modelled) and a trained bias."""
+    s: dict[str, Any] = {"method": "boft"}
+    taker.record("method", "boft", "peft_type")
+    size = taker.integer("boft_block_size", None, 0, 65_536)
+    size = _or_default(taker, size, "oft_block_size", BOFT_DEFAULT_BLOCK, "BOFTConfig.boft_block_size")
+    num = taker.integer("boft_block_num", None, 0, 65_536) or 0  # BOFTConfig.boft_block_num defaults to 0
+    _blocks(taker, s, (num, "boft_block_num"), (size, "boft_block_size"))
+    factor = taker.integer("boft_n_butterfly_factor", None, 0, 64)
+    if factor not in (None, 1):
+        why = "1 (BOFTConfig's default; more factors run the fbd_cuda extension's path, not modelled)"
+        raise taker.fail("boft_n_butterfly_factor", factor, why)
+    _refuse_dropout(taker, "boft_dropout", "BOFT's multiplicative dropout (identity blocks swapped in) is not modelled")
+    _refuse_bias(taker, "boft_only", "BOFT's trained biases are not modelled")
+    return _finish_per_target(taker, odd, s, "rotations", BOFT_IRRELEVANT)
+
+
 def _read_adalora(taker: Taker, odd: OddValues) -> RunConfig:
     """An AdaLoraConfig (huggingface/peft 51c2ff66 src/peft/tuners/adalora/config.py): init_r (the rank of every
     tensor for the whole run), lora_alpha, lora_dropout and target_modules. Refused with PEFT's reason or the
@@ -565,14 +609,7 @@ def _read_oft(taker: Taker, odd: OddValues) -> RunConfig:
     r = taker.integer("r", None, 0, 65_536) or 0  # OFTConfig.r defaults to 0
     block = taker.integer("oft_block_size", None, 0, 65_536)
     block = _or_default(taker, block, "oft_block_size", OFT_DEFAULT_BLOCK, "OFTConfig.oft_block_size")
-    if (r == 0) == (block == 0):
-        raise taker.fail("r", r, f"r or oft_block_size non-zero, not both (oft_block_size is {block}; PEFT's rule)")
-    if r:
-        s["lora_rank"] = r
-        taker.record("lora_rank", r, "r (blocks per target)")
-    s["oft_block_size"] = block
-    if taker.raw("oft_block_size") is not None:
-        taker.record("oft_block_size", block, "oft_block_size")
+    _blocks(taker, s, (r, "r"), (block, "oft_block_size"))
     if taker.flag("use_cayley_neumann") is False:
         raise taker.fail("use_cayley_neumann", False, "true (the exact Cayley solve's saved factors are not modelled)")
     terms = taker.integer("num_cayley_neumann_terms", None, 0, 1_000)

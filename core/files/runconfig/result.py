@@ -105,6 +105,7 @@ class RunSettings:
 
     method: str | None = None  # full | lora | qlora | dora | ia3 | prompt-tuning | p-tuning | prefix-tuning | ln-tuning
     # | loha | lokr | vera | oft | adalora | miss | trainable-tokens | fourierft | road | vblora | randlora | shira
+    # | boft
     lora_rank: int | None = None
     lora_alpha: float | None = None
     lora_targets: tuple[str, ...] | None = None
