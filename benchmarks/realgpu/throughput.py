@@ -15,9 +15,9 @@ two H200 rows run torchtitan's code and are scored with torchtitan (its stack fa
 independent of them); torchtune is its own family (different code, team and cards).
 
 Held out (HELD_OUT_SOURCES): InternLM's, VectorLM's, FlagPerf's, Colossal-AI's, nanotron's, Qwen's fine-tuning
-profile's and Answer.AI's fsdp_qlora note's 118 expressible figures take part in no fit, neither leave-one-source-out
-nor the all-source one (efficiency.FITTED); they are scored with the all-source coefficients and printed on their
-own ("Held out, never fitted"), outside every other table.
+profile's, Answer.AI's fsdp_qlora note's, optimum-benchmark's and prime-rl's expressible figures take part in no fit,
+neither leave-one-source-out nor the all-source one (efficiency.FITTED); they are scored with the all-source
+coefficients and printed on their own ("Held out, never fitted"), outside every other table.
 
 Also printed: the FLOPs per token against each source's own formula (target within 2 %), the
 published scaling pairs (predicted vs published ratio of per-GPU speed, within 3 points) — only
@@ -110,6 +110,7 @@ FAMILIES = {
     "qwen-finetune-profile": "Qwen (Alibaba)",
     "answerai-fsdp-qlora": "Answer.AI fsdp_qlora",
     "hf-optimum-benchmark-llamas": "HF optimum-benchmark",
+    "prime-rl": "Prime Intellect prime-rl",
 }
 # Sources held out of every fit: no coefficient is ever tuned on them, in the leave-one-source-out
 # fits or the all-source one (efficiency.FITTED), and they are scored with the all-source fit.
@@ -131,7 +132,10 @@ FAMILIES = {
 # - Answer.AI's fsdp_qlora benchmark note: its own FSDP1 train.py, LoRA and QLoRA (bitsandbytes NF4) of Llama-2 7B,
 #   Llama-2 70B, Yi 34B and Mistral 7B on two RTX 4090 and 2 to 8 cloud cards, fixed-length dummy samples (2026-12-05);
 # - Hugging Face's optimum-benchmark training-llamas example: Trainer on Llama-2 7B / 13B, full fp16, LoRA r8 and 4-bit
-#   bitsandbytes LoRA at 256 tokens, batch 1 to 16, one A100 80GB and one RTX 4090 (2026-12-05).
+#   bitsandbytes LoRA at 256 tokens, batch 1 to 16, one A100 80GB and one RTX 4090 (2026-12-05);
+# - Prime Intellect's prime-rl benchmark baselines: its own FSDP2 SFT trainer (per-layer torch.compile, full
+#   checkpointing, fake packed data) on Qwen3-0.6B / 4B / 30B-A3B, one RTX A6000 or H100, eight H100 / H200 / B200
+#   (2026-12-07).
 HELD_OUT_SOURCES: Final = frozenset(
     {
         "internlm",
@@ -142,8 +146,12 @@ HELD_OUT_SOURCES: Final = frozenset(
         "qwen-finetune-profile",
         "answerai-fsdp-qlora",
         "hf-optimum-benchmark-llamas",
+        "prime-rl",
     }
 )
+# Held-out sources whose FLOPs per token join the check against their own formula (source_flops): prime-rl's
+# PerfCounter, read at 8718eb14 (_prime_rl_flops).
+HELD_OUT_FLOPS_CHECKED: Final = frozenset({"prime-rl"})
 # The weight of the priors in the fit, against one family's whole weight.
 RIDGE = 0.02
 # The weight of the ties (efficiency.TIES), in the same units: stronger than the priors.
@@ -302,6 +310,9 @@ _STACK = {
     "hf-trainer": Stack.EAGER,
     # Answer.AI's train.py: Hugging Face modeling code under FSDP1 in its own loop, no torch.compile.
     "answerai-fsdp": Stack.EAGER,
+    # prime-rl: ``model.model.layers[layer_id].compile()`` for every decoder layer under --model.compile, the embedding,
+    # head and loss eager (PrimeIntellect-ai/prime-rl@8718eb14 src/prime_rl/trainer/model.py apply_compile L400-405).
+    "prime-rl": Stack.COMPILE,
 }
 # Sources that run hand-fused kernels without torch.compile: their elementwise passes are the ones
 # each fused kernel makes (read its inputs once, write its outputs once), which is what the compiled
@@ -369,6 +380,16 @@ _SOURCE_PLAN: Final[dict[str, dict[str, Any]]] = {
         "attention": Attention.EAGER,
         "quant": Quant.FP4,
         "double_quant": False,
+    },
+    # prime-rl's SFT trainer: ``AdamW(params, lr, weight_decay=config.weight_decay, betas=...)`` with no fused/foreach
+    # argument (foreach on CUDA), weight_decay 0.01, torchtitan's clip_grad_norm_ at max_norm 1.0 every step
+    # (PrimeIntellect-ai/prime-rl@8718eb14 src/prime_rl/trainer/optim.py L57-62, trainer/config.py L362-363,
+    # sft/train.py L290); transformers' flash_attention_2 / _3 (--model.attn), timed as FlashAttention-2.
+    "prime-rl": {
+        "optimizer_impl": OptimizerImpl.FOREACH,
+        "grad_clip": True,
+        "weight_decay": 0.01,
+        "attention": Attention.FLASH,
     },
 }
 
@@ -1129,6 +1150,8 @@ def source_flops(case: Case) -> tuple[float, float] | None:
     source = record["source_id"]
     if source.startswith("nvidia") or source == "bigscience-bloom":
         return _megatron_flops(case)
+    if source == "prime-rl":
+        return _prime_rl_flops(case)
     published = derived.get("source_formula_flops_per_token") or derived.get(
         "source_formula_flops_per_token_all_params"
     )
@@ -1148,6 +1171,19 @@ def source_flops(case: Case) -> tuple[float, float] | None:
     n = model.architecture_params() - (0 if all_params else model.vocab_size * model.hidden_size)
     ours += 6.0 * (n - matmul)
     return ours, float(published)
+
+
+def _prime_rl_flops(case: Case) -> tuple[float, float]:
+    """prime-rl's PerfCounter (PrimeIntellect-ai/prime-rl@8718eb14 src/prime_rl/trainer/perf.py L81-175): 6 × the
+    matmul weights a token meets (q, k, v, o, the MLP or the top-k experts and the router, the head's V·d even when
+    tied) + 12·l·h·(d // h)·s. Its attention term takes the head width as hidden ÷ heads, not the config's head_dim
+    (Qwen3: 128 where hidden ÷ heads is 64 or 80), so ours is put in its convention, 12·l·s·d for our 12·l·s·H·hd:
+    the check is the matmul count; the attention term it leaves out is in docs/TRAINING_TIME.md."""
+    plan, model = case.plan, case.plan.model
+    ours = token_flops(replace(plan, method=Method.FULL, checkpointing=False)).model
+    width = model.num_heads * model.head_dim
+    ours -= 12.0 * model.num_layers * plan.workload.seq_len * (width - model.hidden_size)
+    return ours, float(case.record["derived"]["source_formula_flops_per_token"])
 
 
 def _megatron_flops(case: Case) -> tuple[float, float] | None:
@@ -1318,7 +1354,8 @@ def build(data: Mapping[str, Any]) -> Report:
         for p in held
     ]
     flops: dict[str, list[float]] = {}
-    for c in cases:
+    # The held-out sources whose FLOPs formula is read into source_flops in its own convention join the check.
+    for c in [*cases, *(p.case for p in held if p.case.record["source_id"] in HELD_OUT_FLOPS_CHECKED)]:
         pair = source_flops(c)
         if pair:
             flops.setdefault(c.record["source_id"], []).append(pair[0] / pair[1])
