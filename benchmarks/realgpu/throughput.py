@@ -111,6 +111,7 @@ FAMILIES = {
     "answerai-fsdp-qlora": "Answer.AI fsdp_qlora",
     "hf-optimum-benchmark-llamas": "HF optimum-benchmark",
     "prime-rl": "Prime Intellect prime-rl",
+    "fast-llm": "ServiceNow Fast-LLM",
 }
 # Sources held out of every fit: no coefficient is ever tuned on them, in the leave-one-source-out
 # fits or the all-source one (efficiency.FITTED), and they are scored with the all-source fit.
@@ -135,7 +136,9 @@ FAMILIES = {
 #   bitsandbytes LoRA at 256 tokens, batch 1 to 16, one A100 80GB and one RTX 4090 (2026-12-05);
 # - Prime Intellect's prime-rl benchmark baselines: its own FSDP2 SFT trainer (per-layer torch.compile, full
 #   checkpointing, fake packed data) on Qwen3-0.6B / 4B / 30B-A3B, one RTX A6000 or H100, eight H100 / H200 / B200
-#   (2026-12-07).
+#   (2026-12-07);
+# - ServiceNow's Fast-LLM, its quick-start tables and README example: its own ZeRO-1/2 engine and Triton kernels,
+#   SmolLM2-135M on 8 V100 / H100, Llama-3.1-8B and Mistral-7B on 32 H100 (2026-12-07).
 HELD_OUT_SOURCES: Final = frozenset(
     {
         "internlm",
@@ -147,11 +150,12 @@ HELD_OUT_SOURCES: Final = frozenset(
         "answerai-fsdp-qlora",
         "hf-optimum-benchmark-llamas",
         "prime-rl",
+        "fast-llm",
     }
 )
 # Held-out sources whose FLOPs per token join the check against their own formula (source_flops): prime-rl's
-# PerfCounter, read at 8718eb14 (_prime_rl_flops).
-HELD_OUT_FLOPS_CHECKED: Final = frozenset({"prime-rl"})
+# PerfCounter, read at 8718eb14 (_prime_rl_flops); Fast-LLM's get_tflops, read at f13ec062 (_fast_llm_flops).
+HELD_OUT_FLOPS_CHECKED: Final = frozenset({"prime-rl", "fast-llm"})
 # The weight of the priors in the fit, against one family's whole weight.
 RIDGE = 0.02
 # The weight of the ties (efficiency.TIES), in the same units: stronger than the priors.
@@ -320,7 +324,10 @@ _STACK = {
 # "fused layernorm. fused swiglu. fused cross entropy loss. fused rotary positional embedding." from
 # the FlashAttention repo and xformers (jzhang38/TinyLlama@8148930 README.md; lit_gpt/model.py
 # imports flash_attn_func, xformers.ops.SwiGLU and fused_rotary_embedding.apply_rotary_emb_func).
-_FUSED_KERNELS = {"tinyllama": Stack.COMPILE}
+# Fast-LLM: its Triton kernels for the MLP activation, normalization, rotary and cross-entropy
+# (ServiceNow/Fast-LLM@f13ec062 fast_llm/functional/triton/*.py, TritonConfig.TRITON_ENABLED True), flash-attn 2, no
+# torch.compile (compile_all False).
+_FUSED_KERNELS = {"tinyllama": Stack.COMPILE, "fast-llm": Stack.COMPILE}
 # LoRA settings the records state in their assumptions (the recipe configs they pin).
 _LORA = {
     "torchtune-8b-lora-1x4090": (8, ("q_proj", "v_proj")),
@@ -391,6 +398,10 @@ _SOURCE_PLAN: Final[dict[str, dict[str, Any]]] = {
         "weight_decay": 0.01,
         "attention": Attention.FLASH,
     },
+    # Fast-LLM: its fused Adam (fast_llm/core/kernels.py fused_adam) after clipping at gradient_norm_clipping 1.0, the
+    # clamped coefficient applied to every gradient every step (fast_llm/engine/optimizer/optimizer.py L69-118 at
+    # f13ec062); weight_decay 0.1 in the Big and Mistral configs (the Small one's default 0.01 is folded in alike).
+    "fast-llm": {"optimizer_impl": OptimizerImpl.FUSED, "grad_clip": True, "weight_decay": 0.1},
 }
 
 # The optimizer each fitted source's code ran at the commit its figures cite: the implementation, whether it clips
@@ -543,6 +554,9 @@ def _attention(record: Mapping[str, Any]) -> Attention:
         # third_party/flash-attention at d2f4324f (InternLM/InternLM@c18bec93), flash-attn 1.0.x: the
         # FlashAttention-2 release came after (Jul 17 2023), and the submodule moved to it later.
         return Attention.FLASH1
+    if source == "fast-llm":
+        # use_flash_attention yes (flash-attn 2) but on the V100 row ("FlashAttention was disabled"): torch attention.
+        return Attention.EAGER if record.get("gpu_catalogue_id", "").startswith("v100") else Attention.FLASH
     if source == "bigscience-bloom":
         return Attention.EAGER  # 2022: Megatron-DeepSpeed's fused scale-mask-softmax, no flash attention
     if source == "mosaicml-llm-foundry":
@@ -673,6 +687,10 @@ def _zero_bucket_elements(record: Mapping[str, Any]) -> int:
         return 12 * 1024 * 1024
     if record["source_id"] == "nanotron":
         return 25 * 1024 * 1024 // 4
+    if record["source_id"] == "fast-llm":
+        # One stage a reduction, layers_per_stage 1.0: one block's gradients (ServiceNow/Fast-LLM@f13ec062
+        # fast_llm/engine/multi_stage/config.py MultiStageConfig.layers_per_stage, schedule.py _setup_reduce_steps).
+        return int(find_model(str(record["catalogue_id"])).spec.layer_params())
     return int(Parallelism().zero_bucket_elements)
 
 
@@ -698,7 +716,9 @@ def _zero_overlap_comm(record: dict[str, Any]) -> bool:
     # nanotron's ZeRO-1: its DDP comm hook reduce-scatters the fp32-accumulated gradients bucket by bucket in the last
     # micro-batch's backward, ``get_fp32_accum_hook(reduce_scatter=optimizer.inherit_from(ZeroDistributedOptimizer))``
     # (huggingface/nanotron@c2528430 src/nanotron/helpers.py L432-434).
-    return record["source_id"] in ("internlm", "nanotron")
+    # Fast-LLM reduce-scatters each stage's gradients on its data stream after the stage's last backward step, beside
+    # the rest of the backward (ServiceNow/Fast-LLM@f13ec062 fast_llm/engine/schedule/runner.py _reduce L449-458).
+    return record["source_id"] in ("internlm", "nanotron", "fast-llm")
 
 
 # The token dispatcher of each Megatron-Bridge MoE row whose release's recipe sets a flex backend
@@ -1152,6 +1172,8 @@ def source_flops(case: Case) -> tuple[float, float] | None:
         return _megatron_flops(case)
     if source == "prime-rl":
         return _prime_rl_flops(case)
+    if source == "fast-llm":
+        return _fast_llm_flops(case)
     published = derived.get("source_formula_flops_per_token") or derived.get(
         "source_formula_flops_per_token_all_params"
     )
@@ -1183,6 +1205,14 @@ def _prime_rl_flops(case: Case) -> tuple[float, float]:
     ours = token_flops(replace(plan, method=Method.FULL, checkpointing=False)).model
     width = model.num_heads * model.head_dim
     ours -= 12.0 * model.num_layers * plan.workload.seq_len * (width - model.hidden_size)
+    return ours, float(case.record["derived"]["source_formula_flops_per_token"])
+
+
+def _fast_llm_flops(case: Case) -> tuple[float, float]:
+    """Fast-LLM's get_tflops (ServiceNow/Fast-LLM@f13ec062 fast_llm/models/gpt/trainer.py L26-70), per token: 6 × the
+    blocks' matmul weights + 6·d·V for the head (tied or not) + 6·l·H·hd·s, the causal half ("Ignore masked values
+    (s**2/2)"), or with a window 12·l·H·hd·w·(1 − w/2s): ours is the causal count (:attr:`TokenFlops.model_causal`)."""
+    ours = token_flops(replace(case.plan, method=Method.FULL, checkpointing=False)).model_causal
     return ours, float(case.record["derived"]["source_formula_flops_per_token"])
 
 

@@ -598,7 +598,8 @@ def test_tinyllamas_hand_fused_kernels_are_counted_as_fused_passes(bench: Module
     # each reads its inputs and writes its outputs once, the compiled stack's count, not eager's chains.
     row = next(r for r in report.scored if r.case.id == "tinyllama-a100-40g")
     assert row.case.plan.stack is Stack.COMPILE
-    assert bench._FUSED_KERNELS == {"tinyllama": Stack.COMPILE}
+    # Fast-LLM's Triton kernels (held out) are timed the same way (test_throughput_h80_held_out.py).
+    assert bench._FUSED_KERNELS == {"tinyllama": Stack.COMPILE, "fast-llm": Stack.COMPILE}
     # -8.6 % as eager PyTorch (its one row held the eager factor down for every other family); -1.8 %.
     assert abs(row.error) < 2.0
 
