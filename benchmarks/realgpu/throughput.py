@@ -15,9 +15,9 @@ two H200 rows run torchtitan's code and are scored with torchtitan (its stack fa
 independent of them); torchtune is its own family (different code, team and cards).
 
 Held out (HELD_OUT_SOURCES): InternLM's, VectorLM's, FlagPerf's, Colossal-AI's, nanotron's, Qwen's fine-tuning
-profile's and Answer.AI's fsdp_qlora note's 118 expressible figures take part in no fit, neither leave-one-source-out
-nor the all-source one (efficiency.FITTED); they are scored with the all-source coefficients and printed on their
-own ("Held out, never fitted"), outside every other table.
+profile's, Answer.AI's fsdp_qlora note's, optimum-benchmark's and prime-rl's expressible figures take part in no fit,
+neither leave-one-source-out nor the all-source one (efficiency.FITTED); they are scored with the all-source
+coefficients and printed on their own ("Held out, never fitted"), outside every other table.
 
 Also printed: the FLOPs per token against each source's own formula (target within 2 %), the
 published scaling pairs (predicted vs published ratio of per-GPU speed, within 3 points) — only
@@ -110,6 +110,8 @@ FAMILIES = {
     "qwen-finetune-profile": "Qwen (Alibaba)",
     "answerai-fsdp-qlora": "Answer.AI fsdp_qlora",
     "hf-optimum-benchmark-llamas": "HF optimum-benchmark",
+    "prime-rl": "Prime Intellect prime-rl",
+    "fast-llm": "ServiceNow Fast-LLM",
 }
 # Sources held out of every fit: no coefficient is ever tuned on them, in the leave-one-source-out
 # fits or the all-source one (efficiency.FITTED), and they are scored with the all-source fit.
@@ -131,7 +133,12 @@ FAMILIES = {
 # - Answer.AI's fsdp_qlora benchmark note: its own FSDP1 train.py, LoRA and QLoRA (bitsandbytes NF4) of Llama-2 7B,
 #   Llama-2 70B, Yi 34B and Mistral 7B on two RTX 4090 and 2 to 8 cloud cards, fixed-length dummy samples (2026-12-05);
 # - Hugging Face's optimum-benchmark training-llamas example: Trainer on Llama-2 7B / 13B, full fp16, LoRA r8 and 4-bit
-#   bitsandbytes LoRA at 256 tokens, batch 1 to 16, one A100 80GB and one RTX 4090 (2026-12-05).
+#   bitsandbytes LoRA at 256 tokens, batch 1 to 16, one A100 80GB and one RTX 4090 (2026-12-05);
+# - Prime Intellect's prime-rl benchmark baselines: its own FSDP2 SFT trainer (per-layer torch.compile, full
+#   checkpointing, fake packed data) on Qwen3-0.6B / 4B / 30B-A3B, one RTX A6000 or H100, eight H100 / H200 / B200
+#   (2026-12-07);
+# - ServiceNow's Fast-LLM, its quick-start tables and README example: its own ZeRO-1/2 engine and Triton kernels,
+#   SmolLM2-135M on 8 V100 / H100, Llama-3.1-8B and Mistral-7B on 32 H100 (2026-12-07).
 HELD_OUT_SOURCES: Final = frozenset(
     {
         "internlm",
@@ -142,8 +149,13 @@ HELD_OUT_SOURCES: Final = frozenset(
         "qwen-finetune-profile",
         "answerai-fsdp-qlora",
         "hf-optimum-benchmark-llamas",
+        "prime-rl",
+        "fast-llm",
     }
 )
+# Held-out sources whose FLOPs per token join the check against their own formula (source_flops): prime-rl's
+# PerfCounter, read at 8718eb14 (_prime_rl_flops); Fast-LLM's get_tflops, read at f13ec062 (_fast_llm_flops).
+HELD_OUT_FLOPS_CHECKED: Final = frozenset({"prime-rl", "fast-llm"})
 # The weight of the priors in the fit, against one family's whole weight.
 RIDGE = 0.02
 # The weight of the ties (efficiency.TIES), in the same units: stronger than the priors.
@@ -302,6 +314,9 @@ _STACK = {
     "hf-trainer": Stack.EAGER,
     # Answer.AI's train.py: Hugging Face modeling code under FSDP1 in its own loop, no torch.compile.
     "answerai-fsdp": Stack.EAGER,
+    # prime-rl: ``model.model.layers[layer_id].compile()`` for every decoder layer under --model.compile, the embedding,
+    # head and loss eager (PrimeIntellect-ai/prime-rl@8718eb14 src/prime_rl/trainer/model.py apply_compile L400-405).
+    "prime-rl": Stack.COMPILE,
 }
 # Sources that run hand-fused kernels without torch.compile: their elementwise passes are the ones
 # each fused kernel makes (read its inputs once, write its outputs once), which is what the compiled
@@ -309,7 +324,10 @@ _STACK = {
 # "fused layernorm. fused swiglu. fused cross entropy loss. fused rotary positional embedding." from
 # the FlashAttention repo and xformers (jzhang38/TinyLlama@8148930 README.md; lit_gpt/model.py
 # imports flash_attn_func, xformers.ops.SwiGLU and fused_rotary_embedding.apply_rotary_emb_func).
-_FUSED_KERNELS = {"tinyllama": Stack.COMPILE}
+# Fast-LLM: its Triton kernels for the MLP activation, normalization, rotary and cross-entropy
+# (ServiceNow/Fast-LLM@f13ec062 fast_llm/functional/triton/*.py, TritonConfig.TRITON_ENABLED True), flash-attn 2, no
+# torch.compile (compile_all False).
+_FUSED_KERNELS = {"tinyllama": Stack.COMPILE, "fast-llm": Stack.COMPILE}
 # LoRA settings the records state in their assumptions (the recipe configs they pin).
 _LORA = {
     "torchtune-8b-lora-1x4090": (8, ("q_proj", "v_proj")),
@@ -370,6 +388,20 @@ _SOURCE_PLAN: Final[dict[str, dict[str, Any]]] = {
         "quant": Quant.FP4,
         "double_quant": False,
     },
+    # prime-rl's SFT trainer: ``AdamW(params, lr, weight_decay=config.weight_decay, betas=...)`` with no fused/foreach
+    # argument (foreach on CUDA), weight_decay 0.01, torchtitan's clip_grad_norm_ at max_norm 1.0 every step
+    # (PrimeIntellect-ai/prime-rl@8718eb14 src/prime_rl/trainer/optim.py L57-62, trainer/config.py L362-363,
+    # sft/train.py L290); transformers' flash_attention_2 / _3 (--model.attn), timed as FlashAttention-2.
+    "prime-rl": {
+        "optimizer_impl": OptimizerImpl.FOREACH,
+        "grad_clip": True,
+        "weight_decay": 0.01,
+        "attention": Attention.FLASH,
+    },
+    # Fast-LLM: its fused Adam (fast_llm/core/kernels.py fused_adam) after clipping at gradient_norm_clipping 1.0, the
+    # clamped coefficient applied to every gradient every step (fast_llm/engine/optimizer/optimizer.py L69-118 at
+    # f13ec062); weight_decay 0.1 in the Big and Mistral configs (the Small one's default 0.01 is folded in alike).
+    "fast-llm": {"optimizer_impl": OptimizerImpl.FUSED, "grad_clip": True, "weight_decay": 0.1},
 }
 
 # The optimizer each fitted source's code ran at the commit its figures cite: the implementation, whether it clips
@@ -522,6 +554,9 @@ def _attention(record: Mapping[str, Any]) -> Attention:
         # third_party/flash-attention at d2f4324f (InternLM/InternLM@c18bec93), flash-attn 1.0.x: the
         # FlashAttention-2 release came after (Jul 17 2023), and the submodule moved to it later.
         return Attention.FLASH1
+    if source == "fast-llm":
+        # use_flash_attention yes (flash-attn 2) but on the V100 row ("FlashAttention was disabled"): torch attention.
+        return Attention.EAGER if record.get("gpu_catalogue_id", "").startswith("v100") else Attention.FLASH
     if source == "bigscience-bloom":
         return Attention.EAGER  # 2022: Megatron-DeepSpeed's fused scale-mask-softmax, no flash attention
     if source == "mosaicml-llm-foundry":
@@ -652,6 +687,10 @@ def _zero_bucket_elements(record: Mapping[str, Any]) -> int:
         return 12 * 1024 * 1024
     if record["source_id"] == "nanotron":
         return 25 * 1024 * 1024 // 4
+    if record["source_id"] == "fast-llm":
+        # One stage a reduction, layers_per_stage 1.0: one block's gradients (ServiceNow/Fast-LLM@f13ec062
+        # fast_llm/engine/multi_stage/config.py MultiStageConfig.layers_per_stage, schedule.py _setup_reduce_steps).
+        return int(find_model(str(record["catalogue_id"])).spec.layer_params())
     return int(Parallelism().zero_bucket_elements)
 
 
@@ -677,7 +716,9 @@ def _zero_overlap_comm(record: dict[str, Any]) -> bool:
     # nanotron's ZeRO-1: its DDP comm hook reduce-scatters the fp32-accumulated gradients bucket by bucket in the last
     # micro-batch's backward, ``get_fp32_accum_hook(reduce_scatter=optimizer.inherit_from(ZeroDistributedOptimizer))``
     # (huggingface/nanotron@c2528430 src/nanotron/helpers.py L432-434).
-    return record["source_id"] in ("internlm", "nanotron")
+    # Fast-LLM reduce-scatters each stage's gradients on its data stream after the stage's last backward step, beside
+    # the rest of the backward (ServiceNow/Fast-LLM@f13ec062 fast_llm/engine/schedule/runner.py _reduce L449-458).
+    return record["source_id"] in ("internlm", "nanotron", "fast-llm")
 
 
 # The token dispatcher of each Megatron-Bridge MoE row whose release's recipe sets a flex backend
@@ -1129,6 +1170,10 @@ def source_flops(case: Case) -> tuple[float, float] | None:
     source = record["source_id"]
     if source.startswith("nvidia") or source == "bigscience-bloom":
         return _megatron_flops(case)
+    if source == "prime-rl":
+        return _prime_rl_flops(case)
+    if source == "fast-llm":
+        return _fast_llm_flops(case)
     published = derived.get("source_formula_flops_per_token") or derived.get(
         "source_formula_flops_per_token_all_params"
     )
@@ -1148,6 +1193,27 @@ def source_flops(case: Case) -> tuple[float, float] | None:
     n = model.architecture_params() - (0 if all_params else model.vocab_size * model.hidden_size)
     ours += 6.0 * (n - matmul)
     return ours, float(published)
+
+
+def _prime_rl_flops(case: Case) -> tuple[float, float]:
+    """prime-rl's PerfCounter (PrimeIntellect-ai/prime-rl@8718eb14 src/prime_rl/trainer/perf.py L81-175): 6 × the
+    matmul weights a token meets (q, k, v, o, the MLP or the top-k experts and the router, the head's V·d even when
+    tied) + 12·l·h·(d // h)·s. Its attention term takes the head width as hidden ÷ heads, not the config's head_dim
+    (Qwen3: 128 where hidden ÷ heads is 64 or 80), so ours is put in its convention, 12·l·s·d for our 12·l·s·H·hd:
+    the check is the matmul count; the attention term it leaves out is in docs/TRAINING_TIME.md."""
+    plan, model = case.plan, case.plan.model
+    ours = token_flops(replace(plan, method=Method.FULL, checkpointing=False)).model
+    width = model.num_heads * model.head_dim
+    ours -= 12.0 * model.num_layers * plan.workload.seq_len * (width - model.hidden_size)
+    return ours, float(case.record["derived"]["source_formula_flops_per_token"])
+
+
+def _fast_llm_flops(case: Case) -> tuple[float, float]:
+    """Fast-LLM's get_tflops (ServiceNow/Fast-LLM@f13ec062 fast_llm/models/gpt/trainer.py L26-70), per token: 6 × the
+    blocks' matmul weights + 6·d·V for the head (tied or not) + 6·l·H·hd·s, the causal half ("Ignore masked values
+    (s**2/2)"), or with a window 12·l·H·hd·w·(1 − w/2s): ours is the causal count (:attr:`TokenFlops.model_causal`)."""
+    ours = token_flops(replace(case.plan, method=Method.FULL, checkpointing=False)).model_causal
+    return ours, float(case.record["derived"]["source_formula_flops_per_token"])
 
 
 def _megatron_flops(case: Case) -> tuple[float, float] | None:
@@ -1318,7 +1384,8 @@ def build(data: Mapping[str, Any]) -> Report:
         for p in held
     ]
     flops: dict[str, list[float]] = {}
-    for c in cases:
+    # The held-out sources whose FLOPs formula is read into source_flops in its own convention join the check.
+    for c in [*cases, *(p.case for p in held if p.case.record["source_id"] in HELD_OUT_FLOPS_CHECKED)]:
         pair = source_flops(c)
         if pair:
             flops.setdefault(c.record["source_id"], []).append(pair[0] / pair[1])
