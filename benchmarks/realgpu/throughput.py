@@ -154,8 +154,17 @@ HELD_OUT_SOURCES: Final = frozenset(
     }
 )
 # Held-out sources whose FLOPs per token join the check against their own formula (source_flops): prime-rl's
-# PerfCounter, read at 8718eb14 (_prime_rl_flops); Fast-LLM's get_tflops, read at f13ec062 (_fast_llm_flops).
-HELD_OUT_FLOPS_CHECKED: Final = frozenset({"prime-rl", "fast-llm"})
+# PerfCounter, read at 8718eb14 (_prime_rl_flops); Fast-LLM's get_tflops, read at f13ec062 (_fast_llm_flops);
+# InternLM's get_megatron_flops at c18bec93 (_internlm_flops); Colossal-AI's PerformanceEvaluator at e5fdefa6
+# (_colossalai_flops); nanotron's get_flops at c2528430 (_nanotron_flops).
+HELD_OUT_FLOPS_CHECKED: Final = frozenset({"prime-rl", "fast-llm", "internlm", "colossalai", "nanotron"})
+# The held-out sources that publish tokens/s, samples/s or a step time and no FLOPs, TFLOP/s or MFU (no formula of
+# theirs to check ours against): VectorLM (no FLOPs counter anywhere in the repository at 9045f08a), FlagPerf's Paddle
+# LLaMA table (samples/s and memory), Qwen's profile (s/it), Answer.AI's note (seconds for 1,024 samples),
+# optimum-benchmark's reports (samples/s).
+HELD_OUT_TOKENS_ONLY: Final = frozenset(
+    {"vectorlm", "flagperf-paddle", "qwen-finetune-profile", "answerai-fsdp-qlora", "hf-optimum-benchmark-llamas"}
+)
 # The weight of the priors in the fit, against one family's whole weight.
 RIDGE = 0.02
 # The weight of the ties (efficiency.TIES), in the same units: stronger than the priors.
@@ -1174,6 +1183,12 @@ def source_flops(case: Case) -> tuple[float, float] | None:
         return _prime_rl_flops(case)
     if source == "fast-llm":
         return _fast_llm_flops(case)
+    if source == "internlm":
+        return _internlm_flops(case)
+    if source == "colossalai":
+        return _colossalai_flops(case)
+    if source == "nanotron":
+        return _nanotron_flops(case)
     published = derived.get("source_formula_flops_per_token") or derived.get(
         "source_formula_flops_per_token_all_params"
     )
@@ -1214,6 +1229,68 @@ def _fast_llm_flops(case: Case) -> tuple[float, float]:
     (s**2/2)"), or with a window 12·l·H·hd·w·(1 − w/2s): ours is the causal count (:attr:`TokenFlops.model_causal`)."""
     ours = token_flops(replace(case.plan, method=Method.FULL, checkpointing=False)).model_causal
     return ours, float(case.record["derived"]["source_formula_flops_per_token"])
+
+
+def _once_more_forward(case: Case, model_count: float) -> float:
+    """``model_count`` (a full-training Megatron count, the head's 6·V·d in it) with the blocks' and the
+    attention's share × 4/3 when the record recomputes every block: Megatron's paper's checkpoint factor 4 for 3
+    (Narayanan et al. 2021, eq. 3), as InternLM's and Colossal-AI's TFLOPS take it; the head is not recomputed."""
+    if case.record["checkpointing"] != "full":
+        return model_count
+    head = 6.0 * case.plan.model.vocab_size * case.plan.model.hidden_size
+    return model_count + (model_count - head) / 3
+
+
+def _internlm_flops(case: Case) -> tuple[float, float]:
+    """InternLM's get_megatron_flops (InternLM/InternLM@c18bec93 internlm/utils/common.py L218-248, its arguments
+    train.py L340-350), per token: (4 with model.checkpoint, else 3) × l·((8 + 4 · 3/2 · mlp_ratio)·h² + 4·s·h)
+    + 6·h·V — the Megatron count of an MHA, SwiGLU model (full attention, the head untied and counted once) with the
+    blocks counted once more under the checkpoint. Ours: :attr:`TokenFlops.model`, its blocks × 4/3 on the
+    recomputing rows (:func:`_once_more_forward`). Not mapped, and what is left (+0.4 to +0.5 %): the formula's MLP
+    is mlp_ratio 8/3 × h unrounded (10,922.7 for the 7B), the model's FeedForward int(8/3 · h) rounded up to a
+    multiple of 256 (11,008: internlm/model/linear.py L143), which ours counts."""
+    ours = token_flops(replace(case.plan, method=Method.FULL, checkpointing=False)).model
+    return _once_more_forward(case, ours), float(case.record["derived"]["source_formula_flops_per_token"])
+
+
+def _colossalai_flops(case: Case) -> tuple[float, float]:
+    """Colossal-AI's PerformanceEvaluator.on_step_end (hpcaitech/ColossalAI@e5fdefa6
+    examples/language/performance_evaluator.py L149-164; benchmark.py L327-335 passes num_hidden_layers, hidden_size,
+    vocab_size and --grad_checkpoint), per token: 24 · (3 + g) · l·h² · (1 + s/(6h) + V/(16·l·h)) — Megatron's paper's
+    GPT formula, which reads no head count, kv heads or MLP width: every block 12·h² of matmul weights (MHA, an
+    ungated 4·h MLP). So ours is counted on that architecture (the model with kv heads = heads, head width h / heads
+    and an ungated MLP of 4·h), the blocks × 4/3 with -g (every table row: :func:`_once_more_forward`); with g = 3 the
+    formula would also scale the head to 4.5·V·h, which no row runs. On the real Llama 2 architecture ours reads
+    1.004 (7B: SwiGLU 11,008 for 4·h) and 1.058 (70B: GQA 8 of 64 and SwiGLU 28,672 are 12.75·h², not 12): the
+    table's TFLOPS/GPU undercounts the 70B's own FLOPs by that much."""
+    model = case.plan.model
+    assumed = replace(
+        model,
+        num_kv_heads=model.num_heads,
+        head_dim=model.hidden_size // model.num_heads,
+        gated_mlp=False,
+        fused_gate_up=False,
+        intermediate_size=4 * model.hidden_size,
+        params_override=None,
+        active_params_override=None,
+    )
+    plan = replace(case.plan, model=assumed, method=Method.FULL, checkpointing=False)
+    ours = _once_more_forward(case, token_flops(plan).model)
+    return ours, float(case.record["derived"]["source_formula_flops_per_token"])
+
+
+def _nanotron_flops(case: Case) -> tuple[float, float]:
+    """nanotron's get_flops (huggingface/nanotron@c2528430 src/nanotron/models/llama.py L1100-1168, called by
+    get_flops_per_sec L927-948 with the config's layers, hidden, heads, kv heads, vocab and intermediate size), per
+    token: 3 × (l·(2·h·(q + 2·kv)·hd + 2·q·hd·h + 4·q·hd·s + 6·h·f) + 2·h·V), hd = hidden // heads: the Megatron count
+    of a SwiGLU model with full attention and the head counted once, tied or not, no recompute. Ours:
+    :attr:`TokenFlops.model` (every nanotron row's model has heads × head_dim = hidden, where the two head widths
+    agree). The records hold it as source_formula_flops_per_token, or _all_params on the tied rows (it is the same
+    formula: nanotron's tied head is one V·h matrix)."""
+    derived = case.record["derived"]
+    theirs = derived.get("source_formula_flops_per_token") or derived["source_formula_flops_per_token_all_params"]
+    ours = token_flops(replace(case.plan, method=Method.FULL, checkpointing=False)).model
+    return ours, float(theirs)
 
 
 def _megatron_flops(case: Case) -> tuple[float, float] | None:
