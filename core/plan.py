@@ -86,7 +86,15 @@ from core.inputs import (
 )
 from core.mac import mac_refusal
 from core.memo import last_answer, replaced
-from core.model import HEAD_TARGET, MIXER_TARGETS, ModelSpec, check_text, normalise_lora_targets
+from core.model import (
+    HEAD_TARGET,
+    LINEAR_EXPERTS_4X,
+    MIXER_TARGETS,
+    MLP_TARGETS,
+    ModelSpec,
+    check_text,
+    normalise_lora_targets,
+)
 from core.optimizer_stacks import STACK_NAMES, OptimizerStack, built_labels, optimizer_refusal, optimizer_stack
 from core.units import GiB
 
@@ -874,6 +882,7 @@ _VERA: Final = Method.VERA
 _ADALORA: Final = Method.ADALORA
 _OFT: Final = Method.OFT
 _MISS: Final = Method.MISS
+_TRANSFORMERS_V5: Final = TransformersLoss.V5_ON
 _FOURIERFT: Final = Method.FOURIERFT
 _ROAD: Final = Method.ROAD
 _VBLORA: Final = Method.VBLORA
@@ -1360,6 +1369,7 @@ class Plan:
         if served is not None:
             raise served
         self._check_latent_attention()
+        self._check_moe_targets()
         self._check_held_by_others()
         if self.optimizer_in_backward and self.workload.grad_accum > 1:
             raise PlanError(
@@ -1529,6 +1539,29 @@ class Plan:
                 f"{model.name} has no {' or '.join(missing)}: its attention is "
                 + ", ".join(n for n in model.latent_shapes()),
             )
+
+    def _check_moe_targets(self) -> None:
+        """Refuse adapter targets that reach no module of a mixture of experts, as PEFT does ("Target modules {...}
+        not found in the base model", huggingface/peft 0.18.0 tuners_utils.py ``inject_adapter``;
+        tests/data/moe_lora/): MLP targets alone where the routed experts are 3-D parameters (transformers 5.x, gpt-oss
+        and Llama 4 in 4.x too; ModelSpec.adapted_rows), no shared expert and no dense layer holds an MLP."""
+        model = self.model
+        if model.num_experts == 1 or model.recurrent_mixer or model.first_k_dense_replace:
+            return
+        if not (self.lora_adapters or self.method in _PEFT_WRAPPED or self.method is Method.IA3):
+            return
+        if HEAD_TARGET in self.lora.targets or model.adapted_rows(self.lora.targets, self.linear_experts):
+            return
+        fix = "add attention targets (q_proj, k_proj, v_proj, o_proj)"
+        if model.family in LINEAR_EXPERTS_4X and not self.linear_experts:
+            fix += " or pick transformers 4.49-4.57, whose experts are nn.Linear"
+        raise PlanError(
+            "lora.targets",
+            ", ".join(self.lora.targets),
+            "targets that reach a module: " + fix,
+            f"PEFT finds none of them in {model.name}: its routed experts are 3-D parameters under this "
+            "transformers release and it has no shared expert",
+        )
 
     def _check_serving_layout(self) -> None:
         """Refuse a serving split vLLM refuses (vllm-project/vllm, stored snapshot commit
@@ -1877,7 +1910,9 @@ class Plan:
         product of the input and output dimensions")."""
         if self.method is not _FOURIERFT:
             return
-        smallest = min((i * o for i, o, _ in self.model.adapted_matrices(self.lora.targets)), default=0)
+        smallest = min(
+            (i * o for i, o, _ in self.model.adapted_matrices(self.lora.targets, self.linear_experts)), default=0
+        )
         if smallest and self.lora.rank > smallest:
             raise PlanError(
                 "lora.rank",
@@ -1892,7 +1927,9 @@ class Plan:
         ``update_layer`` (src/peft/tuners/shira/layer.py) refuses r·(in + out) above in·out ("more shira params than
         the total number of params in the base layer")."""
         if self.method is _VBLORA:
-            sides = {n for i, o, _ in self.model.adapted_matrices(self.lora.targets) for n in (i, o)}
+            sides = {
+                n for i, o, _ in self.model.adapted_matrices(self.lora.targets, self.linear_experts) for n in (i, o)
+            }
             odd = sorted(n for n in sides if n % VBLORA_VECTOR_LENGTH)
             if odd:
                 raise PlanError(
@@ -1902,7 +1939,7 @@ class Plan:
                     f"PEFT's VB-LoRA refuses a target {odd[0]:,} wide: its sides must be whole bank vectors",
                 )
         if self.method is _SHIRA:
-            for fan_in, fan_out, _ in self.model.adapted_matrices(self.lora.targets):
+            for fan_in, fan_out, _ in self.model.adapted_matrices(self.lora.targets, self.linear_experts):
                 if self.lora.rank * (fan_in + fan_out) > fan_in * fan_out:
                     raise PlanError(
                         "lora.rank",
@@ -2199,6 +2236,25 @@ class Plan:
         seq + num_virtual_tokens positions)."""
         extra = self.lora.virtual_tokens if self.method in _VIRTUAL_TOKENS_FIRST else 0
         return self.workload.seq_len + extra
+
+    @property
+    def linear_experts(self) -> bool:
+        """Whether the run's model code holds the routed experts as nn.Linear modules an adapter's MLP targets reach
+        (ModelSpec.adapted_rows): transformers 4.x for LINEAR_EXPERTS_4X's families (from 5.0 they are 3-D
+        parameters), LitGPT's own MoE (``LLaMAMoE.experts``, a ModuleList of LLaMAMLP whose linears its LoRA
+        replaces) always. A dense model: no routed experts, the flag reads nowhere."""
+        if self.litgpt:
+            return True
+        return self.training_transformers is not _TRANSFORMERS_V5 and self.model.family in LINEAR_EXPERTS_4X
+
+    @property
+    def release_moves_adapters(self) -> bool:
+        """Whether the transformers release changes what the plan's adapter targets reach: a mixture of experts of
+        LINEAR_EXPERTS_4X trained with targets among the MLP's, not through LitGPT's own model code."""
+        model = self.model
+        if model.num_experts == 1 or model.family not in LINEAR_EXPERTS_4X or self.litgpt or not self.adapter_based:
+            return False
+        return not set(self.lora.targets).isdisjoint(MLP_TARGETS)
 
     @property
     def lora_adapters(self) -> bool:
