@@ -1548,7 +1548,7 @@ class Plan:
         model = self.model
         if model.num_experts == 1 or model.recurrent_mixer or model.first_k_dense_replace:
             return
-        if not (self.lora_adapters or self.method in _PEFT_WRAPPED or self.method is Method.IA3):
+        if not self.targets_adapted:
             return
         if HEAD_TARGET in self.lora.targets or model.adapted_rows(self.lora.targets, self.linear_experts):
             return
@@ -2252,9 +2252,15 @@ class Plan:
         """Whether the transformers release changes what the plan's adapter targets reach: a mixture of experts of
         LINEAR_EXPERTS_4X trained with targets among the MLP's, not through LitGPT's own model code."""
         model = self.model
-        if model.num_experts == 1 or model.family not in LINEAR_EXPERTS_4X or self.litgpt or not self.adapter_based:
+        if model.num_experts == 1 or model.family not in LINEAR_EXPERTS_4X or self.litgpt or not self.targets_adapted:
             return False
         return not set(self.lora.targets).isdisjoint(MLP_TARGETS)
+
+    @property
+    def targets_adapted(self) -> bool:
+        """Whether the plan's method puts something on each of ``lora.targets`` (LoRA-shaped adapters, PEFT's
+        wrapped methods, IA3), what PEFT's target_modules decide."""
+        return self.lora_adapters or self.method in _PEFT_WRAPPED or self.method is Method.IA3
 
     @property
     def lora_adapters(self) -> bool:
