@@ -545,6 +545,20 @@ def lora_on(model: ModelSpec, lora: LoraSettings) -> LoraSettings:
     return replace(lora, targets=targets, ia3_feedforward=tuple(t for t in lora.ia3_feedforward if t in targets))
 
 
+def _linear_experts(model: ModelSpec, release: TransformersLoss, litgpt: bool) -> bool:
+    """Plan.linear_experts for ``model`` under ``release`` (LitGPT's own MoE: always)."""
+    return litgpt or (release is not _TRANSFORMERS_V5 and model.family in LINEAR_EXPERTS_4X)
+
+
+def moe_targets_reach_nothing(model: ModelSpec, targets: tuple[str, ...], linear_experts: bool) -> bool:
+    """Whether ``targets`` reach no module of the mixture of experts ``model`` (ModelSpec.adapted_rows): MLP targets
+    alone where its routed experts are 3-D, with no shared expert, no dense layer and not the head (PEFT: "Target
+    modules {...} not found in the base model"). False for any other model."""
+    if model.num_experts == 1 or model.recurrent_mixer or model.first_k_dense_replace or HEAD_TARGET in targets:
+        return False
+    return not model.adapted_rows(targets, linear_experts)
+
+
 def _default_targets_for(method: Method, lora: LoraSettings) -> LoraSettings:
     """``lora`` with targets left at the other kind's default swapped for ``method``'s (IA3 or a
     LoRA-style adapter); chosen targets are kept."""
@@ -1546,11 +1560,7 @@ class Plan:
         tests/data/moe_lora/): MLP targets alone where the routed experts are 3-D parameters (transformers 5.x, gpt-oss
         and Llama 4 in 4.x too; ModelSpec.adapted_rows), no shared expert and no dense layer holds an MLP."""
         model = self.model
-        if model.num_experts == 1 or model.recurrent_mixer or model.first_k_dense_replace:
-            return
-        if not self.targets_adapted:
-            return
-        if HEAD_TARGET in self.lora.targets or model.adapted_rows(self.lora.targets, self.linear_experts):
+        if not self.targets_adapted or not moe_targets_reach_nothing(model, self.lora.targets, self.linear_experts):
             return
         fix = "add attention targets (q_proj, k_proj, v_proj, o_proj)"
         if model.family in LINEAR_EXPERTS_4X and not self.linear_experts:
@@ -2243,9 +2253,7 @@ class Plan:
         (ModelSpec.adapted_rows): transformers 4.x for LINEAR_EXPERTS_4X's families (from 5.0 they are 3-D
         parameters), LitGPT's own MoE (``LLaMAMoE.experts``, a ModuleList of LLaMAMLP whose linears its LoRA
         replaces) always. A dense model: no routed experts, the flag reads nowhere."""
-        if self.litgpt:
-            return True
-        return self.training_transformers is not _TRANSFORMERS_V5 and self.model.family in LINEAR_EXPERTS_4X
+        return _linear_experts(self.model, self.training_transformers, self.litgpt)
 
     @property
     def release_moves_adapters(self) -> bool:
@@ -2426,8 +2434,14 @@ class Plan:
         return replace(plan, model=model, model_id=model_id, frozen_layers=frozen)
 
     def targets_for(self, model: ModelSpec) -> Plan:
-        """This plan's adapter targets as ``model`` has them (:func:`lora_on`)."""
+        """This plan's adapter targets as ``model`` has them (:func:`lora_on`). On a mixture of experts where the
+        MLP's targets alone reach nothing under the plan's release (:func:`moe_targets_reach_nothing`, what
+        Plan._check_moe_targets refuses), q_proj and v_proj join them, PEFT's LoRA default (as a latent-attention
+        model's missing targets give way to o_proj)."""
         lora = lora_on(model, self.lora)
+        linear = _linear_experts(model, self.training_transformers, self.litgpt)
+        if self.targets_adapted and moe_targets_reach_nothing(model, lora.targets, linear):
+            lora = replace(lora, targets=normalise_lora_targets(("q_proj", "v_proj", *lora.targets)))
         return self if lora is self.lora else replace(self, lora=lora)
 
     def with_method(self, method: Method, *, typed: frozenset[str] = frozenset(), **changes: Any) -> Plan:

@@ -212,3 +212,18 @@ def test_mixtral_4_x_exports_its_experts_as_w1_w3_w2(target: Target) -> None:
     # Another family keeps gate / up / down under 4.x: Qwen3-MoE's experts are Qwen3MoeMLP(gate_proj, ...).
     qwen = _catalogue_plan("qwen3-30b-a3b", ("q_proj", *MLP), training_transformers=TransformersLoss.V4_49_TO_4_57)
     assert "gate_proj" in export(qwen, target).text
+
+
+def test_picking_such_a_model_adds_pefts_default_attention_targets() -> None:
+    """A plan on MLP targets alone moved onto a 5.x MoE without a shared expert gets q_proj and v_proj (PEFT's LoRA
+    default), as a latent-attention model's missing targets give way to o_proj; under 4.x, or on a model with a shared
+    expert, the targets stay."""
+    dense = Plan(model=find_model("llama-3.1-8b").spec, method=Method.LORA, lora=LoraSettings(targets=MLP))
+    assert dense.on_model(find_model("qwen3-30b-a3b").spec, "qwen3-30b-a3b").lora.targets == (
+        "q_proj",
+        "v_proj",
+        *MLP,
+    )
+    four = dense.with_changes(training_transformers=TransformersLoss.V4_49_TO_4_57)
+    assert four.on_model(find_model("qwen3-30b-a3b").spec, "qwen3-30b-a3b").lora.targets == MLP
+    assert dense.on_model(find_model("ernie-4.5-21b-a3b").spec, "ernie-4.5-21b-a3b").lora.targets == MLP
