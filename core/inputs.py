@@ -334,8 +334,19 @@ class TransformersLoss(StrEnum):
     # shifted float32 copy; the output keeps the model's own (16-bit) logits.
     V4_46_TO_4_48 = "4.46-4.48"
     # 4.49.0 and later (read in 4.49.0, 4.50.0, 5.0.0): the labels are padded and shifted instead,
-    # ``logits.float().view(-1, vocab_size)`` goes to the cross-entropy: no shifted copy.
-    V4_49_ON = "4.49+"
+    # ``logits.float().view(-1, vocab_size)`` goes to the cross-entropy: no shifted copy. The line splits at 5.0
+    # for what PEFT's target_modules reach on a mixture of experts (core.model.ModelSpec.adapted_rows): 4.x held
+    # Mixtral's, Qwen2/3-MoE's, OLMoE's, DeepSeek's, GLM-4 MoE's and ERNIE 4.5's routed experts as a ModuleList of
+    # nn.Linear (transformers 4.57.1), 5.x as 3-D parameters of one experts module (5.25.0), which no module name
+    # reaches (tests/data/moe_lora/, tools/measure/moe_lora_targets.py).
+    V4_49_TO_4_57 = "4.49-4.57"
+    V5_ON = "5.0+"
+
+    @classmethod
+    def _missing_(cls, value: object) -> TransformersLoss | None:
+        # "4.49+" was one value until the 5.0 split (branch h80moe): a plan file that says so reads as 4.49 - 4.57,
+        # the rules it was estimated with (its routed experts counted adapted), as TorchVersion's "2.8+" does.
+        return cls.V4_49_TO_4_57 if value == "4.49+" else None
 
 
 class MegatronCeFusion(StrEnum):
@@ -969,7 +980,8 @@ FLOAT8_LABELS: Final = {
 TRANSFORMERS_LOSS_LABELS: Final = {
     TransformersLoss.V4_31_TO_4_45: "4.31 – 4.45 (float32 logits, copied)",
     TransformersLoss.V4_46_TO_4_48: "4.46 – 4.48 (shifted float32 copy)",
-    TransformersLoss.V4_49_ON: "4.49 and later",
+    TransformersLoss.V4_49_TO_4_57: "4.49 – 4.57 (experts as nn.Linear)",
+    TransformersLoss.V5_ON: "5.0 and later",
 }
 MEGATRON_CE_FUSION_LABELS: Final = {
     MegatronCeFusion.OFF: "off (vocab-parallel cross-entropy)",
@@ -1365,6 +1377,12 @@ def transformers_loss_matters(plan: Plan) -> bool:
     return not own_loss_code(plan) and plan.stack is not Stack.MEGATRON and not own_16bit
 
 
+def training_transformers_matters(plan: Plan) -> bool:
+    """Whether the training run's transformers release changes the plan: its loss (:func:`transformers_loss_matters`)
+    or what an adapter's MLP targets reach on a mixture of experts (``Plan.linear_experts`` differs by release)."""
+    return transformers_loss_matters(plan) or plan.release_moves_adapters
+
+
 def torch_ring_rotate(plan: Plan) -> CpRotate | None:
     """The rotate method of the plan's ring attention (``parallel.cp_rotate_method``) where
     PyTorch's ring attention runs at all — context parallel > 1 outside Megatron-LM, whose context
@@ -1751,16 +1769,22 @@ INPUTS: Final[tuple[Input, ...]] = (
     # The transformers release of a training run, for what its causal-LM loss keeps of the logits: read in the
     # released wheels (TransformersLoss; core.training.activations._loss_terms). 4.31 - 4.45 rebind the logits
     # to float32 and copy them shifted; 4.46 - 4.48 copy them shifted; from 4.49 the labels are shifted instead.
-    Input("training_transformers", Kind.ENUM, "transformers (loss)", "transformers release of the training run",
-          TransformersLoss.V4_49_ON,
+    # From 5.0 a mixture of experts' routed experts are 3-D parameters PEFT's target_modules cannot name
+    # (TransformersLoss.V5_ON; core.model.ModelSpec.adapted_rows).
+    Input("training_transformers", Kind.ENUM, "transformers", "transformers release of the training run",
+          TransformersLoss.V5_ON,
           "The transformers release the training run used, for what its model's loss keeps of the logits "
           "(micro-batch x sequence x vocabulary values). 4.31 - 4.45: the forward turns the logits into float32 "
           "(the output keeps those) and copies them shifted by one token before the cross-entropy: one float32 "
           "copy more and no 16-bit logits while the loss runs. 4.46 - 4.48: the loss function still makes the "
-          "shifted float32 copy beside the 16-bit logits. 4.49 and later shift the labels instead: no copy.",
+          "shifted float32 copy beside the 16-bit logits. 4.49 and later shift the labels instead: no copy. "
+          "On a mixture of experts it also decides what LoRA's MLP targets reach: up to 4.57 every routed expert "
+          "is an nn.Linear and gets an adapter; from 5.0 the experts are 3-D parameters no target reaches, and "
+          "only a shared expert (and dense layers) are adapted.",
           ("--training-transformers",),
-          "transformers release line of the training run: 4.31-4.45, 4.46-4.48 or 4.49+ (default: the newest)",
-          labels=TRANSFORMERS_LOSS_LABELS, training_only=True, matters=transformers_loss_matters),
+          "transformers release line of the training run: 4.31-4.45, 4.46-4.48, 4.49-4.57 or 5.0+ "
+          "(default: the newest)",
+          labels=TRANSFORMERS_LOSS_LABELS, training_only=True, matters=training_transformers_matters),
     # transformers' decoders return every layer's key and value states when use_cache is on, as it is by
     # default (LlamaConfig use_cache=True), in training too: huggingface/transformers v4.31.0
     # models/llama/modeling_llama.py, LlamaAttention.forward ``past_key_value = (key_states, value_states)

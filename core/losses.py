@@ -205,5 +205,5 @@ def _tooltip(base: Plan, choice: LossChoice) -> str:
         "the forward keeps the logits, their float32 upcast and the float32 log-softmax; the backward holds "
         "the log-softmax, the gradient flowing into it and the logits' gradient: three float32 copies of the "
         "logits. transformers before 4.49 also copy the float32 logits shifted by one token (the "
-        '"transformers (loss)" setting).'
+        '"transformers" setting).'
     )

@@ -67,6 +67,25 @@ GDN_IN_PROJ: Final[dict[str, tuple[str, ...]]] = {
     "qwen3_5_text": ("in_proj_qkv", "in_proj_z", "in_proj_b", "in_proj_a"),
     "qwen3_5_moe_text": ("in_proj_qkv", "in_proj_z", "in_proj_b", "in_proj_a"),
 }
+# The MLP's targets: on a mixture of experts, each routed expert's (where transformers builds them as nn.Linear) and
+# a shared expert's projections.
+MLP_TARGETS: Final = ("gate_proj", "up_proj", "down_proj")
+# The families whose routed experts transformers 4.x built as a ModuleList of nn.Linear experts, which PEFT's
+# target_modules reach by name (huggingface/transformers v4.57.1 models/<family>/modeling_<family>.py:
+# ``MixtralSparseMoeBlock.experts``, Qwen2MoeSparseMoeBlock, Qwen3MoeSparseMoeBlock, OlmoeSparseMoeBlock,
+# DeepseekV3MoE, Glm4MoeMoE, Ernie4_5_MoeSparseMoeBlock; tests/data/moe_lora/peft_transformers_4.57.1.json). From
+# 5.0 each family keeps them as 3-D parameters of one experts module (v5.25.0 ``MixtralExperts.gate_up_proj`` /
+# ``down_proj``, experts × out × in; peft_transformers_5.25.0.json): no target reaches them. gpt-oss (since 4.55)
+# and Llama 4 were 3-D in 4.x already. DeepSeek-V2 and Kimi K2 (DeepSeek-V3's modelling) read as DeepSeek-V3:
+# not measured.
+LINEAR_EXPERTS_4X: Final = frozenset(
+    ("mixtral", "qwen2_moe", "qwen3_moe", "olmoe", "deepseek_v2", "deepseek_v3", "kimi_k2", "glm4_moe", "ernie4_5_moe")
+)
+# Mixtral's expert MLP under transformers 4.x: ``MixtralBlockSparseTop2MLP`` w1 (gate), w3 (up), w2 (down)
+# (huggingface/transformers v4.57.1 models/mixtral/modeling_mixtral.py; tests/data/moe_lora/
+# peft_transformers_4.57.1.json: "w1,w2,w3" adapts block_sparse_moe.experts.*.w1 / w2 / w3, "gate_proj,up_proj,
+# down_proj" is refused). Under 5.x the experts are 3-D (MixtralExperts) and no name reaches them.
+MIXTRAL_4X_MLP_NAMES: Final = {"gate_proj": "w1", "up_proj": "w3", "down_proj": "w2"}
 # Every name a plan may carry, in the order plans list them (the head last).
 ACCEPTED_TARGETS: Final = (*LORA_TARGETS, *MIXER_TARGETS, HEAD_TARGET)
 # Other spellings people type or other families use for the same matrices.
@@ -868,34 +887,24 @@ class ModelSpec:
         return tuple(sizes)
 
     # ---- LoRA -------------------------------------------------------------------
-    def lora_params(self, rank: int, targets: tuple[str, ...]) -> int:
-        """Exact adapter size: r·(in + out) per adapted matrix (PEFT's lora_A and lora_B).
+    def lora_params(self, rank: int, targets: tuple[str, ...], linear_experts: bool) -> int:
+        """Exact adapter size: r·(in + out) per adapted matrix (PEFT's lora_A and lora_B), over
+        :meth:`adapted_rows` (``linear_experts``: whether the routed experts are nn.Linear modules a target
+        reaches, ``Plan.linear_experts``).
 
         Fused matrices (GPT-2's c_attn, Phi-3's qkv_proj and gate_up_proj) get one adapter
         over the fused width when any of their parts is targeted, as PEFT does when the
         fused module is named.
         """
-        shapes = self.linear_shapes()
-        chosen = set(normalise_lora_targets(targets))
-        per_layer = 0
-        mlp_names = ("gate_proj", "up_proj", "down_proj")
-        if self.fused_qkv and chosen & {"q_proj", "k_proj", "v_proj"}:
-            per_layer += rank * (self.hidden_size + self.q_width + 2 * self.kv_width)
-            chosen -= {"q_proj", "k_proj", "v_proj"}
-        if self.fused_gate_up and self.gated_mlp and chosen & {"gate_proj", "up_proj"}:
-            per_expert = rank * (self.hidden_size + 2 * self.intermediate_size)
-            per_layer += per_expert * self.num_experts
-            chosen -= {"gate_proj", "up_proj"}
-        for name in chosen:
-            if name not in shapes:
-                continue  # e.g. gate_proj on a plain MLP: nothing to adapt
-            fan_in, fan_out = shapes[name]
-            copies = self.num_experts if name in mlp_names else 1
-            per_layer += copies * rank * (fan_in + fan_out)
         head = self.head_adapter_shape(targets)
         head_params = rank * sum(head) if head else 0
         if self.recurrent_mixer:  # a hybrid: each target only in the layers that hold its matrix
+            chosen = set(normalise_lora_targets(targets))
+            if self.fused_qkv and chosen & {"q_proj", "k_proj", "v_proj"}:
+                chosen -= {"q_proj", "k_proj", "v_proj"}
             return self._hybrid_lora_params(rank, chosen) + head_params
+        per_layer = sum(copies * rank * (fan_in + fan_out) for fan_in, fan_out, copies in
+                        self.adapted_matrices(targets, linear_experts))  # fmt: skip
         return self.num_layers * per_layer + head_params
 
     def mixer_shapes(self) -> dict[str, tuple[int, int]]:
@@ -988,9 +997,13 @@ class ModelSpec:
                 total += (mlp * rank * sum(shapes[name])) if self.num_experts == 1 else 0
         return total
 
-    def peft_target_names(self, targets: tuple[str, ...]) -> tuple[str, ...]:
+    def peft_target_names(self, targets: tuple[str, ...], linear_experts: bool) -> tuple[str, ...]:
         """``targets`` as PEFT's target_modules must name them on this model: a Gated DeltaNet hybrid's ``in_proj``
-        is its family's input projections (GDN_IN_PROJ); every other name as it is."""
+        is its family's input projections (GDN_IN_PROJ); Mixtral's experts under transformers 4.x
+        (``linear_experts``, Plan.linear_experts) are w1 / w3 / w2 (MIXTRAL_4X_MLP_NAMES: gate_proj, up_proj and
+        down_proj match nothing there); every other name as it is."""
+        if self.family == "mixtral" and linear_experts and self.num_experts > 1:
+            return tuple(MIXTRAL_4X_MLP_NAMES.get(t, t) for t in targets)
         names = GDN_IN_PROJ.get(self.family) if self.recurrent_mixer == "gated_deltanet" else None
         if not names:
             return targets
@@ -1007,31 +1020,60 @@ class ModelSpec:
             return None
         return self.hidden_size, self.vocab_size
 
-    def adapted_matrices(self, targets: tuple[str, ...]) -> list[tuple[int, int, int]]:
-        """(in, out, copies) of every matrix one block adapts, fused ones as one matrix."""
+    def adapted_rows(self, targets: tuple[str, ...], linear_experts: bool) -> list[tuple[int, int, int, bool]]:
+        """(in, out, copies, routed) of every matrix one block adapts, fused ones as one matrix: the one rule of
+        what PEFT's target_modules reach, which the adapters' sizes, their gradients and optimizer state, their
+        activations and their FLOPs all read.
+
+        On a mixture of experts the MLP's targets reach each routed expert (``routed``: ``num_experts`` copies,
+        each seeing top-k / experts of the tokens) only where transformers builds them as nn.Linear
+        (``linear_experts``: 4.x, LINEAR_EXPERTS_4X), and a shared expert's gate, up and down (its own width,
+        ``shared_expert_size``) in either release (tests/data/moe_lora/: Qwen2-MoE, DeepSeek-V3, GLM-4 MoE, ERNIE
+        4.5 and Llama 4 under 5.25.0 adapt the shared expert alone). A block here is one with experts: DeepSeek's,
+        GLM's and ERNIE's dense first layers (Llama 4's interleaved ones) are counted as such blocks, not as
+        dense MLPs (the per-block rule every caller multiplies by num_layers cannot hold both). The router and
+        Qwen2-MoE's shared-expert gate, which PEFT's all-linear adapts where they are nn.Linear, are not counted:
+        the plan keeps all-linear as the seven names it stands for."""
         shapes = self.linear_shapes()
         chosen = set(normalise_lora_targets(targets))
-        out: list[tuple[int, int, int]] = []
+        moe = self.num_experts > 1
+        experts = self.num_experts if linear_experts or not moe else 0
+        out: list[tuple[int, int, int, bool]] = []
         if self.fused_qkv and chosen & {"q_proj", "k_proj", "v_proj"}:
-            out.append((self.hidden_size, self.q_width + 2 * self.kv_width, 1))
+            out.append((self.hidden_size, self.q_width + 2 * self.kv_width, 1, False))
             chosen -= {"q_proj", "k_proj", "v_proj"}
         if self.fused_gate_up and self.gated_mlp and chosen & {"gate_proj", "up_proj"}:
-            out.append((self.hidden_size, 2 * self.intermediate_size, self.num_experts))
+            if experts:
+                out.append((self.hidden_size, 2 * self.intermediate_size, experts, moe))
             chosen -= {"gate_proj", "up_proj"}
+        d, s = self.hidden_size, self.shared_expert_size
         for name in LORA_TARGETS:
-            if name in chosen and name in shapes:
-                fan_in, fan_out = shapes[name]
-                out.append((fan_in, fan_out, self.num_experts if name in ("gate_proj", "up_proj", "down_proj") else 1))
+            if name not in chosen or name not in shapes:
+                continue
+            fan_in, fan_out = shapes[name]
+            if name not in MLP_TARGETS:
+                out.append((fan_in, fan_out, 1, False))
+                continue
+            if experts:
+                out.append((fan_in, fan_out, experts, moe))
+            if moe and s:  # the shared expert: a gated MLP of its own width
+                out.append((s, d, 1, False) if name == "down_proj" else (d, s, 1, False))
         return out
 
-    def dora_magnitude_params(self, targets: tuple[str, ...]) -> int:
+    def adapted_matrices(self, targets: tuple[str, ...], linear_experts: bool) -> list[tuple[int, int, int]]:
+        """(in, out, copies) of every matrix one block adapts (:meth:`adapted_rows`)."""
+        return [(fan_in, fan_out, copies) for fan_in, fan_out, copies, _ in self.adapted_rows(targets, linear_experts)]
+
+    def dora_magnitude_params(self, targets: tuple[str, ...], linear_experts: bool) -> int:
         """DoRA's trained magnitude: one value per output row of every adapted matrix
         (PEFT ``lora_magnitude_vector``, shape [out_features]), the head's V rows when it is adapted."""
         head = self.head_adapter_shape(targets)
-        per_layer = sum(fan_out * copies for _, fan_out, copies in self.adapted_matrices(targets))
+        per_layer = sum(fan_out * copies for _, fan_out, copies in self.adapted_matrices(targets, linear_experts))
         return self.num_layers * per_layer + (head[1] if head else 0)
 
-    def ia3_vectors(self, targets: tuple[str, ...], feedforward: tuple[str, ...]) -> list[tuple[int, int, bool]]:
+    def ia3_vectors(
+        self, targets: tuple[str, ...], feedforward: tuple[str, ...], linear_experts: bool
+    ) -> list[tuple[int, int, bool]]:
         """(elements, copies, feedforward) of each IA3 vector one block trains.
 
         huggingface/peft 51c2ff66 src/peft/tuners/ia3/layer.py ``IA3Layer.update_layer``: the
@@ -1050,7 +1092,7 @@ class ModelSpec:
             group = next((g for g in groups if name in g), (name,))
             done.update(group)
             on_input = bool(ff & set(group))
-            for fan_in, fan_out, copies in self.adapted_matrices((name,)):
+            for fan_in, fan_out, copies in self.adapted_matrices((name,), linear_experts):
                 out.append((fan_in if on_input else fan_out, copies, on_input))
         return out
 
@@ -1091,9 +1133,9 @@ class ModelSpec:
         norm_tensors = 2 if self.norm == "layernorm" else 1
         return [self.hidden_size] * norm_tensors + [self.vocab_size] * 2
 
-    def ia3_params(self, targets: tuple[str, ...], feedforward: tuple[str, ...]) -> int:
+    def ia3_params(self, targets: tuple[str, ...], feedforward: tuple[str, ...], linear_experts: bool) -> int:
         """Exact IA3 size: Σ in (feedforward) or out (others) over the targets, every block."""
-        return self.num_layers * sum(n * c for n, c, _ in self.ia3_vectors(targets, feedforward))
+        return self.num_layers * sum(n * c for n, c, _ in self.ia3_vectors(targets, feedforward, linear_experts))
 
     # ---- KV cache ------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:

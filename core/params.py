@@ -187,7 +187,7 @@ def vera_tensor_sizes(plan: Plan) -> list[int]:
     results file: "num_trainable_params": 129024 = 28 × (q: 256 + 3,072, v: 256 + 1,024)."""
     r = plan.lora.rank
     sizes: list[int] = []
-    for _, fan_out, copies in plan.model.adapted_matrices(plan.lora.targets):
+    for _, fan_out, copies in plan.model.adapted_matrices(plan.lora.targets, plan.linear_experts):
         sizes += [r, fan_out] * copies
     return sizes
 
@@ -200,7 +200,7 @@ def miss_tensor_sizes(plan: Plan) -> list[int]:
     "num_trainable_params": 7340032 = 28 × 64 × (q: 3,072 + v: 1,024)."""
     r = plan.lora.rank
     sizes: list[int] = []
-    for _, fan_out, copies in plan.model.adapted_matrices(plan.lora.targets):
+    for _, fan_out, copies in plan.model.adapted_matrices(plan.lora.targets, plan.linear_experts):
         sizes += [r * fan_out] * copies
     return sizes
 
@@ -212,7 +212,7 @@ def fourierft_tensor_sizes(plan: Plan) -> list[int]:
     dict entry, no parameter or buffer). fourierft--llama-3.2-3B-default results file: "num_trainable_params": 56000
     = 28 × 2 targets × 1,000."""
     n = plan.lora.rank
-    return [n * copies for _, _, copies in plan.model.adapted_matrices(plan.lora.targets)]
+    return [n * copies for _, _, copies in plan.model.adapted_matrices(plan.lora.targets, plan.linear_experts)]
 
 
 # RoadConfig.variant's trained angles (and as many scales) per output feature (huggingface/peft 51c2ff66
@@ -228,7 +228,7 @@ def road_tensor_sizes(plan: Plan) -> list[int]:
     v: 1,024)."""
     num, den = _ROAD_SHARE[plan.lora.road_variant]
     sizes: list[int] = []
-    for _, fan_out, copies in plan.model.adapted_matrices(plan.lora.targets):
+    for _, fan_out, copies in plan.model.adapted_matrices(plan.lora.targets, plan.linear_experts):
         sizes += [fan_out * num // den] * (2 * copies)
     return sizes
 
@@ -240,7 +240,7 @@ def vblora_tensor_sizes(plan: Plan) -> list[int]:
     The bank itself trains once for the model (:func:`vblora_bank_elements`)."""
     r, length, vectors = plan.lora.rank, VBLORA_VECTOR_LENGTH, VBLORA_NUM_VECTORS
     sizes: list[int] = []
-    for fan_in, fan_out, copies in plan.model.adapted_matrices(plan.lora.targets):
+    for fan_in, fan_out, copies in plan.model.adapted_matrices(plan.lora.targets, plan.linear_experts):
         sizes += [r * (fan_in // length) * vectors, (fan_out // length) * r * vectors] * copies
     return sizes
 
@@ -267,7 +267,7 @@ def randlora_tensor_sizes(plan: Plan) -> list[int]:
     96 + 96 × 3,072, v: 32 × 32 + 32 × 1,024)."""
     r = plan.lora.rank
     sizes: list[int] = []
-    for fan_in, fan_out, copies in plan.model.adapted_matrices(plan.lora.targets):
+    for fan_in, fan_out, copies in plan.model.adapted_matrices(plan.lora.targets, plan.linear_experts):
         bases = randlora_bases(fan_in, fan_out, r)
         sizes += [r * bases, bases * min(fan_in, fan_out)] * copies
     return sizes
@@ -288,7 +288,7 @@ def randlora_projection_elements(plan: Plan) -> int:
 def _largest_sides(plan: Plan) -> tuple[int, int] | None:
     """(largest in, largest out) over the targets' matrices, PEFT's ``_find_dim`` for the shared projections of VeRA
     and RandLoRA (huggingface/peft 51c2ff66 src/peft/tuners/vera/model.py, randlora/model.py); None without one."""
-    matrices = plan.model.adapted_matrices(plan.lora.targets)
+    matrices = plan.model.adapted_matrices(plan.lora.targets, plan.linear_experts)
     if not matrices:
         return None
     return max(fan_in for fan_in, _, _ in matrices), max(fan_out for _, fan_out, _ in matrices)
@@ -302,7 +302,8 @@ def shira_tensor_sizes(plan: Plan) -> list[int]:
     + v: 4,096), LoRA r 32's count."""
     r = plan.lora.rank
     return [
-        r * (fan_in + fan_out) * copies for fan_in, fan_out, copies in plan.model.adapted_matrices(plan.lora.targets)
+        r * (fan_in + fan_out) * copies
+        for fan_in, fan_out, copies in plan.model.adapted_matrices(plan.lora.targets, plan.linear_experts)
     ]
 
 
@@ -324,7 +325,7 @@ def adalora_tensor_sizes(plan: Plan) -> list[int]:
     file: "num_trainable_params": 18353664 = 28 × (q: 64·3,072 + 64 + 3,072·64, v: 64·3,072 + 64 + 1,024·64)."""
     r = plan.lora.rank
     sizes: list[int] = []
-    for fan_in, fan_out, copies in plan.model.adapted_matrices(plan.lora.targets):
+    for fan_in, fan_out, copies in plan.model.adapted_matrices(plan.lora.targets, plan.linear_experts):
         sizes += [r * fan_in, r, fan_out * r] * copies
     return sizes
 
@@ -388,7 +389,7 @@ def oft_tensor_sizes(plan: Plan) -> list[int]:
     block_share is not modelled). oft--llama-3.2-3B-rank32 results file: "num_trainable_params": 8171520 = 28 ×
     2 targets × 32 blocks × (96 · 95 / 2) (q_proj and v_proj both read 3,072 features: blocks of 96)."""
     sizes: list[int] = []
-    for fan_in, _, copies in plan.model.adapted_matrices(plan.lora.targets):
+    for fan_in, _, copies in plan.model.adapted_matrices(plan.lora.targets, plan.linear_experts):
         r, block = oft_blocks(plan, fan_in)
         sizes += [r * (block * (block - 1) // 2)] * copies
     return sizes
@@ -402,7 +403,7 @@ def oft_index_elements(plan: Plan) -> int:
     if not plan.oft:
         return 0
     total = 0
-    for fan_in, _, copies in plan.model.adapted_matrices(plan.lora.targets):
+    for fan_in, _, copies in plan.model.adapted_matrices(plan.lora.targets, plan.linear_experts):
         block = oft_blocks(plan, fan_in)[1]
         total += 2 * (block * (block - 1) // 2) * copies
     return total
@@ -425,7 +426,7 @@ def boft_tensor_sizes(plan: Plan) -> list[int]:
     (out, 1) (huggingface/peft 51c2ff66 src/peft/tuners/boft/layer.py ``update_layer``). boft--llama-3.2-3B-default
     results file: "num_trainable_params": 802816 = 28 × (768·4·4 + 3,072 + 768·4·4 + 1,024)."""
     sizes: list[int] = []
-    for fan_in, fan_out, copies in plan.model.adapted_matrices(plan.lora.targets):
+    for fan_in, fan_out, copies in plan.model.adapted_matrices(plan.lora.targets, plan.linear_experts):
         blocks, size = boft_blocks(plan, fan_in)
         sizes += [blocks * size * size, fan_out] * copies
     return sizes
@@ -452,7 +453,7 @@ def param_counts(plan: Plan) -> ParamCounts:
     active = model.active_params()
     if plan.adapter_based:
         if plan.method is _METHOD_IA3:
-            adapter = model.ia3_params(plan.lora.targets, plan.lora.ia3_feedforward)
+            adapter = model.ia3_params(plan.lora.targets, plan.lora.ia3_feedforward, plan.linear_experts)
         elif plan.litgpt_adapter:
             adapter = sum(n * c for n, c in litgpt_adapter_tensors(plan))
         elif plan.peft_flat_trained:
@@ -460,7 +461,7 @@ def param_counts(plan: Plan) -> ParamCounts:
         elif plan.lycoris:
             adapter = model.num_layers * sum(
                 sum(lycoris_matrix_tensors(plan, fan_in, fan_out)[0]) * copies
-                for fan_in, fan_out, copies in model.adapted_matrices(plan.lora.targets)
+                for fan_in, fan_out, copies in model.adapted_matrices(plan.lora.targets, plan.linear_experts)
             )
         elif plan.vera:
             adapter = model.num_layers * sum(vera_tensor_sizes(plan))
@@ -483,9 +484,9 @@ def param_counts(plan: Plan) -> ParamCounts:
         elif plan.shira:
             adapter = model.num_layers * sum(shira_tensor_sizes(plan))
         else:
-            adapter = model.lora_params(plan.lora.rank, plan.lora.targets)
+            adapter = model.lora_params(plan.lora.rank, plan.lora.targets, plan.linear_experts)
         if plan.method is _METHOD_DORA:
-            adapter += model.dora_magnitude_params(plan.lora.targets)
+            adapter += model.dora_magnitude_params(plan.lora.targets, plan.linear_experts)
         if plan.accounting is _ACCOUNTING_LESSON and plan.lesson.trainable_override:
             adapter = plan.lesson.trainable_override
         trainable = max(0, adapter - lora_fa_frozen_elements(plan))
@@ -565,7 +566,9 @@ def lora_fa_frozen_elements(plan: Plan) -> int:
         return 0
     model, r = plan.model, plan.lora.rank
     head = model.head_adapter_shape(plan.lora.targets)
-    per_layer = sum(r * fan_in * copies for fan_in, _, copies in model.adapted_matrices(plan.lora.targets))
+    per_layer = sum(
+        r * fan_in * copies for fan_in, _, copies in model.adapted_matrices(plan.lora.targets, plan.linear_experts)
+    )
     return model.num_layers * per_layer + (r * head[0] if head else 0)
 
 

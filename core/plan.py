@@ -86,7 +86,15 @@ from core.inputs import (
 )
 from core.mac import mac_refusal
 from core.memo import last_answer, replaced
-from core.model import HEAD_TARGET, MIXER_TARGETS, ModelSpec, check_text, normalise_lora_targets
+from core.model import (
+    HEAD_TARGET,
+    LINEAR_EXPERTS_4X,
+    MIXER_TARGETS,
+    MLP_TARGETS,
+    ModelSpec,
+    check_text,
+    normalise_lora_targets,
+)
 from core.optimizer_stacks import STACK_NAMES, OptimizerStack, built_labels, optimizer_refusal, optimizer_stack
 from core.units import GiB
 
@@ -537,6 +545,20 @@ def lora_on(model: ModelSpec, lora: LoraSettings) -> LoraSettings:
     return replace(lora, targets=targets, ia3_feedforward=tuple(t for t in lora.ia3_feedforward if t in targets))
 
 
+def _linear_experts(model: ModelSpec, release: TransformersLoss, litgpt: bool) -> bool:
+    """Plan.linear_experts for ``model`` under ``release`` (LitGPT's own MoE: always)."""
+    return litgpt or (release is not _TRANSFORMERS_V5 and model.family in LINEAR_EXPERTS_4X)
+
+
+def moe_targets_reach_nothing(model: ModelSpec, targets: tuple[str, ...], linear_experts: bool) -> bool:
+    """Whether ``targets`` reach no module of the mixture of experts ``model`` (ModelSpec.adapted_rows): MLP targets
+    alone where its routed experts are 3-D, with no shared expert, no dense layer and not the head (PEFT: "Target
+    modules {...} not found in the base model"). False for any other model."""
+    if model.num_experts == 1 or model.recurrent_mixer or model.first_k_dense_replace or HEAD_TARGET in targets:
+        return False
+    return not model.adapted_rows(targets, linear_experts)
+
+
 def _default_targets_for(method: Method, lora: LoraSettings) -> LoraSettings:
     """``lora`` with targets left at the other kind's default swapped for ``method``'s (IA3 or a
     LoRA-style adapter); chosen targets are kept."""
@@ -875,6 +897,7 @@ _VERA: Final = Method.VERA
 _ADALORA: Final = Method.ADALORA
 _OFT: Final = Method.OFT
 _MISS: Final = Method.MISS
+_TRANSFORMERS_V5: Final = TransformersLoss.V5_ON
 _FOURIERFT: Final = Method.FOURIERFT
 _ROAD: Final = Method.ROAD
 _VBLORA: Final = Method.VBLORA
@@ -1370,6 +1393,7 @@ class Plan:
         if served is not None:
             raise served
         self._check_latent_attention()
+        self._check_moe_targets()
         self._check_held_by_others()
         if self.optimizer_in_backward and self.workload.grad_accum > 1:
             raise PlanError(
@@ -1540,6 +1564,25 @@ class Plan:
                 f"{model.name} has no {' or '.join(missing)}: its attention is "
                 + ", ".join(n for n in model.latent_shapes()),
             )
+
+    def _check_moe_targets(self) -> None:
+        """Refuse adapter targets that reach no module of a mixture of experts, as PEFT does ("Target modules {...}
+        not found in the base model", huggingface/peft 0.18.0 tuners_utils.py ``inject_adapter``;
+        tests/data/moe_lora/): MLP targets alone where the routed experts are 3-D parameters (transformers 5.x, gpt-oss
+        and Llama 4 in 4.x too; ModelSpec.adapted_rows), no shared expert and no dense layer holds an MLP."""
+        model = self.model
+        if not self.targets_adapted or not moe_targets_reach_nothing(model, self.lora.targets, self.linear_experts):
+            return
+        fix = "add attention targets (q_proj, k_proj, v_proj, o_proj)"
+        if model.family in LINEAR_EXPERTS_4X and not self.linear_experts:
+            fix += " or pick transformers 4.49-4.57, whose experts are nn.Linear"
+        raise PlanError(
+            "lora.targets",
+            ", ".join(self.lora.targets),
+            "targets that reach a module: " + fix,
+            f"PEFT finds none of them in {model.name}: its routed experts are 3-D parameters under this "
+            "transformers release and it has no shared expert",
+        )
 
     def _check_serving_layout(self) -> None:
         """Refuse a serving split vLLM refuses (vllm-project/vllm, stored snapshot commit
@@ -1888,7 +1931,9 @@ class Plan:
         product of the input and output dimensions")."""
         if self.method is not _FOURIERFT:
             return
-        smallest = min((i * o for i, o, _ in self.model.adapted_matrices(self.lora.targets)), default=0)
+        smallest = min(
+            (i * o for i, o, _ in self.model.adapted_matrices(self.lora.targets, self.linear_experts)), default=0
+        )
         if smallest and self.lora.rank > smallest:
             raise PlanError(
                 "lora.rank",
@@ -1903,7 +1948,9 @@ class Plan:
         ``update_layer`` (src/peft/tuners/shira/layer.py) refuses r·(in + out) above in·out ("more shira params than
         the total number of params in the base layer")."""
         if self.method is _VBLORA:
-            sides = {n for i, o, _ in self.model.adapted_matrices(self.lora.targets) for n in (i, o)}
+            sides = {
+                n for i, o, _ in self.model.adapted_matrices(self.lora.targets, self.linear_experts) for n in (i, o)
+            }
             odd = sorted(n for n in sides if n % VBLORA_VECTOR_LENGTH)
             if odd:
                 raise PlanError(
@@ -1913,7 +1960,7 @@ class Plan:
                     f"PEFT's VB-LoRA refuses a target {odd[0]:,} wide: its sides must be whole bank vectors",
                 )
         if self.method is _SHIRA:
-            for fan_in, fan_out, _ in self.model.adapted_matrices(self.lora.targets):
+            for fan_in, fan_out, _ in self.model.adapted_matrices(self.lora.targets, self.linear_experts):
                 if self.lora.rank * (fan_in + fan_out) > fan_in * fan_out:
                     raise PlanError(
                         "lora.rank",
@@ -1932,7 +1979,7 @@ class Plan:
         part, path, name = (size, "lora.oft_block_size", "boft_block_size") if size else (
             self.lora.rank, "lora.rank", "boft_block_num"
         )
-        for fan_in, _, _ in self.model.adapted_matrices(self.lora.targets):
+        for fan_in, _, _ in self.model.adapted_matrices(self.lora.targets, self.linear_experts):
             if fan_in % part:
                 raise PlanError(
                     path,
@@ -2239,6 +2286,29 @@ class Plan:
         return self.workload.seq_len + extra
 
     @property
+    def linear_experts(self) -> bool:
+        """Whether the run's model code holds the routed experts as nn.Linear modules an adapter's MLP targets reach
+        (ModelSpec.adapted_rows): transformers 4.x for LINEAR_EXPERTS_4X's families (from 5.0 they are 3-D
+        parameters), LitGPT's own MoE (``LLaMAMoE.experts``, a ModuleList of LLaMAMLP whose linears its LoRA
+        replaces) always. A dense model: no routed experts, the flag reads nowhere."""
+        return _linear_experts(self.model, self.training_transformers, self.litgpt)
+
+    @property
+    def release_moves_adapters(self) -> bool:
+        """Whether the transformers release changes what the plan's adapter targets reach: a mixture of experts of
+        LINEAR_EXPERTS_4X trained with targets among the MLP's, not through LitGPT's own model code."""
+        model = self.model
+        if model.num_experts == 1 or model.family not in LINEAR_EXPERTS_4X or self.litgpt or not self.targets_adapted:
+            return False
+        return not set(self.lora.targets).isdisjoint(MLP_TARGETS)
+
+    @property
+    def targets_adapted(self) -> bool:
+        """Whether the plan's method puts something on each of ``lora.targets`` (LoRA-shaped adapters, PEFT's
+        wrapped methods, IA3), what PEFT's target_modules decide."""
+        return self.lora_adapters or self.method in _PEFT_WRAPPED or self.method is Method.IA3
+
+    @property
     def lora_adapters(self) -> bool:
         """LoRA-shaped adapters (lora_A, lora_B of rank r) on ``lora.targets``."""
         return self.method in _LORA_SHAPED
@@ -2402,8 +2472,14 @@ class Plan:
         return replace(plan, model=model, model_id=model_id, frozen_layers=frozen)
 
     def targets_for(self, model: ModelSpec) -> Plan:
-        """This plan's adapter targets as ``model`` has them (:func:`lora_on`)."""
+        """This plan's adapter targets as ``model`` has them (:func:`lora_on`). On a mixture of experts where the
+        MLP's targets alone reach nothing under the plan's release (:func:`moe_targets_reach_nothing`, what
+        Plan._check_moe_targets refuses), q_proj and v_proj join them, PEFT's LoRA default (as a latent-attention
+        model's missing targets give way to o_proj)."""
         lora = lora_on(model, self.lora)
+        linear = _linear_experts(model, self.training_transformers, self.litgpt)
+        if self.targets_adapted and moe_targets_reach_nothing(model, lora.targets, linear):
+            lora = replace(lora, targets=normalise_lora_targets(("q_proj", "v_proj", *lora.targets)))
         return self if lora is self.lora else replace(self, lora=lora)
 
     def with_method(self, method: Method, *, typed: frozenset[str] = frozenset(), **changes: Any) -> Plan:

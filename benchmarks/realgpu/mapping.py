@@ -779,11 +779,13 @@ def _training_transformers(recipe: Mapping[str, Any], family: str) -> Transforme
         return _TRANSFORMERS_OF_FAMILY[family]
     found = re.search(r"(\d+)\.(\d+)", str((recipe.get("versions") or {}).get("transformers") or ""))
     if found is None:
-        return TransformersLoss.V4_49_ON
+        return TransformersLoss.V5_ON
     release = (int(found[1]), int(found[2]))
     if (4, 31) <= release < (4, 46):
         return TransformersLoss.V4_31_TO_4_45
-    return TransformersLoss.V4_46_TO_4_48 if (4, 46) <= release < (4, 49) else TransformersLoss.V4_49_ON
+    if (4, 46) <= release < (4, 49):
+        return TransformersLoss.V4_46_TO_4_48
+    return TransformersLoss.V4_49_TO_4_57 if release < (5, 0) else TransformersLoss.V5_ON
 
 
 # The PyTorch release each source ran, where the record or its source says, and whether

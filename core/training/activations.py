@@ -25,6 +25,7 @@ from core.model import (
     GDN_IN_PROJ,
     HEAD_TARGET,
     MIXER_TARGETS,
+    MLP_TARGETS,
     ModelSpec,
     normalise_ia3_feedforward,
     normalise_lora_targets,
@@ -804,15 +805,19 @@ def _adapters(plan: Plan, ctx: _Ctx) -> list[Term]:
     shapes = model.linear_shapes()
     if model.recurrent_mixer:  # a hybrid layer's own targets (layer_targets), the mixer's among them
         shapes = {**shapes, **dict.fromkeys((*MIXER_TARGETS, *GDN_IN_PROJ.get(model.family, ())), (0, 0))}
-    rank_el = sum(n * plan.lora.rank for nm in ctx.lora if nm in shapes)
     ab = ctx.adapter_out
-    items = [Term("LoRA A outputs (kept for B)", f"{len(ctx.lora)} × N·r × {ab:g}", rank_el * ab)]
+    if model.num_experts > 1 and not model.recurrent_mixer:  # an MLP target's adapters by what it reaches
+        count = sum(_token_copies(plan, nm) for nm in ctx.lora if nm in shapes)
+        items = [Term("LoRA A outputs (kept for B)", f"{count:g} × N·r × {ab:g}", n * plan.lora.rank * count * ab)]
+    else:
+        rank_el = sum(n * plan.lora.rank for nm in ctx.lora if nm in shapes)
+        items = [Term("LoRA A outputs (kept for B)", f"{len(ctx.lora)} × N·r × {ab:g}", rank_el * ab)]
     if plan.method is Method.DORA:
         # get_lora_weight's lora_B(lora_A(torch.eye(in))) (in², then in × out) is used only
         # through .detach(): its graph dies with the layer's forward, so no block keeps it
         # (huggingface/peft v0.21.2 src/peft/tuners/lora/dora.py; the "reference cycle" that
         # kept it was the measuring tool's module hooks, tools/measure/NOTES.md, branch h76memtr).
-        outs = sum(out * copies for _, out, copies in model.adapted_matrices(plan.lora.targets))
+        outs = sum(out * copies for _, out, copies in model.adapted_matrices(plan.lora.targets, plan.linear_experts))
         items.append(
             Term(
                 "DoRA: base and adapter outputs kept for the magnitude",
@@ -821,6 +826,17 @@ def _adapters(plan: Plan, ctx: _Ctx) -> list[Term]:
             )
         )
     return items
+
+
+def _token_copies(plan: Plan, target: str) -> float:
+    """How many of a token's adapter passes one target of a mixture-of-experts block makes (ModelSpec.adapted_rows):
+    1 for attention's; an MLP target's top-k routed experts (transformers 4.x: E copies, each on k / E of the
+    tokens) and its shared expert's one, or none where neither is reached."""
+    model = plan.model
+    if target not in MLP_TARGETS:
+        return 1.0
+    share = model.experts_per_token / model.num_experts
+    return sum(c * (share if routed else 1.0) for _, _, c, routed in model.adapted_rows((target,), plan.linear_experts))
 
 
 def dora_forward_transient(plan: Plan, head: bool = True) -> Term | None:
@@ -845,7 +861,9 @@ def dora_forward_transient(plan: Plan, head: bool = True) -> Term | None:
     dt = dtypes_for(plan)
     a, c = dt.adapter, (dt.compute if dt.autocast else dt.adapter)
     r = plan.lora.rank
-    shapes = [(fan_in, fan_out) for fan_in, fan_out, _ in plan.model.adapted_matrices(plan.lora.targets)]
+    shapes = [
+        (fan_in, fan_out) for fan_in, fan_out, _ in plan.model.adapted_matrices(plan.lora.targets, plan.linear_experts)
+    ]
     head_shape = plan.model.head_adapter_shape(plan.lora.targets) if head else None
     if head_shape:
         shapes.append(head_shape)
@@ -880,7 +898,7 @@ def _lycoris(plan: Plan, ctx: _Ctx) -> list[Term]:
     saves only its four leaf factors; LoKr's ``make_kron`` (torch.kron) keeps w2 when it is a product
     (core.params.lycoris_matrix_tensors), its ``* scale`` nothing. The delta does not scale with the
     tokens: it is one per target per block, kept until that block's backward."""
-    matrices = plan.model.adapted_matrices(plan.lora.targets)
+    matrices = plan.model.adapted_matrices(plan.lora.targets, plan.linear_experts)
     ab = ctx.adapter_out
     delta = sum(fan_in * fan_out * copies for fan_in, fan_out, copies in matrices)
     name = "LoHa" if plan.method is Method.LOHA else "LoKr"
@@ -901,7 +919,7 @@ def _fourierft(plan: Plan, ctx: _Ctx) -> list[Term]:
     LoKr's) and ``F.linear(x, delta_w)``, which keeps the whole (out × in) delta, in the adapter dtype or, under
     autocast, its cast to the autocast dtype (``ctx.adapter_out``), until the block's backward.
     tools/measure/peft_more_check.py (PEFT 0.18.0, whose forward is 51c2ff66's; torch 2.13 CPU): to the byte."""
-    matrices = plan.model.adapted_matrices(plan.lora.targets)
+    matrices = plan.model.adapted_matrices(plan.lora.targets, plan.linear_experts)
     ab, n = ctx.adapter_out, plan.lora.rank
     delta = sum(fan_in * fan_out * copies for fan_in, fan_out, copies in matrices)
     count = sum(copies for _, _, copies in matrices)
@@ -924,7 +942,7 @@ def _adalora(plan: Plan, ctx: _Ctx) -> list[Term]:
     AdaLoraModel.forward adds to a loss (PeftModelForCausalLM and the other task models, not the task-less
     PeftModel) keeps r × r per matrix (1.8 MB at init_r 64 on Llama-3.2-3B's q, v), or under autocast 16-bit
     copies of every A and B: not modelled (docs/REAL_GPU_MEMORY.md, "PEFT's AdaLoRA")."""
-    matrices = plan.model.adapted_matrices(ctx.lora)
+    matrices = plan.model.adapted_matrices(ctx.lora, plan.linear_experts)
     ab, r = ctx.adapter_out, plan.lora.rank
     count = sum(copies for _, _, copies in matrices)
     ins = sum(fan_in * copies for fan_in, _, copies in matrices)
@@ -958,7 +976,10 @@ def _oft(plan: Plan, ctx: _Ctx) -> list[Term]:
     bmms = oft_neumann_bmms()
     cast = ctx.autocast and ctx.adapter_dtype is not ctx.compute_dtype
     kept, size = (2 * bmms + 1, ctx.ca) if cast else (bmms + 1, ctx.adapter)
-    squares = sum(fan_in * oft_blocks(plan, fan_in)[1] * c for fan_in, _, c in plan.model.adapted_matrices(ctx.lora))
+    squares = sum(
+        fan_in * oft_blocks(plan, fan_in)[1] * c
+        for fan_in, _, c in plan.model.adapted_matrices(ctx.lora, plan.linear_experts)
+    )
     how = "Q, its powers and R" if not cast else "the bmms' 16-bit casts and R's"
     label = f"OFT: the rotation's blocks kept ({how}, Cayley–Neumann, {bmms} bmms)"
     return [Term(label, f"{kept} × Σ in·b × {size:g}", kept * squares * size)]
@@ -977,7 +998,7 @@ def _vera(plan: Plan, ctx: _Ctx) -> list[Term]:
     the byte, with and without bf16 autocast. vera_dropout is not modelled (read configs refuse it)."""
     if not plan.vera:
         return []
-    matrices = plan.model.adapted_matrices(tuple(t for t in plan.lora.targets if t != HEAD_TARGET))
+    matrices = plan.model.adapted_matrices(tuple(t for t in plan.lora.targets if t != HEAD_TARGET), plan.linear_experts)
     ab, r = ctx.adapter_out, plan.lora.rank
     outs = sum(fan_out * copies for _, fan_out, copies in matrices)
     count = sum(copies for _, _, copies in matrices)
@@ -1004,7 +1025,7 @@ def _miss(plan: Plan, ctx: _Ctx) -> list[Term]:
     16,384 B, and 18,432 B with the cache's casts under bf16 autocast, at r 16 — the rule to the byte."""
     if not plan.miss:
         return []
-    matrices = plan.model.adapted_matrices(tuple(t for t in plan.lora.targets if t != HEAD_TARGET))
+    matrices = plan.model.adapted_matrices(tuple(t for t in plan.lora.targets if t != HEAD_TARGET), plan.linear_experts)
     ab, r = ctx.adapter_out, plan.lora.rank
     count = sum(copies for _, _, copies in matrices)
     return [Term("MiSS: block sums kept for miss_block", f"{count} × N·r × {ab:g}", count * ctx.n * r * ab)]
@@ -1019,7 +1040,7 @@ def _vblora(plan: Plan, ctx: _Ctx) -> list[Term]:
     keeps A, B and x·Aᵀ (N × r). tools/measure/peft_more_check.py (PEFT 0.18.0, whose forward is 51c2ff66's; torch
     2.13 CPU): every kept tensor to the byte."""
     n, r, k, length = ctx.n, plan.lora.rank, VBLORA_TOPK, VBLORA_VECTOR_LENGTH
-    matrices = plan.model.adapted_matrices(tuple(t for t in plan.lora.targets if t != HEAD_TARGET))
+    matrices = plan.model.adapted_matrices(tuple(t for t in plan.lora.targets if t != HEAD_TARGET), plan.linear_experts)
     count = sum(copies for _, _, copies in matrices)
     sides = sum((fan_in + fan_out) * copies for fan_in, fan_out, copies in matrices)
     ab, a = ctx.adapter_out, ctx.adapter
@@ -1053,7 +1074,7 @@ def _randlora(plan: Plan, ctx: _Ctx) -> list[Term]:
     r·bases). tools/measure/peft_more_check.py (PEFT 0.18.0, whose forward is 51c2ff66's; torch 2.13 CPU): to the
     byte."""
     n, r, ab = ctx.n, plan.lora.rank, ctx.adapter_out
-    matrices = plan.model.adapted_matrices(tuple(t for t in plan.lora.targets if t != HEAD_TARGET))
+    matrices = plan.model.adapted_matrices(tuple(t for t in plan.lora.targets if t != HEAD_TARGET), plan.linear_experts)
     basis = sum(r * randlora_bases(i, o, r) * min(i, o) * c for i, o, c in matrices)
     middle = sum(r * randlora_bases(i, o, r) * c for i, o, c in matrices if not randlora_keeps_input(i, o))
     items = [Term("RandLoRA: each target's scaled basis λ·A·γ, kept", f"Σ r·bases·min(in, out) × {ab:g}", basis * ab)]
@@ -1071,7 +1092,7 @@ def _shira(plan: Plan, ctx: _Ctx) -> list[Term]:
     to the autocast dtype) for the input's gradient and x itself for the weight's (_consumer_inputs: no cast of its
     own); the sparse tensor keeps its int64 indices (2 × r·(in + out)) and its scaled values (the adapter dtype).
     tools/measure/peft_more_check.py (PEFT 0.18.0, whose forward is 51c2ff66's; torch 2.13 CPU): to the byte."""
-    matrices = plan.model.adapted_matrices(tuple(t for t in plan.lora.targets if t != HEAD_TARGET))
+    matrices = plan.model.adapted_matrices(tuple(t for t in plan.lora.targets if t != HEAD_TARGET), plan.linear_experts)
     weights = sum(i * o * c for i, o, c in matrices)
     w = ctx.ca if ctx.autocast else DTYPE_BYTES[plan.base_dtype]
     values = sum(shira_tensor_sizes(plan))
@@ -1102,7 +1123,7 @@ def _boft(plan: Plan, ctx: _Ctx) -> list[Term]:
     tools/measure/boft_check.py (PEFT 0.21.2, whose BOFT forward is 51c2ff66's; torch 2.13 CPU): to the byte, with and
     without bf16 autocast. A first layer's input needs no gradient, so its product is not kept there: not modelled
     (one target's in² of the layers' count); nor the backward's in² gradients (transients)."""
-    matrices = plan.model.adapted_matrices(ctx.lora)
+    matrices = plan.model.adapted_matrices(ctx.lora, plan.linear_experts)
     xm = DTYPE_BYTES[ctx.model_dtype]
     xb = ctx.ca if ctx.autocast else xm
     a = ctx.adapter
@@ -1143,7 +1164,7 @@ def _road(plan: Plan, ctx: _Ctx) -> list[Term]:
     whose forward is 51c2ff66's; torch 2.13 CPU): the two N × out copies and the columns, to the byte."""
     if not plan.road:
         return []
-    matrices = plan.model.adapted_matrices(tuple(t for t in plan.lora.targets if t != HEAD_TARGET))
+    matrices = plan.model.adapted_matrices(tuple(t for t in plan.lora.targets if t != HEAD_TARGET), plan.linear_experts)
     ab = ctx.adapter
     outs = sum(fan_out * copies for _, fan_out, copies in matrices)
     columns = _ROAD_COLUMNS[plan.lora.road_variant]

@@ -201,7 +201,7 @@ def weight_segments(
     adapter = DTYPE_BYTES[plan.adapter_dtype]
     large_adapters = 0
     if plan.method is Method.IA3:
-        vectors = model.ia3_vectors(plan.lora.targets, plan.lora.ia3_feedforward)
+        vectors = model.ia3_vectors(plan.lora.targets, plan.lora.ia3_feedforward, plan.linear_experts)
         large_adapters = sum(copies * (not is_small(int(n * adapter / shards))) for n, copies, _ in vectors)
     elif plan.litgpt_adapter:  # one block's prompt and gate, and Adapter v2's vectors
         prompt = model.litgpt_prompt_tensors(plan.lora.adapter_prompt_length, model.num_layers - 1)
@@ -209,7 +209,7 @@ def weight_segments(
         per_block += model.litgpt_v2_block_tensors() if plan.method is Method.ADAPTER_V2 else []
         large_adapters = sum(copies * (not is_small(int(n * adapter / shards))) for n, copies in per_block)
     elif plan.adapter_based:
-        for fan_in, fan_out, copies in model.adapted_matrices(plan.lora.targets):
+        for fan_in, fan_out, copies in model.adapted_matrices(plan.lora.targets, plan.linear_experts):
             for elements in (plan.lora.rank * fan_in, fan_out * plan.lora.rank):
                 large_adapters += copies * (not is_small(int(elements * adapter / shards)))
     # The head's lora_A and lora_B (lm_head targeted) are two more such linears, on the rank with the head.

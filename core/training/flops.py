@@ -43,7 +43,7 @@ from typing import Any, Final
 
 from core.format import sci
 from core.memo import Once, fills_fields, last_answer
-from core.model import ModelSpec, normalise_lora_targets
+from core.model import MLP_TARGETS, ModelSpec, normalise_lora_targets
 from core.params import boft_blocks, lokr_factorization, oft_blocks, oft_neumann_bmms, param_counts, randlora_bases
 from core.plan import Accounting, CheckpointPolicy, Method, Plan
 from core.training.activations import randlora_keeps_input, recomputed_share
@@ -259,46 +259,53 @@ def _adapter_gemms(plan: Plan) -> tuple[Gemm, ...]:
     wrapped = plan.lycoris or plan.vera or plan.oft or plan.adalora or plan.miss or plan.fourierft
     if not (plan.lora_adapters or wrapped or plan.vblora or plan.randlora or plan.boft):
         return ()
-    shapes = {**plan.model.linear_shapes(), **plan.model.mixer_shapes()}
-    r = plan.lora.rank
+    model = plan.model
+    shapes = {**model.linear_shapes(), **model.mixer_shapes()}
     out: list[Gemm] = []
     for target in normalise_lora_targets(plan.lora.targets):
         if target not in shapes:
             continue
-        fan_in, fan_out = shapes[target]
-        row = target in ("o_proj", "down_proj", "out_proj")
-        if plan.lycoris or plan.fourierft:
-            out.append(Gemm(f"{target} {ADAPTER_GEMMS[2]}", fan_in, fan_out, "none", True))
+        if target in MLP_TARGETS and model.num_experts > 1 and not model.recurrent_mixer:
+            # What the target reaches on a mixture of experts (ModelSpec.adapted_rows): each routed expert's
+            # adapter on top-k / experts of the tokens (transformers 4.x), a shared expert's on all of them.
+            share = model.experts_per_token / model.num_experts
+            for fan_in, fan_out, copies, routed in model.adapted_rows((target,), plan.linear_experts):
+                for g in _target_gemms(plan, target, fan_in, fan_out):
+                    out.append(Gemm(g.name, g.k, g.n, g.split, g.trains, share if routed else 1.0, copies, g.layers))
             continue
-        if plan.oft:
-            out.append(Gemm(f"{target} {ADAPTER_GEMMS[5]}", fan_in, oft_blocks(plan, fan_in)[1], "none", True))
-            continue
-        if plan.miss:
-            out.append(Gemm(f"{target} {ADAPTER_GEMMS[6]}", r, fan_out, "none", True))
-            continue
-        if plan.boft:
-            out.append(Gemm(f"{target} {BOFT_ROTATION}", fan_in, fan_in, "none", True))
-            continue
-        if plan.randlora:
-            middle, first = r * randlora_bases(fan_in, fan_out, r), randlora_keeps_input(fan_in, fan_out)
-            out += [
-                Gemm(f"{target} {ADAPTER_GEMMS[7 if first else 8]}", fan_in, middle, "none", first),
-                Gemm(f"{target} {ADAPTER_GEMMS[8 if first else 7]}", middle, fan_out, "none", not first),
-            ]
-            continue
-        if plan.vera:
-            out += [
-                Gemm(f"{target} {ADAPTER_GEMMS[3]}", fan_in, r, "none", False),
-                Gemm(f"{target} {ADAPTER_GEMMS[4]}", r, fan_out, "none", False),
-            ]
-            continue
-        out += [
-            Gemm(f"{target} LoRA A", fan_in, r, "row" if row else "none", True),
-            Gemm(f"{target} LoRA B", r, fan_out, "none" if row else "column", True),
-        ]
-    if plan.model.recurrent_mixer:
-        return tuple(_in_hybrid_layers(plan.model, g) for g in out)
+        out += _target_gemms(plan, target, *shapes[target])
+    if model.recurrent_mixer:
+        return tuple(_in_hybrid_layers(model, g) for g in out)
     return tuple(out)
+
+
+def _target_gemms(plan: Plan, target: str, fan_in: int, fan_out: int) -> list[Gemm]:
+    """The adapter matmuls of one (out × in) target matrix, by method (:func:`_adapter_gemms`)."""
+    r = plan.lora.rank
+    row = target in ("o_proj", "down_proj", "out_proj")
+    if plan.lycoris or plan.fourierft:
+        return [Gemm(f"{target} {ADAPTER_GEMMS[2]}", fan_in, fan_out, "none", True)]
+    if plan.oft:
+        return [Gemm(f"{target} {ADAPTER_GEMMS[5]}", fan_in, oft_blocks(plan, fan_in)[1], "none", True)]
+    if plan.miss:
+        return [Gemm(f"{target} {ADAPTER_GEMMS[6]}", r, fan_out, "none", True)]
+    if plan.boft:
+        return [Gemm(f"{target} {BOFT_ROTATION}", fan_in, fan_in, "none", True)]
+    if plan.randlora:
+        middle, first = r * randlora_bases(fan_in, fan_out, r), randlora_keeps_input(fan_in, fan_out)
+        return [
+            Gemm(f"{target} {ADAPTER_GEMMS[7 if first else 8]}", fan_in, middle, "none", first),
+            Gemm(f"{target} {ADAPTER_GEMMS[8 if first else 7]}", middle, fan_out, "none", not first),
+        ]
+    if plan.vera:
+        return [
+            Gemm(f"{target} {ADAPTER_GEMMS[3]}", fan_in, r, "none", False),
+            Gemm(f"{target} {ADAPTER_GEMMS[4]}", r, fan_out, "none", False),
+        ]
+    return [
+        Gemm(f"{target} LoRA A", fan_in, r, "row" if row else "none", True),
+        Gemm(f"{target} LoRA B", r, fan_out, "none" if row else "column", True),
+    ]
 
 
 def _in_hybrid_layers(model: ModelSpec, gemm: Gemm) -> Gemm:
@@ -547,7 +554,7 @@ def _adalora_scaling(plan: Plan) -> list[FlopTerm]:
     if not plan.adalora:
         return []
     model = plan.model
-    matrices = model.adapted_matrices(plan.lora.targets)
+    matrices = model.adapted_matrices(plan.lora.targets, plan.linear_experts)
     ins = sum(fan_in * c for fan_in, _, c in matrices)
     outs = sum(fan_out * c for _, fan_out, c in matrices)
     n = plan.workload.micro_batch * plan.workload.seq_len

@@ -246,16 +246,18 @@ def adapter_tensor_sizes(plan: Plan) -> list[int]:
         return own(plan)
     if plan.method is _METHOD_IA3:
         return [
-            n for n, copies, _ in model.ia3_vectors(plan.lora.targets, plan.lora.ia3_feedforward) for _ in range(copies)
+            n
+            for n, copies, _ in model.ia3_vectors(plan.lora.targets, plan.lora.ia3_feedforward, plan.linear_experts)
+            for _ in range(copies)
         ]
     r = plan.lora.rank
     sizes: list[int] = []
     if plan.lycoris:
-        for fan_in, fan_out, copies in model.adapted_matrices(plan.lora.targets):
+        for fan_in, fan_out, copies in model.adapted_matrices(plan.lora.targets, plan.linear_experts):
             sizes += lycoris_matrix_tensors(plan, fan_in, fan_out)[0] * copies
         return sizes
     frozen_a = plan.optimizer is _OPTIMIZER_LORA_FA  # LoRA-FA trains lora_B alone (core.params.lora_fa_frozen_elements)
-    for fan_in, fan_out, copies in model.adapted_matrices(plan.lora.targets):
+    for fan_in, fan_out, copies in model.adapted_matrices(plan.lora.targets, plan.linear_experts):
         a = [] if frozen_a else [r * fan_in]
         sizes += (a + [r * fan_out] + ([fan_out] if plan.method is _METHOD_DORA else [])) * copies
     return sizes
@@ -716,7 +718,10 @@ def adafactor_state_elements(plan: Plan) -> int:
         return model.num_layers * sum(adapter_tensor_sizes(plan))
     if plan.randlora:  # randlora_lambda (r, bases) and randlora_gamma (bases, min): 2-D, rows + columns each
         r = plan.lora.rank
-        bases = [(randlora_bases(fi, fo, r), min(fi, fo), c) for fi, fo, c in model.adapted_matrices(plan.lora.targets)]
+        bases = [
+            (randlora_bases(fi, fo, r), min(fi, fo), c)
+            for fi, fo, c in model.adapted_matrices(plan.lora.targets, plan.linear_experts)
+        ]
         return model.num_layers * sum((r + b + b + low) * c for b, low, c in bases)
     if plan.vblora:
         # vblora_logits_A (r, in/L, V) and vblora_logits_B (out/L, r, V) are 3-D: Adafactor factors the last two
@@ -725,24 +730,33 @@ def adafactor_state_elements(plan: Plan) -> int:
         r, length, vectors = plan.lora.rank, VBLORA_VECTOR_LENGTH, VBLORA_NUM_VECTORS
         per_layer = sum(
             (r * (fi // length + vectors) + (fo // length) * (r + vectors)) * c
-            for fi, fo, c in model.adapted_matrices(plan.lora.targets)
+            for fi, fo, c in model.adapted_matrices(plan.lora.targets, plan.linear_experts)
         )
         return model.num_layers * per_layer + vectors + length
     if plan.adalora:  # lora_A (r, in), lora_E (r, 1), lora_B (out, r): all 2-D, rows + columns each
         r = plan.lora.rank
-        per_layer = sum((fi + r + r + 1 + fo + r) * c for fi, fo, c in model.adapted_matrices(plan.lora.targets))
+        per_layer = sum(
+            (fi + r + r + 1 + fo + r) * c
+            for fi, fo, c in model.adapted_matrices(plan.lora.targets, plan.linear_experts)
+        )
         return model.num_layers * per_layer
     if plan.miss:  # each target's miss_block is 2-D (r, out): rows + columns
         r = plan.lora.rank
-        return model.num_layers * sum((r + fo) * c for _, fo, c in model.adapted_matrices(plan.lora.targets))
+        return model.num_layers * sum(
+            (r + fo) * c for _, fo, c in model.adapted_matrices(plan.lora.targets, plan.linear_experts)
+        )
     if plan.oft:  # each target's OFTRotationModule.weight is 2-D (r, b(b−1)/2): rows + columns
-        oft = [(oft_blocks(plan, fan_in), c) for fan_in, _, c in model.adapted_matrices(plan.lora.targets)]
+        oft = [
+            (oft_blocks(plan, fan_in), c)
+            for fan_in, _, c in model.adapted_matrices(plan.lora.targets, plan.linear_experts)
+        ]
         return model.num_layers * sum((r + b * (b - 1) // 2) * c for (r, b), c in oft)
     if plan.boft:  # boft_R (1, in/b, b, b): the last two dimensions per leading index, 2·in; boft_s (out, 1): out + 1
-        return model.num_layers * sum((2 * fi + fo + 1) * c for fi, fo, c in model.adapted_matrices(plan.lora.targets))
+        return model.num_layers * sum((2 * fi + fo + 1) * c for fi, fo, c in model.adapted_matrices(plan.lora.targets, plan.linear_experts))
     if plan.lycoris:
         return model.num_layers * sum(
-            _lycoris_statistics(plan, fi, fo) * c for fi, fo, c in model.adapted_matrices(plan.lora.targets)
+            _lycoris_statistics(plan, fi, fo) * c
+            for fi, fo, c in model.adapted_matrices(plan.lora.targets, plan.linear_experts)
         )
     if plan.adapter_based:
         targets = plan.lora.targets

@@ -454,11 +454,14 @@ def eager_block_kernels(plan: Plan) -> tuple[float, float, float]:
     # the expert loop's own host time is not counted (a floor below it).
     model = plan.model
     if plan.lora_adapters:
-        adapted = len(model.adapted_matrices(plan.lora.targets))
+        adapted = len(model.adapted_matrices(plan.lora.targets, plan.linear_experts))
         lf, lb, lr = LORA_LINEAR_KERNELS
         forward, backward, recompute = forward + adapted * lf, backward + adapted * lb, recompute + adapted * lr
     if plan.four_bit_base:
-        dequant = len(model.adapted_matrices(tuple(model.linear_shapes()))) * BNB_DEQUANT_KERNELS[plan.double_quant]
+        # the base's linears, one per projection as before (not what an adapter reaches: linear_experts True)
+        dequant = (
+            len(model.adapted_matrices(tuple(model.linear_shapes()), True)) * BNB_DEQUANT_KERNELS[plan.double_quant]
+        )
         forward, backward, recompute = forward + dequant, backward + dequant, recompute + dequant
     extra = method_work(plan)  # a PEFT method's own ops (DoRA's and AdaLoRA's beyond LoRA's path)
     if extra is not None:
@@ -853,7 +856,7 @@ def _dense_builds(rank: _Rank, tally: _Tally) -> None:
     if work is None or not work.builds_as_blocks:
         return
     again = _recomputed_blocks(rank.plan, rank)
-    for fan_in, _, copies in rank.plan.model.adapted_matrices(rank.plan.lora.targets):
+    for fan_in, _, copies in rank.plan.model.adapted_matrices(rank.plan.lora.targets, rank.plan.linear_experts):
         count, k = 3.0 * copies, float(fan_in)
         passes = ((rank.layers + again) * count, rank.backward_layers * count, 0.0)
         _matmul(tally, k, k, k, passes, False, rank.sms, rank.layers * count)

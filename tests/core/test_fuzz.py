@@ -437,10 +437,10 @@ def _prompt_learning_runs(drawn: dict[str, Any]) -> dict[str, Any]:
         drawn["parallel"] = replace(drawn["parallel"], strategy=Strategy.DDP)
         drawn["workload"] = replace(drawn["workload"], seq_len=min(drawn["workload"].seq_len, MAX_SEQ - 20))
     if drawn["method"] is Method.FOURIERFT:  # n_frequency at most a target's entries (Plan._check_fourierft)
-        entries = [i * o for i, o, _ in drawn["model"].adapted_matrices(drawn["lora"].targets)]
+        entries = [i * o for i, o, _ in drawn["model"].adapted_matrices(drawn["lora"].targets, False)]
         drawn["lora"] = replace(drawn["lora"], rank=min([drawn["lora"].rank, *entries]))
     if drawn["method"] is Method.SHIRA:  # r·(in + out) at most in·out (Plan._check_vblora_shira, branch h78peft)
-        sides = [i * o // (i + o) for i, o, _ in drawn["model"].adapted_matrices(drawn["lora"].targets)]
+        sides = [i * o // (i + o) for i, o, _ in drawn["model"].adapted_matrices(drawn["lora"].targets, False)]
         rank = min([drawn["lora"].rank, *sides])
         if rank:
             drawn["lora"] = replace(drawn["lora"], rank=rank)
@@ -490,6 +490,12 @@ def _prompt_learning_runs(drawn: dict[str, Any]) -> dict[str, Any]:
         whole = par.strategy is Strategy.DDP and par.tensor_parallel == 1 and par.offload is Offload.NONE
         if not (whole and drawn["method"] in (Method.LORA, Method.QLORA)):
             drawn["optimizer"] = Optimizer.ADAMW
+    lora, model = drawn["lora"], drawn["model"]
+    moe = model.num_experts > 1 and not model.recurrent_mixer and not model.first_k_dense_replace
+    if moe and not model.adapted_rows(lora.targets, False) and "lm_head" not in lora.targets:
+        # MLP targets alone reach nothing on a mixture of experts under 5.x, the release drawn (the default):
+        # Plan._check_moe_targets refuses them, as PEFT does.
+        drawn["lora"] = replace(lora, targets=tuple(t for t in LORA_TARGETS if t == "q_proj" or t in lora.targets))
     return drawn
 
 

@@ -170,7 +170,9 @@ def test_the_vision_tower_stays_frozen_under_lora() -> None:
     # Qwen3.5 is image-text (core.vision): a LoRA on the decoder leaves the tower's weights frozen and untrained.
     plan = _qwen35_lora()
     assert plan.model.vision_params > 0
-    assert estimate(plan).params.trainable == plan.model.lora_params(plan.lora.rank, plan.lora.targets)
+    assert estimate(plan).params.trainable == plan.model.lora_params(
+        plan.lora.rank, plan.lora.targets, plan.linear_experts
+    )
 
 
 def test_the_tiny_configs_count_as_transformers_builds_them() -> None:

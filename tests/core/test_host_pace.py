@@ -9,7 +9,7 @@ import pytest
 from core.catalogue import find_gpu, find_model
 from core.estimate import estimate
 from core.params import param_counts
-from core.plan import Attention, Method, Plan, Quant, Stack
+from core.plan import Attention, Method, Plan, Quant, Stack, TransformersLoss
 from core.presets import default_plan
 from core.serving.fit import DEFAULT_LAUNCH, HF_HOST_LAYER
 from core.training.speed import (
@@ -56,7 +56,12 @@ def test_block_kernels_follow_the_measured_counts() -> None:
     gpt2 = lora.with_changes(model=find_model("gpt2").spec, model_id="gpt2")
     assert eager_block_kernels(gpt2)[0] == 45 + 4 * 11
     moe = lora.with_changes(model=find_model("qwen3-30b-a3b").spec, model_id="qwen3-30b-a3b")
-    assert eager_block_kernels(moe)[0] == 45 + 7 * 11
+    # Under transformers 5 all-linear adapts Qwen3-MoE's attention alone (its experts are 3-D parameters:
+    # tests/data/moe_lora/peft_transformers_5.25.0.json, qwen3_moe all-linear: self_attn q, k, v, o); under 4.x
+    # the experts' gate, up and down too (peft_transformers_4.57.1.json).
+    assert eager_block_kernels(moe)[0] == 45 + 4 * 11
+    four = moe.with_changes(training_transformers=TransformersLoss.V4_49_TO_4_57)
+    assert eager_block_kernels(four)[0] == 45 + 7 * 11
 
 
 def test_a_short_sequence_small_model_lora_step_is_paced_by_the_host() -> None:

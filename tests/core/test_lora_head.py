@@ -40,11 +40,11 @@ def test_gemma_2b_head_adapter_is_r_times_hidden_plus_vocab() -> None:
     # lora_B (out, r)).
     head = 8 * 2_048 + 256_000 * 8
     assert head == 2_064_384
-    assert spec.lora_params(8, ("lm_head",)) == head
+    assert spec.lora_params(8, ("lm_head",), False) == head
     # The blocks by hand, per layer at r = 8: q 8·(2048+2048), k and v 8·(2048+256), o 8·(2048+2048),
     # gate, up and down 8·(2048+16384) each; 18 layers.
     per_layer = 8 * (4_096 + 2_304 + 2_304 + 4_096 + 3 * 18_432)
-    assert spec.lora_params(8, LITGPT_GEMMA_TARGETS) == 18 * per_layer + head == 11_870_208
+    assert spec.lora_params(8, LITGPT_GEMMA_TARGETS, False) == 18 * per_layer + head == 11_870_208
 
 
 def test_a_tied_head_gets_the_same_adapter() -> None:
@@ -52,7 +52,7 @@ def test_a_tied_head_gets_the_same_adapter() -> None:
     tied = find_model("gemma-2b").spec
     assert tied.tie_embeddings
     untied = replace(tied, tie_embeddings=False)
-    assert tied.lora_params(8, ("q_proj", "lm_head")) == untied.lora_params(8, ("q_proj", "lm_head"))
+    assert tied.lora_params(8, ("q_proj", "lm_head"), False) == untied.lora_params(8, ("q_proj", "lm_head"), False)
 
 
 def test_all_linear_still_leaves_the_head_out() -> None:
@@ -61,7 +61,9 @@ def test_all_linear_still_leaves_the_head_out() -> None:
     assert "lm_head" not in normalise_lora_targets(["all"])
     assert normalise_lora_targets(["all-linear", "lm_head"]) == (*LORA_TARGETS, "lm_head")
     spec = find_model("llama-2-7b").spec
-    assert spec.lora_params(8, ("all-linear", "lm_head")) - spec.lora_params(8, ("all-linear",)) == 8 * (4_096 + 32_000)
+    assert spec.lora_params(8, ("all-linear", "lm_head"), False) - spec.lora_params(8, ("all-linear",), False) == 8 * (
+        4_096 + 32_000
+    )
 
 
 def test_the_frameworks_names_for_the_head() -> None:

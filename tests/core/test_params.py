@@ -49,7 +49,7 @@ def test_peft_count_llama2_7b_rank8_q_v() -> None:
     # PEFT's print_trainable_parameters() for Llama-2-7b-hf, LoraConfig(r=8,
     # target_modules=["q_proj", "v_proj"]): "trainable params: 4,194,304".
     spec = find_model("llama-2-7b").spec
-    assert spec.lora_params(8, ("q_proj", "v_proj")) == 4_194_304
+    assert spec.lora_params(8, ("q_proj", "v_proj"), False) == 4_194_304
 
 
 def test_lora_grouped_query_shapes_are_exact() -> None:
@@ -57,18 +57,18 @@ def test_lora_grouped_query_shapes_are_exact() -> None:
     spec = find_model("llama-3.1-8b").spec
     per_layer_q = 16 * (4096 + 4096)
     per_layer_k = 16 * (4096 + 1024)
-    assert spec.lora_params(16, ("q_proj",)) == 32 * per_layer_q
-    assert spec.lora_params(16, ("k_proj",)) == 32 * per_layer_k
+    assert spec.lora_params(16, ("q_proj",), False) == 32 * per_layer_q
+    assert spec.lora_params(16, ("k_proj",), False) == 32 * per_layer_k
     # all-linear: q, k, v, o, gate, up, down (PEFT's shorthand excludes the output head).
     all_linear = 32 * 16 * ((4096 + 4096) * 2 + (4096 + 1024) * 2 + (4096 + 14336) * 2 + (14336 + 4096))
-    assert spec.lora_params(16, ("all-linear",)) == all_linear
+    assert spec.lora_params(16, ("all-linear",), False) == all_linear
 
 
 def test_lora_on_fused_gpt2_attention() -> None:
     # GPT-2's c_attn is one 768 → 2304 Conv1D; PEFT with target_modules=["c_attn"], r=8:
     # 12 × 8 × (768 + 2304) = 294,912 trainable parameters.
     spec = find_model("gpt2").spec
-    assert spec.lora_params(8, ("c_attn",)) == 294_912
+    assert spec.lora_params(8, ("c_attn",), False) == 294_912
 
 
 def test_mixture_of_experts_total_and_active() -> None:

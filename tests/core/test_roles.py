@@ -166,7 +166,7 @@ def test_dora_adds_one_magnitude_per_output_row_and_what_its_forward_keeps() -> 
     # base and adapter outputs (bf16 under autocast); the identity B·A is built from is freed with each
     # layer's forward (PEFT 0.21.2 dora.py: B·A is read only through .detach()), so no block keeps it
     assert extra == n * (4096 + 1024) * (2 + 2)
-    assert model.dora_magnitude_params(("q_proj", "v_proj")) == 32 * (4096 + 1024)
+    assert model.dora_magnitude_params(("q_proj", "v_proj"), False) == 32 * (4096 + 1024)
 
 
 # ---- architectures: exact counts against transformers' own ----------------------------------

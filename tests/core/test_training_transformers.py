@@ -39,7 +39,7 @@ FOLDER = Path(__file__).resolve().parents[2] / "benchmarks" / "realgpu"
 
 # Batch 4 × 2,048 tokens × 32,000: N·V = 262,144,000.
 NV = 4 * 2_048 * 32_000
-OLD, MIDDLE, NEW = TransformersLoss.V4_31_TO_4_45, TransformersLoss.V4_46_TO_4_48, TransformersLoss.V4_49_ON
+OLD, MIDDLE, NEW = TransformersLoss.V4_31_TO_4_45, TransformersLoss.V4_46_TO_4_48, TransformersLoss.V5_ON
 
 
 def _plan(release: TransformersLoss = NEW, **changes: object) -> Plan:
@@ -112,10 +112,10 @@ def test_the_command_line_sets_it(capsys: pytest.CaptureFixture[str]) -> None:
     # A loop that keeps the output holds float32 logits up to 4.45, the 16-bit ones from 4.46.
     args.append("--loop-keeps-output")
     peaks = {}
-    for release in ("4.49+", "4.31-4.45"):
+    for release in ("5.0+", "4.31-4.45"):
         assert cli_main([*args, "--training-transformers", release, "--json"]) == 0
         peaks[release] = json.loads(capsys.readouterr().out)["peak_bytes"]
-    assert peaks["4.31-4.45"] - peaks["4.49+"] == NV * 2
+    assert peaks["4.31-4.45"] - peaks["5.0+"] == NV * 2
 
 
 def test_a_plan_file_keeps_it_and_an_older_file_reads_as_the_newest() -> None:

@@ -22,6 +22,7 @@ import io
 import json
 import re
 import sys
+from pathlib import Path
 
 import peft
 import torch
@@ -29,28 +30,9 @@ import transformers
 from peft import LoraConfig, get_peft_model
 from transformers import AutoConfig, AutoModelForCausalLM
 
-D, FFN, E, K, LAYERS, RANK = 64, 32, 4, 2, 2, 8
-# fmt: off
-COMMON = dict(hidden_size=D, intermediate_size=FFN, num_hidden_layers=LAYERS, num_attention_heads=4,
-              num_key_value_heads=2, vocab_size=128, max_position_embeddings=64)
-FAMILIES = {
-    "mixtral": dict(num_local_experts=E, num_experts_per_tok=K),
-    "qwen3_moe": dict(num_experts=E, num_experts_per_tok=K, moe_intermediate_size=FFN, head_dim=16),
-    "qwen2_moe": dict(num_experts=E, num_experts_per_tok=K, moe_intermediate_size=FFN,
-                      shared_expert_intermediate_size=FFN),
-    "olmoe": dict(num_experts=E, num_experts_per_tok=K),
-    "gpt_oss": dict(num_local_experts=E, num_experts_per_tok=K, head_dim=16, layer_types=["full_attention"] * LAYERS),
-    "deepseek_v3": dict(n_routed_experts=E, num_experts_per_tok=K, moe_intermediate_size=FFN, n_shared_experts=1,
-                        first_k_dense_replace=0, q_lora_rank=None, kv_lora_rank=16, qk_rope_head_dim=8,
-                        qk_nope_head_dim=8, v_head_dim=16, n_group=1, topk_group=1, num_key_value_heads=4),
-    "glm4_moe": dict(n_routed_experts=E, num_experts_per_tok=K, moe_intermediate_size=FFN, n_shared_experts=1,
-                     first_k_dense_replace=0, head_dim=16, n_group=1, topk_group=1),
-    "ernie4_5_moe": dict(moe_num_experts=E, moe_k=K, moe_intermediate_size=FFN, moe_num_shared_experts=1,
-                         moe_layer_start_index=0, head_dim=16),
-    "llama4_text": dict(num_local_experts=E, num_experts_per_tok=1, intermediate_size_mlp=FFN,
-                        interleave_moe_layer_step=1, head_dim=16, no_rope_layers=[1] * LAYERS),
-}
-# fmt: on
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script from anywhere
+from tools.measure.moe_lora_configs import COMMON, FAMILIES, LAYERS, RANK  # torch-free, shared with the tests
+
 # The plan's target choices (core.model normalise_lora_targets: all-linear, the MLP's names and Mixtral's w1/w2/w3).
 TARGETS: dict[str, str | list[str]] = {
     "all-linear": "all-linear",
@@ -92,7 +74,13 @@ def measure(family: str) -> dict[str, object]:
 def main(path: str) -> None:
     record = {
         "versions": {"torch": torch.__version__, "transformers": transformers.__version__, "peft": peft.__version__},
-        "tiny": {"hidden": D, "intermediate": FFN, "experts": E, "layers": LAYERS, "rank": RANK},
+        "tiny": {
+            "hidden": COMMON["hidden_size"],
+            "intermediate": COMMON["intermediate_size"],
+            "experts": 4,
+            "layers": LAYERS,
+            "rank": RANK,
+        },
         "families": {family: measure(family) for family in FAMILIES},
     }
     with open(path, "w") as handle:

@@ -94,7 +94,7 @@ def _adapter(draft: Draft) -> dict[str, Any]:
     if plan.lora.targets == LORA_TARGETS:
         keys["lora_target_linear"] = True
     else:
-        keys["lora_target_modules"] = list(plan.model.peft_target_names(plan.lora.targets))
+        keys["lora_target_modules"] = list(plan.model.peft_target_names(plan.lora.targets, plan.linear_experts))
     keys["peft_use_dora"] = plan.method is Method.DORA
     if plan.lora.modules_to_save is not ModulesToSave.NONE:  # axolotl hands lora_modules_to_save to LoraConfig
         keys["lora_modules_to_save"] = modules_to_save_names(plan)

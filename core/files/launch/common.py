@@ -235,7 +235,7 @@ RECIPE_WHY: Final = {
     ),
     "method.training_transformers": (
         "the transformers release installed where the run starts, not a key of this target (pin it, e.g. "
-        "transformers>=4.49, for the loss the estimate counts)"
+        "transformers>=4.49,<5 for 4.49-4.57, for the loss and the experts' adapters the estimate counts)"
     ),
     "method.loss_16bit": (
         "a cross-entropy on 16-bit logits is the training script's own loss call, not a key of this target "

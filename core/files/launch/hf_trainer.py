@@ -205,7 +205,7 @@ def peft_keys(draft: Draft) -> dict[str, Any]:
         "use_peft": True,
         "lora_r": plan.lora.rank,
         "lora_alpha": integer_alpha(draft),
-        "lora_target_modules": list(plan.model.peft_target_names(plan.lora.targets)),
+        "lora_target_modules": list(plan.model.peft_target_names(plan.lora.targets, plan.linear_experts)),
         "lora_dropout": plan.lora.dropout,
         "use_dora": plan.method is Method.DORA,
     }

@@ -62,7 +62,7 @@ def _method(draft: Draft) -> dict[str, Any]:
         # A Gated DeltaNet hybrid's in_proj: its input projections by name (ModelSpec.peft_target_names).
         "lora_target": "all"
         if plan.lora.targets == LORA_TARGETS
-        else ",".join(plan.model.peft_target_names(plan.lora.targets)),
+        else ",".join(plan.model.peft_target_names(plan.lora.targets, plan.linear_experts)),
         "use_dora": plan.method is Method.DORA,
     }
     if plan.lora.modules_to_save is not ModulesToSave.NONE:  # LLaMA-Factory additional_target: names, commas

@@ -1,0 +1,229 @@
+"""What PEFT's LoRA adapts on a mixture of experts under transformers 4.x and 5.x (issue 22, branch h80moe).
+
+Source of every expected count: tests/data/moe_lora/peft_transformers_{4.57.1,5.25.0}.json, written by
+tools/measure/moe_lora_targets.py (peft 0.18.0, torch 2.13.0 CPU): each family built at hidden 64, expert MLP 32,
+4 experts (top 2; Llama 4 top 1), 2 layers, wrapped with ``LoraConfig(r=8, target_modules=...)``; the figure is
+PEFT's own ``print_trainable_parameters`` line. The tiny configs are the tool's (tools/measure/moe_lora_configs.py).
+
+transformers 5 keeps the routed experts as 3-D parameters that no target name reaches; 4.57.1 held them as a
+ModuleList of nn.Linear for LINEAR_EXPERTS_4X's families (core.model). A shared expert is adapted in both.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from core.catalogue import find_model
+from core.cli.app import main as cli_main
+from core.files import planfile
+from core.files.launch import Target, export
+from core.files.planfile import PlanFileError
+from core.hfconfig import model_from_hf_config
+from core.inputs import input_at
+from core.params import param_counts
+from core.plan import LoraSettings, Method, Plan, PlanError, TransformersLoss
+from tools.measure.moe_lora_configs import COMMON, FAMILIES, FFN, LAYERS, RANK, D, E
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "moe_lora"
+RELEASES = {
+    "4.57.1": (json.loads((DATA / "peft_transformers_4.57.1.json").read_text()), TransformersLoss.V4_49_TO_4_57),
+    "5.25.0": (json.loads((DATA / "peft_transformers_5.25.0.json").read_text()), TransformersLoss.V5_ON),
+}
+MLP = ("gate_proj", "up_proj", "down_proj")
+# The plan's target lists and the data's row PEFT was given for the same matrices: Mixtral names its experts' MLP
+# w1 / w3 / w2 (the exporters write those, core.files.launch), every other family gate / up / down.
+PLAN_TARGETS = {
+    "all-linear": ("all-linear",),
+    "mlp": MLP,
+    "attention+mlp": ("q_proj", "k_proj", "v_proj", "o_proj", *MLP),
+    "q_proj,v_proj": ("q_proj", "v_proj"),
+}
+# Modules PEFT's all-linear (or a latent-attention model's own names) adapts that no plan target names, with their
+# (in, out) at the tiny sizes: a router that is an nn.Linear (hidden → experts), Qwen2-MoE's shared-expert gate
+# (hidden → 1), MLA's kv_a_proj_with_mqa (hidden → kv_lora_rank + rope) and kv_b_proj (kv_lora_rank → heads ·
+# (nope + v)). Which of them a family's block holds is read from the data's adapted_last_block.
+UNNAMED = {
+    r"(block_sparse_moe|mlp)\.gate$": (D, E),
+    r"feed_forward\.router$": (D, E),
+    r"shared_expert_gate$": (D, 1),
+    r"kv_a_proj_with_mqa$": (D, 16 + 8),
+    r"kv_b_proj$": (16, 4 * (8 + 16)),
+}
+
+
+def _peft_label(family: str, kind: str) -> str:
+    if kind == "mlp":
+        return "w1,w2,w3" if family == "mixtral" else "gate_proj,up_proj,down_proj"
+    return {"all-linear": "all-linear", "attention+mlp": "q,k,v,o,gate,up,down"}.get(kind, kind)
+
+
+def _printed(row: dict[str, Any]) -> int:
+    return int(re.search(r"trainable params: ([\d,]+)", row["printed"])[1].replace(",", ""))  # type: ignore[index]
+
+
+def _unnamed(row: dict[str, Any]) -> int:
+    """LoRA parameters on the modules no plan target names (UNNAMED), all layers."""
+    total = 0
+    for name in row["adapted_last_block"]:
+        for pattern, (fan_in, fan_out) in UNNAMED.items():
+            if re.search(pattern, name):
+                total += RANK * (fan_in + fan_out) * LAYERS
+    return total
+
+
+def _plan(family: str, release: TransformersLoss, targets: tuple[str, ...]) -> Plan:
+    spec = model_from_hf_config({"model_type": family, **COMMON, **FAMILIES[family]}, name=family)
+    lora = LoraSettings(rank=RANK, alpha=16, targets=targets)
+    return Plan(model=spec, method=Method.LORA, lora=lora, training_transformers=release)
+
+
+CASES = [
+    pytest.param(release, family, kind, id=f"{release}-{family}-{kind}")
+    for release in RELEASES
+    for family in FAMILIES
+    for kind in PLAN_TARGETS
+]
+
+
+def test_the_data_is_the_tiny_model_these_configs_build() -> None:
+    for data, _ in RELEASES.values():
+        assert data["tiny"] == {"hidden": D, "intermediate": FFN, "experts": E, "layers": LAYERS, "rank": RANK}
+        assert set(data["families"]) == set(FAMILIES)
+
+
+@pytest.mark.parametrize(("release", "family", "kind"), CASES)
+def test_the_plan_counts_what_peft_adapts(release: str, family: str, kind: str) -> None:
+    data, line = RELEASES[release]
+    rows = data["families"][family]
+    row = rows[_peft_label(family, kind)]
+    targets = PLAN_TARGETS[kind]
+    if family == "deepseek_v3":  # latent attention: q_proj (no q_lora_rank) and o_proj are its only named matrices
+        targets = tuple(t for t in targets if t not in ("k_proj", "v_proj")) or targets
+        targets = ("q_proj", "o_proj", *MLP) if kind == "all-linear" else targets
+    if family == "mixtral" and kind == "attention+mlp" and release == "4.57.1":
+        # PEFT was given gate_proj / up_proj / down_proj, names Mixtral 4.x lacks (its w1 / w3 / w2 row is "mlp"):
+        # the row is the attention alone, what the plan's attention targets count.
+        targets = ("q_proj", "k_proj", "v_proj", "o_proj")
+    if "refused" in row:
+        with pytest.raises(PlanError, match="lora.targets"):
+            _plan(family, line, targets)
+        return
+    plan = _plan(family, line, targets)
+    assert param_counts(plan).adapter == _printed(row) - _unnamed(row)
+
+
+def test_all_linear_leaves_out_only_the_modules_no_target_names() -> None:
+    # Mixtral under 4.57.1: 26,688 printed = 25,600 the plan counts (attention 7,168 + 4 experts × 3 × 8 × 96 × 2
+    # layers) + the router's 8 × (64 + 4) × 2 layers = 1,088.
+    row = RELEASES["4.57.1"][0]["families"]["mixtral"]["all-linear"]
+    assert (_printed(row), _unnamed(row)) == (26_688, 1_088)
+    assert param_counts(_plan("mixtral", TransformersLoss.V4_49_TO_4_57, ("all-linear",))).adapter == 25_600
+    # Under 5.25.0 the same config's all-linear is the attention alone: 7,168.
+    assert param_counts(_plan("mixtral", TransformersLoss.V5_ON, ("all-linear",))).adapter == 7_168
+
+
+# ---- the release input (training_transformers) ---------------------------------------------------------------
+
+
+def _catalogue_plan(model: str, targets: tuple[str, ...], **changes: Any) -> Plan:
+    lora = LoraSettings(rank=16, alpha=32, targets=targets)
+    return Plan(model=find_model(model).spec, method=Method.LORA, lora=lora, **changes)
+
+
+def test_the_default_is_transformers_5_and_an_old_4_49_on_file_reads_as_4_x() -> None:
+    assert input_at("training_transformers").default is TransformersLoss.V5_ON
+    assert TransformersLoss("5.0+") is TransformersLoss.V5_ON
+    # "4.49+" was the one value before the split: such a file was estimated with its routed experts adapted.
+    plan = _catalogue_plan("mixtral-8x7b-v0.1", ("q_proj", "v_proj", *MLP))
+    document = planfile.plan_to_dict(plan)
+    document["plan"]["training_transformers"] = "4.49+"
+    assert planfile.loads(json.dumps(document)).training_transformers is TransformersLoss.V4_49_TO_4_57
+    document["plan"]["training_transformers"] = "5.0+"
+    assert planfile.loads(json.dumps(document)) == plan
+
+
+def test_a_bad_release_is_refused_with_the_list(capsys: pytest.CaptureFixture[str]) -> None:
+    document = planfile.plan_to_dict(_catalogue_plan("qwen3-30b-a3b", ("q_proj",)))
+    document["plan"]["training_transformers"] = "4.58"
+    with pytest.raises(PlanFileError, match="4.49-4.57, 5.0"):
+        planfile.loads(json.dumps(document))
+    args = ["estimate", "--model", "qwen3-30b-a3b", "--method", "lora", "--training-transformers", "4.58"]
+    assert cli_main(args) != 0
+    assert "'4.49-4.57', '5.0+'" in capsys.readouterr().err
+
+
+def test_the_command_line_picks_the_release(capsys: pytest.CaptureFixture[str]) -> None:
+    # Qwen3-30B-A3B all-linear r 16 (catalogue: 48 layers, hidden 2,048, 128 experts of 768, q 32 × 128, kv 4 × 128):
+    # attention 48 × 16 × (2,048 + 4,096 + 2 × (2,048 + 512) + 4,096 + 2,048) = 13,369,344; under 4.x the experts
+    # add 48 × 128 × 3 × 16 × (2,048 + 768) = 830,472,192.
+    args = ["estimate", "--model", "qwen3-30b-a3b", "--method", "lora", "--lora-rank", "16"]
+    args += ["--lora-targets", "all-linear", "--json"]
+    adapters = {}
+    for release in ("5.0+", "4.49-4.57"):
+        assert cli_main([*args, "--training-transformers", release]) == 0
+        adapters[release] = json.loads(capsys.readouterr().out)["params"]["adapter"]
+    assert adapters == {"5.0+": 13_369_344, "4.49-4.57": 13_369_344 + 830_472_192}
+
+
+def test_the_release_matters_only_where_it_moves_the_adapters_or_the_loss() -> None:
+    row = input_at("training_transformers")
+    fused = {"fused_loss": True}  # the loss is Liger's: the release does not change it
+    assert row.matters(_catalogue_plan("qwen3-30b-a3b", ("q_proj", *MLP), **fused))
+    assert not row.matters(_catalogue_plan("qwen3-30b-a3b", ("q_proj", "v_proj"), **fused))
+    assert not row.matters(_catalogue_plan("gpt-oss-20b", ("q_proj", *MLP), **fused))  # 3-D in 4.55 on too
+
+
+# ---- refusal (PEFT: "Target modules {...} not found in the base model") ---------------------------------------
+
+
+def test_mlp_targets_alone_on_a_5_x_moe_without_a_shared_expert_are_refused_with_the_fix() -> None:
+    with pytest.raises(PlanError) as refused:
+        _catalogue_plan("qwen3-30b-a3b", MLP)
+    text = str(refused.value)
+    assert "\n" not in text and "lora.targets" in text
+    assert "add attention targets" in text and "transformers 4.49-4.57" in text
+    # gpt-oss's experts were 3-D in 4.x as well: no release helps, attention is the fix.
+    with pytest.raises(PlanError, match="add attention targets") as gpt_oss:
+        _catalogue_plan("gpt-oss-20b", MLP, training_transformers=TransformersLoss.V4_49_TO_4_57)
+    assert "4.49-4.57" not in str(gpt_oss.value)
+    # Accepted: under 4.x, with a shared expert (ERNIE 4.5), or beside attention.
+    _catalogue_plan("qwen3-30b-a3b", MLP, training_transformers=TransformersLoss.V4_49_TO_4_57)
+    _catalogue_plan("ernie-4.5-21b-a3b", MLP)
+    _catalogue_plan("qwen3-30b-a3b", ("q_proj", *MLP))
+
+
+# ---- exports: the names PEFT matches under the plan's release ------------------------------------------------
+
+
+@pytest.mark.parametrize("target", [Target.TRL, Target.AXOLOTL, Target.LLAMA_FACTORY])
+def test_mixtral_4_x_exports_its_experts_as_w1_w3_w2(target: Target) -> None:
+    # tests/data/moe_lora/peft_transformers_4.57.1.json: Mixtral's "w1,w2,w3" adapts the experts, its
+    # "gate_proj,up_proj,down_proj" is refused; under 5.25.0 neither reaches them (attention alone).
+    four = _catalogue_plan("mixtral-8x7b-v0.1", ("q_proj", *MLP), training_transformers=TransformersLoss.V4_49_TO_4_57)
+    five = _catalogue_plan("mixtral-8x7b-v0.1", ("q_proj", *MLP))
+    old, new = export(four, target).text, export(five, target).text
+    assert all(name in old for name in ("w1", "w2", "w3")) and "gate_proj" not in old
+    assert "gate_proj" in new and "w1" not in new
+    # Another family keeps gate / up / down under 4.x: Qwen3-MoE's experts are Qwen3MoeMLP(gate_proj, ...).
+    qwen = _catalogue_plan("qwen3-30b-a3b", ("q_proj", *MLP), training_transformers=TransformersLoss.V4_49_TO_4_57)
+    assert "gate_proj" in export(qwen, target).text
+
+
+def test_picking_such_a_model_adds_pefts_default_attention_targets() -> None:
+    """A plan on MLP targets alone moved onto a 5.x MoE without a shared expert gets q_proj and v_proj (PEFT's LoRA
+    default), as a latent-attention model's missing targets give way to o_proj; under 4.x, or on a model with a shared
+    expert, the targets stay."""
+    dense = Plan(model=find_model("llama-3.1-8b").spec, method=Method.LORA, lora=LoraSettings(targets=MLP))
+    assert dense.on_model(find_model("qwen3-30b-a3b").spec, "qwen3-30b-a3b").lora.targets == (
+        "q_proj",
+        "v_proj",
+        *MLP,
+    )
+    four = dense.with_changes(training_transformers=TransformersLoss.V4_49_TO_4_57)
+    assert four.on_model(find_model("qwen3-30b-a3b").spec, "qwen3-30b-a3b").lora.targets == MLP
+    assert dense.on_model(find_model("ernie-4.5-21b-a3b").spec, "ernie-4.5-21b-a3b").lora.targets == MLP
