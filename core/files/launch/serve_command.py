@@ -285,7 +285,9 @@ def _segment(words: list[str]) -> tuple[list[str], list[str]]:
     found = next((s for s in segments if _engine_at(s) is not None), None)
     if found is None:
         return words, []
-    others = [" ".join(s) for s in segments if s is not found and s]
+    exported = [s for s in segments if s[:1] == ["export"] and all(_ENV_WORD.match(w) for w in s[1:])]
+    others = [" ".join(s) for s in segments if s is not found and s not in exported and s]
+    found = [w for s in exported for w in s] + found  # `export K=V; llama-server ...`: in its environment
     notes = [f"another command beside it, not read: {one_line(o)[:120]}" for o in others]
     if redirected:
         notes.append(f"the shell's redirections, {NO_EFFECT}: {one_line(' '.join(redirected))[:120]}")
@@ -401,7 +403,7 @@ def _find_start(words: list[str]) -> _Start:
         if _ENV_WORD.match(word):
             key, _, value = word.partition("=")
             start.env[key] = value
-        elif word != "-m" and not _PYTHON.match(word) and word.rsplit("/", 1)[-1] != "vllm":  # `vllm` of vllm serve
+        elif word not in ("-m", "export") and not _PYTHON.match(word) and word.rsplit("/", 1)[-1] != "vllm":
             skipped.append(word)
     if skipped:
         start.notes.append(f"before the command, not read: {one_line(' '.join(skipped))[:120]}")
@@ -441,9 +443,11 @@ class _Args:
     abbreviated: list[str] = field(default_factory=list)
 
 
-def _parse(engine: Engine, words: list[str]) -> _Args:
-    if engine is Engine.LLAMACPP:
-        return gguf.parse_llamacpp(words, _Args())
+def _parse(engine: Engine, words: list[str], env: gguf.EnvFlags) -> _Args:
+    if engine is Engine.LLAMACPP:  # the variables' flags first, each shown as its variable; the command's after
+        out = gguf.parse_llamacpp(env.words, _Args())
+        out.written.update({flag: shown for flag, shown in env.shown.items() if flag in out.written})
+        return gguf.parse_llamacpp(words, out)
     switches, valued = (VLLM_SWITCHES, VLLM_VALUED) if engine is Engine.VLLM else (SGLANG_SWITCHES, SGLANG_VALUED)
     known = switches | valued
     out = _Args()
@@ -768,10 +772,6 @@ def _environment(start: _Start, reader: _Reader) -> list[str]:
             reader.unexpressed.append(
                 FlagNote(shown, "the engine (V0 or V1) follows the plan's vLLM release line, not this variable")
             )
-        elif key.startswith(("LLAMA_ARG_", "LLAMA_")) and reader.engine is Engine.LLAMACPP:
-            reader.unexpressed.append(
-                FlagNote(shown, "a flag given by its variable (set_env): give the flag to have it read")
-            )
         elif key.startswith(("VLLM_", "SGLANG_", "PYTORCH_", "NCCL_", "TORCH_", "GGML_")):
             reader.unexpressed.append(FlagNote(shown, NOT_MODELLED))
         else:
@@ -855,10 +855,15 @@ def read_command(text: str, where: str = WHERE, load_config: ConfigLoader | None
     config = ""
     if start.engine is Engine.VLLM:
         start.args, config = _with_config(start.args, load_config, notes)
-    args = _parse(start.engine, start.args)
     llama: gguf.GgufRead | None = None
+    env = gguf.env_flags(start.env, start.args) if start.engine is Engine.LLAMACPP else gguf.EnvFlags()
+    args = _parse(start.engine, start.args, env)
     if start.engine is Engine.LLAMACPP:
         reader = _Reader(Engine.LLAMACPP, args)
+        reader.unknown += env.unknown
+        reader.ignored += [FlagNote(shown, why) for shown, why in env.ignored]
+        for key in env.used:
+            del start.env[key]
         llama = gguf.read_llamacpp(reader, start.program, start.gpus)
         reader.unknown += [f"{p} (a word no flag takes)" for p in args.positional]
         model = llama.model_ref
@@ -867,7 +872,7 @@ def read_command(text: str, where: str = WHERE, load_config: ConfigLoader | None
         reader, model = (_vllm if start.engine is Engine.VLLM else _sglang)(args)
         ignored_set, why = (VLLM_IGNORED, VLLM_WHY) if start.engine is Engine.VLLM else (SGLANG_IGNORED, SGLANG_WHY)
     ignored: list[FlagNote] = []
-    for flag in [*args.switches, *args.values]:
+    for flag in [f for f in args.written if f in args.switches or f in args.values]:  # the command's word order
         if flag in reader.used:
             continue
         base = flag.partition(".")[0] if start.engine is Engine.VLLM else flag
