@@ -307,7 +307,8 @@ RECORDED_ENV = {
         " ".join(f"{k}={v}" for k, v in RECORDED_ENV.items()) + " llama-server",
         "".join(f"export {k}={v}\n" for k, v in RECORDED_ENV.items()) + "llama-server",
         " && ".join(f"export {k}={v}" for k, v in RECORDED_ENV.items()) + " && llama-server",
-        "docker run --gpus all " + " ".join(f"-e {k}={v}" for k, v in RECORDED_ENV.items())
+        "docker run --gpus all "
+        + " ".join(f"-e {k}={v}" for k, v in RECORDED_ENV.items())
         + " ghcr.io/ggml-org/llama.cpp:server-cuda",
     ],
     ids=["in-front", "export-lines", "export-and", "docker-e"],
