@@ -347,3 +347,6 @@ def test_llama_arg_values_as_llama_cpp_takes_them() -> None:
     assert any(u.startswith("LLAMA_ARG_N_GPU_LAYERS=lots") for u in read.unknown)
     # Variables are llama.cpp's only: a vLLM line keeps them in the list of what was not understood.
     assert read_command("LLAMA_ARG_CTX_SIZE=4096 vllm serve m").unknown == ("LLAMA_ARG_CTX_SIZE=4096",)
+    # LLAMA_CACHE is no flag's variable: the folder -hf downloads into (common/common.cpp fs_get_cache_directory).
+    cache = read_command("LLAMA_CACHE=/models llama-server -hf unsloth/Qwen3-8B-GGUF:Q4_K_M")
+    assert cache.unknown == () and "environment with no effect on memory or speed: LLAMA_CACHE" in cache.notes

@@ -786,6 +786,7 @@ _ENV_IGNORED: Final = frozenset(
         "PYTHONUNBUFFERED",
         "OMP_NUM_THREADS",
         "TOKENIZERS_PARALLELISM",
+        "LLAMA_CACHE",  # llama.cpp common/common.cpp fs_get_cache_directory: where -hf downloads go
     }
 )
 
