@@ -307,11 +307,12 @@ RECORDED_ENV = {
         " ".join(f"{k}={v}" for k, v in RECORDED_ENV.items()) + " llama-server",
         "".join(f"export {k}={v}\n" for k, v in RECORDED_ENV.items()) + "llama-server",
         " && ".join(f"export {k}={v}" for k, v in RECORDED_ENV.items()) + " && llama-server",
+        "".join(f"export {k}={v}; " for k, v in RECORDED_ENV.items()) + "llama-server",
         "docker run --gpus all "
         + " ".join(f"-e {k}={v}" for k, v in RECORDED_ENV.items())
         + " ghcr.io/ggml-org/llama.cpp:server-cuda",
     ],
-    ids=["in-front", "export-lines", "export-and", "docker-e"],
+    ids=["in-front", "export-lines", "export-and", "export-semicolon", "docker-e"],
 )
 def test_llama_arg_variables_read_as_their_flags(text: str) -> None:
     flags = read_command(LOGS["llamacpp23527-qwen36-35b-a3b-150k-ub4096-baseline"]["settings"]["command"])

@@ -345,6 +345,8 @@ def test_where_sh_and_shlex_differ_the_shell_is_followed() -> None:
     # POSIX sh, "Double-Quotes": a backslash keeps its meaning before $ ` " \ and newline only.
     assert shell_words('"\\$x" "a\\\nb" "\\q"') == ["$x", "ab", "\\q"]
     assert shell_words("--url=http://h/#frag # a comment") == ["--url=http://h/#frag"]
+    # "Token Recognition": an unquoted ; is an operator even against a word (shlex keeps it in the word).
+    assert shell_words("export A=1; b 'x;y' c;# note") == ["export", "A=1", ";", "b", "x;y", "c", ";"]
 
 
 def test_human_readable_lengths() -> None:

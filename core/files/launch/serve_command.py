@@ -216,10 +216,12 @@ def _words(text: str, where: str) -> list[str]:
 
 
 # A POSIX shell's words (sh's "Token Recognition"): '...' keeps everything, "..." lets a backslash escape " \\ $ `,
-# a backslash outside quotes escapes the next character, # starts a comment only where a word would start. One regex
+# a backslash outside quotes escapes the next character, # starts a comment only where a word would start, an unquoted
+# ; is an operator of its own (`export K=V; cmd`). One regex
 # pass: shlex.split took 0.4 s on 64,000 characters of one word, too long for a dialog that reads as you type.
 _TOKEN: Final = re.compile(
-    r"""(?P<space>\s+)|(?P<single>'[^']*')|(?P<double>"[^"\\]*(?:\\.[^"\\]*)*")|(?P<escape>\\.)|(?P<plain>[^\s'"\\]+)""",
+    r"""(?P<space>\s+)|(?P<single>'[^']*')|(?P<double>"[^"\\]*(?:\\.[^"\\]*)*")|(?P<escape>\\.)|(?P<semi>;)"""
+    r"""|(?P<plain>[^\s'"\\;]+)""",
     re.S,
 )
 _DOUBLE_ESCAPE: Final = re.compile(r'\\([\\"$`\n])')
@@ -238,6 +240,12 @@ def shell_words(text: str, limit: int = MAX_WORDS) -> list[str]:
             raise ValueError("No closing quotation" if text[at] in "'\"" else "No escaped character")
         kind, token = match.lastgroup, match.group()
         at = match.end()
+        if kind == "semi":  # an operator even inside a word (`export K=V; llama-server`): a word of its own
+            if started:
+                words.append("".join(word))
+                word, started = [], False
+            words.append(";")
+            continue
         if kind == "space":
             if started:
                 words.append("".join(word))
