@@ -5,9 +5,9 @@ The command comes as one argument (quoted) or from ``--file FILE`` (``-``: stdin
 effect on memory or speed, the engine's flags the plan cannot express (each with why), every word not understood,
 then the serving estimate. The card and anything the command does not say come from the other options (``--gpu``,
 ``--plan FILE``...), which also override what the command says; ``--model`` replaces the command's model.
-``--save FILE`` writes the plan (never over an existing file without ``--force``). A vLLM ``--config FILE`` in
-the command is read (relative to the ``--file``'s folder, else the working folder); ``--file X.yaml --engine vllm``
-reads such a file alone, as ``vllm serve --config X.yaml``.
+``--save FILE`` writes the plan (never over an existing file without ``--force``). A vLLM or SGLang ``--config
+FILE`` in the command is read (relative to the ``--file``'s folder, else the working folder); ``--file X.yaml
+--engine vllm`` (or ``sglang``) reads such a file alone, as ``vllm serve --config X.yaml``.
 """
 
 from __future__ import annotations
@@ -50,9 +50,11 @@ def register(sub: Any, estimate_parser: argparse.ArgumentParser) -> None:
         add_help=False,
         help="a vLLM / SGLang / llama.cpp / Ollama launch command read into a serving plan, every flag not used listed",
         description="Read a `vllm serve`, `python -m vllm.entrypoints.openai.api_server`, `python -m "
-        "sglang.launch_server`, `llama-server` / `llama-cli` or `ollama serve` / `ollama run` command (a docker run "
+        "sglang.launch_server` / `sglang serve`, `llama-server` / `llama-cli` or `ollama serve` / `ollama run` command "
+        "(a docker run "
         "around it, KEY=VALUE words in front, backslash continuations, an Ollama Modelfile) into a serving plan and "
-        "print its estimate; a vLLM --config YAML it names is read too (--file X.yaml --engine vllm: the YAML alone). "
+        "print its estimate; a vLLM or SGLang --config YAML it names is read too (--file X.yaml --engine vllm or "
+        "sglang: the YAML alone). "
         "The flags that change nothing modelled, those the plan cannot express and the words not understood are "
         "listed. The other options set what the command does not (the card: --gpu) and override what it does.",
     )
@@ -105,10 +107,14 @@ def _text(args: argparse.Namespace) -> str:
     if args.launch_text is not None:
         return command_text(args.launch_text)
     path = args.command_file
-    if path.lower().endswith(CONFIG_SUFFIXES):  # vLLM's --config file alone
-        if getattr(args, "inference.engine", None) not in ("vllm",):
-            raise UsageError(f"--file {one_line(path)}: a YAML file is read as vLLM's --config; add --engine vllm")
-        return f"vllm serve --config {shlex.quote(os.path.basename(path))}"
+    if path.lower().endswith(CONFIG_SUFFIXES):  # vLLM's or SGLang's --config file alone
+        engine = getattr(args, "inference.engine", None)
+        if engine not in ("vllm", "sglang"):
+            raise UsageError(
+                f"--file {one_line(path)}: a YAML file is read as vLLM's or SGLang's --config; add --engine vllm "
+                "or --engine sglang"
+            )
+        return f"{engine} serve --config {shlex.quote(os.path.basename(path))}"
     try:
         if path == "-":
             raw = sys.stdin.buffer.read(MAX_COMMAND_CHARS * 4 + 1)

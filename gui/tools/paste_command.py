@@ -82,10 +82,10 @@ class PasteCommandDialog(QDialog):
         self.setWindowTitle("Paste launch command")
         layout = QVBoxLayout(self)
         intro = QLabel(
-            "Paste a vllm serve, vLLM api_server, SGLang launch_server, llama-server / llama-cli or ollama "
-            "serve / run command (a docker run around it, variables in front, backslash continuations and an "
-            "Ollama Modelfile are fine). Load YAML… reads a vLLM --config file. The card and what the command "
-            "does not set stay the plan's."
+            "Paste a vllm serve, vLLM api_server, SGLang launch_server / sglang serve, llama-server / llama-cli "
+            "or ollama serve / run command (a docker run around it, variables in front, backslash continuations "
+            "and an Ollama Modelfile are fine). Load YAML… reads a vLLM or SGLang --config file. The card and what "
+            "the command does not set stay the plan's."
         )
         intro.setWordWrap(True)
         layout.addWidget(intro)
@@ -109,14 +109,14 @@ class PasteCommandDialog(QDialog):
         form.addRow("Model", self.model_box)
         self.yaml_button = QPushButton("Load YAML…")
         self.yaml_button.setObjectName("launchCommandYaml")
-        self.yaml_button.setToolTip("A vLLM --config file: the command's --config is read from it")
+        self.yaml_button.setToolTip("A vLLM or SGLang --config file: the command's --config is read from it")
         self.yaml_button.clicked.connect(self._choose_yaml)
         self.yaml_label = plaintext.plain_label(QLabel("no --config file loaded"))
         self.yaml_label.setObjectName("launchCommandYamlName")
         yaml_row = QHBoxLayout()
         yaml_row.addWidget(self.yaml_button)
         yaml_row.addWidget(self.yaml_label, 1)
-        form.addRow("vLLM config", yaml_row)
+        form.addRow("--config YAML", yaml_row)
         layout.addLayout(form)
         self.problem = plaintext.plain_label(QLabel(""))
         self.problem.setObjectName("launchCommandProblem")

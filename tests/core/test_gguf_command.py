@@ -280,3 +280,74 @@ def test_the_docker_images() -> None:
     assert ollama.fields["inference.ollama_version"] is OllamaVersion.V0_6_7
     assert (ollama.fields["inference.concurrent"], ollama.model_name) == (2, "llama3.2-3b")
     assert (ollama.ignored, ollama.unexpressed, ollama.unknown) == ((), (), ())
+
+
+# The recorded llama-server line (llamacpp23527-*, benchmarks/realgpu/engine_logs.json) given by its variables instead:
+# each flag's variable is its .set_env(...) in common/arg.cpp at 145b6280 (core.files.launch.engine_flags.LLAMACPP_ENV):
+# -m LLAMA_ARG_MODEL, -c LLAMA_ARG_CTX_SIZE, -b LLAMA_ARG_BATCH, -ub LLAMA_ARG_UBATCH, -fa LLAMA_ARG_FLASH_ATTN,
+# -ctk / -ctv LLAMA_ARG_CACHE_TYPE_K / _V, --kv-unified LLAMA_ARG_KV_UNIFIED, --cpu-moe LLAMA_ARG_CPU_MOE,
+# -np LLAMA_ARG_N_PARALLEL.
+RECORDED_ENV = {
+    "LLAMA_ARG_MODEL": "Qwen3.6-35B-A3B-UD-Q4_K_XL.gguf",
+    "LLAMA_ARG_CTX_SIZE": "150000",
+    "LLAMA_ARG_BATCH": "4096",
+    "LLAMA_ARG_UBATCH": "4096",
+    "LLAMA_ARG_FLASH_ATTN": "on",
+    "LLAMA_ARG_CACHE_TYPE_K": "q8_0",
+    "LLAMA_ARG_CACHE_TYPE_V": "q8_0",
+    "LLAMA_ARG_KV_UNIFIED": "1",
+    "LLAMA_ARG_CPU_MOE": "true",
+    "LLAMA_ARG_N_PARALLEL": "1",
+}
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        " ".join(f"{k}={v}" for k, v in RECORDED_ENV.items()) + " llama-server",
+        "".join(f"export {k}={v}\n" for k, v in RECORDED_ENV.items()) + "llama-server",
+        " && ".join(f"export {k}={v}" for k, v in RECORDED_ENV.items()) + " && llama-server",
+        "".join(f"export {k}={v}; " for k, v in RECORDED_ENV.items()) + "llama-server",
+        "docker run --gpus all "
+        + " ".join(f"-e {k}={v}" for k, v in RECORDED_ENV.items())
+        + " ghcr.io/ggml-org/llama.cpp:server-cuda",
+    ],
+    ids=["in-front", "export-lines", "export-and", "export-semicolon", "docker-e"],
+)
+def test_llama_arg_variables_read_as_their_flags(text: str) -> None:
+    flags = read_command(LOGS["llamacpp23527-qwen36-35b-a3b-150k-ub4096-baseline"]["settings"]["command"])
+    read = read_command(text)
+    assert read.fields == flags.fields and read.model_ref == flags.model_ref
+    assert (read.unexpressed, read.unknown) == (flags.unexpressed, flags.unknown)
+    assert not any("not read" in note for note in read.notes)
+    shown = {n.words.partition("=")[0] for n in read.read if n.field}
+    assert {"LLAMA_ARG_CTX_SIZE", "LLAMA_ARG_UBATCH", "LLAMA_ARG_FLASH_ATTN"} <= shown  # named as written
+
+
+def test_the_flag_wins_over_its_variable() -> None:
+    # arg.cpp 145b6280 common_params_parse_ex: the environment first, then the command line ("warn: %s environment
+    # variable is set, but will be overwritten by command line argument %s"); any spelling of the option counts.
+    read = read_command(
+        "LLAMA_ARG_CTX_SIZE=4096 LLAMA_ARG_N_GPU_LAYERS=20 llama-server -m x-Q4_K_M.gguf --ctx_size 8192"
+    )
+    assert read.fields["inference.context"] == 8192 and read.fields["inference.gpu_layers"] == 20
+    assert [(n.words, "--ctx_size wins" in n.why) for n in read.ignored] == [("LLAMA_ARG_CTX_SIZE=4096", True)]
+
+
+def test_llama_arg_values_as_llama_cpp_takes_them() -> None:
+    # get_value_from_env / common_params_parse_ex (arg.cpp 145b6280): a switch's variable sets it only when is_truthy;
+    # a bool option's takes is_truthy / is_falsey, anything else stops llama.cpp; LLAMA_ARG_NO_<NAME> set turns it off.
+    read = read_command(
+        "LLAMA_ARG_KV_UNIFIED=0 LLAMA_ARG_NO_KV_OFFLOAD=1 LLAMA_ARG_MMAP=maybe LLAMA_ARG_FROBNICATE=3 "
+        "LLAMA_ARG_N_GPU_LAYERS=lots llama-server -m x-Q4_K_M.gguf"
+    )
+    assert [n.words for n in read.ignored] == ["LLAMA_ARG_KV_UNIFIED=0"]  # a switch not on: left off
+    assert any(n.words == "LLAMA_ARG_NO_KV_OFFLOAD=1" for n in (*read.read, *read.unexpressed))  # -nkvo
+    assert read.unknown[0].startswith("LLAMA_ARG_MMAP=maybe (llama.cpp takes on/off")
+    assert read.unknown[1].startswith("LLAMA_ARG_FROBNICATE=3 (no llama.cpp option reads it")
+    assert any(u.startswith("LLAMA_ARG_N_GPU_LAYERS=lots") for u in read.unknown)
+    # Variables are llama.cpp's only: a vLLM line keeps them in the list of what was not understood.
+    assert read_command("LLAMA_ARG_CTX_SIZE=4096 vllm serve m").unknown == ("LLAMA_ARG_CTX_SIZE=4096",)
+    # LLAMA_CACHE is no flag's variable: the folder -hf downloads into (common/common.cpp fs_get_cache_directory).
+    cache = read_command("LLAMA_CACHE=/models llama-server -hf unsloth/Qwen3-8B-GGUF:Q4_K_M")
+    assert cache.unknown == () and "environment with no effect on memory or speed: LLAMA_CACHE" in cache.notes

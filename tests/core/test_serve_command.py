@@ -345,6 +345,8 @@ def test_where_sh_and_shlex_differ_the_shell_is_followed() -> None:
     # POSIX sh, "Double-Quotes": a backslash keeps its meaning before $ ` " \ and newline only.
     assert shell_words('"\\$x" "a\\\nb" "\\q"') == ["$x", "ab", "\\q"]
     assert shell_words("--url=http://h/#frag # a comment") == ["--url=http://h/#frag"]
+    # "Token Recognition": an unquoted ; is an operator even against a word (shlex keeps it in the word).
+    assert shell_words("export A=1; b 'x;y' c;# note") == ["export", "A=1", ";", "b", "x;y", "c", ";"]
 
 
 def test_human_readable_lengths() -> None:
@@ -466,3 +468,12 @@ def test_read_settings_say_a_count_of_one_in_the_singular() -> None:
     assert shown_setting("inference.concurrent", 1) == "Concurrent = 1 request"
     assert shown_setting("inference.concurrent", 8) == "Concurrent = 8 requests"
     assert shown_setting("inference.context", 32_768) == "Context = 32,768 tokens"
+
+
+def test_the_ignored_flags_come_in_the_commands_word_order() -> None:
+    # The flags are vLLM's own (VLLM_IGNORED): switches and valued flags interleaved, listed as written, every run.
+    text = "vllm serve m --port 8000 --trust-remote-code --host 0.0.0.0 --disable-log-stats --seed 3"
+    expected = ["--port 8000", "--trust-remote-code", "--host 0.0.0.0", "--disable-log-stats", "--seed 3"]
+    assert [n.words for n in read_command(text).ignored] == expected
+    llama = read_command("llama-server -m x-Q4_K_M.gguf --port 8080 --jinja --host 0.0.0.0 --mlock")
+    assert [n.words for n in llama.ignored] == ["--port 8080", "--jinja", "--host 0.0.0.0", "--mlock"]

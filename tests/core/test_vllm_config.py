@@ -16,7 +16,7 @@ import pytest
 from core.cli.app import main
 from core.errors import PlanFileError
 from core.files.launch.serve_command import config_words, read_command
-from core.plan import PrefixCaching
+from core.plan import Engine, PrefixCaching
 
 # The example of load_config_file's docstring (vllm/utils/argparse_utils.py 00da11e3), with the flags the plan reads.
 CONFIG = b"""\
@@ -87,9 +87,10 @@ def test_without_the_file_the_flag_is_listed() -> None:
         (b"big: " + b"x" * 70_000 + b"\n", "more than 64,000 characters"),
     ],
 )
-def test_hostile_yaml_is_one_line(raw: bytes, said: str) -> None:
+@pytest.mark.parametrize("engine", [Engine.VLLM, Engine.SGLANG])  # SGLang's --config: the same reader
+def test_hostile_yaml_is_one_line(raw: bytes, said: str, engine: Engine) -> None:
     with pytest.raises(PlanFileError, match=said) as error:
-        config_words(raw, "x.yaml")
+        config_words(raw, "x.yaml", engine)
     assert "\n" not in str(error.value) and "training" not in str(error.value)
 
 

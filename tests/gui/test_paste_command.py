@@ -130,3 +130,39 @@ def test_load_yaml_reads_a_vllm_config(window: MainWindow, qtbot: Any, tmp_path:
     config.write_bytes(b"- not\n- a mapping\n")
     dialog.load_yaml(str(config))
     assert "is a list, not a mapping of settings" in dialog.problem.text()
+
+
+def test_llama_arg_variables_and_an_sglang_config_in_the_window(
+    window: MainWindow, qtbot: Any, tmp_path: Any, monkeypatch: Any
+) -> None:
+    # The recorded llama-server line (llamacpp23527-*, benchmarks/realgpu/engine_logs.json) with its context and
+    # micro-batch given as llama.cpp's variables (common/arg.cpp 145b6280: LLAMA_ARG_CTX_SIZE is -c, LLAMA_ARG_UBATCH
+    # -ub) and a port variable the command's --port overrides.
+    text = (
+        "export LLAMA_ARG_CTX_SIZE=150000\nexport LLAMA_ARG_UBATCH=4096\nexport LLAMA_ARG_PORT=9000\n"
+        "llama-server -m Qwen3.6-35B-A3B-UD-Q4_K_XL.gguf -b 4096 -fa on -ctk q8_0 -ctv q8_0 --kv-unified --cpu-moe "
+        "-np 1 --port 8080"
+    )
+    dialog = PasteCommandDialog(window.controller.plan, window, text)
+    qtbot.addWidget(dialog)
+    found = dialog.found.toPlainText()
+    assert "LLAMA_ARG_CTX_SIZE=150000 -np 1  →  Context = 150,000 tokens" in found
+    assert "Ignored, no effect on memory or speed (2)\n  LLAMA_ARG_PORT=9000\n  --port 8080" in found
+    dialog.resize(760, 620)
+    dialog.show()
+    qtbot.waitExposed(dialog)
+    dialog.grab().save("/tmp/h81cmd2-paste-llama-env.png")  # looked at by hand
+    dialog._accept()
+    plan = dialog.built.plan if dialog.built is not None else None
+    assert plan is not None and (plan.inference.context, plan.inference.ubatch) == (150_000, 4096)
+    # SGLang's --config through Load YAML… (sglang 0.5.23 ConfigArgumentMerger: the command's flags win).
+    config = tmp_path / "sgl.yaml"
+    config.write_text("model-path: Qwen/Qwen3-8B\ncontext-length: 16384\nmem-fraction-static: 0.8\n")
+    monkeypatch.setattr(paste_command, "choose_yaml", lambda parent: str(config))
+    sgl = PasteCommandDialog(window.controller.plan, window)
+    qtbot.addWidget(sgl)
+    sgl.editor.setPlainText("sglang serve --config sgl.yaml --context-length 8192")
+    sgl.yaml_button.click()
+    found = sgl.found.toPlainText()
+    assert found.startswith("SGLang · model Qwen/Qwen3-8B") and "--context-length 8192  →  Context = 8,192" in found
+    assert "--mem-fraction-static 0.8" in found and sgl.apply_button.isEnabled()

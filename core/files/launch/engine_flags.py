@@ -362,3 +362,122 @@ LLAMACPP_ON_OFF: Final = {
     **dict.fromkeys(("off", "disabled", "false", "0"), False),
     **dict.fromkeys(("auto", "-1"), None),
 }
+
+# The variables llama.cpp reads as flags: ggml-org/llama.cpp common/arg.cpp at 145b6280, every ``.set_env("...")``
+# with the option's spellings (a ``/`` parts a bool option's ``--no-`` spellings, ``args_neg``). The environment is
+# read first, then the command line (``common_params_parse_ex``: "warn: %s environment variable is set, but will be
+# overwritten by command line argument"): a flag given wins over its variable. A switch's variable sets it only when
+# ``is_truthy`` (on enabled true 1); a bool option's takes ``is_truthy`` / ``is_falsey`` (off disabled false 0), any
+# other value an error, and ``LLAMA_ARG_NO_<NAME>`` set to anything turns it off (``get_value_from_env``).
+LLAMACPP_ENV: Final = {
+    line.split()[0]: tuple(line.split()[1:])
+    for line in """
+    LLAMA_ARG_THREADS -t --threads
+    LLAMA_ARG_CTX_SIZE -c --ctx-size
+    LLAMA_ARG_N_PREDICT -n --predict --n-predict
+    LLAMA_ARG_BATCH -b --batch-size
+    LLAMA_ARG_UBATCH -ub --ubatch-size
+    LLAMA_ARG_SWA_FULL --swa-full
+    LLAMA_ARG_CTX_CHECKPOINTS --ctx-checkpoints --swa-checkpoints
+    LLAMA_ARG_CACHE_RAM --cache-ram -cram
+    LLAMA_ARG_KV_UNIFIED --kv-unified -kvu
+    LLAMA_ARG_CONTEXT_SHIFT --context-shift / --no-context-shift
+    LLAMA_ARG_FLASH_ATTN -fa --flash-attn
+    LLAMA_ARG_PERF --perf / --no-perf
+    LLAMA_ARG_SHOW_TIMINGS --show-timings / --no-show-timings
+    LLAMA_ARG_TOP_K --top-k
+    LLAMA_ARG_POOLING --pooling
+    LLAMA_ARG_ROPE_SCALING_TYPE --rope-scaling
+    LLAMA_ARG_ROPE_SCALE --rope-scale
+    LLAMA_ARG_ROPE_FREQ_BASE --rope-freq-base
+    LLAMA_ARG_ROPE_FREQ_SCALE --rope-freq-scale
+    LLAMA_ARG_YARN_ORIG_CTX --yarn-orig-ctx
+    LLAMA_ARG_YARN_EXT_FACTOR --yarn-ext-factor
+    LLAMA_ARG_YARN_ATTN_FACTOR --yarn-attn-factor
+    LLAMA_ARG_YARN_BETA_SLOW --yarn-beta-slow
+    LLAMA_ARG_YARN_BETA_FAST --yarn-beta-fast
+    LLAMA_ARG_GRP_ATTN_N -gan --grp-attn-n
+    LLAMA_ARG_GRP_ATTN_W -gaw --grp-attn-w
+    LLAMA_ARG_KV_OFFLOAD -kvo --kv-offload / -nkvo --no-kv-offload
+    LLAMA_ARG_REPACK --repack / -nr --no-repack
+    LLAMA_ARG_NO_HOST --no-host
+    LLAMA_ARG_CACHE_TYPE_K -ctk --cache-type-k
+    LLAMA_ARG_CACHE_TYPE_V -ctv --cache-type-v
+    LLAMA_ARG_DEFRAG_THOLD -dt --defrag-thold
+    LLAMA_ARG_N_PARALLEL -np --parallel
+    LLAMA_ARG_CONT_BATCHING -cb --cont-batching / -nocb --no-cont-batching
+    LLAMA_ARG_MMPROJ -mm --mmproj
+    LLAMA_ARG_MMPROJ_URL -mmu --mmproj-url
+    LLAMA_ARG_MMPROJ_AUTO --mmproj-auto / --no-mmproj --no-mmproj-auto
+    LLAMA_ARG_MMPROJ_OFFLOAD --mmproj-offload / --no-mmproj-offload
+    LLAMA_ARG_IMAGE_MIN_TOKENS --image-min-tokens
+    LLAMA_ARG_IMAGE_MAX_TOKENS --image-max-tokens
+    LLAMA_ARG_RPC --rpc
+    LLAMA_ARG_MLOCK --mlock
+    LLAMA_ARG_MMAP --mmap / --no-mmap
+    LLAMA_ARG_NUMA --numa
+    LLAMA_ARG_DEVICE -dev --device
+    LLAMA_ARG_CPU_MOE --cpu-moe -cmoe
+    LLAMA_ARG_N_CPU_MOE --n-cpu-moe -ncmoe
+    LLAMA_ARG_CPU_MOE_DRAFT --cpu-moe-draft -cmoed
+    LLAMA_ARG_N_CPU_MOE_DRAFT --n-cpu-moe-draft -ncmoed
+    LLAMA_ARG_N_GPU_LAYERS -ngl --gpu-layers --n-gpu-layers
+    LLAMA_ARG_SPLIT_MODE -sm --split-mode
+    LLAMA_ARG_TENSOR_SPLIT -ts --tensor-split
+    LLAMA_ARG_MAIN_GPU -mg --main-gpu
+    LLAMA_ARG_FIT -fit --fit
+    LLAMA_ARG_FIT_TARGET -fitt --fit-target
+    LLAMA_ARG_FIT_CTX -fitc --fit-ctx
+    LLAMA_ARG_ALIAS -a --alias
+    LLAMA_ARG_MODEL -m --model
+    LLAMA_ARG_MODEL_URL -mu --model-url
+    LLAMA_ARG_DOCKER_REPO -dr --docker-repo
+    LLAMA_ARG_HF_REPO -hf -hfr --hf-repo
+    LLAMA_ARG_HFD_REPO -hfd -hfrd --hf-repo-draft
+    LLAMA_ARG_HF_FILE -hff --hf-file
+    LLAMA_ARG_HF_REPO_V -hfv -hfrv --hf-repo-v
+    LLAMA_ARG_HF_FILE_V -hffv --hf-file-v
+    LLAMA_ARG_HOST --host
+    LLAMA_ARG_PORT --port
+    LLAMA_ARG_STATIC_PATH --path
+    LLAMA_ARG_API_PREFIX --api-prefix
+    LLAMA_ARG_WEBUI --webui / --no-webui
+    LLAMA_ARG_EMBEDDINGS --embedding --embeddings
+    LLAMA_ARG_RERANKING --reranking --rerank
+    LLAMA_API_KEY --api-key
+    LLAMA_ARG_SSL_KEY_FILE --ssl-key-file
+    LLAMA_ARG_SSL_CERT_FILE --ssl-cert-file
+    LLAMA_CHAT_TEMPLATE_KWARGS --chat-template-kwargs
+    LLAMA_ARG_TIMEOUT -to --timeout
+    LLAMA_ARG_THREADS_HTTP --threads-http
+    LLAMA_ARG_CACHE_REUSE --cache-reuse
+    LLAMA_ARG_ENDPOINT_METRICS --metrics
+    LLAMA_ARG_ENDPOINT_PROPS --props
+    LLAMA_ARG_ENDPOINT_SLOTS --slots / --no-slots
+    LLAMA_ARG_MODELS_DIR --models-dir
+    LLAMA_ARG_MODELS_PRESET --models-preset
+    LLAMA_ARG_MODELS_MAX --models-max
+    LLAMA_ARG_MODELS_AUTOLOAD --models-autoload / --no-models-autoload
+    LLAMA_ARG_JINJA --jinja / --no-jinja
+    LLAMA_ARG_THINK --reasoning-format
+    LLAMA_ARG_THINK_BUDGET --reasoning-budget
+    LLAMA_ARG_CHAT_TEMPLATE --chat-template
+    LLAMA_ARG_CHAT_TEMPLATE_FILE --chat-template-file
+    LLAMA_ARG_PREFILL_ASSISTANT --prefill-assistant / --no-prefill-assistant
+    LLAMA_LOG_FILE --log-file
+    LLAMA_LOG_COLORS --log-colors
+    LLAMA_OFFLINE --offline
+    LLAMA_LOG_VERBOSITY -lv --verbosity --log-verbosity
+    LLAMA_LOG_PREFIX --log-prefix
+    LLAMA_LOG_TIMESTAMPS --log-timestamps
+    LLAMA_ARG_DRAFT_MAX --draft-max --draft --draft-n
+    LLAMA_ARG_DRAFT_MIN --draft-min --draft-n-min
+    LLAMA_ARG_DRAFT_P_SPLIT --draft-p-split
+    LLAMA_ARG_DRAFT_P_MIN --draft-p-min
+    LLAMA_ARG_CTX_SIZE_DRAFT -cd --ctx-size-draft
+    LLAMA_ARG_N_GPU_LAYERS_DRAFT -ngld --gpu-layers-draft --n-gpu-layers-draft
+    LLAMA_ARG_MODEL_DRAFT -md --model-draft
+    LLAMA_ARG_CACHE_TYPE_K_DRAFT -ctkd --cache-type-k-draft
+    LLAMA_ARG_CACHE_TYPE_V_DRAFT -ctvd --cache-type-v-draft
+    """.strip().splitlines()
+}

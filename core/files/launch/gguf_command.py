@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Final
 from core.dtypes import CacheType, GgufQuant
 from core.errors import one_line
 from core.files.launch.engine_flags import (
+    LLAMACPP_ENV,
     LLAMACPP_ON_OFF,
     LLAMACPP_OPTIONAL_VALUE,
     LLAMACPP_SWITCHES,
@@ -191,6 +192,64 @@ def parse_llamacpp(words: list[str], out: _Args) -> _Args:
         i += count
         out.values[name] = value
         out.written[name] = f"{word} {value}"
+    return out
+
+
+@dataclass
+class EnvFlags:
+    """The llama.cpp variables of a launch's environment as the flags they stand for (:data:`LLAMACPP_ENV`)."""
+
+    words: list[str] = field(default_factory=list)  # the flags' words, to be read before the command's own
+    shown: dict[str, str] = field(default_factory=dict)  # each flag -> the variable as written (LLAMA_ARG_X=v)
+    ignored: list[tuple[str, str]] = field(default_factory=list)  # (the variable, why it does nothing)
+    unknown: list[str] = field(default_factory=list)  # a value llama.cpp refuses, a LLAMA_ARG_ no option reads
+    used: set[str] = field(default_factory=set)  # the variables taken here
+
+
+def _spelling(word: str) -> str:
+    return "--" + word[2:].replace("_", "-") if word.startswith("--") else word
+
+
+def env_flags(env: dict[str, str], args: list[str]) -> EnvFlags:
+    """``env``'s llama.cpp variables as flags, as ``common_params_parse_ex`` reads them (arg.cpp 145b6280): each
+    option's variable first, its flag on the command line (``args``) over it."""
+    out = EnvFlags()
+    given = {_spelling(w) for w in args if w.startswith("-")}
+    negated = {"LLAMA_ARG_NO_" + k.removeprefix("LLAMA_ARG_"): k for k, v in LLAMACPP_ENV.items() if "/" in v}
+    for key, value in env.items():
+        option = negated.get(key, key)
+        if option not in LLAMACPP_ENV:
+            if key.startswith("LLAMA_ARG_"):
+                out.used.add(key)
+                out.unknown.append(f"{key}={one_line(value)[:60]} (no llama.cpp option reads it: arg.cpp set_env)")
+            continue
+        out.used.add(key)
+        shown = f"{key}={one_line(value)[:60]}"
+        on, _, off = " ".join(LLAMACPP_ENV[option]).partition(" / ")
+        spellings = on.split() + off.split()
+        winner = next((w for w in args if _spelling(w) in spellings), None) if given & set(spellings) else None
+        if winner is not None:
+            out.ignored.append((shown, f"the command's {winner} wins over the variable (llama.cpp reads it after)"))
+            continue
+        if key != option:  # LLAMA_ARG_NO_<NAME>: "0" whatever its value
+            flag: str | None = off.split()[0]
+        elif off:  # a bool option: parse_bool_value
+            truth = LLAMACPP_ON_OFF.get(value.strip().lower(), "bad")
+            if truth is None or truth == "bad":
+                out.unknown.append(f"{shown} (llama.cpp takes on/off, true/false, 1/0, enabled/disabled here)")
+                continue
+            flag = on.split()[0] if truth else off.split()[0]
+        elif spellings[0] in LLAMACPP_SWITCHES:  # a switch: set where is_truthy, else nothing
+            flag = spellings[0] if LLAMACPP_ON_OFF.get(value.strip().lower()) is True else None
+        else:
+            out.words += [spellings[0], value]
+            out.shown[spellings[0]] = shown
+            continue
+        if flag is None:
+            out.ignored.append((shown, "not on / true / 1 / enabled: llama.cpp leaves the switch off"))
+        else:
+            out.words.append(flag)
+            out.shown[flag] = shown
     return out
 
 

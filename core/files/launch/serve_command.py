@@ -8,7 +8,8 @@ flags that change memory or speed but which the plan cannot express, each with w
 Which words are the engine's flags, and which take a value: :mod:`core.files.launch.engine_flags`.
 
 It handles ``vllm serve MODEL`` (the model also as ``--model``), ``python -m vllm.entrypoints.openai.api_server
---model``, ``python -m sglang.launch_server --model-path`` (alias ``--model``), ``--flag=value`` and ``--flag value``,
+--model``, ``python -m sglang.launch_server --model-path`` (alias ``--model``) and ``sglang serve [MODEL]``,
+``--flag=value`` and ``--flag value``,
 vLLM's underscore spellings (``FlexibleArgumentParser`` turns ``_`` into ``-`` in a flag's name) and argparse's
 unique prefixes in both engines. :func:`plan_from_command` finds the model (a local folder, the local Hugging Face
 cache, the catalogue by name) and builds the plan on a base plan (its card, its other settings); an unknown model is
@@ -137,6 +138,10 @@ SGLANG_IGNORED: Final = flag_names(
 )
 # The flags that do change memory or speed and the plan has no input for, each with its own words where the usual
 # ones would mislead (the rest: NOT_MODELLED).
+CONFIG_WHY: Final = (
+    "options read from a YAML file not given here (vramplan import-command reads it beside the command, the window's "
+    "Load YAML…)"
+)
 VLLM_WHY: Final = {
     "--enable-expert-parallel": "experts placed whole on each rank instead of sliced by TP: the plan slices them",
     "--swap-space": "host RAM for swapped-out KV blocks (the V0 engine): the plan counts GPU memory",
@@ -151,8 +156,7 @@ VLLM_WHY: Final = {
     "--num-gpu-blocks-override": "a fixed count of KV blocks: the plan sizes the pool from --gpu-memory-utilization",
     "--decode-context-parallel-size": "decode context parallelism: the plan splits by TP, PP and replicas only",
     "--enable-chunked-prefill": "chunked prefill is on by default in the V1 engine the plan models",
-    "--config": "options read from a YAML file not given here (vramplan import-command reads it beside the command, "
-    "the window's Load YAML…)",
+    "--config": CONFIG_WHY,
     "-O": "the compilation level: the plan captures CUDA graphs unless --enforce-eager",
     "--optimization-level": "the compilation level: the plan captures CUDA graphs unless --enforce-eager",
     "--compilation-config": "the compilation settings: the plan captures CUDA graphs unless --enforce-eager",
@@ -166,6 +170,7 @@ SGLANG_WHY: Final = {
     "--enable-dp-attention": "attention data-parallel inside the TP group: the plan splits by TP, PP and replicas",
     "--speculative-algorithm": "a draft model and its KV cache beside the target's: not in the plan",
     "--max-total-tokens": "a fixed token pool instead of --mem-fraction-static: the plan sizes it from that",
+    "--config": CONFIG_WHY,
 }
 
 
@@ -211,10 +216,12 @@ def _words(text: str, where: str) -> list[str]:
 
 
 # A POSIX shell's words (sh's "Token Recognition"): '...' keeps everything, "..." lets a backslash escape " \\ $ `,
-# a backslash outside quotes escapes the next character, # starts a comment only where a word would start. One regex
+# a backslash outside quotes escapes the next character, # starts a comment only where a word would start, an unquoted
+# ; is an operator of its own (`export K=V; cmd`). One regex
 # pass: shlex.split took 0.4 s on 64,000 characters of one word, too long for a dialog that reads as you type.
 _TOKEN: Final = re.compile(
-    r"""(?P<space>\s+)|(?P<single>'[^']*')|(?P<double>"[^"\\]*(?:\\.[^"\\]*)*")|(?P<escape>\\.)|(?P<plain>[^\s'"\\]+)""",
+    r"""(?P<space>\s+)|(?P<single>'[^']*')|(?P<double>"[^"\\]*(?:\\.[^"\\]*)*")|(?P<escape>\\.)|(?P<semi>;)"""
+    r"""|(?P<plain>[^\s'"\\;]+)""",
     re.S,
 )
 _DOUBLE_ESCAPE: Final = re.compile(r'\\([\\"$`\n])')
@@ -233,6 +240,12 @@ def shell_words(text: str, limit: int = MAX_WORDS) -> list[str]:
             raise ValueError("No closing quotation" if text[at] in "'\"" else "No escaped character")
         kind, token = match.lastgroup, match.group()
         at = match.end()
+        if kind == "semi":  # an operator even inside a word (`export K=V; llama-server`): a word of its own
+            if started:
+                words.append("".join(word))
+                word, started = [], False
+            words.append(";")
+            continue
         if kind == "space":
             if started:
                 words.append("".join(word))
@@ -267,6 +280,7 @@ class _Start:
     gpus: int | None = None  # GPUs the container or CUDA_VISIBLE_DEVICES lets it see
     image_version: str = ""  # a docker image's tag: v0.31.0
     program: str = ""  # llama.cpp's program name (llama-server, main, ...)
+    serve_model: str = ""  # `sglang serve MODEL`'s positional model, read as --model-path
 
 
 def _segment(words: list[str]) -> tuple[list[str], list[str]]:
@@ -285,7 +299,9 @@ def _segment(words: list[str]) -> tuple[list[str], list[str]]:
     found = next((s for s in segments if _engine_at(s) is not None), None)
     if found is None:
         return words, []
-    others = [" ".join(s) for s in segments if s is not found and s]
+    exported = [s for s in segments if s[:1] == ["export"] and all(_ENV_WORD.match(w) for w in s[1:])]
+    others = [" ".join(s) for s in segments if s is not found and s not in exported and s]
+    found = [w for s in exported for w in s] + found  # `export K=V; llama-server ...`: in its environment
     notes = [f"another command beside it, not read: {one_line(o)[:120]}" for o in others]
     if redirected:
         notes.append(f"the shell's redirections, {NO_EFFECT}: {one_line(' '.join(redirected))[:120]}")
@@ -304,6 +320,8 @@ def _engine_at(words: list[str]) -> tuple[Engine, int] | None:
             return Engine.VLLM, i + 1
         if word == "sglang.launch_server" and i > 0 and words[i - 1] == "-m":
             return Engine.SGLANG, i + 1
+        if name == "sglang" and i + 1 < len(words) and words[i + 1] == "serve":  # the `sglang` console script
+            return Engine.SGLANG, i + 2
         if _image_engine(word) is not None and "run" in words[:i]:
             return _image_engine(word), i + 1  # type: ignore[return-value]
     return None
@@ -376,7 +394,8 @@ def _find_start(words: list[str]) -> _Start:
             WHERE,
             f"is not a vLLM, SGLang, llama.cpp or Ollama server launch ('{shown}'...): paste the line that starts "
             "the server, `vllm serve MODEL ...`, `python -m vllm.entrypoints.openai.api_server --model ...`, "
-            "`python -m sglang.launch_server --model-path ...`, `llama-server -m FILE.gguf ...` or `ollama run MODEL`",
+            "`python -m sglang.launch_server --model-path ...`, `sglang serve MODEL ...`, "
+            "`llama-server -m FILE.gguf ...` or `ollama run MODEL`",
         )
     engine, first = found
     start = _Start(engine, words[first:])
@@ -401,14 +420,35 @@ def _find_start(words: list[str]) -> _Start:
         if _ENV_WORD.match(word):
             key, _, value = word.partition("=")
             start.env[key] = value
-        elif word != "-m" and not _PYTHON.match(word) and word.rsplit("/", 1)[-1] != "vllm":  # `vllm` of vllm serve
+        elif word not in ("-m", "export") and not _PYTHON.match(word) and word.rsplit("/", 1)[-1] not in _CLIS:
             skipped.append(word)
     if skipped:
         start.notes.append(f"before the command, not read: {one_line(' '.join(skipped))[:120]}")
     visible = start.env.get("CUDA_VISIBLE_DEVICES")
     if visible is not None:
         start.gpus = _visible(visible) if visible.strip() else 0
+    if start.engine is Engine.SGLANG and words[first - 1] == "serve":
+        _sglang_serve(start)
     return start
+
+
+_CLIS: Final = frozenset({"vllm", "sglang"})  # the console scripts of `vllm serve` and `sglang serve`
+
+
+def _sglang_serve(start: _Start) -> None:
+    """``sglang serve``'s arguments as it hands them to ``prepare_server_args`` (sglang 0.5.23 wheel,
+    sglang/cli/serve.py ``serve``): ``--model-type X`` taken out (the backend, llm or diffusion), a first word that is
+    no flag made ``--model-path WORD``."""
+    args = start.args
+    for i, word in enumerate(args):
+        if word == "--model-type" or word.startswith("--model-type="):
+            kind = word.partition("=")[2] if "=" in word else (args[i + 1] if i + 1 < len(args) else "")
+            start.args = args = args[:i] + args[i + (1 if "=" in word or i + 1 >= len(args) else 2) :]
+            start.notes.append(f"sglang serve --model-type {one_line(kind)[:40]}: the backend; the LLM server planned")
+            break
+    if args and not args[0].startswith("-"):
+        start.args = ["--model-path", *args]
+        start.serve_model = args[0]
 
 
 # ---- reading the arguments ----------------------------------------------------------------------------
@@ -441,9 +481,11 @@ class _Args:
     abbreviated: list[str] = field(default_factory=list)
 
 
-def _parse(engine: Engine, words: list[str]) -> _Args:
-    if engine is Engine.LLAMACPP:
-        return gguf.parse_llamacpp(words, _Args())
+def _parse(engine: Engine, words: list[str], env: gguf.EnvFlags) -> _Args:
+    if engine is Engine.LLAMACPP:  # the variables' flags first, each shown as its variable; the command's after
+        out = gguf.parse_llamacpp(env.words, _Args())
+        out.written.update({flag: shown for flag, shown in env.shown.items() if flag in out.written})
+        return gguf.parse_llamacpp(words, out)
     switches, valued = (VLLM_SWITCHES, VLLM_VALUED) if engine is Engine.VLLM else (SGLANG_SWITCHES, SGLANG_VALUED)
     known = switches | valued
     out = _Args()
@@ -752,6 +794,7 @@ _ENV_IGNORED: Final = frozenset(
         "PYTHONUNBUFFERED",
         "OMP_NUM_THREADS",
         "TOKENIZERS_PARALLELISM",
+        "LLAMA_CACHE",  # llama.cpp common/common.cpp fs_get_cache_directory: where -hf downloads go
     }
 )
 
@@ -768,10 +811,6 @@ def _environment(start: _Start, reader: _Reader) -> list[str]:
             reader.unexpressed.append(
                 FlagNote(shown, "the engine (V0 or V1) follows the plan's vLLM release line, not this variable")
             )
-        elif key.startswith(("LLAMA_ARG_", "LLAMA_")) and reader.engine is Engine.LLAMACPP:
-            reader.unexpressed.append(
-                FlagNote(shown, "a flag given by its variable (set_env): give the flag to have it read")
-            )
         elif key.startswith(("VLLM_", "SGLANG_", "PYTORCH_", "NCCL_", "TORCH_", "GGML_")):
             reader.unexpressed.append(FlagNote(shown, NOT_MODELLED))
         else:
@@ -786,24 +825,36 @@ ConfigLoader = Callable[[str], bytes]  # a --config path as written -> the file'
 CONFIG_SUFFIXES: Final = (".yaml", ".yml")
 
 
-def config_words(raw: bytes, where: str) -> tuple[list[str], list[str]]:
-    """vLLM's ``--config`` YAML as the flags it stands for, as ``FlexibleArgumentParser.load_config_file`` turns it
-    into them (vllm-project/vllm vllm/utils/argparse_utils.py at 00da11e3: ``key: value`` -> ``--key value``, ``true``
-    -> ``--key``, ``false`` -> ``--no-key`` where vLLM has it (else nothing), a list -> its items after ``--key``
-    (here one word), a mapping -> its JSON), and notes. The file is plain data only (PyYAML's safe loader through
+def config_words(raw: bytes, where: str, engine: Engine = Engine.VLLM) -> tuple[list[str], list[str]]:
+    """A ``--config`` YAML as the flags it stands for, and notes. vLLM's as ``FlexibleArgumentParser.load_config_file``
+    turns it into them (vllm-project/vllm vllm/utils/argparse_utils.py at 00da11e3: ``key: value`` -> ``--key value``,
+    ``true`` -> ``--key``, ``false`` -> ``--no-key`` where vLLM has it (else nothing), a list -> its items after
+    ``--key`` (here one word), a mapping -> its JSON); SGLang's as ``ConfigArgumentMerger._convert_config_to_args``
+    (sglang 0.5.23 wheel, sglang/srt/utils/server_args_config_parser.py: a store_true flag's ``true`` -> ``--key``,
+    its ``false`` -> nothing, any other bool -> ``--key true|false``, a list -> ``--key`` and one word per item, a
+    mapping -> its JSON). The file is plain data only (PyYAML's safe loader through
     core.files.runconfig.reading.parse_text: sizes, nesting and entries capped, aliases counted as used); one that
     is not a mapping, not text or too large is one PlanFileError line."""
     from core.files.runconfig.reading import parse_text
 
+    label = ENGINE_LABELS[engine]
     try:
         document = parse_text(raw, where, ".yaml")
     except PlanFileError as exc:  # the training configs' reader's words, said of this file
-        raise PlanFileError(exc.path, exc.reason.replace("a training config", "a vLLM config")) from None
+        raise PlanFileError(exc.path, exc.reason.replace("a training config", f"a {label} config")) from None
     words: list[str] = []
     notes: list[str] = []
     for key, value in document.items():
         flag = "--" + key
-        if isinstance(value, bool):
+        if isinstance(value, bool) and engine is Engine.SGLANG:
+            switch = _flag_name(Engine.SGLANG, "--" + key.replace("_", "-"))
+            if switch not in SGLANG_SWITCHES or switch in SGLANG_VALUED:
+                words += [flag, str(value).lower()]
+            elif value:
+                words.append(flag)
+            else:
+                notes.append(f"{where}: {key}: false, which SGLang passes as nothing (the default)")
+        elif isinstance(value, bool):
             negative = _flag_name(Engine.VLLM, f"--no-{key}")
             if value:
                 words.append(flag)
@@ -812,34 +863,49 @@ def config_words(raw: bytes, where: str) -> tuple[list[str], list[str]]:
             else:
                 notes.append(f"{where}: {key}: false, which vLLM passes as nothing (the default)")
         elif isinstance(value, list):
-            if value:
+            if value and engine is Engine.SGLANG:
+                words += [flag, *(str(v) for v in value)]
+            elif value:
                 words += [flag, " ".join(str(v) for v in value)]
         elif isinstance(value, dict):
             words += [flag, json.dumps(value)]
         else:
             words += [flag, str(value)]
     if sum(len(w) for w in words) > MAX_COMMAND_CHARS:
-        raise PlanFileError(where, f"holds more than {MAX_COMMAND_CHARS:,} characters of options; a vLLM config a few")
+        raise PlanFileError(
+            where, f"holds more than {MAX_COMMAND_CHARS:,} characters of options; a {label} config a few"
+        )
     return words, notes
 
 
-def _with_config(args: list[str], load: ConfigLoader | None, notes: list[str]) -> tuple[list[str], str]:
-    """``vllm serve``'s arguments with the ``--config`` file's options put where vLLM puts them (after the model,
-    before the rest: the command line's flags win), and the words ``--config FILE`` as written ("" when none)."""
-    at = next((i for i, w in enumerate(args) if w == "--config" or w.startswith("--config=")), None)
-    if at is None or load is None:
+def _with_config(args: list[str], load: ConfigLoader | None, notes: list[str], engine: Engine) -> tuple[list[str], str]:
+    """The engine's arguments with the ``--config`` file's options put where the engine puts them, and the words
+    ``--config FILE`` as written ("" when none). vLLM: after the model, before the rest (``_pull_args_from_config``).
+    SGLang 0.5.23 (``prepare_server_args``, ``ConfigArgumentMerger.merge_config_with_args``): before every word of
+    the command, for ``--config FILE`` as two words only (``"--config" in argv``), one file only. Either way the
+    command line's own flags win (argparse keeps the last)."""
+    sglang = engine is Engine.SGLANG
+    found = [i for i, w in enumerate(args) if w == "--config" or (w.startswith("--config=") and not sglang)]
+    if sglang and any(w.startswith("--config=") for w in args):
+        notes.append("--config=FILE: SGLang reads the file only for --config FILE, two words (prepare_server_args)")
+    if not found or load is None:
         return args, ""
+    if sglang and len(found) > 1:  # _extract_config_file_path
+        raise PlanFileError(WHERE, 'gives --config twice: SGLang takes one file ("Multiple config files specified")')
+    at = found[0]
     if args[at] == "--config":
         if at + 1 >= len(args):
             return args, ""
         path, end = args[at + 1], at + 2
     else:
         path, end = args[at].partition("=")[2], at + 1
-    if not path.lower().endswith(CONFIG_SUFFIXES):  # load_config_file: "Config file must be of a yaml/yml type"
-        raise PlanFileError(one_line(path)[:200], "is not a .yaml / .yml file, which vLLM's --config refuses")
-    words, said = config_words(load(path), one_line(path)[:200])
+    if not path.lower().endswith(CONFIG_SUFFIXES):  # vLLM: "Config file must be of a yaml/yml type"; SGLang alike
+        raise PlanFileError(
+            one_line(path)[:200], f"is not a .yaml / .yml file, which {ENGINE_LABELS[engine]}'s --config refuses"
+        )
+    words, said = config_words(load(path), one_line(path)[:200], engine)
     notes += said
-    model = 1 if args[:1] and not args[0].startswith("-") else 0
+    model = 1 if args[:1] and not args[0].startswith("-") and not sglang else 0
     return [*args[:model], *words, *args[model:at], *args[end:]], f"--config {path}"
 
 
@@ -853,12 +919,19 @@ def read_command(text: str, where: str = WHERE, load_config: ConfigLoader | None
     words, notes = _segment(_words(text, where))
     start = _find_start(words)
     config = ""
-    if start.engine is Engine.VLLM:
-        start.args, config = _with_config(start.args, load_config, notes)
-    args = _parse(start.engine, start.args)
+    if start.engine in (Engine.VLLM, Engine.SGLANG):
+        start.args, config = _with_config(start.args, load_config, notes, start.engine)
     llama: gguf.GgufRead | None = None
+    env = gguf.env_flags(start.env, start.args) if start.engine is Engine.LLAMACPP else gguf.EnvFlags()
+    args = _parse(start.engine, start.args, env)
+    if start.serve_model and args.written.get("--model-path") == f"--model-path {start.serve_model}":
+        args.written["--model-path"] = start.serve_model  # shown as written
     if start.engine is Engine.LLAMACPP:
         reader = _Reader(Engine.LLAMACPP, args)
+        reader.unknown += env.unknown
+        reader.ignored += [FlagNote(shown, why) for shown, why in env.ignored]
+        for key in env.used:
+            del start.env[key]
         llama = gguf.read_llamacpp(reader, start.program, start.gpus)
         reader.unknown += [f"{p} (a word no flag takes)" for p in args.positional]
         model = llama.model_ref
@@ -867,7 +940,7 @@ def read_command(text: str, where: str = WHERE, load_config: ConfigLoader | None
         reader, model = (_vllm if start.engine is Engine.VLLM else _sglang)(args)
         ignored_set, why = (VLLM_IGNORED, VLLM_WHY) if start.engine is Engine.VLLM else (SGLANG_IGNORED, SGLANG_WHY)
     ignored: list[FlagNote] = []
-    for flag in [*args.switches, *args.values]:
+    for flag in [f for f in args.written if f in args.switches or f in args.values]:  # the command's word order
         if flag in reader.used:
             continue
         base = flag.partition(".")[0] if start.engine is Engine.VLLM else flag
