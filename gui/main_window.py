@@ -12,7 +12,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QEvent, QObject, QSignalBlocker, QSize, Qt, QTimer
-from PySide6.QtGui import QAction, QActionGroup, QCloseEvent, QKeySequence, QResizeEvent, QShowEvent
+from PySide6.QtGui import (
+    QAction,
+    QActionGroup,
+    QCloseEvent,
+    QFont,
+    QFontMetricsF,
+    QKeySequence,
+    QResizeEvent,
+    QShowEvent,
+)
 from PySide6.QtWidgets import (
     QApplication,
     QDockWidget,
@@ -71,6 +80,10 @@ APP_NAME = "VRAM Planner"
 # Side docks: least widths that keep every form row and the tab names readable, and the share
 # of the window each takes at first (then they keep their share as the window is resized).
 DETAILS_MIN_WIDTH = 270  # the tabs' short names fit (SHORT_TAB_NAMES: 265 px offscreen)
+# The font DETAILS_MIN_WIDTH was measured at (the offscreen platform's default): at a larger one (an OS text
+# scale of 1.5: 13.5 pt) the least width grows with it, else the Diagnosis tab scrolled out of sight and
+# the Diagnosis and Serving panels were cut on the right (their rows need 352 px at 13.5 pt).
+DETAILS_MIN_WIDTH_FONT_PT = 9.0
 # Tab names when the Details dock is narrower than the full names need.
 SHORT_TAB_NAMES = {"Arithmetic": "Sums", "Compute && time": "Time"}
 DOCK_SHARES = (0.25, 0.35)
@@ -391,15 +404,32 @@ class MainWindow(QMainWindow):
         self.details_dock.setFeatures(
             QDockWidget.DockWidgetFeature.DockWidgetMovable | QDockWidget.DockWidgetFeature.DockWidgetFloatable
         )
-        self.details_dock.setMinimumWidth(DETAILS_MIN_WIDTH)
         bar = self.tabs.tabBar()
         bar.setElideMode(Qt.TextElideMode.ElideNone)  # a tab's name whole, or scroll arrows
         bar.setUsesScrollButtons(True)
         for index in range(self.tabs.count()):
             bar.setTabToolTip(index, self.tabs.tabText(index).replace("&&", "&"))
         self._full_tabs_width = bar.sizeHint().width()
+        self.details_least_width = self._details_least_width()
+        self.details_dock.setMinimumWidth(self.details_least_width)
         self.tabs.installEventFilter(self)  # short names when the dock is narrow (1024 × 700)
         self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.details_dock)
+
+    def _details_least_width(self) -> int:
+        """The least width of the Details dock at the window's font: DETAILS_MIN_WIDTH scaled from the font
+        it was measured at, and never less than the tabs' short names take (measured, then put back)."""
+        bar = self.tabs.tabBar()
+        full = [self.tabs.tabText(index) for index in range(self.tabs.count())]
+        for index, name in enumerate(full):
+            bar.setTabText(index, SHORT_TAB_NAMES.get(name, name))
+        short = bar.sizeHint().width()
+        for index, name in enumerate(full):
+            bar.setTabText(index, name)
+        font = self.font()
+        reference = QFont(font)
+        reference.setPointSizeF(DETAILS_MIN_WIDTH_FONT_PT)
+        scale = QFontMetricsF(font).height() / QFontMetricsF(reference).height() if font.pointSizeF() > 0 else 1.0
+        return max(DETAILS_MIN_WIDTH, round(DETAILS_MIN_WIDTH * scale), short + 5)
 
     @property
     def compute_panel(self) -> ComputePanel:
@@ -795,7 +825,7 @@ class MainWindow(QMainWindow):
             plan = max(self.plan_dock.minimumSizeHint().width(), round(width * DOCK_SHARES[0]))
             # The chart keeps at least CHART_SHARE of a narrow window; Details give way first.
             room = round(width * (1 - CHART_SHARE)) - plan
-            details = max(DETAILS_MIN_WIDTH, min(round(width * DOCK_SHARES[1]), room))
+            details = max(self.details_least_width, min(round(width * DOCK_SHARES[1]), room))
             wanted = {self.plan_dock: plan, self.details_dock: details}
             docks = self._side_docks()
             self.resizeDocks(docks, [wanted[d] for d in docks], Qt.Orientation.Horizontal)

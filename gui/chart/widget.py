@@ -99,7 +99,7 @@ class MemoryChart(QWidget):
         self.view = item.getViewBox()
         self._build_items(item)
         self._build_labels(item)
-        self.legend = ChartLegend(self.view)
+        self.legend = ChartLegend(self.view, self.font().pointSizeF())
         self.plot.scene().sigMouseClicked.connect(self._scene_clicked)
         self.view.sigResized.connect(self._fit_to_width)
         self._apply_palette()

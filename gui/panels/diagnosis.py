@@ -44,7 +44,7 @@ from gui.display_state import Display, DisplayState
 from gui.format import Unit, counted, memory
 from gui.layout import settle_layouts
 from gui.panels.remedy_list import RemedyEntry, RemedyList
-from gui.panels.verdict import badge_text_colour, margin_text, verdict_style
+from gui.panels.verdict import badge_text_colour, margin_text, text_pt, verdict_style
 from gui.plaintext import html as escape  # the one escape for text shown in rich labels
 
 if TYPE_CHECKING:  # the diagnosis itself is loaded when it first runs (core.advice.request)
@@ -508,7 +508,7 @@ class DiagnosisPanel(QScrollArea):
             self._badge_words = words
             self.badge.setStyleSheet(
                 f"QLabel {{ background: {colour}; color: {badge_text_colour(d.verdict, narrow)}; border-radius: 6px;"
-                " padding: 6px 12px; font-size: 13pt; font-weight: 600; }"
+                f" padding: 6px 12px; font-size: {text_pt(13)}; font-weight: 600; }}"
             )
             self._badge_room = -1
             self._fit_badge()
