@@ -77,6 +77,7 @@ if TYPE_CHECKING:  # looked at once the window has painted, or when a file is op
     from gui.panels.inference import InferencePanel
 
 APP_NAME = "VRAM Planner"
+NO_MEASUREMENT_TIP = "No measurement is loaded: File → Load measurement… draws one beside the estimate"
 # Side docks: least widths that keep every form row and the tab names readable, and the share
 # of the window each takes at first (then they keep their share as the window is resized).
 DETAILS_MIN_WIDTH = 270  # the tabs' short names fit (SHORT_TAB_NAMES: 265 px offscreen)
@@ -643,9 +644,8 @@ class MainWindow(QMainWindow):
         units.addActions(list(self.unit_actions.values()))
         themes = view_menu.addMenu("&Theme")
         themes.addActions(list(self.theme_actions.values()))
-        view_menu.addSeparator()
-        view_menu.addAction(self.plan_dock.toggleViewAction())
-        view_menu.addAction(self.details_dock.toggleViewAction())
+        # No "Plan" and "Details" items: the two docks cannot be closed, and their show/hide actions stood
+        # greyed in the menu with no reason given.
         self._add_tools(file_menu, view_menu)
         self.help_menu = bar.addMenu("&Help")
         self.help_menu.addAction(self._action("&How to read this window", self._how_to_read, "F1"))
@@ -936,7 +936,12 @@ class MainWindow(QMainWindow):
         if shown is None or display.measurement is not shown.measurement:
             self.chart.set_measurement(display.measurement)
             self.verdict.set_measurement(display.measurement)
-            self.clear_measure_action.setEnabled(display.measurement is not None)
+            loaded = display.measurement is not None
+            self.clear_measure_action.setEnabled(loaded)
+            # Greyed, it says why (the status bar shows a menu item's tip).
+            tip = "Remove the measured peak from the chart" if loaded else NO_MEASUREMENT_TIP
+            self.clear_measure_action.setStatusTip(tip)
+            self.clear_measure_action.setToolTip(tip)
         if shown is None or display.selected_bucket != shown.selected_bucket or display.mode != shown.mode:
             # No pick: the arithmetic shows the mode's own bucket (the KV cache when serving).
             default = "inference" if display.mode is Mode.INFERENCE else "weights"

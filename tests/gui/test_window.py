@@ -247,3 +247,23 @@ def test_the_arithmetic_follows_the_mode(window: MainWindow) -> None:
     assert keys == [f"serving.{b.key.value}" for b in inf.buckets]
     window.display.set_mode(Mode.TRAINING)
     assert window.arithmetic.summary.text() == window.controller.estimate.summary_formula
+
+
+def test_menus_hold_no_greyed_item_without_a_reason_and_paste_has_a_shortcut(window: MainWindow) -> None:
+    # The View menu ended in "Plan" and "Details", always greyed: the docks are not closable
+    # (DockWidgetMovable | DockWidgetFloatable), so Qt disables their toggleViewAction. "Clear measurement"
+    # stood greyed with "Clear measurement" as its tip. "Paste launch command…", the serving side's way
+    # in, had no shortcut, and its tip named vLLM and SGLang only (it reads llama-server and ollama too).
+    from PySide6.QtGui import QKeySequence
+    from PySide6.QtWidgets import QMenu
+
+    view = next(a.menu() for a in window.menuBar().actions() if a.text() == "&View")
+    assert isinstance(view, QMenu)
+    greyed = [a.text() for a in view.actions() if not a.isSeparator() and not a.menu() and not a.isEnabled()]
+    assert greyed == []
+    assert not window.clear_measure_action.isEnabled()
+    assert "No measurement is loaded" in window.clear_measure_action.statusTip()
+    paste = window.plan_tools.paste_command_action
+    assert paste.shortcut() == QKeySequence("Ctrl+Shift+V")
+    assert "llama-server" in paste.toolTip() and "ollama" in paste.toolTip()
+    assert any(line.endswith("Paste launch command") for line in window.shortcut_lines())
