@@ -62,6 +62,9 @@ def _wrapping_label(name: str, rich: bool = True) -> QLabel:
     return label
 
 
+WORKING_TEXT = "Working out where the plan fails and what would make it fit…"
+
+
 # The picker names each symptom in a few words under "Start from a symptom": the sentence a
 # run prints (up to 156 characters) was cut to its first 30 in the 191 px box at 1024 × 700.
 # The whole sentence is the choice's tooltip and is shown under the picker once chosen.
@@ -110,6 +113,10 @@ class DiagnosisPanel(QScrollArea):
         column.addStretch(1)
         self.setWidget(content)
 
+        # Until the first report, and where a diagnosis ends without one (stopped after 30 s), the panel says so:
+        # it stood as an empty header over empty figures, the reason only in the status bar for 8 s.
+        self.headline.setText(WORKING_TEXT)
+        diagnoser.failed.connect(self._show_failure)
         diagnoser.diagnosed.connect(self._show_report)
         self.controller.estimateChanged.connect(self._on_estimate)
         display.changed.connect(self._on_display)
@@ -466,6 +473,10 @@ class DiagnosisPanel(QScrollArea):
                 self.symptom_picker.setCurrentIndex(index)
 
     # ---- showing -------------------------------------------------------------------
+    def _show_failure(self, text: str) -> None:
+        if self.report is None:  # a shown report stays until the next one (the status bar says why)
+            self.headline.setText(escape(text))
+
     def _show_report(self, report: DiagnosisReport) -> None:
         self.report = report
         self.refresh_count += 1
