@@ -461,7 +461,17 @@ class MemoryChart(QWidget):
         axis = self.plot.getAxis("bottom")
         metrics = QFontMetricsF(axis.style["tickFont"] or self.font())
         slot = self._slot_width() - 6
+        full = labels
         labels = [two_lines(label) if metrics.horizontalAdvance(label) > slot else label for label in labels]
+        # A line still wider than its slot (a large OS font in a narrow plot: "backward" ran into "optimizer")
+        # is cut with an ellipsis, the whole names on the axis's tooltip.
+        labels = [
+            "\n".join(metrics.elidedText(line, Qt.TextElideMode.ElideRight, slot) for line in label.split("\n"))
+            for label in labels
+        ]
+        tip = " · ".join(name for name, shown in zip(full, labels, strict=True) if "…" in shown)
+        if axis.toolTip() != tip:
+            axis.setToolTip(tip)
         lines = 2 if any("\n" in label for label in labels) else 1
         height = None if lines == 1 else math.ceil(lines * metrics.lineSpacing() + 8)
         if axis.fixedHeight != height:

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from PySide6.QtGui import QFont, QTextDocument
+from PySide6.QtGui import QFont, QFontMetricsF, QTextDocument
 from PySide6.QtWidgets import QApplication, QScrollArea, QWidget
 
 from core.catalogue import find_model
@@ -110,3 +110,17 @@ def test_the_verdicts_headline_and_badges_stay_larger_than_the_text(qtbot: Any, 
     badge = big_window.diagnosis.badge
     badge.ensurePolished()
     assert badge.font().pointSizeF() == pytest.approx(13 * SCALE)
+
+
+def test_the_bar_names_never_run_into_each_other(big_window: MainWindow) -> None:
+    # At 13.5 pt the chart keeps ~350 px at 1366 × 768 (the forms and the Details take their least widths):
+    # "backward" and "optimizer" (70 px each on two lines in a 68 px slot) ran into each other. A line wider
+    # than its slot is cut with an ellipsis; the whole names are the axis's tooltip.
+    chart = big_window.chart
+    axis = chart.plot.getAxis("bottom")
+    metrics = QFontMetricsF(axis.style["tickFont"] or chart.font())
+    slot = chart._slot_width() - 6
+    names = [name for _, name in axis._tickLevels[0]]
+    assert len(names) == 4
+    assert all(metrics.horizontalAdvance(line) <= slot for name in names for line in name.split("\n"))
+    assert any("…" in name for name in names) and "optimizer step" in axis.toolTip()
