@@ -28,7 +28,7 @@ from core.advice.diagnosis import Diagnosis, diagnose
 from core.breakdown import BUCKET_LABELS, BUCKET_ORDER, SERVING_BUCKET_ORDER, Bucket, BucketKey
 from core.estimate import Estimate, Mode, Verdict
 from core.format import counted, hours, latency, memory, money
-from core.plan import ENGINE_LABELS, Plan
+from core.plan import ENGINE_LABELS, METHOD_LABELS, Plan
 from core.serving.text_only import tower_line
 from core.units import GB, GiB
 from core.verdict import NARROW_LABEL, Judgement
@@ -132,7 +132,8 @@ def caption(est: Estimate, mode: Mode = Mode.TRAINING) -> str:
         engine = ENGINE_LABELS.get(inf.engine, inf.engine.value)
         what = f"served by {engine} · {inf.weight_dtype.value} weights · {est.gpu.name} × {inf.gpus}"
     else:
-        what = f"{plan.method.value} · {est.gpu.name} × {plan.world_size}"
+        # The method's label, as the window and the table above name it ("lora" read as a typo under a chart).
+        what = f"{METHOD_LABELS.get(plan.method, plan.method.value)} · {est.gpu.name} × {plan.world_size}"
     return (
         f"{plan.model.name} · {what} · "
         f"{judged.label} ({judged.total_bytes / GB:.1f} of {judged.capacity_bytes / GB:.1f} GB)"

@@ -96,7 +96,9 @@ def test_chart_has_one_bar_per_plan_per_phase() -> None:
     svg = chart_svg(report.comparison)
     assert svg.count("<title>") >= len(report.comparison.phase_names()) * 3
     assert "card capacity" in svg and "<script" not in svg
-    assert caption(report.plans[1].estimate).startswith("Llama 3.1 8B · qlora · NVIDIA GeForce RTX 3060")
+    # The method by its label (core.inputs.METHOD_LABELS), not its value "qlora".
+    wanted = "Llama 3.1 8B · QLoRA (quantised base) · NVIDIA GeForce RTX 3060"
+    assert caption(report.plans[1].estimate).startswith(wanted)
 
 
 def test_gib_unit() -> None:
