@@ -112,7 +112,7 @@ def _header_text(name: str) -> str:
     return "\n".join(line for part in parts for line in textwrap.wrap(part, HEADER_LINE_CHARS) or [part])
 
 
-def _cell(row: Row, value: float | str, unit: Unit) -> str:
+def _cell(row: Row, value: float | str, unit: Unit, currency: str = "") -> str:
     if isinstance(value, str):
         return value
     if row.kind is RowKind.BYTES:
@@ -120,7 +120,7 @@ def _cell(row: Row, value: float | str, unit: Unit) -> str:
     if row.kind is RowKind.HOURS:
         return hours(value)
     if row.kind is RowKind.MONEY:
-        return money(value)
+        return money(value, currency)  # "$3.70" as the Compute tab says it, where the plan's currency is known
     return f"{value:,.0f}"
 
 
@@ -395,10 +395,11 @@ class ComparePanel(QWidget):
         several = len(names) > 1
         highlight = QBrush(QColor(DIFF_COLOUR))
         dark_text = QBrush(QColor("#222222"))
+        currencies = [p.estimate.compute.currency for p in comparison.plans]
         for r, row in enumerate(rows):
             differs = several and row.differs
             for c, value in enumerate(row.values):
-                item = QTableWidgetItem(_cell(row, value, self.unit))
+                item = QTableWidgetItem(_cell(row, value, self.unit, currencies[c]))
                 if not isinstance(value, str):
                     item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
                 if differs:
