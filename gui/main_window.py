@@ -256,6 +256,9 @@ class MainWindow(QMainWindow):
         column.addStretch(1)
         scroll = _FormColumn()
         scroll.setAccessibleName("Plan forms")
+        # No Tab stop of its own: Tab went from the last form field to the column itself, a stop with no visible
+        # focus, before the chart. A field Tab reaches is still scrolled into view (QScrollArea.focusNextPrevChild).
+        scroll.setFocusPolicy(Qt.FocusPolicy.NoFocus)
         scroll.setWidget(holder)
         scroll.setWidgetResizable(True)
         scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)

@@ -267,3 +267,36 @@ def test_menus_hold_no_greyed_item_without_a_reason_and_paste_has_a_shortcut(win
     assert paste.shortcut() == QKeySequence("Ctrl+Shift+V")
     assert "llama-server" in paste.toolTip() and "ollama" in paste.toolTip()
     assert any(line.endswith("Paste launch command") for line in window.shortcut_lines())
+
+
+def test_tab_never_stops_on_the_plan_column_itself_and_scrolls_to_the_field(qtbot: Any, window: MainWindow) -> None:
+    # Tab round the window (the forms, the chart, the Details, back to the Model box) stopped once on the plan
+    # column's scroll area itself ("Plan forms"), a stop with no visible focus, before the Model box. The column
+    # is no Tab stop; each field Tab reaches in it is scrolled into view.
+    from PySide6.QtTest import QTest
+    from PySide6.QtWidgets import QApplication, QScrollArea
+
+    window.resize(1366, 768)
+    window.show()
+    qtbot.waitExposed(window)
+    column = window.plan_dock.widget()
+    assert isinstance(column, QScrollArea)
+    first = window.model_form.fields["model"]
+    window.activateWindow()
+    first.setFocus()
+    qtbot.waitUntil(lambda: QApplication.focusWidget() is not None)
+    stops: list[Any] = []
+    for _ in range(200):
+        focused = QApplication.focusWidget()
+        assert focused is not None
+        if stops and (focused is first or first.isAncestorOf(focused)):
+            break  # round the window and back
+        stops.append(focused)
+        if column.isAncestorOf(focused):
+            top = focused.mapTo(column.viewport(), focused.rect().topLeft()).y()
+            assert 0 <= top < column.viewport().height(), focused.accessibleName()  # scrolled into view
+        QTest.keyClick(focused, Qt.Key.Key_Tab)
+    else:
+        raise AssertionError("Tab never came back to the Model box")
+    assert any(not column.isAncestorOf(w) for w in stops)  # it went round the window
+    assert column not in stops
