@@ -463,10 +463,12 @@ class MemoryChart(QWidget):
         slot = self._slot_width() - 6
         full = labels
         labels = [two_lines(label) if metrics.horizontalAdvance(label) > slot else label for label in labels]
-        # A line still wider than its slot (a large OS font in a narrow plot: "backward" ran into "optimizer")
-        # is cut with an ellipsis, the whole names on the axis's tooltip.
+        # A line still wider than its whole slot (a large OS font in a narrow plot: "backward" ran into "optimizer")
+        # is cut with an ellipsis, the whole names on the axis's tooltip. The slot without the margin above decides
+        # the split only: at 1024 px "backward" (58 px) fits its 59 px slot whole.
+        whole = self._slot_width()
         labels = [
-            "\n".join(metrics.elidedText(line, Qt.TextElideMode.ElideRight, slot) for line in label.split("\n"))
+            "\n".join(metrics.elidedText(line, Qt.TextElideMode.ElideRight, whole) for line in label.split("\n"))
             for label in labels
         ]
         tip = " · ".join(name for name, shown in zip(full, labels, strict=True) if "…" in shown)

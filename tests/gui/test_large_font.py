@@ -114,12 +114,12 @@ def test_the_verdicts_headline_and_badges_stay_larger_than_the_text(qtbot: Any, 
 
 def test_the_bar_names_never_run_into_each_other(big_window: MainWindow) -> None:
     # At 13.5 pt the chart keeps ~350 px at 1366 × 768 (the forms and the Details take their least widths):
-    # "backward" and "optimizer" (70 px each on two lines in a 68 px slot) ran into each other. A line wider
+    # "backward" and "optimizer" (87 px each on two lines in a 64 px slot) ran into each other. A line wider
     # than its slot is cut with an ellipsis; the whole names are the axis's tooltip.
     chart = big_window.chart
     axis = chart.plot.getAxis("bottom")
     metrics = QFontMetricsF(axis.style["tickFont"] or chart.font())
-    slot = chart._slot_width() - 6
+    slot = chart._slot_width()
     names = [name for _, name in axis._tickLevels[0]]
     assert len(names) == 4
     assert all(metrics.horizontalAdvance(line) <= slot for name in names for line in name.split("\n"))
