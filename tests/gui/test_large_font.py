@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from PySide6.QtGui import QFont, QFontMetricsF, QTextDocument
+from PySide6.QtGui import QFont, QFontDatabase, QFontMetricsF, QTextDocument
 from PySide6.QtWidgets import QApplication, QScrollArea, QWidget
 
 from core.catalogue import find_model
@@ -124,3 +124,10 @@ def test_the_bar_names_never_run_into_each_other(big_window: MainWindow) -> None
     assert len(names) == 4
     assert all(metrics.horizontalAdvance(line) <= slot for name in names for line in name.split("\n"))
     assert any("…" in name for name in names) and "optimizer step" in axis.toolTip()
+
+
+def test_the_arithmetics_sum_is_no_smaller_than_the_text(big_window: MainWindow) -> None:
+    # The sum at the peak used the system fixed font as it is (9 pt offscreen) beside 13.5 pt text.
+    assert big_window.arithmetic.summary.font().pointSizeF() >= big_window.font().pointSizeF() == 13.5
+    fixed = QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont)
+    assert big_window.arithmetic.summary.font().family() == fixed.family()  # still the fixed-width face
