@@ -296,7 +296,13 @@ class DiagnosisPanel(QScrollArea):
         layout.addLayout(pins)
         self.show_symptom_button = QPushButton("Show remedies for this symptom")
         self.show_symptom_button.setAccessibleName("Show remedies for this symptom")
+        self.show_symptom_button.setToolTip(
+            "Pick, under 'Start from a symptom', what the run would show where it fails, and list its remedies"
+        )
         self.show_symptom_button.clicked.connect(self._show_diagnosed_symptom)
+        # Shown only where a report says the step fits but the run fails later (_show_remedies): before the first
+        # report it stood under empty pins and did nothing.
+        self.show_symptom_button.setVisible(False)
         layout.addWidget(self.show_symptom_button, 0, Qt.AlignmentFlag.AlignLeft)
         self.combination_list = RemedyList()
         self.combination_list.setAccessibleName("Combined remedy")

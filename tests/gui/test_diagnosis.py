@@ -532,6 +532,9 @@ def test_the_diagnosis_says_what_it_is_doing_before_a_report_and_why_none_came(w
     panel = window.diagnosis  # built, not shown: no diagnosis runs yet
     assert panel.report is None
     assert panel.headline.text() == "Working out where the plan fails and what would make it fit…"
+    # "Show remedies for this symptom" stood there too, doing nothing, with no tooltip: it waits for a report
+    # that says the step fits but the run fails later.
+    assert panel.show_symptom_button.isHidden() and panel.show_symptom_button.toolTip()
     stopped = "The diagnosis took longer than 30 s and was stopped; it runs again at the next change."
     window.diagnoser.failed.emit(stopped)  # gui/diagnosis_controller.py _on_failed's text
     assert panel.headline.text().startswith("The diagnosis took longer than 30 s and was stopped")
