@@ -23,6 +23,7 @@ from PySide6.QtGui import (
     QShowEvent,
 )
 from PySide6.QtWidgets import (
+    QAbstractButton,
     QApplication,
     QDockWidget,
     QGridLayout,
@@ -203,6 +204,7 @@ class MainWindow(QMainWindow):
         self._build_menus()
         self._build_toolbar()
         self._build_status()
+        self._explain_dock_buttons()
 
         self.controller.estimateChanged.connect(self._on_estimate)
         self.controller.editRejected.connect(self._on_rejected)
@@ -811,6 +813,14 @@ class MainWindow(QMainWindow):
         self.details_dock.show()
         self.tabs.setCurrentWidget(self.diagnosis)
         self.diagnosis.setFocus()
+
+    def _explain_dock_buttons(self) -> None:
+        """The docks' icon-only float buttons (Qt's own, no tooltip) say what they do."""
+        for dock in (self.plan_dock, self.details_dock):
+            button = dock.findChild(QAbstractButton, "qt_dockwidget_floatbutton")
+            if button is not None and not button.toolTip():
+                title = dock.windowTitle()
+                button.setToolTip(f"Float the {title} panel in a window of its own (double-click its title to dock it)")
 
     def _side_docks(self) -> list[QDockWidget]:
         return [d for d in (self.plan_dock, self.details_dock) if d.isVisible() and not d.isFloating()]

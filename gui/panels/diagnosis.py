@@ -365,6 +365,7 @@ class DiagnosisPanel(QScrollArea):
         picker_row = QHBoxLayout()  # one combo, no label beside it: it fits a narrow dock
         self.axis_picker = QComboBox()
         self.axis_picker.setAccessibleName("Curve axis")
+        self.axis_picker.setToolTip("The input the curve below varies, the rest of the plan kept")
         for key, label in AXES:
             self.axis_picker.addItem(label, key)
         self.axis_picker.currentIndexChanged.connect(self._axis_picked)
