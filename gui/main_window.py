@@ -12,8 +12,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QEvent, QObject, QSignalBlocker, QSize, Qt, QTimer
-from PySide6.QtGui import QAction, QActionGroup, QCloseEvent, QKeySequence, QResizeEvent, QShowEvent
+from PySide6.QtGui import (
+    QAction,
+    QActionGroup,
+    QCloseEvent,
+    QFont,
+    QFontMetricsF,
+    QKeySequence,
+    QResizeEvent,
+    QShowEvent,
+)
 from PySide6.QtWidgets import (
+    QAbstractButton,
     QApplication,
     QDockWidget,
     QGridLayout,
@@ -68,9 +78,14 @@ if TYPE_CHECKING:  # looked at once the window has painted, or when a file is op
     from gui.panels.inference import InferencePanel
 
 APP_NAME = "VRAM Planner"
+NO_MEASUREMENT_TIP = "No measurement is loaded: File → Load measurement… draws one beside the estimate"
 # Side docks: least widths that keep every form row and the tab names readable, and the share
 # of the window each takes at first (then they keep their share as the window is resized).
 DETAILS_MIN_WIDTH = 270  # the tabs' short names fit (SHORT_TAB_NAMES: 265 px offscreen)
+# The font DETAILS_MIN_WIDTH was measured at (the offscreen platform's default): at a larger one (an OS text
+# scale of 1.5: 13.5 pt) the least width grows with it, else the Diagnosis tab scrolled out of sight and
+# the Diagnosis and Serving panels were cut on the right (their rows need 352 px at 13.5 pt).
+DETAILS_MIN_WIDTH_FONT_PT = 9.0
 # Tab names when the Details dock is narrower than the full names need.
 SHORT_TAB_NAMES = {"Arithmetic": "Sums", "Compute && time": "Time"}
 DOCK_SHARES = (0.25, 0.35)
@@ -189,6 +204,7 @@ class MainWindow(QMainWindow):
         self._build_menus()
         self._build_toolbar()
         self._build_status()
+        self._explain_dock_buttons()
 
         self.controller.estimateChanged.connect(self._on_estimate)
         self.controller.editRejected.connect(self._on_rejected)
@@ -242,6 +258,9 @@ class MainWindow(QMainWindow):
         column.addStretch(1)
         scroll = _FormColumn()
         scroll.setAccessibleName("Plan forms")
+        # No Tab stop of its own: Tab went from the last form field to the column itself, a stop with no visible
+        # focus, before the chart. A field Tab reaches is still scrolled into view (QScrollArea.focusNextPrevChild).
+        scroll.setFocusPolicy(Qt.FocusPolicy.NoFocus)
         scroll.setWidget(holder)
         scroll.setWidgetResizable(True)
         scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
@@ -391,15 +410,32 @@ class MainWindow(QMainWindow):
         self.details_dock.setFeatures(
             QDockWidget.DockWidgetFeature.DockWidgetMovable | QDockWidget.DockWidgetFeature.DockWidgetFloatable
         )
-        self.details_dock.setMinimumWidth(DETAILS_MIN_WIDTH)
         bar = self.tabs.tabBar()
         bar.setElideMode(Qt.TextElideMode.ElideNone)  # a tab's name whole, or scroll arrows
         bar.setUsesScrollButtons(True)
         for index in range(self.tabs.count()):
             bar.setTabToolTip(index, self.tabs.tabText(index).replace("&&", "&"))
         self._full_tabs_width = bar.sizeHint().width()
+        self.details_least_width = self._details_least_width()
+        self.details_dock.setMinimumWidth(self.details_least_width)
         self.tabs.installEventFilter(self)  # short names when the dock is narrow (1024 × 700)
         self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.details_dock)
+
+    def _details_least_width(self) -> int:
+        """The least width of the Details dock at the window's font: DETAILS_MIN_WIDTH scaled from the font
+        it was measured at, and never less than the tabs' short names take (measured, then put back)."""
+        bar = self.tabs.tabBar()
+        full = [self.tabs.tabText(index) for index in range(self.tabs.count())]
+        for index, name in enumerate(full):
+            bar.setTabText(index, SHORT_TAB_NAMES.get(name, name))
+        short = bar.sizeHint().width()
+        for index, name in enumerate(full):
+            bar.setTabText(index, name)
+        font = self.font()
+        reference = QFont(font)
+        reference.setPointSizeF(DETAILS_MIN_WIDTH_FONT_PT)
+        scale = QFontMetricsF(font).height() / QFontMetricsF(reference).height() if font.pointSizeF() > 0 else 1.0
+        return max(DETAILS_MIN_WIDTH, round(DETAILS_MIN_WIDTH * scale), short + 5)
 
     @property
     def compute_panel(self) -> ComputePanel:
@@ -613,9 +649,8 @@ class MainWindow(QMainWindow):
         units.addActions(list(self.unit_actions.values()))
         themes = view_menu.addMenu("&Theme")
         themes.addActions(list(self.theme_actions.values()))
-        view_menu.addSeparator()
-        view_menu.addAction(self.plan_dock.toggleViewAction())
-        view_menu.addAction(self.details_dock.toggleViewAction())
+        # No "Plan" and "Details" items: the two docks cannot be closed, and their show/hide actions stood
+        # greyed in the menu with no reason given.
         self._add_tools(file_menu, view_menu)
         self.help_menu = bar.addMenu("&Help")
         self.help_menu.addAction(self._action("&How to read this window", self._how_to_read, "F1"))
@@ -779,6 +814,14 @@ class MainWindow(QMainWindow):
         self.tabs.setCurrentWidget(self.diagnosis)
         self.diagnosis.setFocus()
 
+    def _explain_dock_buttons(self) -> None:
+        """The docks' icon-only float buttons (Qt's own, no tooltip) say what they do."""
+        for dock in (self.plan_dock, self.details_dock):
+            button = dock.findChild(QAbstractButton, "qt_dockwidget_floatbutton")
+            if button is not None and not button.toolTip():
+                title = dock.windowTitle()
+                button.setToolTip(f"Float the {title} panel in a window of its own (double-click its title to dock it)")
+
     def _side_docks(self) -> list[QDockWidget]:
         return [d for d in (self.plan_dock, self.details_dock) if d.isVisible() and not d.isFloating()]
 
@@ -795,7 +838,7 @@ class MainWindow(QMainWindow):
             plan = max(self.plan_dock.minimumSizeHint().width(), round(width * DOCK_SHARES[0]))
             # The chart keeps at least CHART_SHARE of a narrow window; Details give way first.
             room = round(width * (1 - CHART_SHARE)) - plan
-            details = max(DETAILS_MIN_WIDTH, min(round(width * DOCK_SHARES[1]), room))
+            details = max(self.details_least_width, min(round(width * DOCK_SHARES[1]), room))
             wanted = {self.plan_dock: plan, self.details_dock: details}
             docks = self._side_docks()
             self.resizeDocks(docks, [wanted[d] for d in docks], Qt.Orientation.Horizontal)
@@ -906,7 +949,12 @@ class MainWindow(QMainWindow):
         if shown is None or display.measurement is not shown.measurement:
             self.chart.set_measurement(display.measurement)
             self.verdict.set_measurement(display.measurement)
-            self.clear_measure_action.setEnabled(display.measurement is not None)
+            loaded = display.measurement is not None
+            self.clear_measure_action.setEnabled(loaded)
+            # Greyed, it says why (the status bar shows a menu item's tip).
+            tip = "Remove the measured peak from the chart" if loaded else NO_MEASUREMENT_TIP
+            self.clear_measure_action.setStatusTip(tip)
+            self.clear_measure_action.setToolTip(tip)
         if shown is None or display.selected_bucket != shown.selected_bucket or display.mode != shown.mode:
             # No pick: the arithmetic shows the mode's own bucket (the KV cache when serving).
             default = "inference" if display.mode is Mode.INFERENCE else "weights"

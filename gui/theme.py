@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from PySide6.QtCore import QRectF, Qt
-from PySide6.QtGui import QColor, QGuiApplication, QPainter, QPalette, QPen
+from PySide6.QtGui import QColor, QFont, QFontDatabase, QGuiApplication, QPainter, QPalette, QPen
 from PySide6.QtWidgets import QApplication, QProxyStyle, QStyle, QStyleOption, QWidget
 
 from gui.colours import ACCENT, OKABE_ITO
@@ -116,3 +116,13 @@ def follow_system(app: QApplication) -> None:
             apply_theme(app, choice)
 
     app.styleHints().colorSchemeChanged.connect(changed)
+
+
+def fixed_font() -> QFont:
+    """The system's fixed-width font, never smaller than the application's text: under a 1.5 × text scale
+    (13.5 pt) the Arithmetic's sum stayed at the fixed font's 9 pt, the one small line in its panel."""
+    mono = QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont)
+    text = QGuiApplication.font().pointSizeF()
+    if text > 0 and mono.pointSizeF() > 0 and mono.pointSizeF() < text:
+        mono.setPointSizeF(text)
+    return mono

@@ -28,7 +28,7 @@ from core.advice.diagnosis import Diagnosis, diagnose
 from core.breakdown import BUCKET_LABELS, BUCKET_ORDER, SERVING_BUCKET_ORDER, Bucket, BucketKey
 from core.estimate import Estimate, Mode, Verdict
 from core.format import counted, hours, latency, memory, money
-from core.plan import ENGINE_LABELS, Plan
+from core.plan import ENGINE_LABELS, METHOD_LABELS, Plan
 from core.serving.text_only import tower_line
 from core.units import GB, GiB
 from core.verdict import NARROW_LABEL, Judgement
@@ -109,7 +109,9 @@ def _size(n_bytes: float, unit: str) -> str:
     return memory(n_bytes, unit)
 
 
-def value_text(row: Row, value: float | str, unit: str) -> str:
+def value_text(row: Row, value: float | str, unit: str, currency: str = "") -> str:
+    """A table cell; an amount of money after its plan's currency sign where it is known (the Compute tab's "$3.70",
+    the table's bare "3.70" before: ``Compute.currency``)."""
     if isinstance(value, str):
         return value
     if row.kind is RowKind.BYTES:
@@ -117,7 +119,7 @@ def value_text(row: Row, value: float | str, unit: str) -> str:
     if row.kind is RowKind.HOURS:
         return hours(value)
     if row.kind is RowKind.MONEY:
-        return money(value)
+        return money(value, currency)
     if row.kind is RowKind.RATE:
         return f"{value:,.0f}"
     return f"{value:,.0f}"
@@ -132,7 +134,8 @@ def caption(est: Estimate, mode: Mode = Mode.TRAINING) -> str:
         engine = ENGINE_LABELS.get(inf.engine, inf.engine.value)
         what = f"served by {engine} · {inf.weight_dtype.value} weights · {est.gpu.name} × {inf.gpus}"
     else:
-        what = f"{plan.method.value} · {est.gpu.name} × {plan.world_size}"
+        # The method's label, as the window and the table above name it ("lora" read as a typo under a chart).
+        what = f"{METHOD_LABELS.get(plan.method, plan.method.value)} · {est.gpu.name} × {plan.world_size}"
     return (
         f"{plan.model.name} · {what} · "
         f"{judged.label} ({judged.total_bytes / GB:.1f} of {judged.capacity_bytes / GB:.1f} GB)"
@@ -411,12 +414,13 @@ def _html_rows(report: Report) -> str:
         f"<th{' class=best' if i == best else ''}>{i + 1}. {escape(p.name)}</th>" for i, p in enumerate(report.plans)
     )
     body = []
+    currencies = [p.estimate.compute.currency for p in comparison.plans]
     for row in comparison.rows():
         cells = "".join(
-            f'<td class="n">{escape(value_text(row, v, report.unit))}</td>'
+            f'<td class="n">{escape(value_text(row, v, report.unit, currencies[i]))}</td>'
             if not isinstance(v, str)
             else f"<td>{escape(v)}</td>"
-            for v in row.values
+            for i, v in enumerate(row.values)
         )
         cls = ' class="diff"' if report.is_comparison and row.differs else ""
         body.append(f"<tr{cls}><th>{escape(row.label)}</th>{cells}</tr>")
@@ -558,9 +562,11 @@ def to_markdown(report: Report) -> str:
     names = [f"{i + 1}. {md_cell(p.name)}" for i, p in enumerate(report.plans)]
     lines.append("| | " + " | ".join(names) + " |")
     lines.append("|---|" + "---:|" * len(names))
+    currencies = [p.estimate.compute.currency for p in comparison.plans]
     for row in comparison.rows():
         label = f"**{md_cell(row.label)}**" if report.is_comparison and row.differs else md_cell(row.label)
-        lines.append(f"| {label} | " + " | ".join(md_cell(value_text(row, v, report.unit)) for v in row.values) + " |")
+        texts = (md_cell(value_text(row, v, report.unit, c)) for v, c in zip(row.values, currencies, strict=True))
+        lines.append(f"| {label} | " + " | ".join(texts) + " |")
     lines.append("")
     if report.is_comparison:
         lines += ["Rows in bold differ between the plans.", ""]

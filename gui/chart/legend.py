@@ -16,11 +16,15 @@ from gui.format import Unit, memory, unit_scale
 # The widest figures the capacity and usable lines' texts take: the columns are chosen for
 # these, so that another card or headroom changes their text, not the legend's columns.
 WIDEST_GB = 888.8
+DEFAULT_TEXT_PT = 9.0  # pyqtgraph 0.14 LegendItem's labelTextSize default, '9pt'
 
 
 class ChartLegend(pg.LegendItem):
-    def __init__(self, parent: pg.GraphicsObject) -> None:
-        super().__init__(offset=(8, 4), colCount=3, horSpacing=14, verSpacing=-4)
+    def __init__(self, parent: pg.GraphicsObject, text_pt: float = DEFAULT_TEXT_PT) -> None:
+        # The text at the chart's own font size: pyqtgraph's default is a fixed 9 pt, which stayed 9 pt
+        # under an OS text scale of 1.5 (13.5 pt axis and bar labels beside it).
+        size = f"{text_pt if text_pt > 0 else DEFAULT_TEXT_PT:g}pt"
+        super().__init__(offset=(8, 4), colCount=3, horSpacing=14, verSpacing=-4, labelTextSize=size)
         self.setParentItem(parent)
         self.capacity_sample = pg.PlotDataItem([], [])
         self.band_sample = pg.BarGraphItem(x=[0], height=[0], width=1)

@@ -99,7 +99,7 @@ class MemoryChart(QWidget):
         self.view = item.getViewBox()
         self._build_items(item)
         self._build_labels(item)
-        self.legend = ChartLegend(self.view)
+        self.legend = ChartLegend(self.view, self.font().pointSizeF())
         self.plot.scene().sigMouseClicked.connect(self._scene_clicked)
         self.view.sigResized.connect(self._fit_to_width)
         self._apply_palette()
@@ -461,7 +461,19 @@ class MemoryChart(QWidget):
         axis = self.plot.getAxis("bottom")
         metrics = QFontMetricsF(axis.style["tickFont"] or self.font())
         slot = self._slot_width() - 6
+        full = labels
         labels = [two_lines(label) if metrics.horizontalAdvance(label) > slot else label for label in labels]
+        # A line still wider than its whole slot (a large OS font in a narrow plot: "backward" ran into "optimizer")
+        # is cut with an ellipsis, the whole names on the axis's tooltip. The slot without the margin above decides
+        # the split only: at 1024 px "backward" (58 px) fits its 59 px slot whole.
+        whole = self._slot_width()
+        labels = [
+            "\n".join(metrics.elidedText(line, Qt.TextElideMode.ElideRight, whole) for line in label.split("\n"))
+            for label in labels
+        ]
+        tip = " · ".join(name for name, shown in zip(full, labels, strict=True) if "…" in shown)
+        if axis.toolTip() != tip:
+            axis.setToolTip(tip)
         lines = 2 if any("\n" in label for label in labels) else 1
         height = None if lines == 1 else math.ceil(lines * metrics.lineSpacing() + 8)
         if axis.fixedHeight != height:

@@ -166,6 +166,7 @@ class ParallelForm(PlanForm):
         self.advanced.setObjectName("parallelAdvanced")
         self.advanced.setText("Advanced")
         self.advanced.setAccessibleName("Show the frameworks' advanced settings")
+        self.advanced.setToolTip("The frameworks' finer settings (most runs keep their defaults)")
         self.advanced.setCheckable(True)
         self.advanced.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
         self.advanced.setArrowType(Qt.ArrowType.RightArrow)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from PySide6.QtCore import QSignalBlocker, Qt, Signal
-from PySide6.QtGui import QFont, QFontDatabase
+from PySide6.QtGui import QFont
 from PySide6.QtWidgets import QComboBox, QLabel, QTextBrowser, QVBoxLayout, QWidget
 
 from core.estimate import Estimate
@@ -11,6 +11,7 @@ from core.plan import training_refusal
 from core.verdict import Mode
 from gui.format import Unit, memory
 from gui.plaintext import html as escape  # the one escape for text shown in rich labels
+from gui.theme import fixed_font
 
 INFERENCE = "inference"
 
@@ -34,7 +35,7 @@ class ArithmeticPanel(QWidget):
         self.summary.setAccessibleName("Summary formula")
         self.summary.setWordWrap(True)
         self.summary.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        mono = QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont)
+        mono = fixed_font()
         self.summary.setFont(mono)
         self.summary.setAutoFillBackground(True)  # opaque: a new sum repaints the label alone
         self.summary_title = QLabel("<b>The sum at the peak</b>")

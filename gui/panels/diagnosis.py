@@ -44,7 +44,7 @@ from gui.display_state import Display, DisplayState
 from gui.format import Unit, counted, memory
 from gui.layout import settle_layouts
 from gui.panels.remedy_list import RemedyEntry, RemedyList
-from gui.panels.verdict import badge_text_colour, margin_text, verdict_style
+from gui.panels.verdict import badge_text_colour, margin_text, text_pt, verdict_style
 from gui.plaintext import html as escape  # the one escape for text shown in rich labels
 
 if TYPE_CHECKING:  # the diagnosis itself is loaded when it first runs (core.advice.request)
@@ -60,6 +60,9 @@ def _wrapping_label(name: str, rich: bool = True) -> QLabel:
     label.setTextFormat(Qt.TextFormat.RichText if rich else Qt.TextFormat.PlainText)
     label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
     return label
+
+
+WORKING_TEXT = "Working out where the plan fails and what would make it fit…"
 
 
 # The picker names each symptom in a few words under "Start from a symptom": the sentence a
@@ -110,6 +113,10 @@ class DiagnosisPanel(QScrollArea):
         column.addStretch(1)
         self.setWidget(content)
 
+        # Until the first report, and where a diagnosis ends without one (stopped after 30 s), the panel says so:
+        # it stood as an empty header over empty figures, the reason only in the status bar for 8 s.
+        self.headline.setText(WORKING_TEXT)
+        diagnoser.failed.connect(self._show_failure)
         diagnoser.diagnosed.connect(self._show_report)
         self.controller.estimateChanged.connect(self._on_estimate)
         display.changed.connect(self._on_display)
@@ -289,7 +296,13 @@ class DiagnosisPanel(QScrollArea):
         layout.addLayout(pins)
         self.show_symptom_button = QPushButton("Show remedies for this symptom")
         self.show_symptom_button.setAccessibleName("Show remedies for this symptom")
+        self.show_symptom_button.setToolTip(
+            "Pick, under 'Start from a symptom', what the run would show where it fails, and list its remedies"
+        )
         self.show_symptom_button.clicked.connect(self._show_diagnosed_symptom)
+        # Shown only where a report says the step fits but the run fails later (_show_remedies): before the first
+        # report it stood under empty pins and did nothing.
+        self.show_symptom_button.setVisible(False)
         layout.addWidget(self.show_symptom_button, 0, Qt.AlignmentFlag.AlignLeft)
         self.combination_list = RemedyList()
         self.combination_list.setAccessibleName("Combined remedy")
@@ -352,6 +365,7 @@ class DiagnosisPanel(QScrollArea):
         picker_row = QHBoxLayout()  # one combo, no label beside it: it fits a narrow dock
         self.axis_picker = QComboBox()
         self.axis_picker.setAccessibleName("Curve axis")
+        self.axis_picker.setToolTip("The input the curve below varies, the rest of the plan kept")
         for key, label in AXES:
             self.axis_picker.addItem(label, key)
         self.axis_picker.currentIndexChanged.connect(self._axis_picked)
@@ -466,6 +480,10 @@ class DiagnosisPanel(QScrollArea):
                 self.symptom_picker.setCurrentIndex(index)
 
     # ---- showing -------------------------------------------------------------------
+    def _show_failure(self, text: str) -> None:
+        if self.report is None:  # a shown report stays until the next one (the status bar says why)
+            self.headline.setText(escape(text))
+
     def _show_report(self, report: DiagnosisReport) -> None:
         self.report = report
         self.refresh_count += 1
@@ -508,7 +526,7 @@ class DiagnosisPanel(QScrollArea):
             self._badge_words = words
             self.badge.setStyleSheet(
                 f"QLabel {{ background: {colour}; color: {badge_text_colour(d.verdict, narrow)}; border-radius: 6px;"
-                " padding: 6px 12px; font-size: 13pt; font-weight: 600; }"
+                f" padding: 6px 12px; font-size: {text_pt(13)}; font-weight: 600; }}"
             )
             self._badge_room = -1
             self._fit_badge()

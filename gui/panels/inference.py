@@ -11,6 +11,7 @@ from PySide6.QtWidgets import QLabel, QWidget
 from core.breakdown import BucketKey
 from core.estimate import Estimate
 from core.plan import ENGINE_LABELS, Engine
+from core.runtime import runtime_names
 from core.verdict import VERDICT_LABELS
 from gui.format import Unit, counted, memory
 from gui.panels.figures import FiguresPanel
@@ -105,11 +106,15 @@ class InferencePanel(FiguresPanel):
         v["non_torch"].setText(memory(inf.non_torch_bytes, u) if vllm else "")
         v["host"].setText(_host(estimate, u) if llamacpp else "")
         v["overhead"].setText(memory(inf.overhead_bytes, u))
-        # The row is named as the engine names it: "CUDA context", or on a Mac llama.cpp's "Metal device".
+        # The row is named as the engine names it: "CUDA context", or on a Mac llama.cpp's "Metal device". vLLM's
+        # overhead bucket holds its non-torch memory (the row above), not the context this row shows: the row read
+        # "non-torch memory: 0.54 GB" under "Outside torch: 0.31 GB". There, and where the bucket names nothing
+        # (SGLang), the row takes the card's runtime's name (core.runtime.runtime_names: "HIP context" on ROCm).
         overhead = next((b for b in inf.buckets if b.key is BucketKey.OVERHEAD and b.terms), None)
         label = self.form.labelForField(v["overhead"])
         if isinstance(label, QLabel):
-            label.setText((overhead.terms[0].label if overhead else "CUDA context") + ":")
+            runtime = overhead.terms[0].label if overhead and not vllm else runtime_names(estimate.gpu.id).context
+            label.setText(runtime + ":")
         _show_apart(self.values["apart"], estimate, u)
         v["total"].setText(f"<b>{memory(inf.total_bytes, u)}</b>")
         note = inf.held_note(u)  # why it may exceed the judged figure and the usable line

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import Qt
+from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QFrame, QGridLayout, QLabel, QWidget
 
 from core.estimate import JUDGED_SHORT, Estimate
@@ -56,25 +57,41 @@ SERVING_LABELS = {
 }
 
 
+# The banner's and the Diagnosis' large text was chosen at a 9 pt application font (the offscreen platform's,
+# and most Linux desktops'): 17 pt badges, a 13 pt headline. Fixed, they were no larger than the text around
+# them under an OS text scale of 1.5 (13.5 pt) or on macOS (13 pt): each keeps its ratio to the font instead.
+CHOSEN_AT_PT = 9.0
+
+
+def text_pt(pt: float) -> str:
+    """``pt``, chosen at CHOSEN_AT_PT, at the application's font, as a style sheet's size ("13pt" at 9 pt)."""
+    app = QGuiApplication.font().pointSizeF()
+    return f"{pt * app / CHOSEN_AT_PT if app > 0 else pt:g}pt"
+
+
 # The training view of a model whose step is not estimated (a hybrid recurrent model): grey, no verdict.
 UNTRAINED_SYMBOL = "–"
 UNTRAINED_LABEL = "Not estimated"
 UNTRAINED_HEADLINE = "Training is not estimated for this plan"
-UNTRAINED_STYLE = (
-    f"QLabel {{ background: {colours.OKABE_ITO['grey']}; color: #000000;"
-    " border-radius: 6px; padding: 8px 14px; font-size: 17pt; font-weight: 600; }"
-)
+
+
+def untrained_style() -> str:
+    return (
+        f"QLabel {{ background: {colours.OKABE_ITO['grey']}; color: #000000;"
+        f" border-radius: 6px; padding: 8px 14px; font-size: {text_pt(17)}; font-weight: 600; }}"
+    )
 
 
 def _headline(total: str, usable: str, margin: str = "") -> str:
     tail = f" — {margin}" if margin else ""
-    return f"<span style='font-size:13pt'><b>{total}</b> of {usable} usable{tail}</span>"
+    return f"<span style='font-size:{text_pt(13)}'><b>{total}</b> of {usable} usable{tail}</span>"
 
 
-HEADLINE_TEMPLATES = {
-    "training": _headline("88.8 GB", "88.8 GB", "88.8 GB to spare"),
-    "inference": _headline("88.8 GB", "88.8 GB", "88.8 GB to spare"),
-}
+def headline_templates() -> dict[str, str]:
+    return {
+        "training": _headline("88.8 GB", "88.8 GB", "88.8 GB to spare"),
+        "inference": _headline("88.8 GB", "88.8 GB", "88.8 GB to spare"),
+    }
 
 
 def badge_text_colour(verdict: Verdict, narrow: bool = False) -> str:
@@ -109,7 +126,7 @@ def margin_text(judged: Judgement, headroom: float, unit: Unit) -> str:
 def badge_style(verdict: Verdict, narrow: bool = False) -> str:
     return (
         f"QLabel {{ background: {verdict_style(verdict, narrow)[1]}; color: {badge_text_colour(verdict, narrow)};"
-        " border-radius: 6px; padding: 8px 14px; font-size: 17pt; font-weight: 600; }"
+        f" border-radius: 6px; padding: 8px 14px; font-size: {text_pt(17)}; font-weight: 600; }}"
     )
 
 
@@ -150,7 +167,7 @@ class VerdictPanel(QFrame):
         # at an edit, or squeezing the badge.
         self.headline.ensurePolished()
         self._headline_widths: dict[str, int] = {}
-        for mode, template in HEADLINE_TEMPLATES.items():
+        for mode, template in headline_templates().items():
             self.headline.setText(template)
             self._headline_widths[mode] = self.headline.sizeHint().width()
         self.headline.setText("")
@@ -254,12 +271,12 @@ class VerdictPanel(QFrame):
         """A model whose training step the core does not estimate (a hybrid recurrent one,
         core.plan.hybrid_refusal): no verdict and no figure, the reason and where its figures are."""
         text = f"{UNTRAINED_SYMBOL}  {UNTRAINED_LABEL}"
-        if text != self.badge.text() or self.badge.styleSheet() != UNTRAINED_STYLE:
+        if text != self.badge.text() or self.badge.styleSheet() != untrained_style():
             self.badge.setText(text)
-            self.badge.setStyleSheet(UNTRAINED_STYLE)
+            self.badge.setStyleSheet(untrained_style())
             self.badge.ensurePolished()
             self.badge.setMinimumWidth(self._badge_width())
-        self.headline.setText(f"<span style='font-size:13pt'><b>{UNTRAINED_HEADLINE}</b></span>")
+        self.headline.setText(f"<span style='font-size:{text_pt(13)}'><b>{UNTRAINED_HEADLINE}</b></span>")
         why = escape(training_refusal(estimate.plan) or "")
         self.detail.setText(f"{why}. Switch to <b>Inference</b> for its figures.")
         self.detail.setToolTip("")

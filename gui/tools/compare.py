@@ -50,6 +50,11 @@ PLANS_FILTER = "VRAM Planner plans or comparisons (*.json);;All files (*)"
 DIFF_COLOUR = "#FFF3CD"  # a pale yellow that keeps text legible in light and dark themes
 CURRENT = "Current plan (live)"
 REFRESH_MS = 80
+PIN_TIP = "Keep a copy of the plan as it is now; edit on and compare"
+FULL_TIP = f"{MAX_PLANS} plans are compared at most: remove one to pin another"
+REMOVE_TIP = "Remove the selected plan (a column of the table)"
+USE_TIP = "Make the selected pinned plan the current plan"
+NOTHING_PINNED_TIP = "No plan is pinned yet: pin the current plan or open plan files"
 
 
 class SvgView(QWidget):
@@ -107,7 +112,7 @@ def _header_text(name: str) -> str:
     return "\n".join(line for part in parts for line in textwrap.wrap(part, HEADER_LINE_CHARS) or [part])
 
 
-def _cell(row: Row, value: float | str, unit: Unit) -> str:
+def _cell(row: Row, value: float | str, unit: Unit, currency: str = "") -> str:
     if isinstance(value, str):
         return value
     if row.kind is RowKind.BYTES:
@@ -115,7 +120,7 @@ def _cell(row: Row, value: float | str, unit: Unit) -> str:
     if row.kind is RowKind.HOURS:
         return hours(value)
     if row.kind is RowKind.MONEY:
-        return money(value)
+        return money(value, currency)  # "$3.70" as the Compute tab says it, where the plan's currency is known
     return f"{value:,.0f}"
 
 
@@ -174,15 +179,15 @@ class ComparePanel(QWidget):
     def _build_buttons(self) -> FlowLayout:
         buttons = FlowLayout()
         self.pin_button = QPushButton("Pin current plan")
-        self.pin_button.setToolTip("Keep a copy of the plan as it is now; edit on and compare")
+        self.pin_button.setToolTip(PIN_TIP)
         self.pin_button.clicked.connect(self.pin_current)
         self.open_button = QPushButton("Open plan files…")
         self.open_button.clicked.connect(self.open_files)
         self.remove_button = QPushButton("Remove")
-        self.remove_button.setToolTip("Remove the selected plan (a column of the table)")
+        self.remove_button.setToolTip(REMOVE_TIP)
         self.remove_button.clicked.connect(self.remove_selected)
         self.use_button = QPushButton("Edit this plan")
-        self.use_button.setToolTip("Make the selected pinned plan the current plan")
+        self.use_button.setToolTip(USE_TIP)
         self.use_button.clicked.connect(self.use_selected)
         self.save_button = QPushButton("Save comparison…")
         self.save_button.clicked.connect(self.save)
@@ -345,10 +350,16 @@ class ComparePanel(QWidget):
         self._timer.stop()
         named = self.named_plans()
         self.comparison = comparisons.compare(named, self.context.display.mode) if named else None
-        self.remove_button.setEnabled(bool(self.pinned))
-        self.use_button.setEnabled(bool(self.pinned))
+        # A greyed button says why in its tip (the pin button stood greyed at four plans, its tip unchanged).
+        pinned, room = bool(self.pinned), len(self.pinned) < MAX_PLANS
+        for button, on, tip, greyed in (
+            (self.remove_button, pinned, REMOVE_TIP, NOTHING_PINNED_TIP),
+            (self.use_button, pinned, USE_TIP, NOTHING_PINNED_TIP),
+            (self.pin_button, room, PIN_TIP, FULL_TIP),
+        ):
+            button.setEnabled(on)
+            button.setToolTip(tip if on else greyed)
         self.save_button.setEnabled(self.comparison is not None)
-        self.pin_button.setEnabled(len(self.pinned) < MAX_PLANS)
         self._fill()
         self.comparisonChanged.emit(self.comparison)
 
@@ -384,10 +395,11 @@ class ComparePanel(QWidget):
         several = len(names) > 1
         highlight = QBrush(QColor(DIFF_COLOUR))
         dark_text = QBrush(QColor("#222222"))
+        currencies = [p.estimate.compute.currency for p in comparison.plans]
         for r, row in enumerate(rows):
             differs = several and row.differs
             for c, value in enumerate(row.values):
-                item = QTableWidgetItem(_cell(row, value, self.unit))
+                item = QTableWidgetItem(_cell(row, value, self.unit, currencies[c]))
                 if not isinstance(value, str):
                     item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
                 if differs:

@@ -10,10 +10,10 @@ work; while shown, bursts of edits are coalesced into one search.
 from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QFontDatabase
 from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, QVBoxLayout, QWidget
 
 from core.format import counted
+from gui.theme import fixed_font
 from gui.tools.context import ToolContext
 from gui.tools.live import SearchPanel
 from gui.tools.searches import FewestAnswer, FewestRequest, find_fewest
@@ -59,7 +59,7 @@ class FewestGpusPanel(SearchPanel):
         self.arithmetic.setAccessibleName("Fewest GPUs: the arithmetic")
         self.arithmetic.setReadOnly(True)
         self.arithmetic.setLineWrapMode(QPlainTextEdit.LineWrapMode.WidgetWidth)
-        self.arithmetic.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
+        self.arithmetic.setFont(fixed_font())
         layout.addWidget(self.arithmetic, 1)
         layout.addWidget(self.progress)
         buttons = QHBoxLayout()

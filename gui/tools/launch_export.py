@@ -16,7 +16,7 @@ import shlex
 from pathlib import Path
 from typing import Final
 
-from PySide6.QtGui import QFontDatabase, QGuiApplication
+from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QComboBox,
@@ -40,6 +40,7 @@ from core.files.launch import DEFAULT_COMMAND, SERVING_TARGETS, TARGET_LABELS, E
 from core.files.model_source import default_model_ref
 from core.verdict import Mode
 from gui import dialogs, plaintext, saving
+from gui.theme import fixed_font
 from gui.tools.context import ToolContext
 
 LAUNCHERS: Final = frozenset({Target.TORCHRUN, Target.ACCELERATE_LAUNCH})
@@ -91,7 +92,7 @@ class LaunchExportDialog(QDialog):
         self.preview.setAccessibleName("Launch config")
         self.preview.setReadOnly(True)
         self.preview.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)
-        self.preview.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
+        self.preview.setFont(fixed_font())
         layout.addWidget(self.preview, 3)
         self.unexpressed_title = plaintext.plain_label(QLabel())
         layout.addWidget(self.unexpressed_title)

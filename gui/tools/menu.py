@@ -50,7 +50,9 @@ class PlanTools(QObject):
             parent,
             "Paste la&unch command…",
             self.paste_launch_command,
-            tip="Read a vllm serve or SGLang launch_server command into the serving plan; unused flags are listed",
+            "Ctrl+Shift+V",
+            "Read a vllm serve, SGLang launch_server, llama-server or ollama command (or a vLLM --config YAML) into "
+            "the serving plan; unused flags are listed",
         )
         self.export_launch_action = make_action(
             parent,

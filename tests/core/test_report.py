@@ -96,7 +96,9 @@ def test_chart_has_one_bar_per_plan_per_phase() -> None:
     svg = chart_svg(report.comparison)
     assert svg.count("<title>") >= len(report.comparison.phase_names()) * 3
     assert "card capacity" in svg and "<script" not in svg
-    assert caption(report.plans[1].estimate).startswith("Llama 3.1 8B · qlora · NVIDIA GeForce RTX 3060")
+    # The method by its label (core.inputs.METHOD_LABELS), not its value "qlora".
+    wanted = "Llama 3.1 8B · QLoRA (quantised base) · NVIDIA GeForce RTX 3060"
+    assert caption(report.plans[1].estimate).startswith(wanted)
 
 
 def test_gib_unit() -> None:
@@ -264,3 +266,18 @@ def test_the_capacity_dash_is_the_verdict_s_card_in_each_mode() -> None:
         drawn = _drawn_capacities(chart_svg(comparison))  # one dash per phase group
         assert drawn and all(d == pytest.approx(judged.capacity_bytes / GB, abs=0.5) for d in drawn), drawn
     assert comparison.plans[0].estimate.judgement(Mode.INFERENCE).capacity_bytes == 96 * GiB
+
+
+def test_money_in_the_table_carries_its_plans_currency() -> None:
+    # The Compute tab says "$3.70 at $2.50 per GPU-hour" for the default plan (the catalogue's A100 price is a US
+    # list price: core.training.compute.Compute.currency); the report's table printed "2.50" and "3.70" bare.
+    # A typed price is the user's own currency and stays bare.
+    catalogue = default_plan()
+    typed = catalogue.with_hardware(price_per_gpu_hour=2.0)
+    report = build_report([("catalogue", catalogue), ("typed", typed)], "Prices")
+    cost = estimate(catalogue).compute
+    assert cost.currency == "$"
+    html, markdown = to_html(report), to_markdown(report)
+    for text in (f"${cost.price_per_gpu_hour:,.2f}", f"${cost.cost:,.2f}"):
+        assert text in html and text in markdown
+    assert "| 2.00 |" in markdown  # the typed price, bare

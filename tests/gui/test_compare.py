@@ -178,3 +178,35 @@ def test_opening_the_comparison_keeps_the_window_and_its_chart(
     qtbot.wait(50)
     assert (window.width(), window.height()) == (width, height)
     assert window.chart.plot.width() >= 300
+
+
+def test_greyed_buttons_say_why(window: MainWindow) -> None:
+    # "Pin current plan" greyed at four pinned plans (core.advice.compare.MAX_PLANS) with its tip unchanged,
+    # "Keep a copy of the plan as it is now"; "Remove" and "Edit this plan" greyed with nothing pinned.
+    window.show()
+    panel = window.plan_tools.show_compare()
+    assert not panel.remove_button.isEnabled() and "No plan is pinned" in panel.remove_button.toolTip()
+    assert not panel.use_button.isEnabled() and "No plan is pinned" in panel.use_button.toolTip()
+    for rank in (4, 8, 16, 32):
+        assert panel.pin_current()
+        window.controller.update("lora", lambda p, r=rank: p.with_lora(rank=r), f"rank {rank}")
+    assert not panel.pin_button.isEnabled()
+    assert panel.pin_button.toolTip() == "4 plans are compared at most: remove one to pin another"
+    assert panel.remove_button.isEnabled() and panel.remove_button.toolTip().startswith("Remove the selected plan")
+
+
+def test_money_cells_carry_the_plans_currency(window: MainWindow) -> None:
+    # The start-up plan is priced from the catalogue (a US list price: Compute.currency is "$"); the Compute
+    # tab says "$3.70 at $2.50 per GPU-hour" while the comparison's cells read "2.50" and "3.70".
+    window.show()
+    panel = window.plan_tools.show_compare()
+    compute = window.controller.estimate.compute
+    assert compute.currency == "$"
+    table = panel.table
+    texts = {
+        table.verticalHeaderItem(r).text(): table.item(r, 0).text()
+        for r in range(table.rowCount())
+        if table.verticalHeaderItem(r) is not None and table.item(r, 0) is not None
+    }
+    assert texts["Price per GPU-hour"] == f"${compute.price_per_gpu_hour:,.2f}"
+    assert texts["Cost"] == f"${compute.cost:,.2f}"

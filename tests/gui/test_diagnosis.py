@@ -523,3 +523,18 @@ def test_a_limit_that_fits_only_narrowly_is_not_marked_green(qtbot: Any, shown: 
     panel = show_plan(qtbot, shown, default_plan().with_workload(micro_batch=17))
     assert panel.curve is not None and not panel.curve.fits_narrowly
     assert panel.curve_view.crossing_line.pen.color().name().upper() == colours.FITS.upper()
+
+
+def test_the_diagnosis_says_what_it_is_doing_before_a_report_and_why_none_came(window: MainWindow) -> None:
+    # The tab stood as an empty header box over "State before activations:", "Usable:" with no figures
+    # while the first diagnosis ran; one stopped after 30 s (gui.worker: JobFailed) said so in the status
+    # bar for 8 s and left the panel empty for good.
+    panel = window.diagnosis  # built, not shown: no diagnosis runs yet
+    assert panel.report is None
+    assert panel.headline.text() == "Working out where the plan fails and what would make it fit…"
+    # "Show remedies for this symptom" stood there too, doing nothing, with no tooltip: it waits for a report
+    # that says the step fits but the run fails later.
+    assert panel.show_symptom_button.isHidden() and panel.show_symptom_button.toolTip()
+    stopped = "The diagnosis took longer than 30 s and was stopped; it runs again at the next change."
+    window.diagnoser.failed.emit(stopped)  # gui/diagnosis_controller.py _on_failed's text
+    assert panel.headline.text().startswith("The diagnosis took longer than 30 s and was stopped")

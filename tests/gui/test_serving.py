@@ -553,3 +553,33 @@ def test_the_experts_in_ram_field_shows_for_a_moe_on_llama_server_and_moves_the_
     assert not form.form.isRowVisible(form.cpu_moe_layers)  # Ollama has no such option
     window.controller.reset(llama_on_h100(engine=Engine.LLAMACPP))
     assert not form.form.isRowVisible(form.cpu_moe_layers)  # a dense model has no routed experts
+
+
+def test_the_serving_tab_names_vllms_context_row_as_the_context_not_non_torch_memory(window: MainWindow) -> None:
+    # vLLM's overhead bucket holds its non-torch memory (core/serving/engines.py _vllm_started: Term("non-torch
+    # memory", ...)), shown on its own "Outside torch" row; the row below shows the process's CUDA context
+    # (InferenceEstimate.overhead_bytes) but was named after the bucket's term: "non-torch memory: 0.54 GB"
+    # under "Outside torch: 0.31 GB", two names for one thing with two figures.
+    serve_on_a_4090(window, engine="vllm", context=8192)
+    panel = window.inference_panel
+    label = panel.form.labelForField(panel.values["overhead"])
+    assert label.text() == "CUDA context:"
+    assert panel.form.labelForField(panel.values["non_torch"]).text() == "Outside torch:"
+    # SGLang's bucket names nothing: on an AMD card the row is ROCm's (core.runtime.ROCM_RUNTIME_NAMES).
+    plan = Plan(model=find_model("llama-3.1-8b").spec, model_id="llama-3.1-8b", hardware=Hardware(gpu="mi300x"))
+    window.controller.reset(plan.with_inference(engine="sglang", context=8192))
+    assert label.text() == "HIP context:"
+
+
+def test_vllms_scheduler_fields_are_named_in_words(window: MainWindow) -> None:
+    # The Serving form named one field by vLLM's argument, "max_num_seqs:", beside "Batched tokens:" for
+    # max_num_batched_tokens; the Serving tab's Scheduler row reads "256 sequences, 2,048 tokens per step"
+    # (vLLM vllm/config/scheduler.py: max_num_seqs, the most sequences in one iteration).
+    serve_on_a_4090(window, engine="vllm", context=8192)
+    labels = window.serving_form.labels
+    assert labels["inference.max_num_seqs"].text() == "Sequences per step:"
+    assert "max_num_seqs" in window.serving_form.max_num_seqs.toolTip()  # vLLM's own name stays findable
+    from core.inputs import INPUTS
+
+    # No input is labelled with its own attribute name (a field path instead of words).
+    assert [i.path for i in INPUTS if "_" in i.label and i.label == i.path.rsplit(".", 1)[-1]] == []

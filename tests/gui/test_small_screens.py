@@ -313,3 +313,12 @@ def test_the_training_diagnosis_wraps_inside_the_dock_at_1024_by_700(qtbot: Any,
     assert _cut_on_the_right(panel) == []
     state = panel.figures["state"]
     assert state.height() >= state.heightForWidth(state.width())  # wrapped, not cut
+
+
+def test_bar_names_that_fit_their_slot_are_never_cut(qtbot: Any, window: MainWindow) -> None:
+    # At 1024 × 700 "backward" is 58 px in a 59 px slot: whole, as before the ellipsis for a large OS font
+    # (tests/gui/test_large_font.py); only a line wider than its whole slot is cut.
+    shown_at(qtbot, window, 1024, 700)
+    names = [name for _, name in window.chart.plot.getAxis("bottom")._tickLevels[0]]
+    assert not any("…" in name for name in names), names
+    assert window.chart.plot.getAxis("bottom").toolTip() == ""

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QLabel
+from PySide6.QtWidgets import QLabel, QTabBar
 
 from core.estimate import Verdict
 from core.files import planfile
@@ -247,3 +247,80 @@ def test_the_arithmetic_follows_the_mode(window: MainWindow) -> None:
     assert keys == [f"serving.{b.key.value}" for b in inf.buckets]
     window.display.set_mode(Mode.TRAINING)
     assert window.arithmetic.summary.text() == window.controller.estimate.summary_formula
+
+
+def test_menus_hold_no_greyed_item_without_a_reason_and_paste_has_a_shortcut(window: MainWindow) -> None:
+    # The View menu ended in "Plan" and "Details", always greyed: the docks are not closable
+    # (DockWidgetMovable | DockWidgetFloatable), so Qt disables their toggleViewAction. "Clear measurement"
+    # stood greyed with "Clear measurement" as its tip. "Paste launch command…", the serving side's way
+    # in, had no shortcut, and its tip named vLLM and SGLang only (it reads llama-server and ollama too).
+    from PySide6.QtGui import QKeySequence
+    from PySide6.QtWidgets import QMenu
+
+    view = next(a.menu() for a in window.menuBar().actions() if a.text() == "&View")
+    assert isinstance(view, QMenu)
+    greyed = [a.text() for a in view.actions() if not a.isSeparator() and not a.menu() and not a.isEnabled()]
+    assert greyed == []
+    assert not window.clear_measure_action.isEnabled()
+    assert "No measurement is loaded" in window.clear_measure_action.statusTip()
+    paste = window.plan_tools.paste_command_action
+    assert paste.shortcut() == QKeySequence("Ctrl+Shift+V")
+    assert "llama-server" in paste.toolTip() and "ollama" in paste.toolTip()
+    assert any(line.endswith("Paste launch command") for line in window.shortcut_lines())
+
+
+def test_tab_never_stops_on_the_plan_column_itself_and_scrolls_to_the_field(qtbot: Any, window: MainWindow) -> None:
+    # Tab round the window (the forms, the chart, the Details, back to the Model box) stopped once on the plan
+    # column's scroll area itself ("Plan forms"), a stop with no visible focus, before the Model box. The column
+    # is no Tab stop; each field Tab reaches in it is scrolled into view.
+    from PySide6.QtTest import QTest
+    from PySide6.QtWidgets import QApplication, QScrollArea
+
+    window.resize(1366, 768)
+    window.show()
+    qtbot.waitExposed(window)
+    column = window.plan_dock.widget()
+    assert isinstance(column, QScrollArea)
+    first = window.model_form.fields["model"]
+    window.activateWindow()
+    first.setFocus()
+    qtbot.waitUntil(lambda: QApplication.focusWidget() is not None)
+    stops: list[Any] = []
+    for _ in range(200):
+        focused = QApplication.focusWidget()
+        assert focused is not None
+        if stops and (focused is first or first.isAncestorOf(focused)):
+            break  # round the window and back
+        stops.append(focused)
+        if column.isAncestorOf(focused):
+            top = focused.mapTo(column.viewport(), focused.rect().topLeft()).y()
+            assert 0 <= top < column.viewport().height(), focused.accessibleName()  # scrolled into view
+        QTest.keyClick(focused, Qt.Key.Key_Tab)
+    else:
+        raise AssertionError("Tab never came back to the Model box")
+    assert any(not column.isAncestorOf(w) for w in stops)  # it went round the window
+    assert column not in stops
+
+
+def test_every_visible_control_says_what_it_does(qtbot: Any, window: MainWindow) -> None:
+    # Walked with the start-up plan, both modes and every Details tab: the Diagnosis' curve picker ("Memory
+    # against micro-batch"), the Parallelism form's "Advanced" and the docks' icon-only float buttons (Qt's
+    # qt_dockwidget_floatbutton) had no tooltip (the rest take theirs from core/inputs.py or their own code).
+    from PySide6.QtWidgets import QAbstractButton, QAbstractSpinBox, QComboBox, QLineEdit
+
+    window.resize(1366, 768)
+    window.show()
+    qtbot.waitExposed(window)
+    silent: set[str] = set()
+    for mode in (window.training_action, window.inference_action):
+        mode.trigger()
+        for index in range(window.tabs.count()):
+            window.tabs.setCurrentIndex(index)
+            qtbot.wait(10)
+            for kind in (QAbstractButton, QComboBox, QAbstractSpinBox, QLineEdit):
+                for control in window.findChildren(kind):
+                    parent = control.parentWidget()
+                    told = control.toolTip() or (parent is not None and parent.toolTip())
+                    if control.isVisible() and not told and not isinstance(parent, QTabBar):
+                        silent.add(control.accessibleName() or control.objectName() or type(control).__name__)
+    assert silent == set()
