@@ -143,6 +143,25 @@ _FUSED_ATTENTION: Final = {"ampere": 1 / 0.50, "ada": 1 / 0.45, "hopper": 1 / 0.
 # such a card (prime-rl's held-out B200 rows do). The plan's "flash" feature of such a card is named FLASH_SM80.
 FLASH_SM80: Final = "flash-sm80"
 TCGEN05_OVER_MMA_SYNC: Final = 8192 / 4096
+# FlashAttention-3 (flash-attn's hopper/ package, Hopper's wgmma and TMA) against FlashAttention-2 on the same H100,
+# the same script (hopper/benchmark_attn.py, head dim 128, 8k tokens, bf16; Dao-AILab/flash-attention PR 1791,
+# 2025-07-31, its main-branch run), causal as a language model trains: FA2 284.1 forward / 287.1 backward TFLOP/s,
+# FA3 630.0 / 531.6. Forward and backward together, the backward at 2.5 x the forward's FLOPs (the papers' count, as
+# core.training.speed times a fused kernel): FA2 286 TFLOP/s, FA3 556, 1.94 x (1.87 x without the causal mask: 370 /
+# 291 against 659 / 554). The FlashAttention-3 paper (Shah et al. 2024, arXiv:2407.08608, fig. 5) has the forward at
+# 1.5-2.0 x FlashAttention-2's by head dim and length. A fixed multiple of the H100's flash coefficient (derived below):
+# prime-rl's held-out H100 / H200 rows are the corpus' only FlashAttention-3 runs.
+_FA3_CAUSAL_TFLOPS: Final = {"flash": (284.1, 287.1), "flash3": (630.0, 531.6)}  # (forward, backward), PR 1791
+
+
+def _forward_backward(forward: float, backward: float) -> float:
+    """TFLOP/s of a forward and its backward of 2.5 x the forward's FLOPs, at their own rates."""
+    return 3.5 / (1 / forward + 2.5 / backward)
+
+
+FLASH3_OVER_FLASH: Final = _forward_backward(*_FA3_CAUSAL_TFLOPS["flash3"]) / _forward_backward(
+    *_FA3_CAUSAL_TFLOPS["flash"]
+)
 # FlashAttention 1 and its Triton kernel (flash_attn_triton.py, MPT's attn_impl: triton, 2022-23)
 # take about twice FlashAttention-2's time (Dao 2023, arXiv:2307.08691, checked against its text:
 # abstract "around 2× speedup compared to FlashAttention"; §4's summary "1.7-3.0× faster than
@@ -288,6 +307,8 @@ def derived(name: str) -> tuple[str, float] | None:
             return f"gemm:{family}/{EAGER_ATTENTION[kernel]}", 1.0
         if kernel == FLASH_SM80:  # FlashAttention-2's mma.sync on a tcgen05 card: Hopper's rate per SM and clock
             return "attention:hopper/flash", TCGEN05_OVER_MMA_SYNC
+        if kernel == "flash3":  # FlashAttention-3 (Hopper only): FlashAttention-2's time / FLASH3_OVER_FLASH
+            return f"attention:{family}/flash", 1 / FLASH3_OVER_FLASH
     for suffix, (other, ratio) in DERIVED.items():
         if name.endswith(suffix):
             return name[: -len(suffix)] + other, ratio

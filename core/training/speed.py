@@ -96,6 +96,7 @@ _ACCOUNTING_DETAILED: Final = Accounting.DETAILED
 _ATTENTION_EAGER: Final = Attention.EAGER
 _ATTENTION_FLASH: Final = Attention.FLASH
 _ATTENTION_FLASH1: Final = Attention.FLASH1
+_ATTENTION_FLASH3: Final = Attention.FLASH3
 _CHECKPOINT_POLICY_ATTENTION: Final = CheckpointPolicy.ATTENTION
 _CHECKPOINT_POLICY_LAYER: Final = CheckpointPolicy.LAYER
 _CHECKPOINT_POLICY_OP: Final = CheckpointPolicy.OP
@@ -168,7 +169,8 @@ def attention_kernel(plan: Plan, gpu_id: str = "") -> str:
     attention kernel: its QKᵀ and PV are cuBLAS batched GEMMs (``_attention_padding``), ``eager``
     (``eager-fp32`` in float32), at the card's matmul coefficient (efficiency.derived). The flash-attn package on a
     datacenter Blackwell card ``gpu_id`` (sm_100 / sm_103) runs Ampere's mma.sync, not tcgen05 (``flash-sm80``,
-    efficiency.FLASH_SM80: at the H100's rate per SM and clock)."""
+    efficiency.FLASH_SM80: at the H100's rate per SM and clock); FlashAttention-3 on Hopper is ``flash3``
+    (efficiency.FLASH3_OVER_FLASH x FlashAttention-2's speed)."""
     if not fused_attention(plan):
         compute = dtypes_for(plan).compute
         if sdpa_kernel(plan) is _KERNEL_MATH:  # float32 inside from PyTorch 2.5 (math_kernel_bytes)
@@ -178,7 +180,11 @@ def attention_kernel(plan: Plan, gpu_id: str = "") -> str:
         return "flash1"
     if plan.stack is _STACK_MEGATRON:
         return "fused"
-    return FLASH_SM80 if plan.attention is _ATTENTION_FLASH and tcgen05(gpu_id) else "flash"
+    if plan.attention is _ATTENTION_FLASH3 and generation(gpu_id) is _GENERATION_HOPPER:
+        return "flash3"
+    # FlashAttention-3 elsewhere cannot run (core.checks warns): timed as FlashAttention-2, which can.
+    flash_attn = plan.attention in (_ATTENTION_FLASH, _ATTENTION_FLASH3)
+    return FLASH_SM80 if flash_attn and tcgen05(gpu_id) else "flash"
 
 
 # Bytes eager PyTorch moves per token and block around the matmuls, in elements of the
