@@ -165,6 +165,21 @@ def generation(gpu_id: str) -> Generation:
     return _by_prefix(_GENERATION_PREFIXES, gpu_id) or Generation.OTHER
 
 
+# The datacenter Blackwell cards, compute capability 10.0 (B200, GB200) and 10.3 (B300, GB300; nvidia-smi captures):
+# their tensor cores reach the datasheet's 16-bit rate through tcgen05, 8,192 dense FLOPs per SM per clock against
+# Hopper's 4,096 (NVIDIA/cudnn-frontend@21258cf5 benchmark/dsa/benchmark_single_dsa.py ``_FLOPS_PER_CLOCK_PER_SM``
+# {9: 4096, 10: 8192, 12: 1024}: B200's 2,250 TFLOP/s = 148 SMs x 8,192 x 1.855 GHz). The RTX 50 / RTX PRO
+# Blackwell cards and GB10 (sm_120 / sm_121) have no tcgen05: their peak is the warp-level mma.sync rate.
+_TCGEN05_PREFIXES: Final = ("b200", "b300", "gb200", "gb300")
+
+
+@lru_cache(maxsize=64)
+def tcgen05(gpu_id: str) -> bool:
+    """Whether the catalogue card ``gpu_id`` is a datacenter Blackwell (sm_100 / sm_103), whose 16-bit peak only
+    tcgen05 MMAs reach."""
+    return gpu_id.startswith(_TCGEN05_PREFIXES)
+
+
 # The rates a compute dtype's peak is read from, in order (GpuSpec.peak_tflops; read several times an estimate).
 _PEAK_FALLBACKS: Final = {
     "fp32": ("fp32", "tf32"),

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from core.catalogue import GpuGroup, amd_target, find_gpu
+from core.catalogue import Generation, GpuGroup, amd_target, find_gpu, generation
 from core.errors import PlanError
 from core.inputs import (
     TORCH_VERSION_LABELS,
@@ -23,7 +23,7 @@ from core.inputs import (
 from core.losses import loss_choice, loss_conflicts, loss_label
 from core.mac import mac_serving_warning, mac_training_warnings
 from core.model import kept_linears, parse_skip_modules
-from core.plan import Method, Plan
+from core.plan import Attention, Method, Plan
 from core.roles import cast_weights_label, deepspeed_cast_adapters, deepspeed_cast_weights, stored_weight_dtype
 from core.verdict import Mode
 
@@ -101,9 +101,26 @@ def _layout_warnings(plan: Plan) -> list[PlanWarning]:
     return warnings
 
 
+def _flash3_warning(plan: Plan) -> str | None:
+    """FlashAttention-3 on a card other than Hopper: flash-attn's hopper/ package needs an H100 / H800 (its README,
+    Dao-AILab/flash-attention 0251105a: "Requirements: H100 / H800 GPU"); transformers' _flash_attn_3_can_dispatch
+    raises "Flash Attention 3 requires compute capability >= 9.0" below, and its sm_90a kernels do not load on
+    Blackwell's sm_100 / sm_120 (arch-specific code runs on that architecture only)."""
+    if plan.attention is not Attention.FLASH3 or generation(plan.hardware.gpu) is Generation.HOPPER:
+        return None
+    name = find_gpu(plan.hardware.gpu).name if plan.hardware.gpu != "custom" else "custom card"
+    return (
+        f"FlashAttention-3 runs on Hopper only (flash-attn's hopper/ build; transformers refuses compute capability "
+        f"below 9.0): the {name} cannot run it, so its attention is timed as FlashAttention-2 (flash), the same memory."
+    )
+
+
 def plan_warnings(plan: Plan) -> tuple[PlanWarning, ...]:
     """One sentence per doubtful setting of ``plan``, with the mode it concerns."""
     warnings = [*_context_warnings(plan), *_layout_warnings(plan)]
+    flash3 = _flash3_warning(plan)
+    if flash3:
+        warnings.append(PlanWarning(Mode.TRAINING, flash3))
     cast = deepspeed_cast_adapters(plan)
     if cast is not None:
         # deepspeedai/DeepSpeed edaa7221, deepspeed/runtime/engine.py _configure_distributed_model.

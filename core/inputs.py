@@ -257,6 +257,9 @@ class Attention(StrEnum):
     # FlashAttention 1 (flash-attn < 2.0) or its Triton kernel (flash_attn_triton.py, as MPT's
     # attn_impl: triton ran it): the same memory as FlashAttention-2, about half its speed.
     FLASH1 = "flash1"
+    # FlashAttention-3 (flash-attn's hopper/ package, transformers' attn_implementation="flash_attention_3"): Hopper's
+    # wgmma kernels, the same memory as FlashAttention-2, about twice its speed; no other card runs it.
+    FLASH3 = "flash3"
 
 
 class CheckpointPolicy(StrEnum):
@@ -998,6 +1001,7 @@ ATTENTION_LABELS: Final = {
     Attention.SDPA: "SDPA (fused)",
     Attention.FLASH: "FlashAttention-2",
     Attention.FLASH1: "FlashAttention 1 / Triton",
+    Attention.FLASH3: "FlashAttention-3 (Hopper)",
 }
 STRATEGY_LABELS: Final = {
     Strategy.DDP: "DDP (full replica)",
@@ -1632,9 +1636,10 @@ INPUTS: Final[tuple[Input, ...]] = (
     Input("attention", Kind.ENUM, "Attention", "Attention kernel", Attention.SDPA,
           "Eager attention keeps the batch × heads × seq² score matrix for the backward pass; fused kernels "
           "(SDPA, FlashAttention-2) do not. FlashAttention 1 and its Triton kernel (before July 2023) keep the same "
-          "memory but run about half as fast as FlashAttention-2.",
-          ("--attention",), "eager keeps the score matrix; sdpa, flash and flash1 (FlashAttention 1 / Triton, "
-          "slower) do not", labels=ATTENTION_LABELS),
+          "memory but run about half as fast as FlashAttention-2; FlashAttention-3 (Hopper only) the same memory, "
+          "about twice as fast.",
+          ("--attention",), "eager keeps the score matrix; sdpa, flash, flash1 (FlashAttention 1 / Triton, "
+          "slower) and flash3 (FlashAttention-3, Hopper only) do not", labels=ATTENTION_LABELS),
     Input("checkpointing", Kind.BOOL, "Gradient checkpointing", "Gradient checkpointing", False,
           "Keep only each block's input and recompute the block in the backward pass: far fewer activations, "
           "about a third more compute.",

@@ -400,7 +400,7 @@ _SOURCE_PLAN: Final[dict[str, dict[str, Any]]] = {
     # prime-rl's SFT trainer: ``AdamW(params, lr, weight_decay=config.weight_decay, betas=...)`` with no fused/foreach
     # argument (foreach on CUDA), weight_decay 0.01, torchtitan's clip_grad_norm_ at max_norm 1.0 every step
     # (PrimeIntellect-ai/prime-rl@8718eb14 src/prime_rl/trainer/optim.py L57-62, trainer/config.py L362-363,
-    # sft/train.py L290); transformers' flash_attention_2 / _3 (--model.attn), timed as FlashAttention-2.
+    # sft/train.py L290); transformers' flash_attention_2 / _3 (--model.attn): FLASH, or FLASH3 (case_of) since h81attn.
     "prime-rl": {
         "optimizer_impl": OptimizerImpl.FOREACH,
         "grad_clip": True,
@@ -883,6 +883,8 @@ def case_of(record: Mapping[str, Any]) -> Case:
             **_checkpointing(record, notes),
         )
         plan = replace(plan, **_optimizer_plan(record), **_SOURCE_PLAN.get(record["source_id"], {}))
+        if record["source_id"] == "prime-rl" and "flash_attention_3" in record["location"]:
+            plan = replace(plan, attention=Attention.FLASH3)  # transformers' flash_attention_3 (flash-attn 3.0.0b1)
     except PlanError as error:
         raise NotExpressible(f"the layout is refused: {error}") from None
     if record["metric"] == "step_time_s":

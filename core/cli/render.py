@@ -420,6 +420,7 @@ def render_estimate(est: Estimate, gib: bool = False) -> str:
         _mfu_line(est),
         *([f"  host     {est.compute.host_pace}"] if est.compute.host_pace else []),
         *([f"  fixed    {est.compute.fixed_step}"] if est.compute.fixed_step else []),
+        *([f"  note     {est.compute.attention_note}"] if est.compute.attention_note else []),
         *_step_lines(est),
         f"  serving  {fmt(est.inference.total_bytes, gib)} for {plan.inference.concurrent} × "
         f"{plan.inference.context:,} tokens (KV cache {fmt(est.inference.kv_cache_bytes, gib)}, "

@@ -206,10 +206,11 @@ def _sdpa_repeats_kv(version: TransformersVersion, family: str) -> bool:
 
 def hf_attention(plan: Plan) -> Attention:
     """The attention implementation transformers runs: the plan's, eager where the model refuses SDPA
-    (core.training.attention.sdpa_refused); FlashAttention 1 is taken as FlashAttention-2."""
+    (core.training.attention.sdpa_refused); FlashAttention 1 and 3 are taken as FlashAttention-2 (transformers'
+    flash_attention_3 runs the same _flash_attention_forward path, K and V as cached)."""
     if sdpa_refused(plan):
         return Attention.EAGER
-    return Attention.FLASH if plan.attention is Attention.FLASH1 else plan.attention
+    return Attention.FLASH if plan.attention in (Attention.FLASH1, Attention.FLASH3) else plan.attention
 
 
 def repeats_kv(plan: Plan) -> bool:

@@ -1631,7 +1631,8 @@ def kv_cache_terms(plan: Plan) -> tuple[Term, ...]:
     if not plan.training_kv_cache or plan.stack is Stack.MEGATRON:
         return ()
     recomputed = plan.checkpointing and plan.checkpoint_policy is CheckpointPolicy.FULL
-    repeated = model.num_kv_heads < model.num_heads and plan.attention not in (Attention.FLASH, Attention.FLASH1)
+    flash_attn = (Attention.FLASH, Attention.FLASH1, Attention.FLASH3)  # the flash-attn package's kernels
+    repeated = model.num_kv_heads < model.num_heads and plan.attention not in flash_attn
     if not (recomputed or repeated):
         return ()
     ca = dtypes_for(plan).compute

@@ -20,8 +20,8 @@ from core.runtime import runs_mps
 # Enum members this module's hot paths compare with, read from their classes once: on Python 3.11 each
 # ``Class.MEMBER`` read goes through EnumType.__getattr__'s slot, ~0.15 µs (core.plan's note; h74speed).
 _ATTENTION_EAGER: Final = Attention.EAGER
-_ATTENTION_FLASH: Final = Attention.FLASH
-_ATTENTION_FLASH1: Final = Attention.FLASH1
+# The flash-attn package's kernels: FlashAttention-2, FlashAttention 1 / Triton, FlashAttention-3.
+_FLASH_ATTN: Final = (Attention.FLASH, Attention.FLASH1, Attention.FLASH3)
 _ATTENTION_SDPA: Final = Attention.SDPA
 
 
@@ -67,7 +67,7 @@ def sdpa_kernel(plan: Plan) -> Kernel:
     model = plan.model
     masked = explicit_mask(plan)
     sixteen = sixteen_bit_inputs(plan)
-    if plan.attention in (_ATTENTION_FLASH, _ATTENTION_FLASH1) or (sixteen and not masked and model.head_dim <= 256):
+    if plan.attention in _FLASH_ATTN or (sixteen and not masked and model.head_dim <= 256):
         return Kernel.FLASH
     gqa = model.num_kv_heads != model.num_heads and not masked
     if (not gqa or efficient_takes_gqa(plan)) and model.head_dim % (8 if sixteen else 4) == 0:

@@ -30,7 +30,7 @@ from core.memo import Once, fills_fields
 from core.parallel.comm import CommTerm, StepComm, communicates, step_communication
 from core.params import ParamCounts
 from core.plan import Accounting, Float8, Optimizer, Plan, as_run
-from core.training.efficiency import coefficient
+from core.training.efficiency import FLASH_SM80, coefficient
 from core.training.flops import METHOD_SOURCE, FlopTerm, MethodWork, method_work, token_flops
 from core.training.host import HostStep, host_step
 from core.training.speed import EAGER_KERNEL_HOST_S, Work, mxfp8_unsupported, step_work
@@ -142,6 +142,11 @@ class Compute:
         return "; ".join(f"{p.label} {duration(p.seconds)}" for p in self.compute_parts)
 
     @property
+    def attention_note(self) -> str:
+        """Why the attention is slower than the card's peak says (flash-attn 2 on a tcgen05 card), or ""."""
+        return FLASH_SM80_NOTE if any(p.label == _FLASH_SM80_LABEL for p in self.compute_parts) else ""
+
+    @property
     def currency(self) -> str:
         """The sign the cost and its price show: the catalogue's prices are US dollars (resources/gpus.json:
         each card's hourly price cites a US list price); a typed one is the user's own (no sign), an unknown
@@ -210,10 +215,19 @@ _PART_LABELS: Final = {
     "adapter_fp32:": "the PEFT method's float32 matmuls (weight builds, adapter matmuls in float32)",
     "adapter_bytes:": "the PEFT method's memory-bound passes (weight builds, norms, casts, scalings)",
 }
+# flash-attn 2 on a datacenter Blackwell card (core.training.efficiency.FLASH_SM80): its part, and why it is slow.
+_FLASH_SM80_LABEL: Final = "attention scores and values (flash-attn 2: Ampere's mma.sync on this card)"
+FLASH_SM80_NOTE: Final = (
+    "flash-attn 2 issues Ampere's mma.sync on this card, not Blackwell's tcgen05 (its SM80 MMA atom on every card): "
+    "its attention is timed at the H100's FlashAttention-2 rate per SM and clock, half the share of the peak it "
+    "reaches on an H100; cuDNN's attention (Transformer Engine) and FlashAttention-4 use tcgen05"
+)
 
 
 @functools.lru_cache(maxsize=256)  # a pure function of a feature name; a few names, read each estimate
 def _part_label(name: str) -> str:
+    if name.endswith(FLASH_SM80):
+        return _FLASH_SM80_LABEL
     head, colon, _ = name.partition(":")
     label = _PART_LABELS.get(head + colon) if colon else None
     return label or next(text for key, text in _PART_LABELS.items() if name.startswith(key))

@@ -128,6 +128,40 @@ _ATTENTION: Final = {"ampere": 1 / 0.50, "ada": 1 / 0.45, "hopper": 1 / 0.35, "b
 # Transformer Engine's fused attention (cuDNN) on Hopper and Blackwell is FlashAttention-3
 # class: 600-750 TFLOP/s forward on an H100 (Shah et al. 2024, fig. 5), backward slower.
 _FUSED_ATTENTION: Final = {"ampere": 1 / 0.50, "ada": 1 / 0.45, "hopper": 1 / 0.55, "blackwell": 1 / 0.55}
+# FlashAttention-2 (the flash-attn package) on a datacenter Blackwell card (sm_100 / sm_103: core.catalogue.tcgen05)
+# runs Ampere's warp-level MMA: its kernels' atom is SM80_16x8x16_F32BF16BF16F32_TN on every card
+# (Dao-AILab/flash-attention v2.8.3 = 060c9188 csrc/flash_attn/src/kernel_traits.h L29-33), built for sm_100 since
+# CUDA 12.8 (setup.py L187-188), not the tcgen05 MMAs the card's datasheet peak is counted at. It issues at the rate
+# per SM and clock it reaches on Hopper, where the peak is half as many FLOPs per SM and clock (4,096 against
+# 8,192: core.catalogue._TCGEN05_PREFIXES' source), so its coefficient against the B200's peak is twice the H100's
+# against the H100's: FA2 on a B200 at (148 SMs x 1.855 GHz) / (132 x 1.83) = 1.14 x its H100 speed, not the peaks'
+# 2.27 x. Measured, the same script (benchmarks/benchmark_flash_attention.py, forward + backward, head dim 64, no
+# causal mask, 512 to 16k tokens): B200 259 / 299 / 321 / 312 / 333 / 346 TFLOP/s (flash-attn 2.7.4.post1,
+# Dao-AILab/flash-attention issue 1589, 2025-04-13) against H100 SXM5 215 / 254 / 274 / 288 / 294 / 296 (the
+# repository's assets/flash2_h100_fwd_bwd_benchmark.png, 2023-07, panel a): 1.09-1.20 x, median 1.17. A fixed
+# multiple of the H100's flash coefficient (derived below), fitted on nothing: no fitted source runs flash-attn 2 on
+# such a card (prime-rl's held-out B200 rows do). The plan's "flash" feature of such a card is named FLASH_SM80.
+FLASH_SM80: Final = "flash-sm80"
+TCGEN05_OVER_MMA_SYNC: Final = 8192 / 4096
+# FlashAttention-3 (flash-attn's hopper/ package, Hopper's wgmma and TMA) against FlashAttention-2 on the same H100,
+# the same script (hopper/benchmark_attn.py, head dim 128, 8k tokens, bf16; Dao-AILab/flash-attention PR 1791,
+# 2025-07-31, its main-branch run), causal as a language model trains: FA2 284.1 forward / 287.1 backward TFLOP/s,
+# FA3 630.0 / 531.6. Forward and backward together, the backward at 2.5 x the forward's FLOPs (the papers' count, as
+# core.training.speed times a fused kernel): FA2 286 TFLOP/s, FA3 556, 1.94 x (1.87 x without the causal mask: 370 /
+# 291 against 659 / 554). The FlashAttention-3 paper (Shah et al. 2024, arXiv:2407.08608, fig. 5) has the forward at
+# 1.5-2.0 x FlashAttention-2's by head dim and length. A fixed multiple of the H100's flash coefficient (derived below):
+# prime-rl's held-out H100 / H200 rows are the corpus' only FlashAttention-3 runs.
+_FA3_CAUSAL_TFLOPS: Final = {"flash": (284.1, 287.1), "flash3": (630.0, 531.6)}  # (forward, backward), PR 1791
+
+
+def _forward_backward(forward: float, backward: float) -> float:
+    """TFLOP/s of a forward and its backward of 2.5 x the forward's FLOPs, at their own rates."""
+    return 3.5 / (1 / forward + 2.5 / backward)
+
+
+FLASH3_OVER_FLASH: Final = _forward_backward(*_FA3_CAUSAL_TFLOPS["flash3"]) / _forward_backward(
+    *_FA3_CAUSAL_TFLOPS["flash"]
+)
 # FlashAttention 1 and its Triton kernel (flash_attn_triton.py, MPT's attn_impl: triton, 2022-23)
 # take about twice FlashAttention-2's time (Dao 2023, arXiv:2307.08691, checked against its text:
 # abstract "around 2× speedup compared to FlashAttention"; §4's summary "1.7-3.0× faster than
@@ -271,6 +305,10 @@ def derived(name: str) -> tuple[str, float] | None:
         family, _, kernel = name.removeprefix("attention:").partition("/")
         if kernel in EAGER_ATTENTION:
             return f"gemm:{family}/{EAGER_ATTENTION[kernel]}", 1.0
+        if kernel == FLASH_SM80:  # FlashAttention-2's mma.sync on a tcgen05 card: Hopper's rate per SM and clock
+            return "attention:hopper/flash", TCGEN05_OVER_MMA_SYNC
+        if kernel == "flash3":  # FlashAttention-3 (Hopper only): FlashAttention-2's time / FLASH3_OVER_FLASH
+            return f"attention:{family}/flash", 1 / FLASH3_OVER_FLASH
     for suffix, (other, ratio) in DERIVED.items():
         if name.endswith(suffix):
             return name[: -len(suffix)] + other, ratio

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from core import roles
-from core.catalogue import Generation, GpuSpec, generation
+from core.catalogue import Generation, GpuSpec, generation, tcgen05
 from core.dtypes import ELEMENT_BYTES, MP_BYTES, MX_BLOCK, NF4_BLOCK, Quant
 from core.inputs import megatron_dispatcher, megatron_grad_buffer, torch_ring_rotate
 from core.memo import fills_fields, last_answer
@@ -64,6 +64,7 @@ from core.roles import Dtypes, dtypes_for, runs_grad_scaler
 from core.runtime import HF_HOST_LAYER_S
 from core.training.activations import recomputed_share
 from core.training.attention import Kernel, math_kernel_bytes, sdpa_kernel
+from core.training.efficiency import FLASH_SM80
 from core.training.extra_trained import extra_state_terms, trained_tensors
 from core.training.flops import (
     ADAPTER_GEMMS,
@@ -93,7 +94,9 @@ from core.training.optimizer import (
 # ``Class.MEMBER`` read goes through EnumType.__getattr__'s slot, ~0.15 µs (core.plan's note; h74speed).
 _ACCOUNTING_DETAILED: Final = Accounting.DETAILED
 _ATTENTION_EAGER: Final = Attention.EAGER
+_ATTENTION_FLASH: Final = Attention.FLASH
 _ATTENTION_FLASH1: Final = Attention.FLASH1
+_ATTENTION_FLASH3: Final = Attention.FLASH3
 _CHECKPOINT_POLICY_ATTENTION: Final = CheckpointPolicy.ATTENTION
 _CHECKPOINT_POLICY_LAYER: Final = CheckpointPolicy.LAYER
 _CHECKPOINT_POLICY_OP: Final = CheckpointPolicy.OP
@@ -157,14 +160,17 @@ def _stack_kind(plan: Plan, family: Generation, kind: str) -> str:
     return kind
 
 
-def attention_kernel(plan: Plan) -> str:
+def attention_kernel(plan: Plan, gpu_id: str = "") -> str:
     """The attention kernel family the step runs: FlashAttention 1 or its Triton kernel when the
     plan names it (``flash1``: MPT's ``attn_impl: triton`` and flash-attn < 2.0, about half
     FlashAttention-2's speed); else Megatron / NeMo use Transformer Engine's fused attention
     (cuDNN, FlashAttention-3 class on Hopper) and PyTorch stacks SDPA's flash backend or the
     flash-attn package (FlashAttention-2). Eager attention (and SDPA's math fallback) is no
     attention kernel: its QKᵀ and PV are cuBLAS batched GEMMs (``_attention_padding``), ``eager``
-    (``eager-fp32`` in float32), at the card's matmul coefficient (efficiency.derived)."""
+    (``eager-fp32`` in float32), at the card's matmul coefficient (efficiency.derived). The flash-attn package on a
+    datacenter Blackwell card ``gpu_id`` (sm_100 / sm_103) runs Ampere's mma.sync, not tcgen05 (``flash-sm80``,
+    efficiency.FLASH_SM80: at the H100's rate per SM and clock); FlashAttention-3 on Hopper is ``flash3``
+    (efficiency.FLASH3_OVER_FLASH x FlashAttention-2's speed)."""
     if not fused_attention(plan):
         compute = dtypes_for(plan).compute
         if sdpa_kernel(plan) is _KERNEL_MATH:  # float32 inside from PyTorch 2.5 (math_kernel_bytes)
@@ -172,7 +178,13 @@ def attention_kernel(plan: Plan) -> str:
         return "eager-fp32" if compute == 4 else "eager"
     if plan.attention is _ATTENTION_FLASH1:
         return "flash1"
-    return "fused" if plan.stack is _STACK_MEGATRON else "flash"
+    if plan.stack is _STACK_MEGATRON:
+        return "fused"
+    if plan.attention is _ATTENTION_FLASH3 and generation(gpu_id) is _GENERATION_HOPPER:
+        return "flash3"
+    # FlashAttention-3 elsewhere cannot run (core.checks warns): timed as FlashAttention-2, which can.
+    flash_attn = plan.attention in (_ATTENTION_FLASH, _ATTENTION_FLASH3)
+    return FLASH_SM80 if flash_attn and tcgen05(gpu_id) else "flash"
 
 
 # Bytes eager PyTorch moves per token and block around the matmuls, in elements of the
@@ -1504,7 +1516,7 @@ def step_work(plan: Plan, counts: ParamCounts, gpu: GpuSpec) -> Work:
             else math.inf,
             **_wide_feature(mm, micro, family, attention_peak, plan),
             "gemm_bytes": micro * mm.bytes / bandwidth,
-            f"attention:{family}/{attention_kernel(plan)}": (
+            f"attention:{family}/{attention_kernel(plan, gpu.id)}": (
                 micro * attention_padded / (attention_peak * 1e12) if attention_peak else math.inf
             ),
             f"elementwise:{plan.stack}": micro * _elementwise_bytes(rank) / bandwidth,

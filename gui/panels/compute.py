@@ -118,6 +118,7 @@ class TrainingComputePanel(FiguresPanel):
         v["energy"].setText(f"{c.energy_kwh:,.1f} kWh" if c.energy_kwh else "— (board power unknown)")
         parts = c.parts_sentence
         problem = f"\n⚠ {c.float8_problem}" if c.float8_problem else ""
+        problem += f"\n⚠ {c.attention_note}" if c.attention_note else ""
         host = f"\nOptimizer step on the host (CPU offload): {c.host_step_formula}." if c.host_step_formula else ""
         if c.host_step_advice:
             host += f"\n⚑ Host threads: {c.host_step_advice}."

@@ -103,8 +103,9 @@ def test_activation_offloading_false_stays_off() -> None:
     ("value", "kernel"),
     [
         ("flash_attention_2", "flash"),
-        ("flash_attention_3", "flash"),
-        ("kernels-community/flash-attn3", "flash"),
+        # FlashAttention-3 is its own kernel since branch h81attn (Attention.FLASH3, Hopper only).
+        ("flash_attention_3", "flash3"),
+        ("kernels-community/flash-attn3", "flash3"),
         ("sdpa", "sdpa"),
         ("flex_attention", "sdpa"),
         ("xformers", "sdpa"),

@@ -22,7 +22,7 @@ def _load(text: str) -> RunConfig:
 
 
 @pytest.mark.parametrize(
-    ("word", "kernel"), [("fa3", "flash"), ("fa2", "flash"), ("sdpa", "sdpa"), ("disabled", "eager")]
+    ("word", "kernel"), [("fa3", "flash3"), ("fa2", "flash"), ("sdpa", "sdpa"), ("disabled", "eager")]
 )
 def test_flash_attn_words_pick_the_kernel(word: str, kernel: str) -> None:
     run = _load(f"flash_attn: {word}\n")

@@ -46,6 +46,7 @@ ATTENTION: Final = {
     Attention.FLASH1: "flash_attention",  # axolotl's flash-attn is version 2: same memory, faster
     Attention.SDPA: "sdp_attention",
     Attention.EAGER: "eager_attention",
+    Attention.FLASH3: "flash_attention",  # v0.12's flags name flash-attn 2 only: said by the draft (below)
 }
 LIGER_PLUGIN: Final = "axolotl.integrations.liger.LigerPlugin"
 # (dtype the model is loaded in, AMP) -> axolotl's precision keys.
@@ -117,6 +118,8 @@ def _precision(draft: Draft) -> dict[str, Any]:
 
 def export_axolotl(plan: Plan, model_ref: str | None = None) -> Export:
     draft = Draft(plan)
+    if plan.attention is Attention.FLASH3:
+        draft.cannot("method.attention", "axolotl v0.12's flags offer flash-attn 2, not 3: flash_attention is written")
     work = plan.workload
     batch = batch_keys(draft)
     document: dict[str, Any] = {

@@ -52,6 +52,7 @@ ATTENTION: Final = {
     Attention.SDPA: "sdpa",
     Attention.FLASH: "flash_attention_2",
     Attention.FLASH1: "flash_attention_2",
+    Attention.FLASH3: "flash_attention_3",
 }
 FSDP_WORDS: Final = {True: "full_shard auto_wrap", False: "shard_grad_op auto_wrap"}
 SPLIT_WHY: Final = {

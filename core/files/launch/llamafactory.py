@@ -42,6 +42,7 @@ FLASH_ATTN: Final = {
     Attention.SDPA: "sdpa",
     Attention.FLASH: "fa2",
     Attention.FLASH1: "fa2",
+    Attention.FLASH3: "fa3",  # configure_attn_implementation asks transformers for flash_attention_3 (ff6d4d1)
 }
 
 

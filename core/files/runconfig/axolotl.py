@@ -238,9 +238,9 @@ ATTN_IMPLEMENTATIONS: Final = {
     "eager": "eager",
     "sdpa": "sdpa",
     "flash_attention_2": "flash",
-    "flash_attention_3": "flash",
+    "flash_attention_3": "flash3",
     "kernels-community/flash-attn2": "flash",
-    "kernels-community/flash-attn3": "flash",
+    "kernels-community/flash-attn3": "flash3",
     "flex_attention": "sdpa",
     "xformers": "sdpa",
 }

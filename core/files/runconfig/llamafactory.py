@@ -24,7 +24,7 @@ DEFAULT_FREEZE_LAYERS: Final = 2
 # flash_attn (AttentionFunction: auto, disabled, sdpa, fa2, fa3; hiyouga/LLaMA-Factory ff6d4d1
 # src/llamafactory/model/model_utils/attention.py configure_attn_implementation: fa3 asks for
 # flash_attention_3, auto leaves the model's own choice). Any other word is listed.
-FLASH_ATTN: Final = {"fa2": "flash", "fa3": "flash", "sdpa": "sdpa", "disabled": "eager"}
+FLASH_ATTN: Final = {"fa2": "flash", "fa3": "flash3", "sdpa": "sdpa", "disabled": "eager"}
 # use_unsloth_gc (ff6d4d1 src/llamafactory/model/model_utils/checkpointing.py,
 # get_unsloth_gradient_checkpointing_func, copied from Unsloth's July-2024 _utils.py): each
 # checkpointed layer's input goes to the CPU (``hidden_states.to("cpu", non_blocking=True)``) and

@@ -146,7 +146,7 @@ ATTENTION_KERNELS: Final[dict[str, Attention]] = {
     "eager": Attention.EAGER,
     "sdpa": Attention.SDPA,
     "flash_attention_2": Attention.FLASH,
-    "flash_attention_3": Attention.FLASH,
+    "flash_attention_3": Attention.FLASH3,
 }
 
 
