@@ -2291,14 +2291,23 @@ class Plan:
         (ModelSpec.adapted_rows): transformers 4.x for LINEAR_EXPERTS_4X's families (from 5.0 they are 3-D
         parameters), LitGPT's own MoE (``LLaMAMoE.experts``, a ModuleList of LLaMAMLP whose linears its LoRA
         replaces) always. A dense model: no routed experts, the flag reads nowhere."""
-        return _linear_experts(self.model, self.training_transformers, self.litgpt)
+        return _linear_experts(self.model, self.training_transformers, self.litgpt_code)
+
+    @property
+    def litgpt_code(self) -> bool:
+        """Whether LitGPT's own model code runs the plan: its switch on where the window shows it (core.inputs' "litgpt"
+        row matters only without Unsloth and a fused loss), so a switch left on under Liger's loss changes nothing the
+        window does not show (one answer)."""
+        return self.litgpt and not self.unsloth and not self.fused_loss
 
     @property
     def release_moves_adapters(self) -> bool:
         """Whether the transformers release changes what the plan's adapter targets reach: a mixture of experts of
         LINEAR_EXPERTS_4X trained with targets among the MLP's, not through LitGPT's own model code."""
         model = self.model
-        if model.num_experts == 1 or model.family not in LINEAR_EXPERTS_4X or self.litgpt or not self.targets_adapted:
+        if model.num_experts == 1 or model.family not in LINEAR_EXPERTS_4X or self.litgpt_code:
+            return False
+        if not self.targets_adapted:
             return False
         return not set(self.lora.targets).isdisjoint(MLP_TARGETS)
 
@@ -2477,7 +2486,7 @@ class Plan:
         Plan._check_moe_targets refuses), q_proj and v_proj join them, PEFT's LoRA default (as a latent-attention
         model's missing targets give way to o_proj)."""
         lora = lora_on(model, self.lora)
-        linear = _linear_experts(model, self.training_transformers, self.litgpt)
+        linear = _linear_experts(model, self.training_transformers, self.litgpt_code)
         if self.targets_adapted and moe_targets_reach_nothing(model, lora.targets, linear):
             lora = replace(lora, targets=normalise_lora_targets(("q_proj", "v_proj", *lora.targets)))
         return self if lora is self.lora else replace(self, lora=lora)

@@ -227,3 +227,16 @@ def test_picking_such_a_model_adds_pefts_default_attention_targets() -> None:
     four = dense.with_changes(training_transformers=TransformersLoss.V4_49_TO_4_57)
     assert four.on_model(find_model("qwen3-30b-a3b").spec, "qwen3-30b-a3b").lora.targets == MLP
     assert dense.on_model(find_model("ernie-4.5-21b-a3b").spec, "ernie-4.5-21b-a3b").lora.targets == MLP
+
+
+def test_a_litgpt_switch_the_window_hides_does_not_change_which_experts_are_adapted() -> None:
+    # The LitGPT switch matters only without Unsloth and a fused loss (core.inputs' "litgpt" row); under Liger's loss
+    # the window hides it, so the plan must count the experts as the shown release says (TRL's export of such a plan,
+    # read back, found the release row shown on one side only: tests/core/test_launch_roundtrip.py).
+    base = _plan("qwen3_moe", TransformersLoss.V5_ON, ("o_proj", "gate_proj"))
+    litgpt = base.with_changes(litgpt=True)
+    hidden = litgpt.with_changes(fused_loss=True)
+    assert litgpt.litgpt_code and litgpt.linear_experts  # LitGPT's own MoE: a ModuleList of linears
+    assert not hidden.litgpt_code
+    assert hidden.linear_experts is base.linear_experts is False
+    assert hidden.release_moves_adapters and base.release_moves_adapters
