@@ -28,6 +28,7 @@ from core.inputs import training_transformers_matters
 from core.params import bnb_16bit_experts, quantised_block_params
 from core.plan import LoraSettings, Method, Plan, TransformersLoss
 from core.roles import dtypes_for
+from core.training.speed import BNB_DEQUANT_KERNELS, eager_block_kernels
 from core.training.storage import weight_terms
 from core.units import GB
 from tools.measure.moe_lora_configs import COMMON, FAMILIES, FFN, LAYERS, D, E
@@ -137,3 +138,15 @@ def test_the_diagnosis_offers_the_4_x_release_where_it_quantises_the_experts() -
     assert remedies.RemedyKind.EXPERTS_QUANTISED not in {r.kind for r in remedies.remedies_for(gpt_oss)}
     four = _plan_of("qwen3-30b-a3b", TransformersLoss.V4_49_TO_4_57).with_hardware(gpu="rtx-4090")
     assert remedies.RemedyKind.EXPERTS_QUANTISED not in {r.kind for r in remedies.remedies_for(four)}
+
+
+def test_16_bit_experts_are_not_dequantised_by_the_step() -> None:
+    # bitsandbytes' MatMul4Bit dequantises a Linear4bit's weight each pass (core.training.speed BNB_DEQUANT_KERNELS:
+    # 3 kernels with double quantisation, 1 without); the 3-D experts are no Linear4bit. Qwen3-30B-A3B's block: q, k,
+    # v, o and the experts' gate, up, down under 4.x (7 linears), the attention alone under 5.x (4).
+    v5 = _plan_of("qwen3-30b-a3b", TransformersLoss.V5_ON)
+    v4 = _plan_of("qwen3-30b-a3b", TransformersLoss.V4_49_TO_4_57)
+    per_linear = BNB_DEQUANT_KERNELS[v5.double_quant]
+    fewer = [a - b for a, b in zip(eager_block_kernels(v4), eager_block_kernels(v5), strict=True)]
+    assert fewer == [3 * per_linear] * 3  # forward, backward, recompute
+    assert estimate(v5).compute.hours < estimate(v4).compute.hours
