@@ -1383,8 +1383,9 @@ def transformers_loss_matters(plan: Plan) -> bool:
 
 def training_transformers_matters(plan: Plan) -> bool:
     """Whether the training run's transformers release changes the plan: its loss (:func:`transformers_loss_matters`)
-    or what an adapter's MLP targets reach on a mixture of experts (``Plan.linear_experts`` differs by release)."""
-    return transformers_loss_matters(plan) or plan.release_moves_adapters
+    or what an adapter's MLP targets reach on a mixture of experts (``Plan.linear_experts`` differs by release), or
+    whether a bitsandbytes base quantises the routed experts (``Plan.release_moves_bnb_experts``)."""
+    return transformers_loss_matters(plan) or plan.release_moves_adapters or plan.release_moves_bnb_experts
 
 
 def torch_ring_rotate(plan: Plan) -> CpRotate | None:

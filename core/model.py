@@ -81,6 +81,16 @@ MLP_TARGETS: Final = ("gate_proj", "up_proj", "down_proj")
 LINEAR_EXPERTS_4X: Final = frozenset(
     ("mixtral", "qwen2_moe", "qwen3_moe", "olmoe", "deepseek_v2", "deepseek_v3", "kimi_k2", "glm4_moe", "ernie4_5_moe")
 )
+# The families whose routed experts bitsandbytes quantises under transformers 4.x: ``replace_with_bnb_linear`` swaps
+# nn.Linear (and Conv1D) modules only (v4.57.1 integrations/bitsandbytes.py ``_replace_with_bnb_linear``: ``isinstance(
+# module, (nn.Linear, Conv1D))``; v5.25.0 the same with ``type(module) is nn.Linear``), so experts held as 3-D
+# parameters stay in the model's dtype. 4.x held them as nn.Linear for LINEAR_EXPERTS_4X's families and Qwen3-Next
+# (v4.57.1 models/qwen3_next/modeling_qwen3_next.py ``Qwen3NextSparseMoeBlock.experts``, a ModuleList of
+# Qwen3NextMLP); gpt-oss, Llama 4 and Granite 4.0-H (``GraniteMoeHybridParallelExperts.weight``) were 3-D in 4.x
+# too, every family from 5.0. Measured: tools/measure/moe_bnb_quant.py, tests/data/moe_bnb/ (NF4 and int8, 4.57.1
+# and 5.25.0, bitsandbytes 0.50.2 on the CPU). A pre-quantised Llama 4 checkpoint is loaded into a ModuleList
+# (quantizers/base.py ``SequentialLlama4TextExperts``, pre_quantized only): not modelled.
+BNB_LINEAR_EXPERTS_4X: Final = LINEAR_EXPERTS_4X | {"qwen3_next"}
 # Mixtral's expert MLP under transformers 4.x: ``MixtralBlockSparseTop2MLP`` w1 (gate), w3 (up), w2 (down)
 # (huggingface/transformers v4.57.1 models/mixtral/modeling_mixtral.py; tests/data/moe_lora/
 # peft_transformers_4.57.1.json: "w1,w2,w3" adapts block_sparse_moe.experts.*.w1 / w2 / w3, "gate_proj,up_proj,
@@ -1401,10 +1411,11 @@ def _expert_kept(matcher: _ExpertMatcher, keys: tuple[str, ...], prefix: str, na
 
 
 @lru_cache(maxsize=64)
-def kept_linears(model: ModelSpec, keys: tuple[str, ...]) -> KeptLinears:
+def kept_linears(model: ModelSpec, keys: tuple[str, ...], linear_experts: bool = True) -> KeptLinears:
     """The linears ``keys`` keeps out of a bitsandbytes base (see :func:`skip_matches`), in
     O(layers × keys) whatever the experts (:class:`_ExpertMatcher`). No list: transformers' default,
-    the head alone."""
+    the head alone. ``linear_experts`` False: the routed experts are no linears (3-D parameters, left
+    unquantised whatever the list says: Plan.bnb_16bit_experts), so no key keeps one."""
     if not keys:
         return KeptLinears(0, 0, True, ())
     attn, mlp, shared = _linear_parts(model)
@@ -1422,7 +1433,7 @@ def kept_linears(model: ModelSpec, keys: tuple[str, ...]) -> KeptLinears:
             used.update(hits)
             if hits:
                 matrices, elements = matrices + 1, elements + el
-        if model.num_experts > 1:
+        if model.num_experts > 1 and linear_experts:
             for n, el in mlp:
                 count = _expert_kept(matcher, keys, f"{block}.mlp.experts.", n, used)
                 matrices, elements = matrices + count, elements + el * count

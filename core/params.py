@@ -69,21 +69,36 @@ def bnb_kept(plan: Plan) -> KeptLinears:
     keys = parse_skip_modules(plan.bnb_skip_modules)
     if keys and plan.unsloth and HEAD_NAME not in keys:
         keys += (HEAD_NAME,)
-    return kept_linears(plan.model, keys)
+    return kept_linears(plan.model, keys, not plan.bnb_16bit_experts)
+
+
+def bnb_16bit_experts(plan: Plan) -> int:
+    """The routed experts' weights a bitsandbytes base leaves unquantised (Plan.bnb_16bit_experts: 3-D parameters,
+    which transformers' quantizer does not replace): every MoE layer's experts' projection matrices, as
+    ModelSpec.matmul_params counts them (scaled with a typed P). 0 where the experts are quantised. Measured
+    (tests/data/moe_bnb/bnb_transformers_5.25.0.json): a tiny Qwen3-MoE's ``mlp.experts.gate_up_proj`` /
+    ``down_proj`` stay bfloat16 under NF4 and int8 while its attention is Params4bit / Int8Params."""
+    if not plan.bnb_16bit_experts:
+        return 0
+    model = plan.model
+    per_expert = (3 if model.gated_mlp else 2) * model.hidden_size * model.intermediate_size
+    routed = round(model.moe_layers * model.num_experts * per_expert * model.params_scale)
+    return min(routed, model.stored_matmul_params())
 
 
 def quantised_block_params(plan: Plan) -> int:
     """The blocks' parameters a QLoRA base stores quantised: their projection matrices
     (bitsandbytes replaces the ``nn.Linear`` modules, and transformers' ``BitsAndBytesConfig`` keeps
     ``lm_head`` out; the norms and the embedding are no linear layers), less those the plan's
-    ``bnb_skip_modules`` keeps in 16 bits (:func:`bnb_kept`). 0 for other methods. LitGPT
+    ``bnb_skip_modules`` keeps in 16 bits (:func:`bnb_kept`) and routed experts held as 3-D parameters
+    (:func:`bnb_16bit_experts`). 0 for other methods. LitGPT
     quantises its head as well (core.training.storage.litgpt_quantised_head): a root parameter, not
     a block's; so does transformers under a skip list that does not name it (:func:`bnb_quantised_head`)."""
     if not plan.quantised_base:
         return 0
     model = plan.model
     kept = round(bnb_kept(plan).elements * model.params_scale)
-    return max(0, model.stored_matmul_params() - kept)
+    return max(0, model.stored_matmul_params() - kept - bnb_16bit_experts(plan))
 
 
 def bnb_quantised_head(plan: Plan) -> int:

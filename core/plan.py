@@ -87,6 +87,7 @@ from core.inputs import (
 from core.mac import mac_refusal
 from core.memo import last_answer, replaced
 from core.model import (
+    BNB_LINEAR_EXPERTS_4X,
     HEAD_TARGET,
     LINEAR_EXPERTS_4X,
     MIXER_TARGETS,
@@ -2299,6 +2300,34 @@ class Plan:
         row matters only without Unsloth and a fused loss), so a switch left on under Liger's loss changes nothing the
         window does not show (one answer)."""
         return self.litgpt and not self.unsloth and not self.fused_loss
+
+    @property
+    def bnb_16bit_experts(self) -> bool:
+        """Whether a bitsandbytes base leaves the routed experts unquantised, in the model's 16-bit dtype (float32
+        after prepare_model_for_kbit_training, core.roles.kbit_float32): transformers quantises nn.Linear modules
+        only, and holds the experts as 3-D parameters from 5.0 and for every family outside BNB_LINEAR_EXPERTS_4X
+        in 4.x (core.model; bitsandbytes-foundation/bitsandbytes issue 1849). Not under LitGPT (its MoE's experts
+        are nn.Linear, quantised by Lightning's plugin) nor Unsloth's 4-bit loader, which patches the quantizer to
+        pack 3-D experts as Params4bit (unslothai/unsloth-zoo 0d3aba8a unsloth_zoo/temporary_patches/
+        moe_utils_bnb4bit.py: "These patches teach it to recognize and quantize those parameters"; its int8 is
+        transformers' own)."""
+        if not self._transformers_quantises_moe:
+            return False
+        return self.training_transformers is _TRANSFORMERS_V5 or self.model.family not in BNB_LINEAR_EXPERTS_4X
+
+    @property
+    def release_moves_bnb_experts(self) -> bool:
+        """Whether the transformers release decides if a bitsandbytes base quantises the routed experts
+        (:attr:`bnb_16bit_experts`): a family whose experts 4.x held as nn.Linear, loaded by transformers."""
+        return self._transformers_quantises_moe and self.model.family in BNB_LINEAR_EXPERTS_4X
+
+    @property
+    def _transformers_quantises_moe(self) -> bool:
+        """A mixture of experts on a bitsandbytes base that transformers' own quantizer builds (not LitGPT's
+        plugin, not Unsloth's patched 4-bit loader)."""
+        if not self.quantised_base or self.model.num_experts == 1 or self.litgpt:
+            return False
+        return not (self.unsloth and self.four_bit_base)
 
     @property
     def release_moves_adapters(self) -> bool:

@@ -41,6 +41,7 @@ from core.plan import (
     Optimizer,
     Plan,
     Strategy,
+    TransformersLoss,
 )
 from core.roles import deepspeed_engine_dtype
 from core.runtime import pytorch_limit_bytes, runs_mps
@@ -59,6 +60,8 @@ class RemedyKind(StrEnum):
     QLORA_NF4 = "qlora-nf4"
     QLORA_INT8 = "qlora-int8"
     BASE_16BIT = "base-16bit"  # the frozen base loaded in bf16 (fp16 on a card without bf16) where it is float32
+    # transformers 4.49-4.57, where a bitsandbytes base quantises the routed experts that 5.x leaves in 16 bits
+    EXPERTS_QUANTISED = "experts-quantised"
     PAGED_OPTIMIZER = "paged-optimizer"
     MORE_GPUS = "more-gpus"  # the fewest of this card that fit (core.advice.fit.fewest_gpus)
     FSDP = "fsdp"  # the same GPUs sharding everything instead of holding replicas
@@ -256,6 +259,17 @@ def _base_16bit(plan: Plan) -> tuple[Plan, str] | None:
 
 
 _TORCH_NAMES: Final = {Dtype.BF16: "bfloat16", Dtype.FP16: "float16"}
+
+
+def _experts_quantised(plan: Plan) -> tuple[Plan, str] | None:
+    """A bitsandbytes base whose routed experts transformers 5 holds as 3-D parameters in 16 bits
+    (Plan.bnb_16bit_experts) trained under 4.49-4.57 instead, where the family's experts are nn.Linear modules that
+    bitsandbytes quantises (core.model.BNB_LINEAR_EXPERTS_4X). gpt-oss, Llama 4 and Granite's experts are 3-D in
+    4.x too: nothing to offer."""
+    if not (plan.bnb_16bit_experts and plan.release_moves_bnb_experts):
+        return None
+    new = plan.with_input("training_transformers", TransformersLoss.V4_49_TO_4_57)
+    return new, f"transformers 4.49-4.57: its {plan.quant.value} base quantises the routed experts too"
 
 
 # bitsandbytes' Lion family (core.inputs.Optimizer: HF lion_32bit, lion_8bit, paged_lion_32bit, paged_lion_8bit):
@@ -622,6 +636,13 @@ TRAINING_KINDS: Final = (
         1,
         ALL,
         "the frozen weights rounded to 16 bits, as Trainer(bf16=True) on a bf16 model trains; adapters unchanged",
+    ),
+    RemedySpec(
+        K.EXPERTS_QUANTISED,
+        _experts_quantised,
+        1,
+        ALL,
+        "an older transformers (4.57.x): the same training; under 4.x MLP targets also reach the routed experts",
     ),
     RemedySpec(
         K.MICRO_BATCH, _smaller_micro_batch, 1, ACTS, "same effective batch; smaller kernels run less efficiently"

@@ -441,6 +441,8 @@ LORA_LINEAR_KERNELS: Final = (11, 10, 11)
 # bitsandbytes/functional.py ``dequantize_4bit``: with double quantisation the absmax is dequantised
 # first (``dequantize_blockwise``) and its offset added, then the 4-bit kernel: 3 kernels, else 1.
 BNB_DEQUANT_KERNELS: Final = {True: 3, False: 1}
+# The routed experts' GEMMs as core.training.flops.block_gemms names them ("experts gate|up", "experts down").
+_ROUTED_EXPERT_GEMMS: Final = "experts "
 # Host seconds to issue one eager kernel: Hugging Face generate's host time per decoder layer per decode step
 # (core.runtime.HF_HOST_LAYER_S, the serving fit's HF_HOST_LAYER default, 0.7285 ms: fitted on the Qwen team's serving
 # speed tables, QwenLM/Qwen3@a912d239 speed_benchmark.rst and @7a2f61ff speed_benchmark.md, an A100 and an H20 host,
@@ -470,10 +472,10 @@ def eager_block_kernels(plan: Plan) -> tuple[float, float, float]:
         lf, lb, lr = LORA_LINEAR_KERNELS
         forward, backward, recompute = forward + adapted * lf, backward + adapted * lb, recompute + adapted * lr
     if plan.four_bit_base:
-        # the base's linears, one per projection as before (not what an adapter reaches: linear_experts True)
-        dequant = (
-            len(model.adapted_matrices(tuple(model.linear_shapes()), True)) * BNB_DEQUANT_KERNELS[plan.double_quant]
-        )
+        # the base's 4-bit linears, one per projection (not what an adapter reaches): routed experts among them
+        # unless they stay 16-bit (Plan.bnb_16bit_experts: 3-D parameters, read by the experts' own matmuls)
+        linears = model.adapted_matrices(tuple(model.linear_shapes()), not plan.bnb_16bit_experts)
+        dequant = len(linears) * BNB_DEQUANT_KERNELS[plan.double_quant]
         forward, backward, recompute = forward + dequant, backward + dequant, recompute + dequant
     extra = method_work(plan)  # a PEFT method's own ops (DoRA's and AdaLoRA's beyond LoRA's path)
     if extra is not None:
@@ -1198,11 +1200,17 @@ def te_weight_casts_per_micro(plan: Plan) -> float:
 
 def _dequant_bytes(rank: _Rank) -> float:
     """A 4-bit base dequantised before every matmul that reads it (forward, input gradient,
-    recompute); int8 bases are read by LLM.int8's own matmul (not counted)."""
+    recompute); int8 bases are read by LLM.int8's own matmul (not counted). Routed experts a
+    bitsandbytes base leaves in 16 bits (Plan.bnb_16bit_experts) are read as they are."""
     plan = rank.plan
     if not plan.quantised_base or plan.quant is _QUANT_INT8:
         return 0.0
-    per_block = sum(g.k * g.n * g.count * g.layers for g in block_gemms(plan) if not g.name.endswith(ADAPTER_GEMMS))
+    experts_16 = plan.bnb_16bit_experts
+    per_block = sum(
+        g.k * g.n * g.count * g.layers
+        for g in block_gemms(plan)
+        if not g.name.endswith(ADAPTER_GEMMS) and not (experts_16 and g.name.startswith(_ROUTED_EXPERT_GEMMS))
+    )
     uses = rank.layers + rank.backward_layers + _recomputed_blocks(plan, rank)
     return per_block / rank.tp * plan.model.shape_scale * uses * DEQUANT_BYTES
 

@@ -12,6 +12,7 @@ from core.dtypes import Dtype, Quant, WeightFormat, matrix_output_rows, nf4_byte
 from core.format import sci
 from core.params import (
     ParamCounts,
+    bnb_16bit_experts,
     bnb_kept,
     bnb_quantised_head,
     oft_index_elements,
@@ -86,7 +87,8 @@ def weight_terms(plan: Plan, counts: ParamCounts, dt: Dtypes) -> list[Term]:
     terms: list[Term] = []
     if plan.quantised_base:
         quantised = quantised_block_params(plan) + litgpt_quantised_head(plan) + bnb_quantised_head(plan)
-        rest = p - quantised
+        experts = bnb_16bit_experts(plan)
+        rest = p - quantised - experts
         if plan.quant is _QUANT_INT8:
             rows = matrix_output_rows(model)
             q_bytes = quantised_matrix_bytes(model, _WEIGHT_FORMAT_INT8, quantised)
@@ -101,7 +103,10 @@ def weight_terms(plan: Plan, counts: ParamCounts, dt: Dtypes) -> list[Term]:
         # LitGPT's head: litgpt_quantised_head);
         # prepare_model_for_kbit_training casts them to float32 (core.roles.kbit_float32).
         unq = qlora_unquantised_bytes(plan)
-        label = _unquantised_label(plan) + (", float32 (prepare_model_for_kbit_training)" if unq == 4 else "")
+        kbit = ", float32 (prepare_model_for_kbit_training)" if unq == 4 else ""
+        if experts:
+            terms.append(Term(_experts_label(plan, kbit), f"{sci(experts)} × {unq:g} B", experts * unq))
+        label = _unquantised_label(plan) + kbit
         terms.append(Term(label, f"{sci(rest)} × {unq:g} B", rest * unq))
     elif plan.method is _METHOD_FROZEN and dt.param != dt.base:
         t, f = counts.trainable, counts.frozen_base
@@ -177,6 +182,15 @@ def _unquantised_label(plan: Plan) -> str:
         label += f", {kept.matrices} block matrices kept: {plan.bnb_skip_modules}"
     label += ")"
     return label
+
+
+def _experts_label(plan: Plan, kbit: str) -> str:
+    """The routed experts a bitsandbytes base leaves unquantised (core.params.bnb_16bit_experts), naming why: the
+    release holds them as 3-D parameters, and bitsandbytes replaces nn.Linear modules only (bitsandbytes-foundation/
+    bitsandbytes issue 1849); where 4.x held them as nn.Linear, the release the plan names."""
+    release = f" {plan.training_transformers.value}" if plan.release_moves_bnb_experts else ""
+    why = f"3-D parameters in transformers{release}; bitsandbytes quantises nn.Linear only"
+    return f"routed experts unquantised{kbit} ({why})"
 
 
 def litgpt_quantised_head(plan: Plan) -> int:
