@@ -752,8 +752,8 @@ def adafactor_state_elements(plan: Plan) -> int:
         ]
         return model.num_layers * sum((r + b * (b - 1) // 2) * c for (r, b), c in oft)
     if plan.boft:  # boft_R (1, in/b, b, b): the last two dimensions per leading index, 2·in; boft_s (out, 1): out + 1
-        matrices = model.adapted_matrices(plan.lora.targets, plan.linear_experts)
-        return model.num_layers * sum((2 * fi + fo + 1) * c for fi, fo, c in matrices)
+        boft_rows = model.adapted_matrices(plan.lora.targets, plan.linear_experts)
+        return model.num_layers * sum((2 * fi + fo + 1) * c for fi, fo, c in boft_rows)
     if plan.lycoris:
         return model.num_layers * sum(
             _lycoris_statistics(plan, fi, fo) * c
