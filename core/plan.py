@@ -2325,7 +2325,7 @@ class Plan:
     def _transformers_quantises_moe(self) -> bool:
         """A mixture of experts on a bitsandbytes base that transformers' own quantizer builds (not LitGPT's
         plugin, not Unsloth's patched 4-bit loader)."""
-        if not self.quantised_base or self.model.num_experts == 1 or self.litgpt:
+        if not self.quantised_base or self.model.num_experts == 1 or self.litgpt_code:
             return False
         return not (self.unsloth and self.four_bit_base)
 
