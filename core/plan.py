@@ -1412,20 +1412,7 @@ class Plan:
                 f"off with {self.float8.value} float8",
                 "torchao: enable_fsdp_float8_all_gather only supports tensorwise scaling granularity",
             )
-        if self.method is Method.IA3 and not self.lora.targets:
-            raise PlanError("lora.targets", "", "at least one module", "IA3 scales the targets' inputs or outputs")
-        if self.method is Method.IA3 and HEAD_TARGET in self.lora.targets:
-            raise PlanError(
-                "lora.targets", HEAD_TARGET, "the blocks' projections", "IA3 on the output head is not modelled"
-            )
-        if self.method is Method.IA3 and not set(self.lora.ia3_feedforward) <= set(self.lora.targets):
-            # huggingface/peft 51c2ff66 src/peft/tuners/ia3/config.py IA3Config.__post_init__
-            raise PlanError(
-                "lora.ia3_feedforward",
-                ",".join(self.lora.ia3_feedforward),
-                f"a subset of the targets ({','.join(self.lora.targets)})",
-                "PEFT: feedforward_modules should be a subset of target_modules",
-            )
+        self._check_ia3()
         if self.method is Method.ADAPTER and self.lora.adapter_start_layer >= self.model.num_layers:
             # lit_gpt/adapter.py (Lightning-AI/litgpt 0f021f3): prompts from adapter_start_layer on only
             raise PlanError(
@@ -1457,6 +1444,25 @@ class Plan:
         if mac is not None:
             raise mac
         self._check_optimizer_stack()  # after the Mac's reasons: one GPU there, no ZeRO or Megatron
+
+    def _check_ia3(self) -> None:
+        """IA3's targets: at least one, none the head, its feedforward ones among them (PEFT's IA3Config)."""
+        if self.method is not Method.IA3:
+            return
+        if not self.lora.targets:
+            raise PlanError("lora.targets", "", "at least one module", "IA3 scales the targets' inputs or outputs")
+        if HEAD_TARGET in self.lora.targets:
+            raise PlanError(
+                "lora.targets", HEAD_TARGET, "the blocks' projections", "IA3 on the output head is not modelled"
+            )
+        if not set(self.lora.ia3_feedforward) <= set(self.lora.targets):
+            # huggingface/peft 51c2ff66 src/peft/tuners/ia3/config.py IA3Config.__post_init__
+            raise PlanError(
+                "lora.ia3_feedforward",
+                ",".join(self.lora.ia3_feedforward),
+                f"a subset of the targets ({','.join(self.lora.targets)})",
+                "PEFT: feedforward_modules should be a subset of target_modules",
+            )
 
     @property
     def precision_word(self) -> str:
