@@ -69,6 +69,8 @@ SGLANG_MM_ROWS = ("inference.sglang_enable_multimodal",)
 CPU_MOE_ROWS = ("inference.cpu_moe_layers", "inference.host_bandwidth_gb_s")
 # The rows a hybrid alone shows (branches h66htrain, h68gdn): its mixer's LoRA targets and the kernels switch.
 HYBRID_ROWS = ("lora.targets.in_proj", "lora.targets.out_proj", "mamba_kernels")
+# The Serving form's prefix-caching row, shown for a hybrid model on vLLM alone.
+HYBRID_SERVING_ROWS = ("inference.prefix_caching",)
 # About 40 edits per input of the one table, so that each is reached: a fixed 2,000 stopped
 # reaching the frozen-layers field (shown only for that method) once the table grew to 84, and
 # 30 per input missed FSDP2's float8 all-gather (shown only for FSDP with float8 linears); 40
@@ -767,16 +769,31 @@ class Monkey:
         return done
 
     def reach_hybrid_rows(self) -> list[str]:
-        """The rows a hybrid alone shows that the walk missed: File → New, Granite 4.0 H-Tiny picked, LoRA
-        chosen (its targets row), each row edited once (the model picked again whenever an edit moved off it)."""
+        """The rows a hybrid alone shows that the walk missed: Training mode, File → New, Granite 4.0 H-Tiny picked,
+        LoRA chosen (its targets row), each row edited once (the model picked again whenever an edit moved off it);
+        then vLLM's prefix-caching row in Inference mode on the same model. The stop-68 merges moved the seeded walk
+        off all four, and the reaches before this one end in Inference mode, which hides the training rows."""
         done = []
         for key in [key for key in HYBRID_ROWS if not self.done[key]]:
+            if self.window.inference_action.isChecked():  # the walk's reaches before this one may end in Inference
+                self.window.training_action.trigger()
+                done.append("mode 'Training'")
             plan = self.window.controller.plan
             if not plan.model.recurrent_mixer:
                 done.append(self.new_plan_on("granite-4.0-h-tiny"))
             if self.window.controller.plan.method is not Method.LORA:
                 self.window.controller.set_plan(dataclasses.replace(self.window.controller.plan, method=Method.LORA))
                 done.append("method LoRA")
+            widget = self.fields[key]
+            if widget.isVisibleTo(self.window) and widget.isEnabled():
+                done.append(self.edit(key, widget))
+        for key in [key for key in HYBRID_SERVING_ROWS if not self.done[key]]:
+            if not self.window.inference_action.isChecked():
+                self.window.inference_action.trigger()
+                done.append("mode 'Inference'")
+            if not self.window.controller.plan.model.recurrent_mixer:
+                done.append(self.new_plan_on("granite-4.0-h-tiny"))
+            done += self._choose((("engine", "vllm"),))
             widget = self.fields[key]
             if widget.isVisibleTo(self.window) and widget.isEnabled():
                 done.append(self.edit(key, widget))
