@@ -179,7 +179,6 @@ def with_recipes(draw: st.DrawFn, plan: Plan) -> Plan:
         "fused_loss": draw(st.booleans()),
         "compiled_loss": draw(st.booleans()),
         "flash_loss": draw(st.booleans()),
-        "logprob_head": draw(st.booleans()),  # prime-rl's RL head (branch h82rl): listed, no target has the key
         "grad_clip": draw(st.booleans()),
         "weight_decay": draw(st.sampled_from([0.0, 0.01, 0.1])),
         "optimizer_in_backward": draw(st.booleans()),
