@@ -1290,8 +1290,9 @@ def megatron_dispatcher(plan: Plan) -> MoeDispatcher | None:
 
 # The loss kernels of the window's Loss list (core.losses.LOSS_INPUTS, the rest of which describe
 # the eager loss), in the order core.training.activations.loss_memory takes them (Liger's first,
-# the compiled loss last). The one list of them: core.losses derives its own from this one.
-LOSS_KERNELS: Final = ("fused_loss", "chunked_loss", "flash_loss", "compiled_loss")
+# then the compiled loss, prime-rl's RL log-prob head last). The one list of them: core.losses derives
+# its own from this one.
+LOSS_KERNELS: Final = ("fused_loss", "chunked_loss", "flash_loss", "compiled_loss", "logprob_head")
 
 # The loss settings that replace the eager cross-entropy with code of their own: the kernels and
 # the training loops that bring their own loss (Unsloth, LitGPT: switches of their own, outside the
@@ -1863,6 +1864,18 @@ INPUTS: Final[tuple[Input, ...]] = (
           "log-softmax or float32 gradient.",
           ("--flash-loss",), "flash-attn's fused cross-entropy (llm-foundry MPT's loss_fn: fused_crossentropy)",
           matters=lambda p: not p.unsloth and not p.fused_loss and not p.litgpt and not p.chunked_loss),
+    # prime-rl's RL head (PrimeIntellect-ai/prime-rl 8718eb14 src/prime_rl/trainer/models/layers/lm_head.py
+    # FusedOutputLinear, _ChunkedLogProbEntropyFn; rl/config.py auto_setup_fused_lm_head_chunk_size: 2,048
+    # columns unless impl is liger_kernel): per-token log-probs and entropy by an online logsumexp over
+    # vocabulary chunks, recomputed chunk by chunk in the backward (core.training.activations._logprob_head).
+    Input("logprob_head", Kind.BOOL, "Chunked log-prob head (RL)", "prime-rl's chunked log-prob head", False,
+          "prime-rl's RL trainer head (FusedOutputLinear): the logits are computed 2,048 vocabulary columns at a "
+          "time, only each token's log-probability and entropy are kept (float32), and the backward recomputes "
+          "each chunk's logits: no whole logits tensor, a few float32 chunks at once, the head's input gradient "
+          "and the head's weight gradient formed chunk by chunk.",
+          ("--logprob-head",), "prime-rl's chunked log-prob / entropy head for RL (2,048-column vocabulary chunks)",
+          # Last of LOSS_CODE's order: any other loss code switched on replaces it.
+          matters=lambda p: not any(getattr(p, name) for name in LOSS_CODE if name != "logprob_head")),
     # A loop that calls F.cross_entropy on the 16-bit logits of a pure 16-bit model (no autocast, no
     # ``.float()``): rasbt/LLMs-from-scratch 908dd2f ch05/10_llm-training-speed ``calc_loss_batch``,
     # nanoGPT-style loops, llm-foundry's torch_crossentropy under PURE precision. aten's log_softmax and

@@ -38,6 +38,7 @@ class LossChoice(StrEnum):
     FUSED = "fused"
     COMPILED = "compiled"
     FLASH = "flash"
+    LOGPROB_HEAD = "logprob-head"  # prime-rl's RL head: per-token log-probs, no cross-entropy
     MEGATRON_NATIVE = "megatron-native"
     MEGATRON_TE = "megatron-te"
 
@@ -49,7 +50,9 @@ _SETS: Final[dict[LossChoice, tuple[str, Any]]] = {
     **{
         choice: (path, True)
         for choice, path in zip(
-            (LossChoice.FUSED, LossChoice.CHUNKED, LossChoice.FLASH, LossChoice.COMPILED), LOSS_KERNELS, strict=True
+            (LossChoice.FUSED, LossChoice.CHUNKED, LossChoice.FLASH, LossChoice.COMPILED, LossChoice.LOGPROB_HEAD),
+            LOSS_KERNELS,
+            strict=True,
         )
     },
     LossChoice.MEGATRON_NATIVE: ("megatron_ce_fusion", MegatronCeFusion.NATIVE),
@@ -73,6 +76,7 @@ _SHOWN_ORDER: Final = (
     LossChoice.COMPILED,
     LossChoice.FLASH,
     LossChoice.CHUNKED,
+    LossChoice.LOGPROB_HEAD,
     LossChoice.FUSED,
 )
 
@@ -82,6 +86,7 @@ _LABELS: Final = {
     LossChoice.FUSED: "Fused linear cross-entropy",
     LossChoice.COMPILED: "torch.compile cross-entropy",
     LossChoice.FLASH: "flash-attn cross-entropy",
+    LossChoice.LOGPROB_HEAD: "prime-rl log-prob head (RL)",
     LossChoice.MEGATRON_NATIVE: "Megatron fused (native)",
     LossChoice.MEGATRON_TE: "Megatron fused (TE)",
 }
@@ -106,7 +111,7 @@ ROW_TOOLTIP: Final = (
     "Which code computes the loss. What it keeps of the logits (micro-batch × sequence × vocabulary values, "
     "often the largest tensor of the step) is the loss's memory. One at a time: the plan file and the command "
     "line keep a switch for each (--fused-loss, --chunked-loss, --compiled-loss, --flash-loss, "
-    "--megatron-ce-fusion, --loss-16bit)."
+    "--megatron-ce-fusion, --loss-16bit, --logprob-head)."
 )
 
 

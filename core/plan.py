@@ -1359,6 +1359,7 @@ class Plan:
     loss_16bit: bool = DEFAULTS["loss_16bit"]  # the loop's F.cross_entropy on 16-bit logits (no float32 upcast)
     compiled_loss: bool = DEFAULTS["compiled_loss"]  # cross-entropy under torch.compile (fused, 16-bit)
     flash_loss: bool = DEFAULTS["flash_loss"]  # flash-attn's fused cross-entropy (llm-foundry MPT): 16-bit logits kept
+    logprob_head: bool = DEFAULTS["logprob_head"]  # prime-rl's RL head: per-token log-probs in vocabulary chunks
     litgpt: bool = DEFAULTS["litgpt"]  # litgpt finetune loop: chunked 16-bit loss, previous logits kept
     loop_keeps_output: bool = DEFAULTS["loop_keeps_output"]  # the loop holds model(...)'s output through backward
     training_kv_cache: bool = DEFAULTS["training_kv_cache"]  # the forward returns past_key_values (use_cache)

@@ -451,14 +451,14 @@ def _missing(recipe: Mapping[str, Any]) -> list[str]:
 # ``calc_loss_batch``), is the plan's ``loss_16bit`` since 2026-12-04 (_loss below).
 _LOSSES_MISSING: Final[dict[str, str]] = {
     "logits-sum": "a benchmark loop whose loss is logits.sum() (no cross-entropy)",
-    # prime-rl's RL trainer (PrimeIntellect-ai/prime-rl 8718eb143, models/layers/lm_head.py FusedOutputLinear,
-    # chunk_size 2048 from rl/config.py): per-token log-probs and entropy by an online logsumexp over vocabulary
-    # chunks, feeding its policy loss; neither the head nor that loss is a plan setting.
-    "rl-chunked-logprob": (
-        "an RL policy loss on prime-rl's chunked log-prob/entropy head (2,048-column vocabulary chunks)"
-    ),
 }
 _LOSS_16BIT: Final = "eager-compute-dtype"
+# prime-rl's RL trainer (PrimeIntellect-ai/prime-rl 8718eb143, models/layers/lm_head.py FusedOutputLinear, chunk_size
+# 2048 from rl/config.py): per-token log-probs and entropy by an online logsumexp over vocabulary chunks, recomputed
+# in the backward, feeding its policy loss (rl/loss.py: per-token tensors only). None of the other kernels holds what
+# it holds (Liger's forms the input's gradient in the forward; the chunked cross-entropy keeps float32 N·V/8 chunks of
+# log-softmax): the plan's ``logprob_head`` since branch h82rl (core.training.activations._logprob_head).
+_LOSS_RL_LOGPROB: Final = "rl-chunked-logprob"
 
 
 # Unsloth's loss by release (unslothai/unsloth, unsloth/models/llama.py CausalLM_fast_forward):
@@ -685,6 +685,8 @@ def _loss(recipe: Mapping[str, Any], family: str) -> dict[str, bool]:
         return {"litgpt": True}
     if recipe.get("loss") == _LOSS_16BIT:  # the loop's own F.cross_entropy on 16-bit logits
         return {"loss_16bit": True}
+    if recipe.get("loss") == _LOSS_RL_LOGPROB:  # prime-rl's RL head: per-token log-probs, no cross-entropy
+        return {"logprob_head": True}
     if not recipe["fused_ce_or_liger"]:
         return {"compiled_loss": True} if _torchtitan_compiles_loss(recipe) else {}
     return {"chunked_loss": True} if family == "torchtune" else {"fused_loss": True}

@@ -58,6 +58,7 @@ from core.plan import CheckpointPolicy, Plan  # noqa: E402
 from core.roles import dtypes_for  # noqa: E402
 from core.runtime import ALLOCATOR_FRAGMENTATION, SEGMENT_ROUNDING_PER_TENSOR_BYTES  # noqa: E402
 from core.solve import largest_fitting  # noqa: E402
+from core.training.activations import PRIME_RL_LOGPROB_CHUNK  # noqa: E402
 from core.training.detailed import Rank, training_breakdown  # noqa: E402
 from core.training.device import weight_segments, weight_tensors  # noqa: E402
 from core.training.optimizer import clip_terms, largest_trainable_tensor, optimizer_step_temporary  # noqa: E402
@@ -276,6 +277,8 @@ def largest_request(plan: Plan) -> float | None:
         return None
     n = plan.workload.micro_batch * plan.workload.seq_len
     mlp = float(n * plan.model.intermediate_size * 2)
+    if plan.logprob_head:  # prime-rl's log-prob head: float32 chunks of N × 2,048 (activations._logprob_head)
+        return max(mlp, float(n * min(plan.model.vocab_size, PRIME_RL_LOGPROB_CHUNK) * 4))
     if plan.fused_loss or plan.chunked_loss or plan.litgpt or plan.compiled_loss:
         return mlp
     return max(mlp, float(n * plan.model.vocab_size * 4))

@@ -159,6 +159,8 @@ OPTIONAL_KEYS: Final = (
             # flash-attn's fused cross-entropy (branch h33thr): a file without it reads as off, the
             # aten cross-entropy every earlier release priced.
             "flash_loss",
+            # prime-rl's chunked log-prob head (branch h82rl): a file without it reads as off.
+            "logprob_head",
             "loop_keeps_output",
             # The K/V cache a training forward returns (branch h35smi): a file without it reads as off.
             "training_kv_cache",

@@ -1939,13 +1939,19 @@ def rank_copies(plan: Plan, lay: Layout, stage: Stage, copies: list[Term]) -> li
 _MP_DTYPE: Final = {MpDtype.FP32: Dtype.FP32, MpDtype.BF16: Dtype.BF16, MpDtype.FP16: Dtype.FP16}
 
 
-def compute_plan(plan: Plan, lay: Layout) -> Plan:
+def compute_plan(plan: Plan) -> Plan:
     """The plan as the rank computes it. FSDP2's ``MixedPrecisionPolicy(param_dtype=...)``
     gathers every parameter in that dtype, so the forward runs in it whatever dtype the
     sharded parameters are stored in (``_fsdp_param.py``: the unsharded parameter is
-    created in ``param_dtype``): activations, logits and their copies follow it."""
+    created in ``param_dtype``): activations, logits and their copies follow it.
+
+    On one GPU too: ``fully_shard`` on a one-rank mesh still gathers (copies) each unit's
+    parameters in ``param_dtype`` (measured: tools/measure/fsdp2_one_rank_check.py), and a trainer that
+    shards on every world size runs so (PrimeIntellect-ai/prime-rl 8718eb14 trainer/model.py
+    ``setup_model`` calls ``setup_fsdp`` whatever the world size). Where the plan names no param dtype
+    (``stored``, the default) nothing changes."""
     par = plan.parallel
-    if par.strategy is not Strategy.FSDP or par.fsdp_param_dtype is MpDtype.STORED or not lay.distributed:
+    if par.strategy is not Strategy.FSDP or par.fsdp_param_dtype is MpDtype.STORED:
         return plan
     dtype = _MP_DTYPE[par.fsdp_param_dtype]
     if plan.quantised_base:

@@ -1669,6 +1669,8 @@ def _loss_terms(plan: Plan, loss_parallel: bool) -> LossMemory:
         return _flash_loss(n, nv, ca)
     if loss_code_runs(plan, "compiled_loss"):
         return _compiled_loss(nv, ca)
+    if loss_code_runs(plan, "logprob_head"):
+        return _logprob_head(plan, n)
     if plan.stack is Stack.MEGATRON:
         megatron = _megatron_loss(nv, ca, plan.megatron_ce_fusion)
         if not model.final_softcap:
@@ -1915,6 +1917,75 @@ def _flash_loss(n: int, nv: int, ca: float) -> LossMemory:
     rows = Term("per-token loss and log-sum-exp (float32)", "2 × N × 4", 2 * n * 4)
     grad = Term(f"gradient of the logits (empty_like the logits, {ca:g} B)", f"N·V × {ca:g}", nv * ca)
     return LossMemory((logits, rows), (logits, grad, Term("log-sum-exp kept (float32)", "N × 4", n * 4)))
+
+
+# prime-rl's RL head, ``FusedOutputLinear`` (PrimeIntellect-ai/prime-rl 8718eb14
+# src/prime_rl/trainer/models/layers/lm_head.py): its vocabulary chunk, ``fused_lm_head_chunk_size``, which
+# rl/config.py ``auto_setup_fused_lm_head_chunk_size`` sets to 2048 whenever the model's impl is not
+# liger_kernel (trainer/config.py refuses one under 512).
+PRIME_RL_LOGPROB_CHUNK: Final = 2048
+# The per-token tensors about the head, bytes a token: the int64 labels and the float32 log-sum-exp the
+# Function saves (``ctx.save_for_backward(hidden, weight, labels, logz)``), the float32 log-probs and entropy
+# the loop's ``out`` keeps (rl/train.py, after ``shift_tensor_right``), the policy loss's float32 coefficient
+# saved by its product (rl/loss.py ``-(coeff.detach() * trainer_logprobs)``) and the float32 gradient into
+# the log-probs (``grad_logprobs.to(torch.float32)``): 8 + 4 + 4 + 4 + 4 + 4.
+PRIME_RL_PER_TOKEN_BYTES: Final = 28
+
+
+def _logprob_head(plan: Plan, n: int) -> LossMemory:
+    """prime-rl's chunked log-prob / entropy head (PrimeIntellect-ai/prime-rl 8718eb14,
+    ``models/layers/lm_head.py`` ``_ChunkedLogProbEntropyFn``), which its RL trainer puts in place of the
+    head (``inject_prime_lm_head``) and whose per-token log-probs feed the policy loss (rl/loss.py: every
+    tensor there is per token, none N × V). No logits tensor: C = :data:`PRIME_RL_LOGPROB_CHUNK` columns at a
+    time. Unlike Liger's fused loss (:func:`_fused_loss`) it forms no gradient in the forward: it saves the
+    head's input, its weight, the labels and the log-sum-exp, and the backward recomputes each chunk.
+
+    Forward, per chunk: ``logits = hidden @ w_chunk.t()`` (N·C in the compute dtype), ``logits_f =
+    logits.to(torch.float32)`` (the same tensor when it is float32 already), then
+    ``_online_logsumexp_and_weighted_update``'s ``chunk_exp = torch.exp(chunk_logits - m_new.unsqueeze(-1))``
+    (the difference and the exp alive at once) and ``chunk_exp * chunk_logits``: the logits, their float32
+    copy and two float32 N·C tensors at its high point.
+
+    Backward: ``grad_hidden = torch.zeros_like(hidden)`` (N·d) and ``grad_weight = torch.zeros_like(weight)``
+    (V·d, in the weight's dtype, made whether or not the head trains), filled chunk by chunk. In each chunk
+    after the first, Python rebinds ``logits``, ``logits_f``, ``p`` and ``grad_logits`` only once their new
+    values exist, so at ``p = torch.exp(logits_f - logz.unsqueeze(-1))`` the new logits and their float32
+    copy, the difference, the new ``p``, and the previous chunk's ``p`` and ``grad_logits`` are alive: the
+    logits and five float32 N·C tensors (four when the logits are float32: ``logits_f`` is them), and the
+    previous chunk's ``grad_w_chunk`` (C·d). Measured (tools/measure/logprob_head_check.py, prime-rl's own
+    Function on torch 2.13.0 CPU, bf16, N 512, V 5,000): 14 B per N·C at the forward's high point, 22 B per N·C
+    beside the two gradients at the backward's (``aten.exp``), each with under 50 B a token left over."""
+    model = plan.model
+    d, v = model.hidden_size, model.vocab_size
+    dt = dtypes_for(plan)
+    ca = dt.compute
+    c = min(v, PRIME_RL_LOGPROB_CHUNK)
+    nc = n * c
+    logits = Term(f"log-prob head: one {c:,}-column chunk's logits", f"N·C × {ca:g} = {sci(nc)} × {ca:g}", nc * ca)
+    chunk = [logits]
+    if ca != 4:
+        chunk.append(Term("log-prob head: that chunk in float32 (logits.to(torch.float32))", "N·C × 4", nc * 4))
+    per_token = Term(
+        "log-prob head: labels, log-sum-exp, log-probs, entropy, the policy loss's coefficient and gradient",
+        f"N × {PRIME_RL_PER_TOKEN_BYTES}",
+        n * PRIME_RL_PER_TOKEN_BYTES,
+    )
+    fwd = [
+        *chunk,
+        Term("log-prob head: the online logsumexp's exp(x − m) and exp·x (float32)", "2 × N·C × 4", 2 * nc * 4),
+        per_token,
+    ]
+    w = DTYPE_BYTES[model_dtype(plan)]
+    bwd = [
+        *chunk,
+        Term("log-prob head: x − log-sum-exp and the new softmax chunk (float32)", "2 × N·C × 4", 2 * nc * 4),
+        Term("log-prob head: the previous chunk's softmax and logits' gradient (float32)", "2 × N·C × 4", 2 * nc * 4),
+        Term("log-prob head: the input's gradient (zeros_like(hidden))", f"N·d × {dt.residual:g}", n * d * dt.residual),
+        Term("log-prob head: the weight's gradient (zeros_like(weight))", f"V·d × {w:g}", v * d * w),
+        Term("log-prob head: the previous chunk's weight gradient", f"C·d × {w:g}", c * d * w),
+        per_token,
+    ]
+    return LossMemory(tuple(fwd), tuple(bwd))
 
 
 # litgpt/finetune/lora.py and full.py (Lightning-AI/litgpt 00af8b0): ``model(input_ids, lm_head_chunk_size=128)``.

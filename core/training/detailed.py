@@ -214,7 +214,7 @@ def _common(plan: Plan, counts: ParamCounts, dt: Dtypes, lay: Layout | None) -> 
     if last_plan is plan and last_split == (lay is not None) and last is not None:
         return last
     model = plan.model
-    ap = compute_plan(plan, lay) if lay is not None else plan
+    ap = compute_plan(plan)
     adt = dtypes_for(ap) if ap is not plan else dt
     block = layer_activations(ap, trainable_block=plan.method in (Method.FULL, Method.FROZEN))
     n = plan.workload.micro_batch * plan.workload.seq_len
@@ -1078,8 +1078,7 @@ def evaluation_phase(plan: Plan, parts: _Parts, rank: Rank | None) -> Phase:
     the last pipeline stage only)."""
     batch = plan.workload.eval_batch or plan.workload.micro_batch
     eval_plan = plan if batch == plan.workload.micro_batch else plan.with_workload(micro_batch=batch)
-    lay = rank.layout if rank is not None else None
-    ap = compute_plan(eval_plan, lay) if lay is not None else eval_plan
+    ap = compute_plan(eval_plan)
     block = layer_activations(ap, trainable_block=True)
     loss = list(loss_memory(ap, rank is not None and loss_parallel(plan, rank.layout)).forward)
     if rank is not None:

@@ -55,6 +55,7 @@ def test_each_choice_has_one_input_and_each_input_a_choice() -> None:
         LossChoice.CHUNKED: ["chunked_loss"],
         LossChoice.FLASH: ["flash_loss"],
         LossChoice.COMPILED: ["compiled_loss"],
+        LossChoice.LOGPROB_HEAD: ["logprob_head"],
         LossChoice.MEGATRON_NATIVE: ["megatron_ce_fusion"],
         LossChoice.MEGATRON_TE: ["megatron_ce_fusion"],
         LossChoice.LOSS_16BIT: ["loss_16bit"],
@@ -90,6 +91,7 @@ def test_the_list_names_only_what_applies() -> None:
         LossChoice.COMPILED,
         LossChoice.FLASH,
         LossChoice.CHUNKED,
+        LossChoice.LOGPROB_HEAD,
         LossChoice.FUSED,
     ]
     assert LossChoice.LOSS_16BIT in _listed(_gpt2(preset=Preset.PURE_BF16))  # no autocast: 16-bit logits

@@ -209,6 +209,7 @@ RECIPE_WHY: Final = {
     "method.fused_loss": "no fused linear cross-entropy (Liger) setting in this target",
     "method.compiled_loss": "whether torch.compile covers the loss is not a setting of this target",
     "method.flash_loss": "flash-attn's fused cross-entropy is llm-foundry's loss_fn, not a setting of this target",
+    "method.logprob_head": "prime-rl's chunked log-prob head belongs to its RL trainer, not a setting of this target",
     "method.megatron_ce_fusion": "Megatron-Core's cross-entropy fusion is not a setting of this target",
     "method.grad_clip": "no gradient-clipping setting in this target's config",
     "method.weight_decay": "no weight-decay setting in this target's config",

@@ -161,6 +161,17 @@ TRAINING_FIELDS: Final = (
         "method.chunked_loss",
     ),
     _f(
+        "method.logprob_head",
+        lambda p: p.logprob_head,
+        _matters("logprob_head"),
+        "method.unsloth",
+        "method.fused_loss",
+        "method.litgpt",
+        "method.chunked_loss",
+        "method.flash_loss",
+        "method.compiled_loss",
+    ),
+    _f(
         "method.megatron_ce_fusion",
         lambda p: p.megatron_ce_fusion,
         _matters("megatron_ce_fusion"),
