@@ -113,13 +113,22 @@ def test_a_llama_server_command_read_and_applied(window: MainWindow, qtbot: Any)
     assert (inf.engine, inf.context, inf.ubatch, inf.cpu_moe_layers) == (Engine.LLAMACPP, 150_000, 4096, 999)
 
 
-def test_load_yaml_reads_a_vllm_config(window: MainWindow, qtbot: Any, tmp_path: Any, monkeypatch: Any) -> None:
-    config = tmp_path / "serve.yaml"
-    config.write_text("model: Qwen/Qwen3-8B\nmax_model_len: 16384\nport: 8001\n")
+def _dialog_with_yaml(window: MainWindow, qtbot: Any, monkeypatch: Any, config: Any, yaml: str, command: str) -> Any:
+    """The paste dialog with ``command`` typed and ``config`` (holding ``yaml``) what Load YAML… would pick."""
+    config.write_text(yaml)
     monkeypatch.setattr(paste_command, "choose_yaml", lambda parent: str(config))
     dialog = PasteCommandDialog(window.controller.plan, window)
     qtbot.addWidget(dialog)
-    dialog.editor.setPlainText("vllm serve --config serve.yaml --gpu-memory-utilization 0.8")
+    dialog.editor.setPlainText(command)
+    return dialog
+
+
+def test_load_yaml_reads_a_vllm_config(window: MainWindow, qtbot: Any, tmp_path: Any, monkeypatch: Any) -> None:
+    config = tmp_path / "serve.yaml"
+    yaml = "model: Qwen/Qwen3-8B\nmax_model_len: 16384\nport: 8001\n"
+    dialog = _dialog_with_yaml(
+        window, qtbot, monkeypatch, config, yaml, "vllm serve --config serve.yaml --gpu-memory-utilization 0.8"
+    )
     assert "--config serve.yaml — options read from a YAML file not given here" in dialog.found.toPlainText()
     dialog.yaml_button.click()
     assert dialog.yaml_label.text() == "serve.yaml: read for the command's --config"
@@ -156,12 +165,10 @@ def test_llama_arg_variables_and_an_sglang_config_in_the_window(
     plan = dialog.built.plan if dialog.built is not None else None
     assert plan is not None and (plan.inference.context, plan.inference.ubatch) == (150_000, 4096)
     # SGLang's --config through Load YAML… (sglang 0.5.23 ConfigArgumentMerger: the command's flags win).
-    config = tmp_path / "sgl.yaml"
-    config.write_text("model-path: Qwen/Qwen3-8B\ncontext-length: 16384\nmem-fraction-static: 0.8\n")
-    monkeypatch.setattr(paste_command, "choose_yaml", lambda parent: str(config))
-    sgl = PasteCommandDialog(window.controller.plan, window)
-    qtbot.addWidget(sgl)
-    sgl.editor.setPlainText("sglang serve --config sgl.yaml --context-length 8192")
+    yaml = "model-path: Qwen/Qwen3-8B\ncontext-length: 16384\nmem-fraction-static: 0.8\n"
+    sgl = _dialog_with_yaml(
+        window, qtbot, monkeypatch, tmp_path / "sgl.yaml", yaml, "sglang serve --config sgl.yaml --context-length 8192"
+    )
     sgl.yaml_button.click()
     found = sgl.found.toPlainText()
     assert found.startswith("SGLang · model Qwen/Qwen3-8B") and "--context-length 8192  →  Context = 8,192" in found
