@@ -491,6 +491,12 @@ class ModelSpec:
             raise PlanError("model.attention_chunk", self.attention_chunk, "0 with a sliding window (not modelled)")
 
     @property
+    def routed_share(self) -> float:
+        """The share of the tokens each routed expert sees, top-k / experts (1.0 for a dense MLP): the one ratio the
+        experts' matmuls, their adapters' passes and llama.cpp's expert reads take."""
+        return self.experts_per_token / self.num_experts if self.num_experts > 1 else 1.0
+
+    @property
     def chunked_attention(self) -> bool:
         """Some layers attend within chunks of ``attention_chunk`` positions (Llama 4): see the fields."""
         return self.attention_chunk > 0

@@ -518,7 +518,7 @@ def matvec_weights_by_type(model: ModelSpec, quant: GgufQuant, head: bool = True
     output layer; the token embedding is a row lookup, not a product."""
     q = quantiser(model, quant)
     scale = model.shape_scale
-    routed = model.experts_per_token / model.num_experts if model.num_experts > 1 else 1.0
+    routed = model.routed_share
     totals: dict[GgmlType, float] = {}
     for layer in range(model.num_layers):
         for kind, row, rows in layer_matrices(model, layer):

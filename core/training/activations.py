@@ -835,7 +835,7 @@ def _token_copies(plan: Plan, target: str) -> float:
     model = plan.model
     if target not in MLP_TARGETS:
         return 1.0
-    share = model.experts_per_token / model.num_experts
+    share = model.routed_share
     return sum(c * (share if routed else 1.0) for _, _, c, routed in model.adapted_rows((target,), plan.linear_experts))
 
 

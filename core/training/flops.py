@@ -180,7 +180,7 @@ def _mlp_gemms(model: ModelSpec, trains: bool) -> tuple[Gemm, ...]:
     d, i = model.hidden_size, model.intermediate_size
     ups = 2 if model.gated_mlp else 1
     if model.num_experts > 1:
-        share = model.experts_per_token / model.num_experts
+        share = model.routed_share
         gemms = [
             Gemm("router", d, model.num_experts, "none", trains),
             Gemm("experts gate|up", d, ups * i, "column", trains, share, model.num_experts),
@@ -268,7 +268,7 @@ def _adapter_gemms(plan: Plan) -> tuple[Gemm, ...]:
         if target in MLP_TARGETS and model.num_experts > 1 and not model.recurrent_mixer:
             # What the target reaches on a mixture of experts (ModelSpec.adapted_rows): each routed expert's
             # adapter on top-k / experts of the tokens (transformers 4.x), a shared expert's on all of them.
-            share = model.experts_per_token / model.num_experts
+            share = model.routed_share
             for fan_in, fan_out, copies, routed in model.adapted_rows((target,), plan.linear_experts):
                 for g in _target_gemms(plan, target, fan_in, fan_out):
                     out.append(Gemm(g.name, g.k, g.n, g.split, g.trains, share if routed else 1.0, copies, g.layers))
