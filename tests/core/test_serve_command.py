@@ -26,6 +26,7 @@ from core.files.launch.common import fraction_text
 from core.files.launch.engine_flags import SGLANG_SWITCHES, SGLANG_VALUED, VLLM_SWITCHES, VLLM_VALUED
 from core.files.launch.serve_command import (
     MAX_COMMAND_CHARS,
+    NO_EFFECT,
     command_text,
     human_int,
     plan_from_command,
@@ -180,7 +181,7 @@ def test_spellings_the_shell_and_the_engines_take() -> None:
     # The shell around the command is said, not read: nohup, redirections, a background &.
     shell = read_command("nohup python3.12 -m sglang.launch_server --model-path Qwen/Qwen3-8B > log.txt 2>&1 &")
     assert (shell.model_ref, shell.unknown) == ("Qwen/Qwen3-8B", ())
-    assert "before the command, not read: nohup" in shell.notes
+    assert f"run through nohup: {NO_EFFECT}" in shell.notes  # a wrapper (serve_command._WRAPPERS), not a stray word
     assert any(note.endswith("> log.txt 2>&1") for note in shell.notes)
     # Too few GPUs visible for the layout: said.
     few = read_command("CUDA_VISIBLE_DEVICES=0 vllm serve Qwen/Qwen3-8B -tp 2")

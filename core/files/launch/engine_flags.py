@@ -481,3 +481,63 @@ LLAMACPP_ENV: Final = {
     LLAMA_ARG_CACHE_TYPE_V_DRAFT -ctvd --cache-type-v-draft
     """.strip().splitlines()
 }
+
+# Which llama.cpp programs take an option: ggml-org/llama.cpp common/arg.cpp at 145b6280, each ``add_opt``'s
+# ``.set_examples({...})`` and ``.set_excludes({...})``. ``common_params_parser_init``'s ``add_opt`` keeps an option
+# for a program only where its examples name the program's ``LLAMA_EXAMPLE_*`` or ``LLAMA_EXAMPLE_COMMON`` (an
+# option's default, ``common_arg::examples`` in common/arg.h) and its excludes do not; any other is no option of that
+# program at all: on its command line ``common_params_parse_ex`` stops ("error: invalid argument: X"), and its
+# variable is never looked at (only the kept options' ``get_value_from_env`` is asked). The programs' examples:
+# llama-server LLAMA_EXAMPLE_SERVER, llama-cli LLAMA_EXAMPLE_CLI, llama-completion LLAMA_EXAMPLE_COMPLETION. Listed:
+# the options not all three take, under the programs that do ("none": another tool's, llama-perplexity's,
+# llama-imatrix's, llama-speculative's, ...). ``./main`` and ``./server`` (before June 2024's rename) are older than
+# the per-program sets (ggml-org/llama.cpp #9308, September 2024, "Better support for multiple examples"; before it
+# one gpt_params_find_arg took every flag in every program): they take every option.
+LLAMACPP_TAKEN_BY: Final = {
+    option: frozenset(line.split(":")[0].split()) - {"none"}
+    for line in """
+    none: -lcs --lookup-cache-static -lcd --lookup-cache-dynamic --chunks --in-file --attention --hellaswag
+      --hellaswag-tasks --winogrande --winogrande-tasks --multiple-choice --multiple-choice-tasks --kl-divergence
+      --save-all-logits --kl-divergence-base --ppl-stride --ppl-output-type -ns --sequences --context-file --chunk-size
+      --chunk-separator --junk --pos -o --output --output-file -ofreq --output-frequency --output-format
+      --save-frequency --process-output --ppl --no-ppl --chunk --from-chunk --show-statistics --parse-special -pps -tgs
+      -npp -ntg -npl --embd-normalize --embd-output-format --embd-separator --cls-separator --positive-file
+      --negative-file --pca-batch --pca-iter --method -Cd --cpu-mask-draft -Crd --cpu-range-draft --cpu-strict-draft
+      --prio-draft --poll-draft -Cbd --cpu-mask-batch-draft -Crbd --cpu-range-batch-draft --cpu-strict-batch-draft
+      --prio-batch-draft --poll-batch-draft --draft-p-split --tts-speaker-file --diffusion-steps --diffusion-visual
+      --diffusion-eps --diffusion-algorithm --diffusion-alg-temp --diffusion-block-length --diffusion-cfg-scale
+      --diffusion-add-gumbel-noise -lr --learning-rate -lr-min --learning-rate-min -decay-epochs
+      --learning-rate-decay-epochs -wd --weight-decay -val-split --val-split -epochs --epochs -opt --optimizer
+      --tts-oute-default
+    llama-server: --spm-infill --pooling -cb --cont-batching -nocb --no-cont-batching -a --alias --host --port --path
+      --api-prefix --webui --no-webui --embedding --embeddings --reranking --rerank --api-key --api-key-file
+      --ssl-key-file --ssl-cert-file -to --timeout --threads-http --cache-reuse --metrics --props --slots --no-slots
+      --slot-save-path --media-path --models-dir --models-preset --models-max --models-autoload --no-models-autoload
+      --prefill-assistant --no-prefill-assistant -sps --slot-prompt-similarity --lora-init-without-apply -td
+      --threads-draft -tbd --threads-batch-draft -mv --model-vocoder --tts-use-guide-tokens --embd-gemma-default
+      --fim-qwen-1.5b-default --fim-qwen-3b-default --fim-qwen-7b-default --fim-qwen-7b-spec --fim-qwen-14b-spec
+      --fim-qwen-30b-default
+    llama-server llama-cli: --ctx-checkpoints --swa-checkpoints --cache-ram -cram -mm --mmproj -mmu --mmproj-url
+      --mmproj-auto --no-mmproj --no-mmproj-auto --mmproj-offload --no-mmproj-offload --image-min-tokens
+      --image-max-tokens --override-tensor-draft -otd --cpu-moe-draft -cmoed --n-cpu-moe-draft -ncmoed
+      --chat-template-kwargs --draft-max --draft --draft-n --draft-min --draft-n-min --draft-p-min -cd --ctx-size-draft
+      -devd --device-draft -ngld --gpu-layers-draft --n-gpu-layers-draft -md --model-draft --spec-replace
+      --gpt-oss-20b-default --gpt-oss-120b-default --vision-gemma-4b-default --vision-gemma-12b-default
+    llama-cli llama-completion: --display-prompt --no-display-prompt -co --color -p --prompt -sys --system-prompt -f
+      --file -sysf --system-prompt-file -bf --binary-file -cnv --conversation -no-cnv --no-conversation -st
+      --single-turn -mli --multiline-input --simple-io
+    llama-cli: --show-timings --no-show-timings --image --audio
+    llama-completion: -ptc --print-token-count --prompt-cache --prompt-cache-all --prompt-cache-ro -i --interactive
+      -if --interactive-first --in-prefix-bos --in-prefix --in-suffix -gan --grp-attn-n -gaw --grp-attn-w
+    """.replace("\n      ", " ")
+    .strip()
+    .splitlines()
+    for option in line.split(":", 1)[1].split()
+}
+
+
+def llamacpp_takes(program: str, flag: str) -> bool:
+    """Whether llama.cpp's ``program`` has the option ``flag`` (any spelling); an older build's ``main`` / ``server``
+    and an unknown program take them all."""
+    taken = LLAMACPP_TAKEN_BY.get(flag)
+    return taken is None or program not in ("llama-server", "llama-cli", "llama-completion") or program in taken

@@ -34,6 +34,7 @@ from core.files.launch.engine_flags import (
     LLAMACPP_TWO_VALUES,
     LLAMACPP_VALUED,
     flag_names,
+    llamacpp_takes,
 )
 from core.files.launch.llamacpp import CACHE_TYPES, CPU_MOE_ALL, GGUF_TYPES, NEAREST_GGUF, override_layers
 from core.files.launch.ollama import DEVICES_ENV, LINE_MARK
@@ -157,16 +158,30 @@ def image_program(tag: str, args: list[str]) -> tuple[str, list[str]]:
     return ("llama-cli" if tag.startswith("light") else "llama-server"), args
 
 
-def parse_llamacpp(words: list[str], out: _Args) -> _Args:
+def not_an_option(program: str, name: str) -> str:
+    """Why ``program`` refuses a llama.cpp flag another of its programs takes (engine_flags.LLAMACPP_TAKEN_BY)."""
+    return f"not an option of {program}: it stops, 'error: invalid argument: {name}'"
+
+
+def parse_llamacpp(words: list[str], out: _Args, program: str = "") -> _Args:
     """llama.cpp's arguments into ``out``: names exact (``_`` as ``-`` in a ``--`` flag), a switch's value never
     taken, a valued flag's next word always (as ``common_params_parse_ex`` does), ``-fa`` / ``--color`` bare in
-    older builds."""
+    older builds. A flag ``program`` does not take (another program's) is not understood, its value with it."""
     known = LLAMACPP_SWITCHES | LLAMACPP_VALUED | LLAMACPP_TWO_VALUES
     i = 0
     while i < len(words):
         word = words[i]
         i += 1
         name = "--" + word[2:].replace("_", "-") if word.startswith("--") else word
+        if name in known and not llamacpp_takes(program, name):
+            count = 0 if name in LLAMACPP_SWITCHES else 2 if name in LLAMACPP_TWO_VALUES else 1
+            if name in LLAMACPP_OPTIONAL_VALUE and (i >= len(words) or words[i].lower() not in LLAMACPP_ON_OFF):
+                count = 0
+            shown = " ".join(words[i - 1 : i + count])
+            out.unknown.append(f"{shown} ({not_an_option(program, name)})")
+            out.refused.append(name)
+            i += count
+            continue
         if name not in known:
             if not word.startswith("-") or _number(word):
                 out.positional.append(word)
@@ -210,9 +225,10 @@ def _spelling(word: str) -> str:
     return "--" + word[2:].replace("_", "-") if word.startswith("--") else word
 
 
-def env_flags(env: dict[str, str], args: list[str]) -> EnvFlags:
+def env_flags(env: dict[str, str], args: list[str], program: str = "") -> EnvFlags:
     """``env``'s llama.cpp variables as flags, as ``common_params_parse_ex`` reads them (arg.cpp 145b6280): each
-    option's variable first, its flag on the command line (``args``) over it."""
+    option's variable first, its flag on the command line (``args``) over it; the variable of an option ``program``
+    does not have is never read (ignored)."""
     out = EnvFlags()
     given = {_spelling(w) for w in args if w.startswith("-")}
     negated = {"LLAMA_ARG_NO_" + k.removeprefix("LLAMA_ARG_"): k for k, v in LLAMACPP_ENV.items() if "/" in v}
@@ -227,6 +243,9 @@ def env_flags(env: dict[str, str], args: list[str]) -> EnvFlags:
         shown = f"{key}={one_line(value)[:60]}"
         on, _, off = " ".join(LLAMACPP_ENV[option]).partition(" / ")
         spellings = on.split() + off.split()
+        if not llamacpp_takes(program, spellings[0]):
+            out.ignored.append((shown, f"not an option of {program}: it never reads the variable (common/arg.cpp)"))
+            continue
         winner = next((w for w in args if _spelling(w) in spellings), None) if given & set(spellings) else None
         if winner is not None:
             out.ignored.append((shown, f"the command's {winner} wins over the variable (llama.cpp reads it after)"))
@@ -666,7 +685,18 @@ def read_ollama_lines(text: str, reader: _Reader, words_of: Any) -> GgufRead:
 
 
 def _shell_line(line: str, reader: _Reader, out: GgufRead, words_of: Any) -> None:
-    words = words_of(line)
+    """One shell line: its commands apart (``;``, ``&&``, ``|``, ``&``), redirections dropped, each read."""
+    from core.files.launch.serve_command import shell_commands
+
+    commands, notes = shell_commands(words_of(line))
+    out.notes.extend(notes)
+    for words in commands:
+        _shell_command(words, " ".join(words), reader, out)
+
+
+def _shell_command(words: list[str], line: str, reader: _Reader, out: GgufRead) -> None:
+    from core.files.launch.serve_command import unwrap
+
     if words[:1] == ["export"]:
         for word in words[1:]:
             key, eq, value = word.partition("=")
@@ -674,12 +704,7 @@ def _shell_line(line: str, reader: _Reader, out: GgufRead, words_of: Any) -> Non
                 out.env[key] = value
         return
     env: dict[str, str] = {}
-    at = 0
-    while at < len(words) and re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", words[at]):
-        key, _, value = words[at].partition("=")
-        env[key] = value
-        at += 1
-    rest = words[at:]
+    rest = unwrap(words, env, out.notes)
     image = next((i for i, w in enumerate(rest) if _OLLAMA_IMAGE.search(w)), None)
     if rest[:1] == ["docker"] and "run" in rest and image is not None:
         _docker_run(rest[:image], rest[image], reader, out)
@@ -692,7 +717,7 @@ def _shell_line(line: str, reader: _Reader, out: GgufRead, words_of: Any) -> Non
         out.notes.append(f"another command beside it, not read: {one_line(line)[:120]}")
         return
     out.env.update(env)
-    verb, args = rest[1], [w for w in rest[2:] if w not in ("&", "&&", ";")]
+    verb, args = rest[1], rest[2:]
     if verb == "serve":
         reader.read.append(_note(" ".join(rest[:2]), "the server (its environment is read)"))
         reader.unknown.extend(f"{w} (ollama serve takes no arguments)" for w in args)

@@ -76,6 +76,7 @@ class CommandRead:
     model_name: str = ""  # the name to look up where it is not model_ref's (a GGUF file's, an Ollama tag's)
     program: str = ""  # llama.cpp's program or "ollama" (vLLM and SGLang: "")
     layers_given: bool = True  # False: llama.cpp's -ngl not given (auto, its fit)
+    stops: str = ""  # why the engine would not start with this text as written ("" when nothing said stops it)
 
     @property
     def engine_label(self) -> str:
@@ -283,8 +284,8 @@ class _Start:
     serve_model: str = ""  # `sglang serve MODEL`'s positional model, read as --model-path
 
 
-def _segment(words: list[str]) -> tuple[list[str], list[str]]:
-    """The shell command holding the engine (split at &&, ;, |), and notes on the words around it."""
+def shell_commands(words: list[str]) -> tuple[list[list[str]], list[str]]:
+    """A shell line's commands (split at &&, ||, ;, |, &), the redirections taken out (said in the notes)."""
     segments: list[list[str]] = [[]]
     redirected: list[str] = []
     target = False  # the word after a bare ">" names where the output goes
@@ -296,6 +297,13 @@ def _segment(words: list[str]) -> tuple[list[str], list[str]]:
             segments.append([])
         else:
             segments[-1].append(word)
+    notes = [f"the shell's redirections, {NO_EFFECT}: {one_line(' '.join(redirected))[:120]}"] if redirected else []
+    return [s for s in segments if s], notes
+
+
+def _segment(words: list[str]) -> tuple[list[str], list[str]]:
+    """The shell command holding the engine (split at &&, ;, |), and notes on the words around it."""
+    segments, redirections = shell_commands(words)
     found = next((s for s in segments if _engine_at(s) is not None), None)
     if found is None:
         return words, []
@@ -303,9 +311,7 @@ def _segment(words: list[str]) -> tuple[list[str], list[str]]:
     others = [" ".join(s) for s in segments if s is not found and s not in exported and s]
     found = [w for s in exported for w in s] + found  # `export K=V; llama-server ...`: in its environment
     notes = [f"another command beside it, not read: {one_line(o)[:120]}" for o in others]
-    if redirected:
-        notes.append(f"the shell's redirections, {NO_EFFECT}: {one_line(' '.join(redirected))[:120]}")
-    return found, notes
+    return found, notes + redirections
 
 
 def _engine_at(words: list[str]) -> tuple[Engine, int] | None:
@@ -416,7 +422,7 @@ def _find_start(words: list[str]) -> _Start:
             start.program, start.args = gguf.image_program(start.image_version, start.args)
         before = []
     skipped = []
-    for word in before:
+    for word in unwrap(before, start.env, start.notes):
         if _ENV_WORD.match(word):
             key, _, value = word.partition("=")
             start.env[key] = value
@@ -433,6 +439,80 @@ def _find_start(words: list[str]) -> _Start:
 
 
 _CLIS: Final = frozenset({"vllm", "sglang"})  # the console scripts of `vllm serve` and `sglang serve`
+# Programs that run the command after them, with their options that take a value: POSIX nohup, env, time, nice and the
+# shell's exec / command; sudo(8) ("-u user", "-g group", ...). None changes what the engine holds. `export` is here
+# for its KEY=VALUE words (`export K=V; vllm serve ...`).
+_WRAPPERS: Final = {
+    "export": frozenset(),
+    "nohup": frozenset(),
+    "exec": frozenset(),
+    "time": frozenset(),
+    "command": frozenset(),
+    "nice": frozenset({"-n", "--adjustment"}),
+    "env": frozenset({"-u", "--unset", "-C", "--chdir", "-S", "--split-string"}),
+    "sudo": frozenset(
+        {
+            "-u",
+            "--user",
+            "-g",
+            "--group",
+            "-C",
+            "--close-from",
+            "-D",
+            "--chdir",
+            "-h",
+            "--host",
+            "-p",
+            "--prompt",
+            "-r",
+            "--role",
+            "-t",
+            "--type",
+            "-U",
+            "--other-user",
+            "-T",
+            "--command-timeout",
+        }
+    ),
+}
+
+
+def unwrap(words: list[str], env: dict[str, str], notes: list[str]) -> list[str]:
+    """``words`` from the first that is neither ``KEY=VALUE``, a wrapper (nohup, sudo, env, time, ...) nor a
+    wrapper's option; the variables set on the way are put in ``env`` (``env -u NAME`` unsets one, ``env -i`` all
+    before it), and a note says which wrappers ran it and what sudo does to variables set before it."""
+    i, wrappers = 0, []
+    while i < len(words):
+        word, name = words[i], words[i].rsplit("/", 1)[-1]
+        if _ENV_WORD.match(word):
+            key, _, value = word.partition("=")
+            env[key] = value
+            i += 1
+            continue
+        if name not in _WRAPPERS:
+            break
+        wrappers.append(name)
+        preserve = False
+        i += 1
+        while i < len(words) and words[i].startswith("-") and name != "export":
+            option = words[i]
+            if name == "env" and option in ("-i", "--ignore-environment", "-"):
+                env.clear()
+            preserve = preserve or option == "-E" or option.startswith("--preserve-env")
+            if option in _WRAPPERS[name] and i + 1 < len(words):
+                if name == "env" and option in ("-u", "--unset"):
+                    env.pop(words[i + 1], None)
+                i += 1
+            i += 1
+        if name == "sudo" and not preserve and env:
+            notes.append(
+                f"{one_line(', '.join(env))[:80]} set before sudo: sudo's env_reset drops a variable unless sudo -E or "
+                "sudoers' env_keep keeps it; read as given"
+            )
+    shown = [w for w in dict.fromkeys(wrappers) if w != "export"]
+    if shown:
+        notes.append(f"run through {' '.join(shown)}: {NO_EFFECT}")
+    return words[i:]
 
 
 def _sglang_serve(start: _Start) -> None:
@@ -479,13 +559,14 @@ class _Args:
     positional: list[str] = field(default_factory=list)
     unknown: list[str] = field(default_factory=list)
     abbreviated: list[str] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)  # flags the program refuses to start with (llama.cpp's)
 
 
-def _parse(engine: Engine, words: list[str], env: gguf.EnvFlags) -> _Args:
+def _parse(engine: Engine, words: list[str], env: gguf.EnvFlags, program: str = "") -> _Args:
     if engine is Engine.LLAMACPP:  # the variables' flags first, each shown as its variable; the command's after
-        out = gguf.parse_llamacpp(env.words, _Args())
+        out = gguf.parse_llamacpp(env.words, _Args(), program)
         out.written.update({flag: shown for flag, shown in env.shown.items() if flag in out.written})
-        return gguf.parse_llamacpp(words, out)
+        return gguf.parse_llamacpp(words, out, program)
     switches, valued = (VLLM_SWITCHES, VLLM_VALUED) if engine is Engine.VLLM else (SGLANG_SWITCHES, SGLANG_VALUED)
     known = switches | valued
     out = _Args()
@@ -922,8 +1003,8 @@ def read_command(text: str, where: str = WHERE, load_config: ConfigLoader | None
     if start.engine in (Engine.VLLM, Engine.SGLANG):
         start.args, config = _with_config(start.args, load_config, notes, start.engine)
     llama: gguf.GgufRead | None = None
-    env = gguf.env_flags(start.env, start.args) if start.engine is Engine.LLAMACPP else gguf.EnvFlags()
-    args = _parse(start.engine, start.args, env)
+    env = gguf.env_flags(start.env, start.args, start.program) if start.engine is Engine.LLAMACPP else gguf.EnvFlags()
+    args = _parse(start.engine, start.args, env, start.program)
     if start.serve_model and args.written.get("--model-path") == f"--model-path {start.serve_model}":
         args.written["--model-path"] = start.serve_model  # shown as written
     if start.engine is Engine.LLAMACPP:
@@ -976,8 +1057,17 @@ def read_command(text: str, where: str = WHERE, load_config: ConfigLoader | None
         model_name=llama.model_name if llama is not None else "",
         program=start.program,
         layers_given=layers_given,
+        stops=_stops(start, args),
     )
     return read if start.gpus is None else _with_gpus(read, start.gpus)
+
+
+def _stops(start: _Start, args: _Args) -> str:
+    """One line: why the program would not start with these words, where the reader knows it would not."""
+    if args.refused:
+        names = ", ".join(dict.fromkeys(args.refused))
+        return f"{start.program} would not start ('error: invalid argument'): no option of it: {names}"
+    return ""
 
 
 def _read_ollama(text: str, where: str) -> CommandRead:

@@ -1,0 +1,198 @@
+"""Launch commands as people paste them (issue 23's remaining gaps), read by core.files.launch.serve_command.
+
+* llama.cpp's programs each take their own options: ggml-org/llama.cpp common/arg.cpp at 145b6280, every ``add_opt``'s
+  ``set_examples`` / ``set_excludes`` (core.files.launch.engine_flags.LLAMACPP_TAKEN_BY). A flag the program does not
+  take stops it ("error: invalid argument: X", ``common_params_parse_ex``); its variable is never read.
+* The shell around the command: wrappers (nohup, sudo, env, exec, time), ``export K=V;`` in front, redirections,
+  pipes, a background ``&``, CRLF line ends and ``\\`` continuations, docker's ``-e``, ``python -m`` entry points.
+* Hostile text: one line, nothing read.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from core.errors import PlanFileError
+from core.files.launch.engine_flags import (
+    LLAMACPP_ENV,
+    LLAMACPP_SWITCHES,
+    LLAMACPP_TAKEN_BY,
+    LLAMACPP_TWO_VALUES,
+    LLAMACPP_VALUED,
+    llamacpp_takes,
+)
+from core.files.launch.serve_command import MAX_COMMAND_CHARS, NO_EFFECT, read_command
+from core.plan import Engine
+
+MODEL = "Qwen3-8B-Q4_K_M.gguf"
+
+
+# ---- llama.cpp: each program's own options --------------------------------------------------------------------
+def test_the_table_names_only_llama_cpp_options_and_an_option_is_one_set() -> None:
+    known = LLAMACPP_SWITCHES | LLAMACPP_VALUED | LLAMACPP_TWO_VALUES
+    assert set(LLAMACPP_TAKEN_BY) <= known
+    # Every spelling of one add_opt shares its examples: the variables' options (LLAMACPP_ENV) prove it per option.
+    for spellings in LLAMACPP_ENV.values():
+        names = [s for s in spellings if s != "/"]
+        assert len({LLAMACPP_TAKEN_BY.get(n) for n in names}) == 1, names
+    # arg.cpp 145b6280: --port .set_examples({LLAMA_EXAMPLE_SERVER}); -p .set_excludes({LLAMA_EXAMPLE_SERVER});
+    # --cache-ram {SERVER, CLI}; -gaw {COMPLETION}; -c has no set_examples (LLAMA_EXAMPLE_COMMON, every program).
+    assert LLAMACPP_TAKEN_BY["--port"] == {"llama-server"}
+    assert LLAMACPP_TAKEN_BY["-p"] == {"llama-cli", "llama-completion"}
+    assert LLAMACPP_TAKEN_BY["--cache-ram"] == {"llama-server", "llama-cli"}
+    assert LLAMACPP_TAKEN_BY["-gaw"] == {"llama-completion"}
+    assert all(llamacpp_takes(p, "-c") for p in ("llama-server", "llama-cli", "llama-completion", "main"))
+    # ./main and ./server predate the per-program sets (ggml-org/llama.cpp #9308, September 2024): every option.
+    assert llamacpp_takes("main", "--port") and llamacpp_takes("server", "-p")
+
+
+def test_a_flag_the_program_does_not_take_is_refused_as_the_program_refuses_it() -> None:
+    read = read_command(f"llama-cli -m {MODEL} --port 8080 -c 4096 -co on")
+    assert read.unknown == ("--port 8080 (not an option of llama-cli: it stops, 'error: invalid argument: --port')",)
+    assert read.fields["inference.context"] == 4096  # the rest is read as before
+    assert read.stops == "llama-cli would not start ('error: invalid argument'): no option of it: --port"
+    server = read_command(f"llama-server -m {MODEL} -p 'hello there' -sys be-brief --port 8080")
+    assert [u.split(" (")[0] for u in server.unknown] == ["-p hello there", "-sys be-brief"]
+    assert [n.words for n in server.ignored] == ["--port 8080"]  # llama-server's own: no effect on memory
+    assert "-p, -sys" in server.stops
+    # A switch of another program takes no value: -i (llama-completion's) leaves -c 2048 to be read.
+    completion = read_command(f"llama-server -m {MODEL} -i -c 2048")
+    assert completion.unknown[0].startswith("-i (not an option of llama-server")
+    assert completion.fields["inference.context"] == 2048
+    # llama-completion has no --cache-ram ({SERVER, CLI}); llama-cli has, with no effect on the GPU.
+    assert read_command(f"llama-completion -m {MODEL} --cache-ram 100").unknown[0].startswith("--cache-ram 100 (not")
+    cli = read_command(f"llama-cli -m {MODEL} --cache-ram 100")
+    assert (cli.unknown, cli.stops, [n.words for n in cli.ignored]) == ((), "", ["--cache-ram 100"])
+
+
+def test_a_variable_of_an_option_the_program_does_not_take_is_ignored() -> None:
+    # LLAMA_ARG_PORT: --port's set_env, an option llama-cli does not add: common_params_parse_ex never reads it.
+    read = read_command(f"LLAMA_ARG_PORT=8080 LLAMA_ARG_CTX_SIZE=8192 llama-cli -m {MODEL}")
+    assert [(n.words, n.why) for n in read.ignored] == [
+        ("LLAMA_ARG_PORT=8080", "not an option of llama-cli: it never reads the variable (common/arg.cpp)")
+    ]
+    assert read.fields["inference.context"] == 8192 and read.unknown == () and read.stops == ""
+    # The same variable in front of llama-server is its --port: read (and ignored as the address, no memory).
+    server = read_command(f"LLAMA_ARG_PORT=8080 llama-server -m {MODEL}")
+    assert [(n.words, n.why) for n in server.ignored] == [("LLAMA_ARG_PORT=8080", NO_EFFECT)]
+
+
+def test_the_old_programs_take_every_option() -> None:
+    read = read_command(f"./main -m {MODEL} -p hi --port 8080 -c 2048")
+    assert (read.unknown, read.stops) == ((), "")
+    assert read.fields["inference.context"] == 2048
+
+
+# ---- the shell around the command ------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "text",
+    [
+        "export OLLAMA_NUM_PARALLEL=2; ollama run llama3.1:8b",
+        "export OLLAMA_NUM_PARALLEL=2 && ollama run llama3.1:8b",
+        "OLLAMA_NUM_PARALLEL=2 ollama run llama3.1:8b",
+        "env OLLAMA_NUM_PARALLEL=2 ollama run llama3.1:8b",
+        "sudo OLLAMA_NUM_PARALLEL=2 ollama run llama3.1:8b",
+        "OLLAMA_NUM_PARALLEL=2 nohup ollama run llama3.1:8b > ollama.log 2>&1 &",
+        "export OLLAMA_NUM_PARALLEL=2\r\nollama run llama3.1:8b 2>&1 | tee ollama.log\r\n",
+    ],
+)
+def test_ollama_in_the_shell_forms_people_paste(text: str) -> None:
+    # Before: the model, and with nohup / sudo / env the variables too, were dropped unsaid.
+    read = read_command(text)
+    assert (read.program, read.model_ref, read.unknown) == ("ollama", "llama3.1:8b", ())
+    assert read.fields["inference.concurrent"] == 2  # OLLAMA_NUM_PARALLEL=2 as written
+
+
+def test_ollama_serve_behind_nohup_keeps_its_environment() -> None:
+    read = read_command(
+        "OLLAMA_FLASH_ATTENTION=1 OLLAMA_KV_CACHE_TYPE=q8_0 nohup ollama serve > /tmp/ollama.log 2>&1 &"
+    )
+    assert [n.words for n in read.read] == [
+        "ollama serve",
+        "OLLAMA_FLASH_ATTENTION=1",
+        "OLLAMA_KV_CACHE_TYPE=q8_0",
+    ]
+    assert f"run through nohup: {NO_EFFECT}" in read.notes
+    assert any(n.endswith("> /tmp/ollama.log 2>&1") for n in read.notes)
+
+
+VLLM_FORMS = [
+    "env VLLM_USE_V1=1 vllm serve Qwen/Qwen3-8B --max-model-len 8192",
+    "vllm serve Qwen/Qwen3-8B \\\r\n  --max-model-len 8192 \\\r\n  --port 8000\r\n",
+    "vllm serve Qwen/Qwen3-8B \\  \n  --max-model-len 8192",  # spaces after the backslash, as editors leave them
+    "docker run --gpus all -e VLLM_USE_V1=1 -e HF_TOKEN=x -p 8000:8000 vllm/vllm-openai:v0.10.2 "
+    "--model Qwen/Qwen3-8B --max-model-len 8192",
+    "python -m vllm.entrypoints.openai.api_server --model Qwen/Qwen3-8B --max-model-len 8192",
+    "nohup vllm serve Qwen/Qwen3-8B --max-model-len 8192 > vllm.log 2>&1 &",
+    "sudo -E vllm serve Qwen/Qwen3-8B --max-model-len 8192",
+    "vllm serve Qwen/Qwen3-8B --max-model-len 8192 2>&1 | tee -a vllm.log",
+    "time vllm serve Qwen/Qwen3-8B --max-model-len 8192",
+    "$ exec vllm serve Qwen/Qwen3-8B --max-model-len 8192",
+]
+
+
+@pytest.mark.parametrize("text", VLLM_FORMS)
+def test_vllm_in_the_shell_forms_people_paste(text: str) -> None:
+    read = read_command(text)
+    assert (read.engine, read.model_ref, read.unknown) == (Engine.VLLM, "Qwen/Qwen3-8B", ())
+    assert read.fields["inference.context"] == 8192
+    assert not any(n.startswith("before the command, not read") for n in read.notes)
+
+
+def test_sglang_entry_points_behind_the_shell() -> None:
+    read = read_command(
+        "CUDA_VISIBLE_DEVICES=0,1 nohup python3 -m sglang.launch_server --model-path Qwen/Qwen3-8B --tp 2 "
+        "> sglang.log 2>&1 &"
+    )
+    assert (read.engine, read.model_ref, read.unknown) == (Engine.SGLANG, "Qwen/Qwen3-8B", ())
+    assert read.fields["inference.tensor_parallel"] == 2 and "GPUs visible: 2" in read.notes
+
+
+def test_cuda_visible_devices_sets_the_gpus_where_the_engine_counts_them() -> None:
+    # llama.cpp splits layers over every GPU it sees (-sm layer, the default): two visible, two stages.
+    llama = read_command(f"CUDA_VISIBLE_DEVICES=0,1 llama-server -m {MODEL}")
+    assert llama.fields["inference.pipeline_parallel"] == 2
+    # Ollama: the GPUs visible, as its export writes them.
+    assert read_command("CUDA_VISIBLE_DEVICES=0,1 ollama serve").fields["inference.pipeline_parallel"] == 2
+    # vLLM and SGLang take the GPU count from TP x PP x replicas: the visible count is said, not planned.
+    vllm = read_command("CUDA_VISIBLE_DEVICES=0,1 vllm serve Qwen/Qwen3-8B")
+    assert vllm.fields["inference.tensor_parallel"] == 1
+    assert "2 GPUs visible, the launch uses 1 (TP x PP x replicas): the rest stay idle" in vllm.notes
+    # A variable before sudo may not reach the command (sudoers' env_reset): read, and said.
+    sudo = read_command("CUDA_VISIBLE_DEVICES=0,1 sudo vllm serve Qwen/Qwen3-8B -tp 2")
+    assert any("set before sudo" in n for n in sudo.notes) and "GPUs visible: 2" in sudo.notes
+    assert not any("set before sudo" in n for n in read_command("sudo -E vllm serve Qwen/Qwen3-8B").notes)
+
+
+def test_env_unsets_and_clears_as_env_does() -> None:
+    # POSIX env: -u NAME takes NAME out, -i starts from an empty environment.
+    unset = read_command("CUDA_VISIBLE_DEVICES=0,1 env -u CUDA_VISIBLE_DEVICES vllm serve Qwen/Qwen3-8B")
+    assert "GPUs visible: 2" not in unset.notes
+    cleared = read_command("CUDA_VISIBLE_DEVICES=0,1 env -i CUDA_VISIBLE_DEVICES=3 vllm serve Qwen/Qwen3-8B")
+    assert "GPUs visible: 1" in cleared.notes
+
+
+# ---- hostile text: one line, nothing read -----------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ("vllm serve Qwen/Qwen3-8B " + "x" * (10 * 1024 * 1024), f"a launch command is at most {MAX_COMMAND_CHARS:,}"),
+        ("vllm serve Qwen/Qwen3-8B \x00\x01\x02", "holds control characters"),
+        ("vllm serve 'Qwen/Qwen3-8B --max-model-len 8192", "No closing quotation"),
+        ('llama-server -m "x.gguf', "No closing quotation"),
+        ("frobnicate --model Qwen/Qwen3-8B --port 8000", "is not a vLLM, SGLang, llama.cpp or Ollama server launch"),
+        ("llama-bench -m x.gguf -p 512", "is not a vLLM, SGLang, llama.cpp or Ollama server launch"),
+        ("   \r\n  ", "is empty"),
+    ],
+)
+def test_hostile_text_is_one_line(text: str, said: str) -> None:
+    with pytest.raises(PlanFileError) as error:
+        read_command(text)
+    assert said in str(error.value) and "\n" not in str(error.value) and len(str(error.value)) < 600
+
+
+def test_ten_megabytes_of_bytes_are_refused_before_decoding() -> None:
+    from core.files.launch.serve_command import command_text
+
+    with pytest.raises(PlanFileError, match="bytes: a launch command is at most"):
+        command_text(b"\xff" * (10 * 1024 * 1024))
