@@ -135,12 +135,14 @@ def command_report(read: CommandRead, built: CommandPlan) -> dict[str, Any]:
         "ignored": [n.words for n in read.ignored],
         "not_expressed": [{"words": n.words, "why": n.why} for n in read.unexpressed],
         "not_understood": list(read.unknown),
+        "would_not_start": read.stops,
         "notes": [*read.notes, *built.notes],
     }
 
 
 def render_command(read: CommandRead, built: CommandPlan) -> str:
     lines = [f"From the {read.engine_label} launch command"]
+    lines += [f"  {read.stops}"] if read.stops else []
     lines += [f"  {note}" for note in built.notes]
     width = min(40, max((len(n.words) for n in read.read), default=10))
     lines += [f"  {_short(n.words):<{width}}  → {n.why}" for n in read.read]

@@ -56,6 +56,7 @@ PLACEHOLDER = (
 def summary(read: CommandRead) -> str:
     """What the command set and what it did not, one line an entry: the dialog's and the message's text."""
     lines = [f"{read.engine_label} · model {read.model_ref or '(none named)'}"]
+    lines += [read.stops] if read.stops else []
     lines += [f"  {n.words}  →  {n.why}" for n in read.read]
     lines.append(f"Ignored, no effect on memory or speed ({len(read.ignored)})")
     lines += [f"  {n.words}" for n in read.ignored]
@@ -179,7 +180,7 @@ class PasteCommandDialog(QDialog):
             self.apply_button.setEnabled(False)
             return
         self.found.setPlainText(summary(self.read))
-        self.problem.setText("")
+        self.problem.setText(self.read.stops)  # the engine would not start as written: said, the plan still built
         self.apply_button.setEnabled(True)
         if self.read.model_ref != self._named:  # another model named: the command's own again
             self._named = self.read.model_ref
@@ -207,6 +208,8 @@ class PasteCommandDialog(QDialog):
         return self.built.plan
 
     def _accept(self) -> None:
+        if self.read is None:  # nothing read: the problem line already says why; it stays
+            return
         try:
             self.result_plan()
         except ModelNotFound as error:  # the closest first in the list, chosen: Apply again takes it

@@ -173,3 +173,51 @@ def test_llama_arg_variables_and_an_sglang_config_in_the_window(
     found = sgl.found.toPlainText()
     assert found.startswith("SGLang · model Qwen/Qwen3-8B") and "--context-length 8192  →  Context = 8,192" in found
     assert "--mem-fraction-static 0.8" in found and sgl.apply_button.isEnabled()
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ("vllm serve Qwen/Qwen3-8B " + "x" * (10 * 1024 * 1024), "a launch command is at most 64,000"),  # 10 MB
+        ("vllm serve Qwen/Qwen3-8B \x00\x07\x08 binary", "control characters"),
+        ('llama-server -m "Qwen3-8B-Q4_K_M.gguf -c 4096', "No closing quotation"),
+        ("frobnicate serve Qwen/Qwen3-8B", "not a vLLM, SGLang, llama.cpp or Ollama server launch"),
+    ],
+)
+def test_hostile_text_keeps_the_users_text_and_changes_nothing(
+    window: MainWindow, qtbot: Any, monkeypatch: pytest.MonkeyPatch, fake_dialogs: Any, text: str, said: str
+) -> None:
+    before = window.controller.plan
+    seen: list[PasteCommandDialog] = []
+
+    def paste_and_apply(dialog: PasteCommandDialog) -> bool:
+        seen.append(dialog)
+        dialog.editor.setPlainText(text)  # as if pasted
+        dialog._accept()  # Apply is disabled; pressing Enter must not apply either
+        return dialog.result() == PasteCommandDialog.DialogCode.Accepted
+
+    monkeypatch.setattr(paste_command, "run_dialog", paste_and_apply)
+    assert not window.plan_tools.paste_command_action.trigger() and window.controller.plan == before
+    dialog = seen[0]
+    assert said in dialog.problem.text() and "\n" not in dialog.problem.text()  # one line, in red
+    assert not dialog.apply_button.isEnabled() and dialog.found.toPlainText() == ""
+    assert dialog.editor.toPlainText() == text  # the user's text is left as pasted, to be mended
+    assert window.controller.undo_stack.count() == 0
+
+
+def test_a_launch_that_would_not_start_is_said_in_the_problem_line(window: MainWindow, qtbot: Any) -> None:
+    # llama-cli has no --port (common/arg.cpp 145b6280: --port .set_examples({LLAMA_EXAMPLE_SERVER})): it stops.
+    text = "llama-cli -m Qwen3-8B-Q4_K_M.gguf -c 8192 --port 8080"
+    dialog = PasteCommandDialog(window.controller.plan, window, text)
+    qtbot.addWidget(dialog)
+    assert dialog.problem.text() == "llama-cli would not start ('error: invalid argument'): no option of it: --port"
+    found = dialog.found.toPlainText()
+    assert found.splitlines()[1] == dialog.problem.text()  # said at the top of the list too
+    assert "Not understood (1)\n  --port 8080 (not an option of llama-cli" in found
+    assert dialog.apply_button.isEnabled()  # the rest is still a plan: -c 8192 read
+    dialog.resize(760, 620)
+    dialog.show()
+    qtbot.waitExposed(dialog)
+    dialog.grab().save("/tmp/h83cmd-paste-stops.png")  # looked at by hand
+    dialog.editor.setPlainText("llama-server -m Qwen3-8B-Q4_K_M.gguf -c 8192 --port 8080")
+    assert dialog.problem.text() == ""  # llama-server's own flag: nothing said

@@ -541,3 +541,25 @@ def llamacpp_takes(program: str, flag: str) -> bool:
     and an unknown program take them all."""
     taken = LLAMACPP_TAKEN_BY.get(flag)
     return taken is None or program not in ("llama-server", "llama-cli", "llama-completion") or program in taken
+
+
+# The keys SGLang 0.5.23 refuses in a ``--config`` YAML (sglang/srt/utils/server_args_config_parser.py
+# ``ConfigArgumentMerger``: an option whose action is neither store_true nor one that takes one value raises
+# "Unsupported config option 'KEY' with action 'X'" before anything is parsed; keys as ``_config_keys`` spells
+# them, the dest and every long spelling with ``_``). From the 0.5.23 wheel: the fields of
+# sglang/srt/arg_groups/fields/*.py with ``action=argparse.BooleanOptionalAction`` (both spellings), the two
+# ``DeprecatedStoreTrueAction`` flags of server_args.py (``nargs=0``) and ``--lora-paths`` (``LoRAPathAction`` with
+# ``nargs="*"``).
+_BOOLEAN_OPTIONAL_0_5_23: Final = flag_names(
+    """
+    enable_tf32_matmul enable_decoder_swa_bounded_replay enable_fused_qk_norm_rope enable_dsa_fused_indexer
+    ple_offload_embedding dllm_fdfo experts_shared_outer_loras lora_strict_loading mm_enable_dp_encoder
+    dcp_replicate_q_proj enable_tp_lm_head_all_to_all speculative_enable_w4a4_mxfp4_megamoe
+    """
+)
+SGLANG_CONFIG_REFUSED: Final = {
+    **{key: "BooleanOptionalAction" for name in _BOOLEAN_OPTIONAL_0_5_23 for key in (name, f"no_{name}")},
+    "disable_cuda_graph": "DeprecatedStoreTrueAction",
+    "enable_dp_attention": "DeprecatedStoreTrueAction",
+    "lora_paths": "LoRAPathAction",
+}

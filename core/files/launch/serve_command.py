@@ -35,7 +35,14 @@ from core.estimate import gpu_for
 from core.files.launch import gguf_command as gguf
 from core.files.launch import sglang as sg
 from core.files.launch import vllm as vl
-from core.files.launch.engine_flags import SGLANG_SWITCHES, SGLANG_VALUED, VLLM_SWITCHES, VLLM_VALUED, flag_names
+from core.files.launch.engine_flags import (
+    SGLANG_CONFIG_REFUSED,
+    SGLANG_SWITCHES,
+    SGLANG_VALUED,
+    VLLM_SWITCHES,
+    VLLM_VALUED,
+    flag_names,
+)
 from core.files.runconfig import ModelChoice, model_choice
 from core.format import counted
 from core.inputs import BY_PATH, MAX_LLAMACPP_BUILD, SglangVersion, VllmVersion
@@ -906,7 +913,9 @@ ConfigLoader = Callable[[str], bytes]  # a --config path as written -> the file'
 CONFIG_SUFFIXES: Final = (".yaml", ".yml")
 
 
-def config_words(raw: bytes, where: str, engine: Engine = Engine.VLLM) -> tuple[list[str], list[str]]:
+def config_words(
+    raw: bytes, where: str, engine: Engine = Engine.VLLM, refused: list[str] | None = None
+) -> tuple[list[str], list[str]]:
     """A ``--config`` YAML as the flags it stands for, and notes. vLLM's as ``FlexibleArgumentParser.load_config_file``
     turns it into them (vllm-project/vllm vllm/utils/argparse_utils.py at 00da11e3: ``key: value`` -> ``--key value``,
     ``true`` -> ``--key``, ``false`` -> ``--no-key`` where vLLM has it (else nothing), a list -> its items after
@@ -915,7 +924,9 @@ def config_words(raw: bytes, where: str, engine: Engine = Engine.VLLM) -> tuple[
     its ``false`` -> nothing, any other bool -> ``--key true|false``, a list -> ``--key`` and one word per item, a
     mapping -> its JSON). The file is plain data only (PyYAML's safe loader through
     core.files.runconfig.reading.parse_text: sizes, nesting and entries capped, aliases counted as used); one that
-    is not a mapping, not text or too large is one PlanFileError line."""
+    is not a mapping, not text or too large is one PlanFileError line. A key SGLang would not start with (no flag of
+    it: argparse's "unrecognized arguments"; or one ``ConfigArgumentMerger`` refuses) is left out of the words and
+    put in ``refused``, with why."""
     from core.files.runconfig.reading import parse_text
 
     label = ENGINE_LABELS[engine]
@@ -925,8 +936,16 @@ def config_words(raw: bytes, where: str, engine: Engine = Engine.VLLM) -> tuple[
         raise PlanFileError(exc.path, exc.reason.replace("a training config", f"a {label} config")) from None
     words: list[str] = []
     notes: list[str] = []
+    left_out = 0
     for key, value in document.items():
         flag = "--" + key
+        why = _sglang_refuses(str(key), where) if engine is Engine.SGLANG else ""
+        if why:
+            left_out += len(flag) + len(str(value))  # still counted against the size cap below
+            if refused is not None:
+                shown = json.dumps(value) if isinstance(value, bool) else one_line(str(value))[:60]
+                refused.append(f"{key}: {shown} ({why})")
+            continue
         if isinstance(value, bool) and engine is Engine.SGLANG:
             switch = _flag_name(Engine.SGLANG, "--" + key.replace("_", "-"))
             if switch not in SGLANG_SWITCHES or switch in SGLANG_VALUED:
@@ -952,14 +971,26 @@ def config_words(raw: bytes, where: str, engine: Engine = Engine.VLLM) -> tuple[
             words += [flag, json.dumps(value)]
         else:
             words += [flag, str(value)]
-    if sum(len(w) for w in words) > MAX_COMMAND_CHARS:
+    if sum(len(w) for w in words) + left_out > MAX_COMMAND_CHARS:
         raise PlanFileError(
             where, f"holds more than {MAX_COMMAND_CHARS:,} characters of options; a {label} config a few"
         )
     return words, notes
 
 
-def _with_config(args: list[str], load: ConfigLoader | None, notes: list[str], engine: Engine) -> tuple[list[str], str]:
+def _sglang_refuses(key: str, where: str) -> str:
+    """Why SGLang 0.5.23 would not start with ``key`` in its --config file ("" when it takes it)."""
+    action = SGLANG_CONFIG_REFUSED.get(key.replace("-", "_"))
+    if action is not None:
+        return f"SGLang refuses it in {where}: 'Unsupported config option' ({action}); give it on the command line"
+    if _resolve("--" + key, SGLANG_SWITCHES | SGLANG_VALUED) is None:
+        return f"a key of {where} that is no SGLang option: SGLang stops, 'unrecognized arguments: --{key}'"
+    return ""
+
+
+def _with_config(
+    args: list[str], load: ConfigLoader | None, notes: list[str], engine: Engine, refused: list[str] | None = None
+) -> tuple[list[str], str]:
     """The engine's arguments with the ``--config`` file's options put where the engine puts them, and the words
     ``--config FILE`` as written ("" when none). vLLM: after the model, before the rest (``_pull_args_from_config``).
     SGLang 0.5.23 (``prepare_server_args``, ``ConfigArgumentMerger.merge_config_with_args``): before every word of
@@ -984,7 +1015,7 @@ def _with_config(args: list[str], load: ConfigLoader | None, notes: list[str], e
         raise PlanFileError(
             one_line(path)[:200], f"is not a .yaml / .yml file, which {ENGINE_LABELS[engine]}'s --config refuses"
         )
-    words, said = config_words(load(path), one_line(path)[:200], engine)
+    words, said = config_words(load(path), one_line(path)[:200], engine, refused)
     notes += said
     model = 1 if args[:1] and not args[0].startswith("-") and not sglang else 0
     return [*args[:model], *words, *args[model:at], *args[end:]], f"--config {path}"
@@ -1000,8 +1031,9 @@ def read_command(text: str, where: str = WHERE, load_config: ConfigLoader | None
     words, notes = _segment(_words(text, where))
     start = _find_start(words)
     config = ""
+    refused: list[str] = []  # the --config file's keys the engine would not start with
     if start.engine in (Engine.VLLM, Engine.SGLANG):
-        start.args, config = _with_config(start.args, load_config, notes, start.engine)
+        start.args, config = _with_config(start.args, load_config, notes, start.engine, refused)
     llama: gguf.GgufRead | None = None
     env = gguf.env_flags(start.env, start.args, start.program) if start.engine is Engine.LLAMACPP else gguf.EnvFlags()
     args = _parse(start.engine, start.args, env, start.program)
@@ -1019,6 +1051,7 @@ def read_command(text: str, where: str = WHERE, load_config: ConfigLoader | None
         ignored_set, why = gguf.LLAMACPP_IGNORED, gguf.LLAMACPP_WHY
     else:
         reader, model = (_vllm if start.engine is Engine.VLLM else _sglang)(args)
+        reader.unknown += refused
         ignored_set, why = (VLLM_IGNORED, VLLM_WHY) if start.engine is Engine.VLLM else (SGLANG_IGNORED, SGLANG_WHY)
     ignored: list[FlagNote] = []
     for flag in [f for f in args.written if f in args.switches or f in args.values]:  # the command's word order
@@ -1057,13 +1090,16 @@ def read_command(text: str, where: str = WHERE, load_config: ConfigLoader | None
         model_name=llama.model_name if llama is not None else "",
         program=start.program,
         layers_given=layers_given,
-        stops=_stops(start, args),
+        stops=_stops(start, args, refused),
     )
     return read if start.gpus is None else _with_gpus(read, start.gpus)
 
 
-def _stops(start: _Start, args: _Args) -> str:
+def _stops(start: _Start, args: _Args, refused: list[str]) -> str:
     """One line: why the program would not start with these words, where the reader knows it would not."""
+    if refused:
+        keys = ", ".join(r.partition(":")[0] for r in refused)
+        return f"SGLang would not start with its --config file: it refuses the key(s) {keys} (see Not understood)"
     if args.refused:
         names = ", ".join(dict.fromkeys(args.refused))
         return f"{start.program} would not start ('error: invalid argument'): no option of it: {names}"
@@ -1104,6 +1140,7 @@ def _with_gpus(read: CommandRead, visible: int) -> CommandRead:
         asked *= int(read.fields.get(name, 1))
     if visible and asked > visible:
         note = f"the launch asks {asked} GPU(s) (TP x PP x replicas) but sees {visible}: the engine would not start"
+        return replace(read, notes=(*read.notes, note), stops=read.stops or note)
     elif visible > asked:
         note = f"{visible} GPUs visible, the launch uses {asked} (TP x PP x replicas): the rest stay idle"
     else:

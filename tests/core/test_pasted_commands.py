@@ -6,6 +6,8 @@
 * The shell around the command: wrappers (nohup, sudo, env, exec, time), ``export K=V;`` in front, redirections,
   pipes, a background ``&``, CRLF line ends and ``\\`` continuations, docker's ``-e``, ``python -m`` entry points.
 * Hostile text: one line, nothing read.
+* SGLang's ``--config`` keys SGLang 0.5.23 would not start with, and other launches that would not start
+  (``CommandRead.stops``).
 """
 
 from __future__ import annotations
@@ -196,3 +198,67 @@ def test_ten_megabytes_of_bytes_are_refused_before_decoding() -> None:
 
     with pytest.raises(PlanFileError, match="bytes: a launch command is at most"):
         command_text(b"\xff" * (10 * 1024 * 1024))
+
+
+# ---- SGLang's --config: the keys 0.5.23 would not start with -----------------------------------------------------
+# sglang 0.5.23 wheel: sglang/srt/server_args.py prepare_server_args merges the file (ConfigArgumentMerger) and then
+# calls parser.parse_args, which stops at a word no option reads ("unrecognized arguments"); the merger itself raises
+# "Unsupported config option" for a key whose action is neither store_true nor one-valued (--disable-cuda-graph's
+# DeprecatedStoreTrueAction, --lora-paths' LoRAPathAction, the BooleanOptionalAction fields).
+SGLANG_CONFIG = b"""\
+model-path: Qwen/Qwen3-8B
+tp-size: 2
+context-length: 8192
+disable-cuda-graph: true
+frobnicate: 3
+tp_size: 4
+"""
+
+
+def _sglang_config(name: str) -> bytes:
+    assert name == "serve.yaml"
+    return SGLANG_CONFIG
+
+
+def test_sglang_config_keys_sglang_would_not_start_with_are_said() -> None:
+    read = read_command("python -m sglang.launch_server --config serve.yaml", load_config=_sglang_config)
+    assert read.unknown == (
+        "disable-cuda-graph: true (SGLang refuses it in serve.yaml: 'Unsupported config option' "
+        "(DeprecatedStoreTrueAction); give it on the command line)",
+        "frobnicate: 3 (a key of serve.yaml that is no SGLang option: SGLang stops, 'unrecognized arguments: "
+        "--frobnicate')",
+        # SGLang passes a key as written (--tp_size): its parser has only --tp-size, so the key is refused.
+        "tp_size: 4 (a key of serve.yaml that is no SGLang option: SGLang stops, 'unrecognized arguments: --tp_size')",
+    )
+    assert read.stops == (
+        "SGLang would not start with its --config file: it refuses the key(s) disable-cuda-graph, frobnicate, tp_size "
+        "(see Not understood)"
+    )
+    # The keys it takes are read as before: tp-size 2 (not the refused tp_size 4), context-length 8192.
+    assert (read.fields["inference.tensor_parallel"], read.fields["inference.context"]) == (2, 8192)
+    # On the command line --disable-cuda-graph is SGLang's flag: read, nothing stops.
+    flag = read_command("python -m sglang.launch_server --model-path Qwen/Qwen3-8B --disable-cuda-graph")
+    assert (flag.stops, flag.unknown, flag.fields["inference.cuda_graphs"]) == ("", (), False)
+
+
+def test_a_clean_sglang_config_stops_nothing() -> None:
+    ok = b"model-path: Qwen/Qwen3-8B\ntp: 2\nenable-metrics: true\n"  # tp: argparse's unique prefix of --tp-size
+    read = read_command("sglang serve --config ok.yaml", load_config=lambda _: ok)
+    assert (read.stops, read.unknown, read.fields["inference.tensor_parallel"]) == ("", (), 2)
+
+
+def test_too_few_gpus_visible_is_a_launch_that_would_not_start() -> None:
+    read = read_command("CUDA_VISIBLE_DEVICES=0 vllm serve Qwen/Qwen3-8B -tp 2")
+    assert read.stops == "the launch asks 2 GPU(s) (TP x PP x replicas) but sees 1: the engine would not start"
+
+
+def test_the_command_line_says_a_launch_would_not_start(capsys: pytest.CaptureFixture[str]) -> None:
+    from core.cli.app import main
+
+    code = main(["import-command", f"llama-cli -m {MODEL} -c 8192 --port 8080", "--gpu", "rtx-4090", "--json"])
+    out = capsys.readouterr().out
+    assert code == 0  # the plan is still estimated from what was read
+    assert '"would_not_start": "llama-cli would not start (\'error: invalid argument\'): no option of it: --port"' in out
+    code = main(["import-command", f"llama-cli -m {MODEL} -c 8192 --port 8080", "--gpu", "rtx-4090"])
+    out = capsys.readouterr().out
+    assert "From the llama.cpp launch command\n  llama-cli would not start" in out
