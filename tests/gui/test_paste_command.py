@@ -221,3 +221,25 @@ def test_a_launch_that_would_not_start_is_said_in_the_problem_line(window: MainW
     dialog.grab().save("/tmp/h83cmd-paste-stops.png")  # looked at by hand
     dialog.editor.setPlainText("llama-server -m Qwen3-8B-Q4_K_M.gguf -c 8192 --port 8080")
     assert dialog.problem.text() == ""  # llama-server's own flag: nothing said
+
+
+def test_a_paste_longer_than_any_command_is_refused_whole(window: MainWindow, qtbot: Any) -> None:
+    from PySide6.QtCore import QMimeData
+
+    dialog = PasteCommandDialog(window.controller.plan, window, "vllm serve Qwen/Qwen3-8B")
+    qtbot.addWidget(dialog)
+    huge = QMimeData()
+    huge.setText("x" * (10 * 1024 * 1024))  # 10 MB: laid out as one line it held the GUI thread 7.2 s
+    dialog.editor.insertFromMimeData(huge)
+    assert dialog.editor.toPlainText() == "vllm serve Qwen/Qwen3-8B"  # the user's text, as it was
+    assert dialog.problem.text() == (
+        "The pasted text is 10,485,760 characters: a launch command is at most 64,000; not pasted, the box keeps its "
+        "text"
+    )
+    assert dialog.apply_button.isEnabled()  # what was there still reads
+    small = QMimeData()
+    small.setText(" --max-model-len 8192")
+    dialog.editor.moveCursor(dialog.editor.textCursor().MoveOperation.End)
+    dialog.editor.insertFromMimeData(small)  # an ordinary paste goes in and is read
+    assert dialog.read is not None and dialog.read.fields["inference.context"] == 8192
+    assert dialog.problem.text() == ""
