@@ -103,9 +103,9 @@ class PasteCommandDialog(QDialog):
         layout = QVBoxLayout(self)
         intro = QLabel(
             "Paste a vllm serve, vLLM api_server, SGLang launch_server / sglang serve, llama-server / llama-cli "
-            "or ollama serve / run command (a docker run around it, variables in front, backslash continuations "
-            "and an Ollama Modelfile are fine). Load YAML… reads a vLLM or SGLang --config file. The card and what "
-            "the command does not set stay the plan's."
+            "or ollama serve / run command (a docker run around it, variables, env, nohup or sudo in front, "
+            "backslash continuations and an Ollama Modelfile are fine). Load YAML… reads a vLLM or SGLang --config "
+            "file. The card and what the command does not set stay the plan's."
         )
         intro.setWordWrap(True)
         layout.addWidget(intro)
