@@ -96,6 +96,8 @@ def test_the_old_programs_take_every_option() -> None:
         "sudo OLLAMA_NUM_PARALLEL=2 ollama run llama3.1:8b",
         "OLLAMA_NUM_PARALLEL=2 nohup ollama run llama3.1:8b > ollama.log 2>&1 &",
         "export OLLAMA_NUM_PARALLEL=2\r\nollama run llama3.1:8b 2>&1 | tee ollama.log\r\n",
+        "bash -lc 'export OLLAMA_NUM_PARALLEL=2; ollama run llama3.1:8b'",
+        "(OLLAMA_NUM_PARALLEL=2 ollama run llama3.1:8b &)",
     ],
 )
 def test_ollama_in_the_shell_forms_people_paste(text: str) -> None:
@@ -130,6 +132,10 @@ VLLM_FORMS = [
     "vllm serve Qwen/Qwen3-8B --max-model-len 8192 2>&1 | tee -a vllm.log",
     "time vllm serve Qwen/Qwen3-8B --max-model-len 8192",
     "$ exec vllm serve Qwen/Qwen3-8B --max-model-len 8192",
+    # A compose file's or a container's command: sh -c / bash -lc "SCRIPT" runs SCRIPT; a subshell ( ... &).
+    'bash -c "vllm serve Qwen/Qwen3-8B --max-model-len 8192"',
+    "/bin/sh -lc 'nohup vllm serve Qwen/Qwen3-8B --max-model-len 8192 > vllm.log 2>&1 &'",
+    "(vllm serve Qwen/Qwen3-8B --max-model-len 8192 &)",
 ]
 
 
@@ -182,6 +188,8 @@ def test_env_unsets_and_clears_as_env_does() -> None:
         ("vllm serve Qwen/Qwen3-8B \x00\x01\x02", "holds control characters"),
         ("vllm serve 'Qwen/Qwen3-8B --max-model-len 8192", "No closing quotation"),
         ('llama-server -m "x.gguf', "No closing quotation"),
+        ('bash -c "vllm serve \'Qwen/Qwen3-8B"', "No closing quotation"),  # inside the -c script
+        ('bash -c "ollama run \'llama3.1:8b"', "No closing quotation"),
         ("frobnicate --model Qwen/Qwen3-8B --port 8000", "is not a vLLM, SGLang, llama.cpp or Ollama server launch"),
         ("llama-bench -m x.gguf -p 512", "is not a vLLM, SGLang, llama.cpp or Ollama server launch"),
         ("   \r\n  ", "is empty"),

@@ -633,7 +633,7 @@ _BOOL_WORDS: Final = {"1": True, "t": True, "true": True, "0": False, "f": False
 
 def is_ollama(text: str) -> bool:
     """The text runs ``ollama serve`` / ``run`` / ``create`` (or is a Modelfile): Ollama's reader takes it."""
-    return bool(re.search(r"(^|[\s;&|])ollama\s+(serve|run|create)\b|(^|[\s/])ollama/ollama\b", text)) or bool(
+    return bool(re.search(r"(^|[\s;&|(\"'])ollama\s+(serve|run|create)\b|(^|[\s/])ollama/ollama\b", text)) or bool(
         re.match(r"\s*FROM\s+\S+", text, re.I)
     )
 

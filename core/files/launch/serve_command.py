@@ -215,12 +215,36 @@ def _words(text: str, where: str) -> list[str]:
         stripped = line.strip()
         if stripped.startswith("#") or not stripped:
             continue  # an export's header, a comment line
-        lines.append(stripped.removeprefix("$ "))
+        lines.append(_subshell(stripped.removeprefix("$ ")))
     try:
-        words = shell_words("\n".join(lines))
+        words = inline_shells(shell_words("\n".join(lines)))
     except ValueError as exc:  # an unterminated quote, a backslash at the end
         raise PlanFileError(where, f"cannot be split into words as a shell would: {exc}") from None
     return words
+
+
+def _subshell(line: str) -> str:
+    """A line run in a subshell, ``(vllm serve ... &)``, as the command inside it."""
+    return line[1:-1].strip() if line.startswith("(") and line.endswith(")") else line
+
+
+_SHELL: Final = re.compile(r"^(.*/)?(ba|da|z|k)?sh$")  # sh, bash, /bin/bash, dash, zsh, ksh
+_SHELL_C: Final = re.compile(r"^-[a-z]*c[a-z]*$")  # -c, -lc, -ec, -xec: the command string follows
+
+
+def inline_shells(words: list[str], depth: int = 0) -> list[str]:
+    """``bash -c "SCRIPT"`` (a compose file's or a container's command) as SCRIPT's own words, three levels deep at
+    most; the words after the script (its $0, $1) are left where they are. Raises ValueError as shell_words does."""
+    out: list[str] = []
+    i = 0
+    while i < len(words):
+        if _SHELL.match(words[i]) and i + 2 < len(words) and _SHELL_C.match(words[i + 1]) and depth < 3:
+            out += inline_shells(shell_words(_subshell(words[i + 2].strip())), depth + 1)
+            i += 3
+            continue
+        out.append(words[i])
+        i += 1
+    return out
 
 
 # A POSIX shell's words (sh's "Token Recognition"): '...' keeps everything, "..." lets a backslash escape " \\ $ `,
@@ -1111,8 +1135,8 @@ def _read_ollama(text: str, where: str) -> CommandRead:
     reader = _Reader(Engine.LLAMACPP, _Args())
 
     def words_of(line: str) -> list[str]:
-        try:
-            return shell_words(_CONTINUATION.sub(" ", line))
+        try:  # a subshell's ( ) and a `bash -c "..."` around it: the command inside
+            return inline_shells(shell_words(_subshell(_CONTINUATION.sub(" ", line).strip())))
         except ValueError as exc:
             raise PlanFileError(where, f"cannot be split into words as a shell would: {exc}") from None
 
