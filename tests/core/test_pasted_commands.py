@@ -271,3 +271,27 @@ def test_the_command_line_says_a_launch_would_not_start(capsys: pytest.CaptureFi
     code = main(["import-command", f"llama-cli -m {MODEL} -c 8192 --port 8080", "--gpu", "rtx-4090"])
     out = capsys.readouterr().out
     assert "From the llama.cpp launch command\n  llama-cli would not start" in out
+
+
+def test_cuda_visible_devices_is_counted_as_cuda_counts_it() -> None:
+    from core.files.launch.serve_command import visible_gpus
+
+    # pytorch/pytorch torch/cuda/__init__.py _parse_visible_devices (PR #84879), CUDA's own rule: ordinals read as
+    # strtoul up to the first negative one, "1gpu2" is 1, UUIDs up to the first without GPU- / MIG-, a repeat hides all.
+    cases = {"0,1": 2, "-1": 0, "0,-1,2": 1, "1gpu2,2ampere": 2, "GPU-8932f937,GPU-1b2c": 2, "GPU-8932f937,1": 1}
+    assert {v: visible_gpus(v) for v in cases} == cases
+    assert (visible_gpus("0,0"), visible_gpus("all"), visible_gpus("device=2")) == (0, None, 1)
+    # -1 was counted as one GPU; it hides them all: vLLM finds no device, llama.cpp and Ollama run on the CPU.
+    vllm = read_command("CUDA_VISIBLE_DEVICES=-1 vllm serve Qwen/Qwen3-8B")
+    assert (
+        vllm.stops
+        == "CUDA_VISIBLE_DEVICES hides every GPU: vLLM finds no CUDA device and stops; the plan keeps its card"
+    )
+    llama = read_command(f"CUDA_VISIBLE_DEVICES=-1 llama-server -m {MODEL}")
+    assert llama.stops == "" and llama.fields["inference.pipeline_parallel"] == 1
+    assert any("llama.cpp runs on the CPU" in n for n in llama.notes)
+    ollama = read_command("CUDA_VISIBLE_DEVICES=-1 ollama serve")
+    assert [n.words for n in ollama.unexpressed] == ["CUDA_VISIBLE_DEVICES=-1"]
+    assert ollama.fields["inference.pipeline_parallel"] == 1
+    few = read_command("CUDA_VISIBLE_DEVICES=0,-1,2 vllm serve Qwen/Qwen3-8B -tp 2")  # one GPU before the -1
+    assert few.stops.startswith("the launch asks 2 GPU(s) (TP x PP x replicas) but sees 1")

@@ -899,8 +899,13 @@ def _ollama_env(env: dict[str, str], reader: _Reader, out: GgufRead) -> None:
         elif key == "OLLAMA_SCHED_SPREAD":
             reader.read.append(_note(words, "the model spread over every GPU visible"))
         elif key in DEVICES_ENV.values() or key in ("ROCR_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL"):
-            gpus = len([p for p in value.strip("'\"").split(",") if p.strip()]) or 1
-            setting = ("inference.pipeline_parallel", gpus)
+            from core.files.launch.serve_command import visible_gpus
+
+            gpus = visible_gpus(value)
+            if gpus == 0:
+                reader.cannot_words(words, "hides every GPU: Ollama runs on the CPU; the plan keeps its card")
+            else:
+                setting = ("inference.pipeline_parallel", gpus or 1)
         elif key in OLLAMA_ENV_IGNORED or key in _ENV_IGNORED:
             reader.ignored.append(_note(words, NO_EFFECT))
         elif key in OLLAMA_ENV_WHY:

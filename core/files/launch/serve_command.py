@@ -393,11 +393,25 @@ _DOCKER_VALUED: Final = flag_names(
 )
 
 
-def _visible(value: str) -> int | None:
-    """GPUs a CUDA_VISIBLE_DEVICES value or docker's ``--gpus device=...`` names, by their ids (None: all)."""
+def visible_gpus(value: str) -> int | None:
+    """GPUs a CUDA_VISIBLE_DEVICES value or docker's ``--gpus device=...`` names (None: all), counted as CUDA counts
+    them (pytorch/pytorch torch/cuda/__init__.py ``_parse_visible_devices``, after PR #84879): ordinals read as
+    strtoul reads them up to the first negative or unreadable one (``-1``: none, ``0,-1,2``: one), UUIDs (``GPU-``,
+    ``MIG-``) up to the first without the prefix; an id given twice hides every GPU."""
     value = value.strip().strip("'\"").removeprefix("device=")
-    parts = [p for p in value.split(",") if p.strip()]
-    return len(parts) if parts and value != "all" else None
+    if value == "all" or not value.strip(" ,"):
+        return None if value == "all" or not value else 0
+    prefix = next((p for p in ("GPU-", "MIG-") if value.startswith(p)), "")
+    seen: list[str] = []
+    for part in (p.strip() for p in value.split(",")):
+        number = re.match(r"[+-]?\d+", part)
+        key = part if prefix else str(int(number.group())) if number else "-1"
+        if (prefix and not part.startswith(prefix)) or (not prefix and int(key) < 0):
+            break
+        if key in seen:
+            return 0
+        seen.append(key)
+    return len(seen)
 
 
 def _docker(words: list[str], start: _Start) -> None:
@@ -413,7 +427,7 @@ def _docker(words: list[str], start: _Start) -> None:
             start.env[key] = val
         elif name == "--gpus":
             bare = value.strip().strip("'\"")
-            start.gpus = int(bare) if bare.isdigit() else _visible(bare)  # --gpus 2: a count; device=2: an id
+            start.gpus = int(bare) if bare.isdigit() else visible_gpus(bare)  # --gpus 2: a count; device=2: an id
             seen = "every GPU" if start.gpus is None else f"{start.gpus} GPU(s)"
             start.notes.append(f"docker --gpus {one_line(bare)}: the container sees {seen}")
         else:
@@ -463,7 +477,7 @@ def _find_start(words: list[str]) -> _Start:
         start.notes.append(f"before the command, not read: {one_line(' '.join(skipped))[:120]}")
     visible = start.env.get("CUDA_VISIBLE_DEVICES")
     if visible is not None:
-        start.gpus = _visible(visible) if visible.strip() else 0
+        start.gpus = visible_gpus(visible) if visible.strip() else 0
     if start.engine is Engine.SGLANG and words[first - 1] == "serve":
         _sglang_serve(start)
     return start
@@ -1162,7 +1176,13 @@ def _with_gpus(read: CommandRead, visible: int) -> CommandRead:
     asked = 1
     for name in ("inference.tensor_parallel", "inference.pipeline_parallel", "inference.replicas"):
         asked *= int(read.fields.get(name, 1))
-    if visible and asked > visible:
+    if visible == 0:
+        llama = read.engine is Engine.LLAMACPP
+        where = "llama.cpp runs on the CPU" if llama else f"{read.engine_label} finds no CUDA device and stops"
+        note = f"CUDA_VISIBLE_DEVICES hides every GPU: {where}; the plan keeps its card"
+        stops = read.stops if llama else note
+        return replace(read, notes=(*read.notes, note), stops=read.stops or stops)
+    if asked > visible:
         note = f"the launch asks {asked} GPU(s) (TP x PP x replicas) but sees {visible}: the engine would not start"
         return replace(read, notes=(*read.notes, note), stops=read.stops or note)
     elif visible > asked:
