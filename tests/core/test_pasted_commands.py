@@ -191,7 +191,9 @@ def test_env_unsets_and_clears_as_env_does() -> None:
         ('bash -c "vllm serve \'Qwen/Qwen3-8B"', "No closing quotation"),  # inside the -c script
         ('bash -c "ollama run \'llama3.1:8b"', "No closing quotation"),
         ("frobnicate --model Qwen/Qwen3-8B --port 8000", "is not a vLLM, SGLang, llama.cpp or Ollama server launch"),
-        ("llama-bench -m x.gguf -p 512", "is not a vLLM, SGLang, llama.cpp or Ollama server launch"),
+        ("llama-bench -m x.gguf -p 512", "runs llama-bench, a llama.cpp tool that serves no model"),
+        ("CUDA_VISIBLE_DEVICES=0 ./build/bin/llama-perplexity -m x.gguf", "runs llama-perplexity, a llama.cpp tool"),
+        ("frobnicate llama-3-8b.gguf", "is not a vLLM, SGLang, llama.cpp or Ollama server launch"),  # a file name
         ("   \r\n  ", "is empty"),
     ],
 )

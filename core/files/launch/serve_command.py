@@ -439,6 +439,14 @@ def _docker(words: list[str], start: _Start) -> None:
 
 def _find_start(words: list[str]) -> _Start:
     found = _engine_at(words)
+    head = unwrap(words, {}, [])[:1]  # the program the line runs, past KEY=VALUE words and wrappers
+    tool = head[0].rsplit("/", 1)[-1] if head and head[0].rsplit("/", 1)[-1].startswith("llama-") else ""
+    if found is None and tool:  # llama-bench, llama-perplexity, llama-quantize, ...: llama.cpp's, serving nothing
+        raise PlanFileError(
+            WHERE,
+            f"runs {one_line(tool)[:40]}, a llama.cpp tool that serves no model: paste the llama-server (or "
+            "llama-cli / llama-completion) line",
+        )
     if found is None:
         shown = one_line(" ".join(words[:4]))[:80]
         raise PlanFileError(
