@@ -12,7 +12,9 @@ Needs torch (the CPU build), peft and a transformers release in one environment,
     PYTHONPATH=<a folder holding transformers 4.57.1> /tmp/torchenv/bin/python \
         tools/measure/moe_lora_targets.py OUT.json
 
-tests/data/moe_lora/ holds its output under transformers 5.25.0 and 4.57.1 (peft 0.18.0, torch 2.13.0 CPU).
+tests/data/moe_lora/ holds its output under transformers 5.25.0 and 4.57.1 (peft 0.18.0, torch 2.13.0 CPU). Its
+``dense_first`` rows (branch h83layers) build DeepSeek-V3, GLM-4.5, ERNIE 4.5 and Llama 4 with a dense layer 0 and an
+MoE layer 1 (moe_lora_configs.DENSE_FIRST) and list the first block's adapted modules as well as the last one's.
 """
 
 from __future__ import annotations
@@ -31,7 +33,14 @@ from peft import LoraConfig, get_peft_model
 from transformers import AutoConfig, AutoModelForCausalLM
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script from anywhere
-from tools.measure.moe_lora_configs import COMMON, FAMILIES, LAYERS, RANK  # torch-free, shared with the tests
+from tools.measure.moe_lora_configs import (  # torch-free, shared with the tests
+    COMMON,
+    DENSE_FFN,
+    DENSE_FIRST,
+    FAMILIES,
+    LAYERS,
+    RANK,
+)
 
 # The plan's target choices (core.model normalise_lora_targets: all-linear, the MLP's names and Mixtral's w1/w2/w3).
 TARGETS: dict[str, str | list[str]] = {
@@ -43,9 +52,9 @@ TARGETS: dict[str, str | list[str]] = {
 }
 
 
-def _adapted(model: torch.nn.Module) -> list[str]:
-    """The last block's modules that hold a lora_A, expert indices folded."""
-    last = f"layers.{LAYERS - 1}."
+def _adapted(model: torch.nn.Module, layer: int = LAYERS - 1) -> list[str]:
+    """One block's modules that hold a lora_A (the last block's unless told), expert indices folded."""
+    last = f"layers.{layer}."
     names = set()
     for name, _ in model.named_parameters():
         if ".lora_A." in name and last in name:
@@ -53,8 +62,9 @@ def _adapted(model: torch.nn.Module) -> list[str]:
     return sorted(names)
 
 
-def measure(family: str) -> dict[str, object]:
-    config = AutoConfig.for_model(family, **{**COMMON, **FAMILIES[family]})
+def measure(family: str, dense_first: bool = False) -> dict[str, object]:
+    extra = DENSE_FIRST[family] if dense_first else {}
+    config = AutoConfig.for_model(family, **{**COMMON, **FAMILIES[family], **extra})
     out: dict[str, object] = {}
     for label, targets in TARGETS.items():
         torch.manual_seed(0)
@@ -67,7 +77,10 @@ def measure(family: str) -> dict[str, object]:
         printed = io.StringIO()
         with contextlib.redirect_stdout(printed):
             wrapped.print_trainable_parameters()
-        out[label] = {"printed": printed.getvalue().strip(), "adapted_last_block": _adapted(wrapped)}
+        row: dict[str, object] = {"printed": printed.getvalue().strip(), "adapted_last_block": _adapted(wrapped)}
+        if dense_first:
+            row["adapted_first_block"] = _adapted(wrapped, 0)
+        out[label] = row
     return out
 
 
@@ -80,8 +93,10 @@ def main(path: str) -> None:
             "experts": 4,
             "layers": LAYERS,
             "rank": RANK,
+            "dense_intermediate": DENSE_FFN,
         },
         "families": {family: measure(family) for family in FAMILIES},
+        "dense_first": {family: measure(family, dense_first=True) for family in DENSE_FIRST},
     }
     with open(path, "w") as handle:
         json.dump(record, handle, indent=1)
