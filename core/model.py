@@ -1045,10 +1045,15 @@ class ModelSpec:
         layers, Llama 4's interleaved ones: ``first_k_dense_replace`` of them, whatever their order); every other
         model's blocks as one kind. A hybrid's layers keep their own rule (:meth:`_hybrid_lora_params`) and are one
         kind here. Every count over the model's blocks is Σ layers × one such block's (:meth:`over_blocks`)."""
-        dense = self.first_k_dense_replace if self.num_experts > 1 and not self.recurrent_mixer else 0
-        if not dense:
-            return ((self.num_layers, False),)
-        return tuple((n, kind) for n, kind in ((self.num_layers - dense, False), (dense, True)) if n)
+        # Asked a few dozen times per estimate; the spec is frozen, so the answer is kept on the instance (outside the
+        # dataclass fields, as architecture_params').
+        kinds = self.__dict__.get("_adapter_blocks")
+        if kinds is None:
+            dense = self.first_k_dense_replace if self.num_experts > 1 and not self.recurrent_mixer else 0
+            both = ((self.num_layers - dense, False), (dense, True))
+            kinds = tuple((n, kind) for n, kind in both if n) if dense else ((self.num_layers, False),)
+            object.__setattr__(self, "_adapter_blocks", kinds)
+        return kinds
 
     def over_blocks(self, per_block: Callable[[bool], int]) -> int:
         """Σ layers × ``per_block(dense)`` over :meth:`adapter_blocks`: a block's count, over the model."""
