@@ -30,6 +30,8 @@ from core.hfconfig import model_from_hf_config
 from core.inputs import input_at
 from core.params import param_counts
 from core.plan import LoraSettings, Method, Plan, PlanError, TransformersLoss, default_plan_on
+from core.training.flops import ADAPTER_GEMMS, block_gemms
+from core.training.optimizer import trainable_tensors
 from tools.measure.moe_lora_configs import COMMON, DENSE_FFN, DENSE_FIRST, FAMILIES, FFN, LAYERS, RANK, D, E
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "moe_lora"
@@ -157,6 +159,31 @@ def test_a_dense_layer_of_a_moe_model_adapts_its_own_mlp() -> None:
     four = RELEASES["4.57.1"][0]["dense_first"]["deepseek_v3"]["gate_proj,up_proj,down_proj"]
     older = plan.with_changes(training_transformers=TransformersLoss.V4_49_TO_4_57)
     assert _printed(four) == param_counts(older).adapter == 14_208
+
+
+@pytest.mark.parametrize("release", list(RELEASES))
+@pytest.mark.parametrize("family", list(DENSE_FIRST))
+def test_a_dense_first_models_trained_tensors_and_adapter_flops_follow_the_same_rows(release: str, family: str) -> None:
+    # The tensors: PEFT creates a lora_A and a lora_B on every module the data lists for layer 0 (dense) and layer 1
+    # (MoE), a routed expert's ("experts.*") once per expert (E = 4), less the modules no plan target names (UNNAMED);
+    # the optimizer's count of trained tensors must be that (core.training.optimizer.trainable_tensors).
+    data, line = RELEASES[release]
+    row = data["dense_first"][family][_peft_label(family, "attention+mlp")]
+    targets = ("q_proj", "o_proj", *MLP) if family == "deepseek_v3" else PLAN_TARGETS["attention+mlp"]
+    plan = _plan(family, line, targets, dense_first=True)
+    named = [
+        name
+        for block in (row["adapted_first_block"], row["adapted_last_block"])
+        for name in block
+        if not any(re.search(pattern, name) for pattern in UNNAMED)
+    ]
+    assert trainable_tensors(plan) == 2 * sum(E if ".experts.*." in name else 1 for name in named)
+    # The FLOPs: an adapter matmul's k·n per token, summed over the layers (Gemm.weight × num_layers), is r·(in + out)
+    # of every adapted matrix the tokens reach, so under 5.x (no routed expert: every adapter sees every token) the
+    # adapters' parameter count, PEFT's printed figure.
+    if release == "5.25.0":
+        adapters = [g for g in block_gemms(plan) if g.name.endswith(ADAPTER_GEMMS)]
+        assert sum(g.weight for g in adapters) * LAYERS == _printed(row) == param_counts(plan).adapter
 
 
 def test_all_linear_adds_the_nn_linear_router_of_the_moe_layers_only() -> None:
