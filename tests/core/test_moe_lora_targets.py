@@ -186,6 +186,23 @@ def test_a_dense_first_models_trained_tensors_and_adapter_flops_follow_the_same_
         assert sum(g.weight for g in adapters) * LAYERS == _printed(row) == param_counts(plan).adapter
 
 
+@pytest.mark.parametrize("release", list(RELEASES))
+@pytest.mark.parametrize("family", list(DENSE_FIRST))
+@pytest.mark.parametrize("method", [Method.DORA, Method.IA3])
+def test_dora_and_ia3_on_a_dense_first_model_train_what_peft_trains(release: str, family: str, method: Method) -> None:
+    # tests/data/moe_lora/peft_transformers_*.json "dense_first_methods" (tools/measure/moe_lora_targets.py
+    # measure_methods): DoRA r 8 (LoRA's A and B and a magnitude per output row) and IA3 (a vector per target, down_proj
+    # scaled on its input) on attention and the MLP (DeepSeek-V3: q_proj, o_proj and the MLP), the parameters and
+    # tensors that require a gradient; the plan's adapter count and its optimizer's tensor count.
+    data, line = RELEASES[release]
+    measured = data["dense_first_methods"][family][method.value]
+    targets = ("q_proj", "o_proj", *MLP) if family == "deepseek_v3" else PLAN_TARGETS["attention+mlp"]
+    feedforward = ("down_proj",) if method is Method.IA3 else ()
+    lora = LoraSettings(rank=RANK, alpha=16, targets=targets, ia3_feedforward=feedforward)
+    plan = _plan(family, line, targets, dense_first=True).with_changes(method=method, lora=lora)
+    assert (param_counts(plan).adapter, trainable_tensors(plan)) == (measured["parameters"], measured["tensors"])
+
+
 def test_all_linear_adds_the_nn_linear_router_of_the_moe_layers_only() -> None:
     # huggingface/peft 51c2ff66 src/peft/tuners/tuners_utils.py ``_maybe_include_all_linear_layers`` (lines 1998-2004):
     # all-linear is every nn.Linear / Conv1D module but the output head, so a router that is an nn.Linear is adapted.
