@@ -10,7 +10,7 @@ One concern past 400 lines: the spec's validation and the count of each kind of 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields, replace
 from functools import lru_cache
 from typing import Any, Final
@@ -919,9 +919,12 @@ class ModelSpec:
             if self.fused_qkv and chosen & {"q_proj", "k_proj", "v_proj"}:
                 chosen -= {"q_proj", "k_proj", "v_proj"}
             return self._hybrid_lora_params(rank, chosen) + head_params
-        per_layer = sum(copies * rank * (fan_in + fan_out) for fan_in, fan_out, copies in
-                        self.adapted_matrices(targets, linear_experts))  # fmt: skip
-        return self.num_layers * per_layer + head_params
+        return head_params + self.over_blocks(
+            lambda dense: sum(
+                copies * rank * (fan_in + fan_out)
+                for fan_in, fan_out, copies in self.adapted_matrices(targets, linear_experts, dense)
+            )
+        )
 
     def mixer_shapes(self) -> dict[str, tuple[int, int]]:
         """(in, out) of a hybrid's Mamba-2 in_proj (d → 2·inner + 2·groups·state + heads) and out_proj
@@ -1036,31 +1039,59 @@ class ModelSpec:
             return None
         return self.hidden_size, self.vocab_size
 
-    def adapted_rows(self, targets: tuple[str, ...], linear_experts: bool) -> list[tuple[int, int, int, bool]]:
+    def adapter_blocks(self) -> tuple[tuple[int, bool], ...]:
+        """(layers, dense) of each kind of block whose adapters differ, the ``dense`` :meth:`adapted_rows` takes: a
+        mixture of experts' MoE blocks, then its dense ones (DeepSeek-V2/V3's, GLM-4.5's and ERNIE 4.5's first
+        layers, Llama 4's interleaved ones: ``first_k_dense_replace`` of them, whatever their order); every other
+        model's blocks as one kind. A hybrid's layers keep their own rule (:meth:`_hybrid_lora_params`) and are one
+        kind here. Every count over the model's blocks is Σ layers × one such block's (:meth:`over_blocks`)."""
+        # Asked a few dozen times per estimate; the spec is frozen, so the answer is kept on the instance (outside the
+        # dataclass fields, as architecture_params').
+        kinds = self.__dict__.get("_adapter_blocks")
+        if kinds is None:
+            dense = self.first_k_dense_replace if self.num_experts > 1 and not self.recurrent_mixer else 0
+            both = ((self.num_layers - dense, False), (dense, True))
+            kinds = tuple((n, kind) for n, kind in both if n) if dense else ((self.num_layers, False),)
+            object.__setattr__(self, "_adapter_blocks", kinds)
+        return kinds
+
+    def over_blocks(self, per_block: Callable[[bool], int]) -> int:
+        """Σ layers × ``per_block(dense)`` over :meth:`adapter_blocks`: a block's count, over the model."""
+        return sum(layers * per_block(dense) for layers, dense in self.adapter_blocks())
+
+    def adapted_rows(
+        self, targets: tuple[str, ...], linear_experts: bool, dense: bool = False
+    ) -> list[tuple[int, int, int, bool]]:
         """(in, out, copies, routed) of every matrix one block adapts, fused ones as one matrix: the one rule of
         what PEFT's target_modules reach, which the adapters' sizes, their gradients and optimizer state, their
-        activations and their FLOPs all read.
+        activations and their FLOPs all read; ``dense`` picks the kind of block (:meth:`adapter_blocks`).
 
         On a mixture of experts the MLP's targets reach each routed expert (``routed``: ``num_experts`` copies,
         each seeing top-k / experts of the tokens) only where transformers builds them as nn.Linear
         (``linear_experts``: 4.x, LINEAR_EXPERTS_4X), and a shared expert's gate, up and down (its own width,
         ``shared_expert_size``) in either release (tests/data/moe_lora/: Qwen2-MoE, DeepSeek-V3, GLM-4 MoE, ERNIE
-        4.5 and Llama 4 under 5.25.0 adapt the shared expert alone). A block here is one with experts: DeepSeek's,
-        GLM's and ERNIE's dense first layers (Llama 4's interleaved ones) are counted as such blocks, not as
-        dense MLPs (the per-block rule every caller multiplies by num_layers cannot hold both). The router and
-        Qwen2-MoE's shared-expert gate, which PEFT's all-linear adapts where they are nn.Linear, are not counted:
-        the plan keeps all-linear as the seven names it stands for."""
+        4.5 and Llama 4 under 5.25.0 adapt the shared expert alone). A dense block of such a model (``dense``)
+        holds a plain gated MLP of ``dense_intermediate_size`` instead, nn.Linear in every release
+        (DeepseekV3MLP, Glm4MoeMLP, Ernie4_5_MoeMLP, Llama4TextMLP in transformers 4.57.1 and 5.25.0), which the
+        MLP targets adapt at that width (tests/data/moe_lora/'s dense_first rows): the counts (adapters, gradients,
+        optimizer state), FLOPs and kernel counts read every kind; one layer's kept activations (core.training.
+        activations) read the MoE block's, as its base MLP does. The router and Qwen2-MoE's
+        shared-expert gate, which PEFT's all-linear adapts where they are nn.Linear, are not counted: the plan
+        keeps all-linear as the seven names it stands for (docs/REAL_GPU_MEMORY.md, branch h83layers)."""
         shapes = self.linear_shapes()
         chosen = set(normalise_lora_targets(targets))
-        moe = self.num_experts > 1
-        experts = self.num_experts if linear_experts or not moe else 0
+        moe = self.num_experts > 1 and not dense
+        if dense:  # the dense block's MLP: one gated MLP of dense_intermediate_size
+            d, w = self.hidden_size, self.dense_intermediate_size
+            shapes = {**shapes, "gate_proj": (d, w), "up_proj": (d, w), "down_proj": (w, d)}
+        experts = 1 if not moe else self.num_experts if linear_experts else 0
         out: list[tuple[int, int, int, bool]] = []
         if self.fused_qkv and chosen & {"q_proj", "k_proj", "v_proj"}:
             out.append((self.hidden_size, self.q_width + 2 * self.kv_width, 1, False))
             chosen -= {"q_proj", "k_proj", "v_proj"}
         if self.fused_gate_up and self.gated_mlp and chosen & {"gate_proj", "up_proj"}:
             if experts:
-                out.append((self.hidden_size, 2 * self.intermediate_size, experts, moe))
+                out.append((self.hidden_size, 2 * shapes["up_proj"][1], experts, moe))
             chosen -= {"gate_proj", "up_proj"}
         d, s = self.hidden_size, self.shared_expert_size
         for name in LORA_TARGETS:
@@ -1076,19 +1107,33 @@ class ModelSpec:
                 out.append((s, d, 1, False) if name == "down_proj" else (d, s, 1, False))
         return out
 
-    def adapted_matrices(self, targets: tuple[str, ...], linear_experts: bool) -> list[tuple[int, int, int]]:
-        """(in, out, copies) of every matrix one block adapts (:meth:`adapted_rows`)."""
-        return [(fan_in, fan_out, copies) for fan_in, fan_out, copies, _ in self.adapted_rows(targets, linear_experts)]
+    def adapted_matrices(
+        self, targets: tuple[str, ...], linear_experts: bool, dense: bool = False
+    ) -> list[tuple[int, int, int]]:
+        """(in, out, copies) of every matrix one block of the kind ``dense`` adapts (:meth:`adapted_rows`)."""
+        rows = self.adapted_rows(targets, linear_experts, dense)
+        return [(fan_in, fan_out, copies) for fan_in, fan_out, copies, _ in rows]
+
+    def adapted_shapes(self, targets: tuple[str, ...], linear_experts: bool) -> list[tuple[int, int]]:
+        """(in, out) of every matrix any block adapts, over the kinds of :meth:`adapter_blocks` (PEFT's refusals and
+        its shared projections look at every targeted module)."""
+        return [
+            (fan_in, fan_out)
+            for _, dense in self.adapter_blocks()
+            for fan_in, fan_out, _ in self.adapted_matrices(targets, linear_experts, dense)
+        ]
 
     def dora_magnitude_params(self, targets: tuple[str, ...], linear_experts: bool) -> int:
         """DoRA's trained magnitude: one value per output row of every adapted matrix
         (PEFT ``lora_magnitude_vector``, shape [out_features]), the head's V rows when it is adapted."""
         head = self.head_adapter_shape(targets)
-        per_layer = sum(fan_out * copies for _, fan_out, copies in self.adapted_matrices(targets, linear_experts))
-        return self.num_layers * per_layer + (head[1] if head else 0)
+        blocks = self.over_blocks(
+            lambda dense: sum(fan_out * c for _, fan_out, c in self.adapted_matrices(targets, linear_experts, dense))
+        )
+        return blocks + (head[1] if head else 0)
 
     def ia3_vectors(
-        self, targets: tuple[str, ...], feedforward: tuple[str, ...], linear_experts: bool
+        self, targets: tuple[str, ...], feedforward: tuple[str, ...], linear_experts: bool, dense: bool = False
     ) -> list[tuple[int, int, bool]]:
         """(elements, copies, feedforward) of each IA3 vector one block trains.
 
@@ -1108,7 +1153,7 @@ class ModelSpec:
             group = next((g for g in groups if name in g), (name,))
             done.update(group)
             on_input = bool(ff & set(group))
-            for fan_in, fan_out, copies in self.adapted_matrices((name,), linear_experts):
+            for fan_in, fan_out, copies in self.adapted_matrices((name,), linear_experts, dense):
                 out.append((fan_in if on_input else fan_out, copies, on_input))
         return out
 
@@ -1151,7 +1196,9 @@ class ModelSpec:
 
     def ia3_params(self, targets: tuple[str, ...], feedforward: tuple[str, ...], linear_experts: bool) -> int:
         """Exact IA3 size: Σ in (feedforward) or out (others) over the targets, every block."""
-        return self.num_layers * sum(n * c for n, c, _ in self.ia3_vectors(targets, feedforward, linear_experts))
+        return self.over_blocks(
+            lambda dense: sum(n * c for n, c, _ in self.ia3_vectors(targets, feedforward, linear_experts, dense))
+        )
 
     # ---- KV cache ------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:

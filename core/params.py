@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
@@ -195,19 +196,19 @@ def lycoris_matrix_tensors(plan: Plan, fan_in: int, fan_out: int) -> tuple[list[
     return [*sizes, out_b * in_d], 0
 
 
-def vera_tensor_sizes(plan: Plan) -> list[int]:
+def vera_tensor_sizes(plan: Plan, dense: bool = False) -> list[int]:
     """Elements of each tensor PEFT's VeRA trains in one block: per adapted (out × in) nn.Linear,
     vera_lambda_d (r) and vera_lambda_b (out) (huggingface/peft 51c2ff66 src/peft/tuners/vera/layer.py
     ``update_layer``: ``torch.randn(r)``, ``torch.ones(self.out_features)``). vera--llama-3.2-3B-default
     results file: "num_trainable_params": 129024 = 28 × (q: 256 + 3,072, v: 256 + 1,024)."""
     r = plan.lora.rank
     sizes: list[int] = []
-    for _, fan_out, copies in plan.model.adapted_matrices(plan.lora.targets, plan.linear_experts):
+    for _, fan_out, copies in plan.model.adapted_matrices(plan.lora.targets, plan.linear_experts, dense):
         sizes += [r, fan_out] * copies
     return sizes
 
 
-def miss_tensor_sizes(plan: Plan) -> list[int]:
+def miss_tensor_sizes(plan: Plan, dense: bool = False) -> list[int]:
     """Elements of the tensor PEFT's MiSS trains per adapted (out × in) nn.Linear of one block: miss_block (r ×
     out) under MissConfig's default init_weights True (huggingface/peft 51c2ff66 src/peft/tuners/miss/layer.py
     ``update_layer``: ``nn.Parameter(torch.zeros(r, self.out_features))``; an input width not a multiple of r is
@@ -215,19 +216,19 @@ def miss_tensor_sizes(plan: Plan) -> list[int]:
     "num_trainable_params": 7340032 = 28 × 64 × (q: 3,072 + v: 1,024)."""
     r = plan.lora.rank
     sizes: list[int] = []
-    for _, fan_out, copies in plan.model.adapted_matrices(plan.lora.targets, plan.linear_experts):
+    for _, fan_out, copies in plan.model.adapted_matrices(plan.lora.targets, plan.linear_experts, dense):
         sizes += [r * fan_out] * copies
     return sizes
 
 
-def fourierft_tensor_sizes(plan: Plan) -> list[int]:
+def fourierft_tensor_sizes(plan: Plan, dense: bool = False) -> list[int]:
     """Elements of the tensor PEFT's FourierFT trains per adapted nn.Linear of one block: fourierft_spectrum, n
     (``lora.rank``, FourierFTConfig.n_frequency) per target (huggingface/peft 51c2ff66 src/peft/tuners/fourierft/
     layer.py ``update_layer``: ``nn.Parameter(torch.randn(n_frequency))``; its ``indices``, 2 × n int64, are a plain
     dict entry, no parameter or buffer). fourierft--llama-3.2-3B-default results file: "num_trainable_params": 56000
     = 28 × 2 targets × 1,000."""
     n = plan.lora.rank
-    return [n * copies for _, _, copies in plan.model.adapted_matrices(plan.lora.targets, plan.linear_experts)]
+    return [n * copies for _, _, copies in plan.model.adapted_matrices(plan.lora.targets, plan.linear_experts, dense)]
 
 
 # RoadConfig.variant's trained angles (and as many scales) per output feature (huggingface/peft 51c2ff66
@@ -236,26 +237,26 @@ def fourierft_tensor_sizes(plan: Plan) -> list[int]:
 _ROAD_SHARE: Final = {RoadVariant.ROAD_1: (1, 2), RoadVariant.ROAD_2: (1, 1), RoadVariant.ROAD_4: (2, 1)}
 
 
-def road_tensor_sizes(plan: Plan) -> list[int]:
+def road_tensor_sizes(plan: Plan, dense: bool = False) -> list[int]:
     """Elements of the tensors PEFT's RoAd trains per adapted nn.Linear of one block: road_theta and road_alpha,
     each out/2, out or 2·out by variant (huggingface/peft 51c2ff66 src/peft/tuners/road/layer.py ``update_layer``).
     road--llama-3.2-3B-lr_0.001 results file (variant road_2): "num_trainable_params": 229376 = 28 × 2 × (q: 3,072 +
     v: 1,024)."""
     num, den = _ROAD_SHARE[plan.lora.road_variant]
     sizes: list[int] = []
-    for _, fan_out, copies in plan.model.adapted_matrices(plan.lora.targets, plan.linear_experts):
+    for _, fan_out, copies in plan.model.adapted_matrices(plan.lora.targets, plan.linear_experts, dense):
         sizes += [fan_out * num // den] * (2 * copies)
     return sizes
 
 
-def vblora_tensor_sizes(plan: Plan) -> list[int]:
+def vblora_tensor_sizes(plan: Plan, dense: bool = False) -> list[int]:
     """Elements of the tensors PEFT's VB-LoRA trains per adapted nn.Linear of one block: vblora_logits_A (r, in / L,
     V) and vblora_logits_B (out / L, r, V), L the bank's vector length and V its number of vectors (huggingface/peft
     51c2ff66 src/peft/tuners/vblora/layer.py ``update_layer``; core.plan.VBLORA_VECTOR_LENGTH, VBLORA_NUM_VECTORS).
     The bank itself trains once for the model (:func:`vblora_bank_elements`)."""
     r, length, vectors = plan.lora.rank, VBLORA_VECTOR_LENGTH, VBLORA_NUM_VECTORS
     sizes: list[int] = []
-    for fan_in, fan_out, copies in plan.model.adapted_matrices(plan.lora.targets, plan.linear_experts):
+    for fan_in, fan_out, copies in plan.model.adapted_matrices(plan.lora.targets, plan.linear_experts, dense):
         sizes += [r * (fan_in // length) * vectors, (fan_out // length) * r * vectors] * copies
     return sizes
 
@@ -275,14 +276,14 @@ def randlora_bases(fan_in: int, fan_out: int, r: int) -> int:
     return -(-min(fan_in, fan_out) // r)
 
 
-def randlora_tensor_sizes(plan: Plan) -> list[int]:
+def randlora_tensor_sizes(plan: Plan, dense: bool = False) -> list[int]:
     """Elements of the tensors PEFT's RandLoRA trains per adapted nn.Linear of one block: randlora_lambda (r ×
     bases) and randlora_gamma (bases × min(in, out)) (huggingface/peft 51c2ff66 src/peft/tuners/randlora/layer.py
     ``update_layer``). randlora--llama-3.2-3B-default results file: "num_trainable_params": 9289728 = 28 × (q: 32 ×
     96 + 96 × 3,072, v: 32 × 32 + 32 × 1,024)."""
     r = plan.lora.rank
     sizes: list[int] = []
-    for fan_in, fan_out, copies in plan.model.adapted_matrices(plan.lora.targets, plan.linear_experts):
+    for fan_in, fan_out, copies in plan.model.adapted_matrices(plan.lora.targets, plan.linear_experts, dense):
         bases = randlora_bases(fan_in, fan_out, r)
         sizes += [r * bases, bases * min(fan_in, fan_out)] * copies
     return sizes
@@ -303,13 +304,13 @@ def randlora_projection_elements(plan: Plan) -> int:
 def _largest_sides(plan: Plan) -> tuple[int, int] | None:
     """(largest in, largest out) over the targets' matrices, PEFT's ``_find_dim`` for the shared projections of VeRA
     and RandLoRA (huggingface/peft 51c2ff66 src/peft/tuners/vera/model.py, randlora/model.py); None without one."""
-    matrices = plan.model.adapted_matrices(plan.lora.targets, plan.linear_experts)
-    if not matrices:
+    shapes = plan.model.adapted_shapes(plan.lora.targets, plan.linear_experts)
+    if not shapes:
         return None
-    return max(fan_in for fan_in, _, _ in matrices), max(fan_out for _, fan_out, _ in matrices)
+    return max(fan_in for fan_in, _ in shapes), max(fan_out for _, fan_out in shapes)
 
 
-def shira_tensor_sizes(plan: Plan) -> list[int]:
+def shira_tensor_sizes(plan: Plan, dense: bool = False) -> list[int]:
     """Elements of the tensor PEFT's SHiRA trains per adapted nn.Linear of one block: shira_weight, r·(in + out)
     values of the weight's entries the mask picks (huggingface/peft 51c2ff66 src/peft/tuners/shira/layer.py
     ``update_layer``: ``num_shira_weight = r * (self.in_features + self.out_features)``).
@@ -318,19 +319,19 @@ def shira_tensor_sizes(plan: Plan) -> list[int]:
     r = plan.lora.rank
     return [
         r * (fan_in + fan_out) * copies
-        for fan_in, fan_out, copies in plan.model.adapted_matrices(plan.lora.targets, plan.linear_experts)
+        for fan_in, fan_out, copies in plan.model.adapted_matrices(plan.lora.targets, plan.linear_experts, dense)
     ]
 
 
-def shira_index_elements(plan: Plan) -> int:
+def shira_index_elements(plan: Plan, dense: bool = False) -> int:
     """int32 elements of SHiRA's index tensors in one block: 2 × r·(in + out) a target, a plain dict entry
     (``shira_indices``) moved to the base weight's device at ``update_layer`` (huggingface/peft 51c2ff66
     src/peft/tuners/shira/layer.py: ``torch.cat([...]).to(torch.int)``, ``.to(self.base_layer.weight.device)``), kept
     on the GPU for the run; 0 for every other method."""
-    return 2 * sum(shira_tensor_sizes(plan)) if plan.shira else 0
+    return 2 * sum(shira_tensor_sizes(plan, dense)) if plan.shira else 0
 
 
-def adalora_tensor_sizes(plan: Plan) -> list[int]:
+def adalora_tensor_sizes(plan: Plan, dense: bool = False) -> list[int]:
     """Elements of each tensor PEFT's AdaLoRA trains in one block: per adapted (out × in) nn.Linear, lora_A
     (r × in), lora_E (r × 1) and lora_B (out × r) at r = init_r (huggingface/peft 51c2ff66
     src/peft/tuners/adalora/layer.py ``AdaLoraLayer.update_layer``; model.py ``_create_and_replace`` passes
@@ -340,7 +341,7 @@ def adalora_tensor_sizes(plan: Plan) -> list[int]:
     file: "num_trainable_params": 18353664 = 28 × (q: 64·3,072 + 64 + 3,072·64, v: 64·3,072 + 64 + 1,024·64)."""
     r = plan.lora.rank
     sizes: list[int] = []
-    for fan_in, fan_out, copies in plan.model.adapted_matrices(plan.lora.targets, plan.linear_experts):
+    for fan_in, fan_out, copies in plan.model.adapted_matrices(plan.lora.targets, plan.linear_experts, dense):
         sizes += [r * fan_in, r, fan_out * r] * copies
     return sizes
 
@@ -397,20 +398,20 @@ def oft_blocks(plan: Plan, fan_in: int) -> tuple[int, int]:
     return r, fan_in // r
 
 
-def oft_tensor_sizes(plan: Plan) -> list[int]:
+def oft_tensor_sizes(plan: Plan, dense: bool = False) -> list[int]:
     """Elements of the tensor PEFT's OFT trains per adapted nn.Linear of one block: OFTRotationModule.weight,
     (r, block·(block − 1)/2), the upper triangle of each block's skew-symmetric matrix (huggingface/peft 51c2ff66
     src/peft/tuners/oft/layer.py ``update_layer``: ``n_elements = oft_block_size * (oft_block_size - 1) // 2``;
     block_share is not modelled). oft--llama-3.2-3B-rank32 results file: "num_trainable_params": 8171520 = 28 ×
     2 targets × 32 blocks × (96 · 95 / 2) (q_proj and v_proj both read 3,072 features: blocks of 96)."""
     sizes: list[int] = []
-    for fan_in, _, copies in plan.model.adapted_matrices(plan.lora.targets, plan.linear_experts):
+    for fan_in, _, copies in plan.model.adapted_matrices(plan.lora.targets, plan.linear_experts, dense):
         r, block = oft_blocks(plan, fan_in)
         sizes += [r * (block * (block - 1) // 2)] * copies
     return sizes
 
 
-def oft_index_elements(plan: Plan) -> int:
+def oft_index_elements(plan: Plan, dense: bool = False) -> int:
     """int64 elements of OFT's index buffers in one block: each target's OFTRotationModule registers ``rows``
     and ``cols`` of ``torch.triu_indices(block, block, 1)``, block·(block − 1)/2 each (huggingface/peft 51c2ff66
     src/peft/tuners/oft/layer.py ``OFTRotationModule.__init__``; cast_adapter_dtype casts floats only); 0 for
@@ -418,7 +419,7 @@ def oft_index_elements(plan: Plan) -> int:
     if not plan.oft:
         return 0
     total = 0
-    for fan_in, _, copies in plan.model.adapted_matrices(plan.lora.targets, plan.linear_experts):
+    for fan_in, _, copies in plan.model.adapted_matrices(plan.lora.targets, plan.linear_experts, dense):
         block = oft_blocks(plan, fan_in)[1]
         total += 2 * (block * (block - 1) // 2) * copies
     return total
@@ -435,16 +436,33 @@ def boft_blocks(plan: Plan, fan_in: int) -> tuple[int, int]:
     return plan.lora.rank, fan_in // plan.lora.rank
 
 
-def boft_tensor_sizes(plan: Plan) -> list[int]:
+def boft_tensor_sizes(plan: Plan, dense: bool = False) -> list[int]:
     """Elements of the tensors PEFT's BOFT trains per adapted nn.Linear of one block, one butterfly factor: boft_R
     (1, in / b, b, b), the whole b × b of each block (``cayley_batch`` takes its skew-symmetric part), and boft_s
     (out, 1) (huggingface/peft 51c2ff66 src/peft/tuners/boft/layer.py ``update_layer``). boft--llama-3.2-3B-default
     results file: "num_trainable_params": 802816 = 28 × (768·4·4 + 3,072 + 768·4·4 + 1,024)."""
     sizes: list[int] = []
-    for fan_in, fan_out, copies in plan.model.adapted_matrices(plan.lora.targets, plan.linear_experts):
+    for fan_in, fan_out, copies in plan.model.adapted_matrices(plan.lora.targets, plan.linear_experts, dense):
         blocks, size = boft_blocks(plan, fan_in)
         sizes += [blocks * size * size, fan_out] * copies
     return sizes
+
+
+# The PEFT methods whose trained tensors in one block are their own (not LoRA's A and B): each function lists them
+# for one block of the kind ``dense`` (core.model.ModelSpec.adapter_blocks), read by the adapter count here and by the
+# optimizer's rules (core.training.optimizer.adapter_tensor_sizes).
+BLOCK_TENSOR_SIZES: Final[dict[Method, Callable[[Plan, bool], list[int]]]] = {
+    Method.MISS: miss_tensor_sizes,
+    Method.VBLORA: vblora_tensor_sizes,
+    Method.RANDLORA: randlora_tensor_sizes,
+    Method.SHIRA: shira_tensor_sizes,
+    Method.FOURIERFT: fourierft_tensor_sizes,
+    Method.ROAD: road_tensor_sizes,
+    Method.VERA: vera_tensor_sizes,
+    Method.ADALORA: adalora_tensor_sizes,
+    Method.OFT: oft_tensor_sizes,
+    Method.BOFT: boft_tensor_sizes,
+}
 
 
 def flat_trained_sizes(plan: Plan) -> list[int] | None:
@@ -474,30 +492,15 @@ def param_counts(plan: Plan) -> ParamCounts:
         elif plan.peft_flat_trained:
             adapter = sum(flat_trained_sizes(plan) or [])
         elif plan.lycoris:
-            adapter = model.num_layers * sum(
-                sum(lycoris_matrix_tensors(plan, fan_in, fan_out)[0]) * copies
-                for fan_in, fan_out, copies in model.adapted_matrices(plan.lora.targets, plan.linear_experts)
+            adapter = model.over_blocks(
+                lambda dense: sum(
+                    sum(lycoris_matrix_tensors(plan, fan_in, fan_out)[0]) * copies
+                    for fan_in, fan_out, copies in model.adapted_matrices(plan.lora.targets, plan.linear_experts, dense)
+                )
             )
-        elif plan.vera:
-            adapter = model.num_layers * sum(vera_tensor_sizes(plan))
-        elif plan.adalora:
-            adapter = model.num_layers * sum(adalora_tensor_sizes(plan))
-        elif plan.oft:
-            adapter = model.num_layers * sum(oft_tensor_sizes(plan))
-        elif plan.boft:
-            adapter = model.num_layers * sum(boft_tensor_sizes(plan))
-        elif plan.miss:
-            adapter = model.num_layers * sum(miss_tensor_sizes(plan))
-        elif plan.fourierft:
-            adapter = model.num_layers * sum(fourierft_tensor_sizes(plan))
-        elif plan.road:
-            adapter = model.num_layers * sum(road_tensor_sizes(plan))
-        elif plan.vblora:
-            adapter = model.num_layers * sum(vblora_tensor_sizes(plan)) + vblora_bank_elements(plan)
-        elif plan.randlora:
-            adapter = model.num_layers * sum(randlora_tensor_sizes(plan))
-        elif plan.shira:
-            adapter = model.num_layers * sum(shira_tensor_sizes(plan))
+        elif plan.method in BLOCK_TENSOR_SIZES:  # one block's tensors of a method of its own, over the blocks
+            sizes = BLOCK_TENSOR_SIZES[plan.method]
+            adapter = model.over_blocks(lambda dense: sum(sizes(plan, dense))) + vblora_bank_elements(plan)
         else:
             adapter = model.lora_params(plan.lora.rank, plan.lora.targets, plan.linear_experts)
         if plan.method is _METHOD_DORA:
@@ -581,10 +584,13 @@ def lora_fa_frozen_elements(plan: Plan) -> int:
         return 0
     model, r = plan.model, plan.lora.rank
     head = model.head_adapter_shape(plan.lora.targets)
-    per_layer = sum(
-        r * fan_in * copies for fan_in, _, copies in model.adapted_matrices(plan.lora.targets, plan.linear_experts)
+    blocks = model.over_blocks(
+        lambda dense: sum(
+            r * fan_in * copies
+            for fan_in, _, copies in model.adapted_matrices(plan.lora.targets, plan.linear_experts, dense)
+        )
     )
-    return model.num_layers * per_layer + (r * head[0] if head else 0)
+    return blocks + (r * head[0] if head else 0)
 
 
 def modules_to_save_elements(plan: Plan) -> int:

@@ -1939,9 +1939,7 @@ class Plan:
         product of the input and output dimensions")."""
         if self.method is not _FOURIERFT:
             return
-        smallest = min(
-            (i * o for i, o, _ in self.model.adapted_matrices(self.lora.targets, self.linear_experts)), default=0
-        )
+        smallest = min((i * o for i, o in self.model.adapted_shapes(self.lora.targets, self.linear_experts)), default=0)
         if smallest and self.lora.rank > smallest:
             raise PlanError(
                 "lora.rank",
@@ -1956,9 +1954,7 @@ class Plan:
         ``update_layer`` (src/peft/tuners/shira/layer.py) refuses r·(in + out) above in·out ("more shira params than
         the total number of params in the base layer")."""
         if self.method is _VBLORA:
-            sides = {
-                n for i, o, _ in self.model.adapted_matrices(self.lora.targets, self.linear_experts) for n in (i, o)
-            }
+            sides = {n for i, o in self.model.adapted_shapes(self.lora.targets, self.linear_experts) for n in (i, o)}
             odd = sorted(n for n in sides if n % VBLORA_VECTOR_LENGTH)
             if odd:
                 raise PlanError(
@@ -1968,7 +1964,7 @@ class Plan:
                     f"PEFT's VB-LoRA refuses a target {odd[0]:,} wide: its sides must be whole bank vectors",
                 )
         if self.method is _SHIRA:
-            for fan_in, fan_out, _ in self.model.adapted_matrices(self.lora.targets, self.linear_experts):
+            for fan_in, fan_out in self.model.adapted_shapes(self.lora.targets, self.linear_experts):
                 if self.lora.rank * (fan_in + fan_out) > fan_in * fan_out:
                     raise PlanError(
                         "lora.rank",
@@ -1987,7 +1983,7 @@ class Plan:
         part, path, name = (size, "lora.oft_block_size", "boft_block_size") if size else (
             self.lora.rank, "lora.rank", "boft_block_num"
         )
-        for fan_in, _, _ in self.model.adapted_matrices(self.lora.targets, self.linear_experts):
+        for fan_in, _ in self.model.adapted_shapes(self.lora.targets, self.linear_experts):
             if fan_in % part:
                 raise PlanError(
                     path,

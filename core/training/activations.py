@@ -861,9 +861,7 @@ def dora_forward_transient(plan: Plan, head: bool = True) -> Term | None:
     dt = dtypes_for(plan)
     a, c = dt.adapter, (dt.compute if dt.autocast else dt.adapter)
     r = plan.lora.rank
-    shapes = [
-        (fan_in, fan_out) for fan_in, fan_out, _ in plan.model.adapted_matrices(plan.lora.targets, plan.linear_experts)
-    ]
+    shapes = plan.model.adapted_shapes(plan.lora.targets, plan.linear_experts)  # every kind of block's
     head_shape = plan.model.head_adapter_shape(plan.lora.targets) if head else None
     if head_shape:
         shapes.append(head_shape)

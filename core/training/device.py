@@ -199,7 +199,7 @@ def weight_segments(
     blocks = model.num_layers if layers is None else layers
     shards = max(1, par.fsdp_shards)
     adapter = DTYPE_BYTES[plan.adapter_dtype]
-    large_adapters = 0
+    large_adapters = 0.0
     if plan.method is Method.IA3:
         vectors = model.ia3_vectors(plan.lora.targets, plan.lora.ia3_feedforward, plan.linear_experts)
         large_adapters = sum(copies * (not is_small(int(n * adapter / shards))) for n, copies, _ in vectors)
@@ -208,14 +208,16 @@ def weight_segments(
         per_block = [(n, 1) for n in prompt]
         per_block += model.litgpt_v2_block_tensors() if plan.method is Method.ADAPTER_V2 else []
         large_adapters = sum(copies * (not is_small(int(n * adapter / shards))) for n, copies in per_block)
-    elif plan.adapter_based:
-        for fan_in, fan_out, copies in model.adapted_matrices(plan.lora.targets, plan.linear_experts):
-            for elements in (plan.lora.rank * fan_in, fan_out * plan.lora.rank):
-                large_adapters += copies * (not is_small(int(elements * adapter / shards)))
+    elif plan.adapter_based:  # a block's, the mean over its kinds (an MoE's dense blocks: ModelSpec.adapter_blocks)
+        for kind_layers, dense in model.adapter_blocks():
+            for fan_in, fan_out, copies in model.adapted_matrices(plan.lora.targets, plan.linear_experts, dense):
+                for elements in (plan.lora.rank * fan_in, fan_out * plan.lora.rank):
+                    large = copies * (not is_small(int(elements * adapter / shards)))
+                    large_adapters += large * kind_layers / model.num_layers
     # The head's lora_A and lora_B (lm_head targeted) are two more such linears, on the rank with the head.
     lora_head = head_adapter_tensor_sizes(plan)[:2] if head else []
     head_units = sum(not is_small(int(elements * adapter / shards)) for elements in lora_head)
-    units = blocks * (1 + large_adapters) + (1 if embedding or head else 0) + head_units
+    units = round(blocks * (1 + large_adapters)) + (1 if embedding or head else 0) + head_units
     return units, "FSDP1 unit shards"
 
 

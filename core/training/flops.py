@@ -267,11 +267,14 @@ def _adapter_gemms(plan: Plan) -> tuple[Gemm, ...]:
             continue
         if target in MLP_TARGETS and model.num_experts > 1 and not model.recurrent_mixer:
             # What the target reaches on a mixture of experts (ModelSpec.adapted_rows): each routed expert's
-            # adapter on top-k / experts of the tokens (transformers 4.x), a shared expert's on all of them.
+            # adapter on top-k / experts of the tokens (transformers 4.x), a shared expert's on all of them; a dense
+            # block's MLP in the share of the blocks that are dense (ModelSpec.adapter_blocks).
             share = model.routed_share
-            for fan_in, fan_out, copies, routed in model.adapted_rows((target,), plan.linear_experts):
-                for g in _target_gemms(plan, target, fan_in, fan_out):
-                    out.append(Gemm(g.name, g.k, g.n, g.split, g.trains, share if routed else 1.0, copies, g.layers))
+            for layers, dense in model.adapter_blocks():
+                held = layers / model.num_layers
+                for fan_in, fan_out, copies, routed in model.adapted_rows((target,), plan.linear_experts, dense):
+                    for g in _target_gemms(plan, target, fan_in, fan_out):
+                        out.append(Gemm(g.name, g.k, g.n, g.split, g.trains, share if routed else 1.0, copies, held))
             continue
         out += _target_gemms(plan, target, *shapes[target])
     if model.recurrent_mixer:
@@ -554,9 +557,12 @@ def _adalora_scaling(plan: Plan) -> list[FlopTerm]:
     if not plan.adalora:
         return []
     model = plan.model
-    matrices = model.adapted_matrices(plan.lora.targets, plan.linear_experts)
-    ins = sum(fan_in * c for fan_in, _, c in matrices)
-    outs = sum(fan_out * c for _, fan_out, c in matrices)
+    kinds = [  # each kind of block's matrices (ModelSpec.adapter_blocks) as its share of the blocks
+        (layers / model.num_layers, model.adapted_matrices(plan.lora.targets, plan.linear_experts, dense))
+        for layers, dense in model.adapter_blocks()
+    ]
+    ins = sum(held * fan_in * c for held, matrices in kinds for fan_in, _, c in matrices)
+    outs = sum(held * fan_out * c for held, matrices in kinds for _, fan_out, c in matrices)
     n = plan.workload.micro_batch * plan.workload.seq_len
     per = 3.0 * plan.lora.rank * ins / n + 4.0 * outs
     formula = f"(3·r·Σin / N + 4·Σout) × {model.num_layers} = {per:,.1f} × {model.num_layers}"

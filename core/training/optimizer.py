@@ -7,37 +7,28 @@ State is allocated like the parameter it belongs to (torch.optim ``_init_group``
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Final
 
 from core.breakdown import Term
 from core.format import sci
 from core.memo import last_answer
 from core.params import (
+    BLOCK_TENSOR_SIZES,
     ParamCounts,
-    adalora_tensor_sizes,
-    boft_tensor_sizes,
     flat_trained_sizes,
-    fourierft_tensor_sizes,
     galore_shapes,
     galore_state_elements,
     litgpt_adapter_tensors,
     ln_tensor_sizes,
     lokr_factorization,
     lycoris_matrix_tensors,
-    miss_tensor_sizes,
     muon_elements,
     muon_layers,
     muon_matrices,
     oft_blocks,
-    oft_tensor_sizes,
     randlora_bases,
-    randlora_tensor_sizes,
-    road_tensor_sizes,
-    shira_tensor_sizes,
     vblora_bank_elements,
-    vblora_tensor_sizes,
-    vera_tensor_sizes,
 )
 from core.plan import VBLORA_NUM_VECTORS, VBLORA_VECTOR_LENGTH, Method, Optimizer, OptimizerImpl, Plan, TorchVersion
 from core.roles import Dtypes, runs_grad_scaler
@@ -216,22 +207,7 @@ GALORE_SVD_BYTES: Final = 4.0
 MIN_BLOCK_BYTES: Final = 512
 
 
-# The PEFT methods whose trained tensors per block core.params lists (adapter_tensor_sizes).
-_OWN_TENSOR_SIZES: Final[dict[Method, Callable[[Plan], list[int]]]] = {
-    Method.MISS: miss_tensor_sizes,
-    Method.VBLORA: vblora_tensor_sizes,
-    Method.RANDLORA: randlora_tensor_sizes,
-    Method.SHIRA: shira_tensor_sizes,
-    Method.FOURIERFT: fourierft_tensor_sizes,
-    Method.ROAD: road_tensor_sizes,
-    Method.VERA: vera_tensor_sizes,
-    Method.ADALORA: adalora_tensor_sizes,
-    Method.OFT: oft_tensor_sizes,
-    Method.BOFT: boft_tensor_sizes,
-}
-
-
-def adapter_tensor_sizes(plan: Plan) -> list[int]:
+def adapter_tensor_sizes(plan: Plan, dense: bool = False) -> list[int]:
     """Elements of each tensor one block's adapters train: lora_A (r·in), lora_B (r·out) and
     DoRA's magnitude (out) per adapted matrix, one IA3 vector (in or out) per target, or LoHa's / LoKr's
     factors (core.params.lycoris_matrix_tensors), or VeRA's two vectors (core.params.vera_tensor_sizes), or OFT's
@@ -241,23 +217,24 @@ def adapter_tensor_sizes(plan: Plan) -> list[int]:
     (core.params.vblora_tensor_sizes), RandLoRA's lambda and gamma (core.params.randlora_tensor_sizes), SHiRA's
     r·(in + out) values (core.params.shira_tensor_sizes), BOFT's boft_R and boft_s (core.params.boft_tensor_sizes)."""
     model = plan.model
-    own = _OWN_TENSOR_SIZES.get(plan.method)
+    own = BLOCK_TENSOR_SIZES.get(plan.method)
     if own is not None:
-        return own(plan)
+        return own(plan, dense)
     if plan.method is _METHOD_IA3:
+        lora = plan.lora
         return [
             n
-            for n, copies, _ in model.ia3_vectors(plan.lora.targets, plan.lora.ia3_feedforward, plan.linear_experts)
+            for n, copies, _ in model.ia3_vectors(lora.targets, lora.ia3_feedforward, plan.linear_experts, dense)
             for _ in range(copies)
         ]
     r = plan.lora.rank
     sizes: list[int] = []
     if plan.lycoris:
-        for fan_in, fan_out, copies in model.adapted_matrices(plan.lora.targets, plan.linear_experts):
+        for fan_in, fan_out, copies in model.adapted_matrices(plan.lora.targets, plan.linear_experts, dense):
             sizes += lycoris_matrix_tensors(plan, fan_in, fan_out)[0] * copies
         return sizes
     frozen_a = plan.optimizer is _OPTIMIZER_LORA_FA  # LoRA-FA trains lora_B alone (core.params.lora_fa_frozen_elements)
-    for fan_in, fan_out, copies in model.adapted_matrices(plan.lora.targets, plan.linear_experts):
+    for fan_in, fan_out, copies in model.adapted_matrices(plan.lora.targets, plan.linear_experts, dense):
         a = [] if frozen_a else [r * fan_in]
         sizes += (a + [r * fan_out] + ([fan_out] if plan.method is _METHOD_DORA else [])) * copies
     return sizes
@@ -289,7 +266,8 @@ def trainable_tensors(plan: Plan) -> int:  # of the frozen plan (core.memo)
     if flat is not None:
         return len(flat)
     if plan.adapter_based:
-        return model.num_layers * len(adapter_tensor_sizes(plan)) + len(head_adapter_tensor_sizes(plan))
+        head = len(head_adapter_tensor_sizes(plan))
+        return model.over_blocks(lambda dense: len(adapter_tensor_sizes(plan, dense))) + head
     layers = model.num_layers - (plan.frozen_layers if plan.method is Method.FROZEN else 0)
     outside = model.outside_tensors(embedding=plan.method is Method.FULL)
     return layers * model.layer_tensors() + outside
@@ -660,7 +638,7 @@ def small_state_elements(plan: Plan, below: int = OPT8_MIN_SIZE, block: int = 0)
         return _small(flat, below, block)
     if plan.adapter_based:
         head = _small(head_adapter_tensor_sizes(plan), below, block)
-        return model.num_layers * _small(adapter_tensor_sizes(plan), below, block) + head
+        return model.over_blocks(lambda dense: _small(adapter_tensor_sizes(plan, dense), below, block)) + head
     layers = model.num_layers - (plan.frozen_layers if plan.method is Method.FROZEN else 0)
     outside = model.outside_tensor_sizes(embedding=plan.method is Method.FULL)
     small = layers * _small(model.layer_tensor_sizes(), below, block) + _small(outside, below, block)
@@ -686,7 +664,9 @@ def small_state_tensors(plan: Plan, below: int, block: int = 0) -> int:
         return sum(1 for n in flat if _kept(n, below, block))
     if plan.adapter_based:
         head = sum(1 for n in head_adapter_tensor_sizes(plan) if _kept(n, below, block))
-        return model.num_layers * sum(1 for n in adapter_tensor_sizes(plan) if _kept(n, below, block)) + head
+        return head + model.over_blocks(
+            lambda dense: sum(1 for n in adapter_tensor_sizes(plan, dense) if _kept(n, below, block))
+        )
     layers = model.num_layers - (plan.frozen_layers if plan.method is Method.FROZEN else 0)
     outside = model.outside_tensor_sizes(embedding=plan.method is Method.FULL)
     return layers * sum(1 for n in model.layer_tensor_sizes() if _kept(n, below, block)) + sum(
@@ -710,55 +690,10 @@ def adafactor_state_elements(plan: Plan) -> int:
         d = model.hidden_size
         matrices = (plan.lora.virtual_tokens + d) + (3 * 2 * d if plan.method is Method.P_TUNING else 0)
         return matrices + (3 * d if plan.method is Method.P_TUNING else 0)
-    if plan.method is Method.IA3:  # each vector is 2-D, (1, in) or (out, 1): n + 1 statistics
-        return model.num_layers * sum(n + 1 for n in adapter_tensor_sizes(plan))
-    # VeRA's vectors are 1-D (r) and (out), FourierFT's spectrum (n) and RoAd's angles and scales too: Adafactor keeps
-    # them whole
-    if plan.vera or plan.fourierft or plan.road or plan.shira:  # SHiRA's shira_weight is 1-D (r·(in + out)) too
-        return model.num_layers * sum(adapter_tensor_sizes(plan))
-    if plan.randlora:  # randlora_lambda (r, bases) and randlora_gamma (bases, min): 2-D, rows + columns each
-        r = plan.lora.rank
-        bases = [
-            (randlora_bases(fi, fo, r), min(fi, fo), c)
-            for fi, fo, c in model.adapted_matrices(plan.lora.targets, plan.linear_experts)
-        ]
-        return model.num_layers * sum((r + b + b + low) * c for b, low, c in bases)
-    if plan.vblora:
-        # vblora_logits_A (r, in/L, V) and vblora_logits_B (out/L, r, V) are 3-D: Adafactor factors the last two
-        # dimensions per leading index (torch/optim/_adafactor.py: row and column variances of shape[:-1] and
-        # shape[:-2] + shape[-1:]); the bank (V, L) is 2-D.
-        r, length, vectors = plan.lora.rank, VBLORA_VECTOR_LENGTH, VBLORA_NUM_VECTORS
-        per_layer = sum(
-            (r * (fi // length + vectors) + (fo // length) * (r + vectors)) * c
-            for fi, fo, c in model.adapted_matrices(plan.lora.targets, plan.linear_experts)
-        )
-        return model.num_layers * per_layer + vectors + length
-    if plan.adalora:  # lora_A (r, in), lora_E (r, 1), lora_B (out, r): all 2-D, rows + columns each
-        r = plan.lora.rank
-        per_layer = sum(
-            (fi + r + r + 1 + fo + r) * c
-            for fi, fo, c in model.adapted_matrices(plan.lora.targets, plan.linear_experts)
-        )
-        return model.num_layers * per_layer
-    if plan.miss:  # each target's miss_block is 2-D (r, out): rows + columns
-        r = plan.lora.rank
-        return model.num_layers * sum(
-            (r + fo) * c for _, fo, c in model.adapted_matrices(plan.lora.targets, plan.linear_experts)
-        )
-    if plan.oft:  # each target's OFTRotationModule.weight is 2-D (r, b(b−1)/2): rows + columns
-        oft = [
-            (oft_blocks(plan, fan_in), c)
-            for fan_in, _, c in model.adapted_matrices(plan.lora.targets, plan.linear_experts)
-        ]
-        return model.num_layers * sum((r + b * (b - 1) // 2) * c for (r, b), c in oft)
-    if plan.boft:  # boft_R (1, in/b, b, b): the last two dimensions per leading index, 2·in; boft_s (out, 1): out + 1
-        boft_rows = model.adapted_matrices(plan.lora.targets, plan.linear_experts)
-        return model.num_layers * sum((2 * fi + fo + 1) * c for fi, fo, c in boft_rows)
-    if plan.lycoris:
-        return model.num_layers * sum(
-            _lycoris_statistics(plan, fi, fo) * c
-            for fi, fo, c in model.adapted_matrices(plan.lora.targets, plan.linear_experts)
-        )
+    if plan.method is Method.IA3 or plan.method in BLOCK_TENSOR_SIZES or plan.lycoris:
+        # the bank (V, L) of VB-LoRA is 2-D, once for the model: rows + columns
+        bank = VBLORA_NUM_VECTORS + VBLORA_VECTOR_LENGTH if plan.vblora else 0
+        return model.over_blocks(lambda dense: _adafactor_block(plan, dense)) + bank
     if plan.adapter_based:
         targets = plan.lora.targets
         shapes = model.linear_shapes()
@@ -773,6 +708,38 @@ def adafactor_state_elements(plan: Plan) -> int:
     embeds = 0 if plan.method is Method.FROZEN else model.vocab_size + model.hidden_size
     head = 0 if model.tie_embeddings else model.vocab_size + model.hidden_size
     return layers * per_layer + embeds + head + model.hidden_size
+
+
+def _adafactor_block(plan: Plan, dense: bool) -> int:
+    """Adafactor's statistics for one block's tensors of a PEFT method of its own (IA3, LoHa / LoKr and
+    core.params.BLOCK_TENSOR_SIZES'), in a block of the kind ``dense`` (core.model.ModelSpec.adapter_blocks)."""
+    matrices = plan.model.adapted_matrices(plan.lora.targets, plan.linear_experts, dense)
+    r = plan.lora.rank
+    if plan.method is Method.IA3:  # each vector is 2-D, (1, in) or (out, 1): n + 1 statistics
+        return sum(n + 1 for n in adapter_tensor_sizes(plan, dense))
+    # VeRA's vectors are 1-D (r) and (out), FourierFT's spectrum (n) and RoAd's angles and scales too: Adafactor keeps
+    # them whole
+    if plan.vera or plan.fourierft or plan.road or plan.shira:  # SHiRA's shira_weight is 1-D (r·(in + out)) too
+        return sum(adapter_tensor_sizes(plan, dense))
+    if plan.randlora:  # randlora_lambda (r, bases) and randlora_gamma (bases, min): 2-D, rows + columns each
+        bases = [(randlora_bases(fi, fo, r), min(fi, fo), c) for fi, fo, c in matrices]
+        return sum((r + b + b + low) * c for b, low, c in bases)
+    if plan.vblora:
+        # vblora_logits_A (r, in/L, V) and vblora_logits_B (out/L, r, V) are 3-D: Adafactor factors the last two
+        # dimensions per leading index (torch/optim/_adafactor.py: row and column variances of shape[:-1] and
+        # shape[:-2] + shape[-1:]).
+        length, vectors = VBLORA_VECTOR_LENGTH, VBLORA_NUM_VECTORS
+        return sum((r * (fi // length + vectors) + (fo // length) * (r + vectors)) * c for fi, fo, c in matrices)
+    if plan.adalora:  # lora_A (r, in), lora_E (r, 1), lora_B (out, r): all 2-D, rows + columns each
+        return sum((fi + r + r + 1 + fo + r) * c for fi, fo, c in matrices)
+    if plan.miss:  # each target's miss_block is 2-D (r, out): rows + columns
+        return sum((r + fo) * c for _, fo, c in matrices)
+    if plan.oft:  # each target's OFTRotationModule.weight is 2-D (r, b(b−1)/2): rows + columns
+        oft = [(oft_blocks(plan, fan_in), c) for fan_in, _, c in matrices]
+        return sum((n + b * (b - 1) // 2) * c for (n, b), c in oft)
+    if plan.boft:  # boft_R (1, in/b, b, b): the last two dimensions per leading index, 2·in; boft_s (out, 1): out + 1
+        return sum((2 * fi + fo + 1) * c for fi, fo, c in matrices)
+    return sum(_lycoris_statistics(plan, fi, fo) * c for fi, fo, c in matrices)  # LoHa, LoKr
 
 
 def _lycoris_statistics(plan: Plan, fan_in: int, fan_out: int) -> int:
@@ -796,7 +763,8 @@ def largest_trainable_tensor(plan: Plan) -> int:
     if flat is not None:
         return max(flat)
     if plan.adapter_based:
-        return max(adapter_tensor_sizes(plan) + head_adapter_tensor_sizes(plan), default=0)
+        blocks = [n for _, dense in model.adapter_blocks() for n in adapter_tensor_sizes(plan, dense)]
+        return max(blocks + head_adapter_tensor_sizes(plan), default=0)
     linear = max(fi * fo for fi, fo in model.linear_shapes().values())
     if model.num_experts > 1:  # transformers 5 stores each projection of all experts as one 3-D tensor
         linear = model.num_experts * 2 * model.hidden_size * model.intermediate_size

@@ -468,14 +468,17 @@ def eager_block_kernels(plan: Plan) -> tuple[float, float, float]:
     # the expert loop's own host time is not counted (a floor below it).
     model = plan.model
     if plan.lora_adapters:
-        adapted = len(model.adapted_matrices(plan.lora.targets, plan.linear_experts))
+        # a block's adapted linears, the mean over its kinds (an MoE's dense blocks: ModelSpec.adapter_blocks)
+        targets, experts = plan.lora.targets, plan.linear_experts
+        adapted = model.over_blocks(lambda dense: len(model.adapted_rows(targets, experts, dense))) / model.num_layers
         lf, lb, lr = LORA_LINEAR_KERNELS
         forward, backward, recompute = forward + adapted * lf, backward + adapted * lb, recompute + adapted * lr
     if plan.four_bit_base:
         # the base's 4-bit linears, one per projection (not what an adapter reaches): routed experts among them
         # unless they stay 16-bit (Plan.bnb_16bit_experts: 3-D parameters, read by the experts' own matmuls)
-        linears = model.adapted_matrices(tuple(model.linear_shapes()), not plan.bnb_16bit_experts)
-        dequant = len(linears) * BNB_DEQUANT_KERNELS[plan.double_quant]
+        names, linear = tuple(model.linear_shapes()), not plan.bnb_16bit_experts
+        linears = model.over_blocks(lambda dense: len(model.adapted_rows(names, linear, dense))) / model.num_layers
+        dequant = linears * BNB_DEQUANT_KERNELS[plan.double_quant]
         forward, backward, recompute = forward + dequant, backward + dequant, recompute + dequant
     extra = method_work(plan)  # a PEFT method's own ops (DoRA's and AdaLoRA's beyond LoRA's path)
     if extra is not None:
@@ -870,7 +873,13 @@ def _dense_builds(rank: _Rank, tally: _Tally) -> None:
     if work is None or not work.builds_as_blocks:
         return
     again = _recomputed_blocks(rank.plan, rank)
-    for fan_in, _, copies in rank.plan.model.adapted_matrices(rank.plan.lora.targets, rank.plan.linear_experts):
+    model = rank.plan.model
+    matrices = [  # every kind of block's (ModelSpec.adapter_blocks), each as its share of the blocks
+        (fan_in, copies * layers / model.num_layers)
+        for layers, dense in model.adapter_blocks()
+        for fan_in, _, copies in model.adapted_matrices(rank.plan.lora.targets, rank.plan.linear_experts, dense)
+    ]
+    for fan_in, copies in matrices:
         count, k = 3.0 * copies, float(fan_in)
         passes = ((rank.layers + again) * count, rank.backward_layers * count, 0.0)
         _matmul(tally, k, k, k, passes, False, rank.sms, rank.layers * count)

@@ -137,12 +137,12 @@ def weight_terms(plan: Plan, counts: ParamCounts, dt: Dtypes) -> list[Term]:
         terms.append(Term(label, formula, bases * a))
     if model.vision_params:
         terms.append(vision_weight_term(plan, dt))
-    shira = shira_index_elements(plan) * model.num_layers
+    shira = model.over_blocks(lambda dense: shira_index_elements(plan, dense))
     if shira:
         # SHiRA's shira_indices (core.params.shira_index_elements): int32 on the base weight's device.
         label = "SHiRA mask indices (int32)"
         terms.append(Term(label, f"L × Σ 2·r(in + out) = {sci(shira)} × 4 B", shira * 4.0))
-    index = oft_index_elements(plan) * model.num_layers
+    index = model.over_blocks(lambda dense: oft_index_elements(plan, dense))
     if index:
         # OFTRotationModule's rows / cols buffers (core.params.oft_index_elements): int64, moved with the adapter.
         label = "OFT upper-triangle index buffers (int64)"

@@ -100,10 +100,10 @@ def _rank(draw: st.DrawFn, spec: ModelSpec, method: Method, targets: list[str]) 
     PEFT and Plan._check_fourierft refuse more."""
     rank = draw(st.integers(1, 1024))
     if method is Method.FOURIERFT:
-        entries = [i * o for i, o, _ in spec.adapted_matrices(tuple(targets), False)]
+        entries = [i * o for i, o in spec.adapted_shapes(tuple(targets), False)]
         rank = min([rank, *entries])
     if method is Method.SHIRA:  # r·(in + out) at most in·out on every target (PEFT and Plan._check_vblora_shira)
-        rank = max(1, min([rank, *(i * o // (i + o) for i, o, _ in spec.adapted_matrices(tuple(targets), False))]))
+        rank = max(1, min([rank, *(i * o // (i + o) for i, o in spec.adapted_shapes(tuple(targets), False))]))
     return rank
 
 
@@ -111,7 +111,7 @@ def vblora_targets(spec: ModelSpec, targets: list[str]) -> list[str]:
     """The targets whose sides are whole bank vectors (VB-LoRA's vector_length: Plan._check_vblora_shira)."""
 
     def whole(names: tuple[str, ...]) -> bool:
-        return all(n % VBLORA_VECTOR_LENGTH == 0 for i, o, _ in spec.adapted_matrices(names, False) for n in (i, o))
+        return all(n % VBLORA_VECTOR_LENGTH == 0 for i, o in spec.adapted_shapes(names, False) for n in (i, o))
 
     keep = [t for t in targets if whole((t,))]
     return keep if keep and whole(tuple(keep)) else []
@@ -119,7 +119,7 @@ def vblora_targets(spec: ModelSpec, targets: list[str]) -> list[str]:
 
 def boft_block(spec: ModelSpec, targets: tuple[str, ...]) -> int:
     """A BOFT block size that divides every target's input width (BOFTConfig's 4 where it does: Plan._check_boft)."""
-    ins = [i for i, _, _ in spec.adapted_matrices(targets, False)]
+    ins = [i for i, _ in spec.adapted_shapes(targets, False)]
     return next(b for b in (4, 2, 1) if all(i % b == 0 for i in ins))
 
 

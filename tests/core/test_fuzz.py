@@ -437,10 +437,10 @@ def _prompt_learning_runs(drawn: dict[str, Any]) -> dict[str, Any]:
         drawn["parallel"] = replace(drawn["parallel"], strategy=Strategy.DDP)
         drawn["workload"] = replace(drawn["workload"], seq_len=min(drawn["workload"].seq_len, MAX_SEQ - 20))
     if drawn["method"] is Method.FOURIERFT:  # n_frequency at most a target's entries (Plan._check_fourierft)
-        entries = [i * o for i, o, _ in drawn["model"].adapted_matrices(drawn["lora"].targets, False)]
+        entries = [i * o for i, o in drawn["model"].adapted_shapes(drawn["lora"].targets, False)]
         drawn["lora"] = replace(drawn["lora"], rank=min([drawn["lora"].rank, *entries]))
     if drawn["method"] is Method.SHIRA:  # r·(in + out) at most in·out (Plan._check_vblora_shira, branch h78peft)
-        sides = [i * o // (i + o) for i, o, _ in drawn["model"].adapted_matrices(drawn["lora"].targets, False)]
+        sides = [i * o // (i + o) for i, o in drawn["model"].adapted_shapes(drawn["lora"].targets, False)]
         rank = min([drawn["lora"].rank, *sides])
         if rank:
             drawn["lora"] = replace(drawn["lora"], rank=rank)

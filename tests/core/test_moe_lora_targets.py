@@ -4,6 +4,9 @@ Source of every expected count: tests/data/moe_lora/peft_transformers_{4.57.1,5.
 tools/measure/moe_lora_targets.py (peft 0.18.0, torch 2.13.0 CPU): each family built at hidden 64, expert MLP 32,
 4 experts (top 2; Llama 4 top 1), 2 layers, wrapped with ``LoraConfig(r=8, target_modules=...)``; the figure is
 PEFT's own ``print_trainable_parameters`` line. The tiny configs are the tool's (tools/measure/moe_lora_configs.py).
+The data's ``dense_first`` rows (branch h83layers) build DeepSeek-V3, GLM-4.5, ERNIE 4.5 and Llama 4 with layer 0 dense
+(a gated MLP of DENSE_FFN = 48) and layer 1 MoE, as their real checkpoints' first_k_dense_replace /
+moe_layer_start_index / interleave_moe_layer_step make them.
 
 transformers 5 keeps the routed experts as 3-D parameters that no target name reaches; 4.57.1 held them as a
 ModuleList of nn.Linear for LINEAR_EXPERTS_4X's families (core.model). A shared expert is adapted in both.
@@ -26,8 +29,10 @@ from core.files.planfile import PlanFileError
 from core.hfconfig import model_from_hf_config
 from core.inputs import input_at
 from core.params import param_counts
-from core.plan import LoraSettings, Method, Plan, PlanError, TransformersLoss
-from tools.measure.moe_lora_configs import COMMON, FAMILIES, FFN, LAYERS, RANK, D, E
+from core.plan import LoraSettings, Method, Plan, PlanError, TransformersLoss, default_plan_on
+from core.training.flops import ADAPTER_GEMMS, block_gemms
+from core.training.optimizer import trainable_tensors
+from tools.measure.moe_lora_configs import COMMON, DENSE_FFN, DENSE_FIRST, FAMILIES, FFN, LAYERS, RANK, D, E
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "moe_lora"
 RELEASES = {
@@ -67,39 +72,54 @@ def _printed(row: dict[str, Any]) -> int:
 
 
 def _unnamed(row: dict[str, Any]) -> int:
-    """LoRA parameters on the modules no plan target names (UNNAMED), all layers."""
+    """LoRA parameters on the modules no plan target names (UNNAMED), all layers: a dense_first row's layer 0 as its
+    first block lists them, every other layer as the last block does."""
+    blocks = [row.get("adapted_first_block", row["adapted_last_block"]), *[row["adapted_last_block"]] * (LAYERS - 1)]
     total = 0
-    for name in row["adapted_last_block"]:
-        for pattern, (fan_in, fan_out) in UNNAMED.items():
-            if re.search(pattern, name):
-                total += RANK * (fan_in + fan_out) * LAYERS
+    for names in blocks:
+        for name in names:
+            for pattern, (fan_in, fan_out) in UNNAMED.items():
+                if re.search(pattern, name):
+                    total += RANK * (fan_in + fan_out)
     return total
 
 
-def _plan(family: str, release: TransformersLoss, targets: tuple[str, ...]) -> Plan:
-    spec = model_from_hf_config({"model_type": family, **COMMON, **FAMILIES[family]}, name=family)
+def _plan(family: str, release: TransformersLoss, targets: tuple[str, ...], dense_first: bool = False) -> Plan:
+    extra = DENSE_FIRST[family] if dense_first else {}
+    spec = model_from_hf_config({"model_type": family, **COMMON, **FAMILIES[family], **extra}, name=family)
     lora = LoraSettings(rank=RANK, alpha=16, targets=targets)
     return Plan(model=spec, method=Method.LORA, lora=lora, training_transformers=release)
 
 
 CASES = [
-    pytest.param(release, family, kind, id=f"{release}-{family}-{kind}")
+    pytest.param(release, family, kind, False, id=f"{release}-{family}-{kind}")
     for release in RELEASES
     for family in FAMILIES
+    for kind in PLAN_TARGETS
+] + [
+    pytest.param(release, family, kind, True, id=f"{release}-{family}-dense-first-{kind}")
+    for release in RELEASES
+    for family in DENSE_FIRST
     for kind in PLAN_TARGETS
 ]
 
 
 def test_the_data_is_the_tiny_model_these_configs_build() -> None:
     for data, _ in RELEASES.values():
-        assert data["tiny"] == {"hidden": D, "intermediate": FFN, "experts": E, "layers": LAYERS, "rank": RANK}
+        tiny = {"hidden": D, "intermediate": FFN, "experts": E, "layers": LAYERS, "rank": RANK}
+        assert data["tiny"] == {**tiny, "dense_intermediate": DENSE_FFN}
         assert set(data["families"]) == set(FAMILIES)
+        assert set(data["dense_first"]) == set(DENSE_FIRST)
+    # The plan reads the dense_first configs as one dense layer and one MoE layer.
+    for family in DENSE_FIRST:
+        spec = _plan(family, TransformersLoss.V5_ON, ("q_proj",), dense_first=True).model
+        assert (spec.first_k_dense_replace, spec.dense_intermediate_size, spec.moe_layers) == (1, DENSE_FFN, 1)
 
 
-@pytest.mark.parametrize(("release", "family", "kind"), CASES)
-def test_the_plan_counts_what_peft_adapts(release: str, family: str, kind: str) -> None:
+@pytest.mark.parametrize(("release", "family", "kind", "dense_first"), CASES)
+def test_the_plan_counts_what_peft_adapts(release: str, family: str, kind: str, dense_first: bool) -> None:
     data, line = RELEASES[release]
-    rows = data["families"][family]
+    rows = data["dense_first" if dense_first else "families"][family]
     row = rows[_peft_label(family, kind)]
     targets = PLAN_TARGETS[kind]
     if family == "deepseek_v3":  # latent attention: q_proj (no q_lora_rank) and o_proj are its only named matrices
@@ -111,9 +131,9 @@ def test_the_plan_counts_what_peft_adapts(release: str, family: str, kind: str) 
         targets = ("q_proj", "k_proj", "v_proj", "o_proj")
     if "refused" in row:
         with pytest.raises(PlanError, match="lora.targets"):
-            _plan(family, line, targets)
+            _plan(family, line, targets, dense_first)
         return
-    plan = _plan(family, line, targets)
+    plan = _plan(family, line, targets, dense_first)
     assert param_counts(plan).adapter == _printed(row) - _unnamed(row)
 
 
@@ -125,6 +145,95 @@ def test_all_linear_leaves_out_only_the_modules_no_target_names() -> None:
     assert param_counts(_plan("mixtral", TransformersLoss.V4_49_TO_4_57, ("all-linear",))).adapter == 25_600
     # Under 5.25.0 the same config's all-linear is the attention alone: 7,168.
     assert param_counts(_plan("mixtral", TransformersLoss.V5_ON, ("all-linear",))).adapter == 7_168
+
+
+def test_a_dense_layer_of_a_moe_model_adapts_its_own_mlp() -> None:
+    # tests/data/moe_lora/peft_transformers_5.25.0.json, dense_first deepseek_v3, "gate_proj,up_proj,down_proj":
+    # 4,992 printed = layer 0's DeepseekV3MLP of 48, 8 × (64 + 48) × 3 = 2,688, + layer 1's shared expert of 32,
+    # 8 × (64 + 32) × 3 = 2,304. The rule before branch h83layers counted both layers as MoE blocks: 2 × 2,304 = 4,608.
+    row = RELEASES["5.25.0"][0]["dense_first"]["deepseek_v3"]["gate_proj,up_proj,down_proj"]
+    plan = _plan("deepseek_v3", TransformersLoss.V5_ON, MLP, dense_first=True)
+    assert _printed(row) == param_counts(plan).adapter == 4_992
+    assert plan.model.adapter_blocks() == ((1, False), (1, True))
+    # Under 4.57.1 layer 1 adds its 4 routed experts, 4 × 8 × (64 + 32) × 3 = 9,216: 14,208 printed.
+    four = RELEASES["4.57.1"][0]["dense_first"]["deepseek_v3"]["gate_proj,up_proj,down_proj"]
+    older = plan.with_changes(training_transformers=TransformersLoss.V4_49_TO_4_57)
+    assert _printed(four) == param_counts(older).adapter == 14_208
+
+
+@pytest.mark.parametrize("release", list(RELEASES))
+@pytest.mark.parametrize("family", list(DENSE_FIRST))
+def test_a_dense_first_models_trained_tensors_and_adapter_flops_follow_the_same_rows(release: str, family: str) -> None:
+    # The tensors: PEFT creates a lora_A and a lora_B on every module the data lists for layer 0 (dense) and layer 1
+    # (MoE), a routed expert's ("experts.*") once per expert (E = 4), less the modules no plan target names (UNNAMED);
+    # the optimizer's count of trained tensors must be that (core.training.optimizer.trainable_tensors).
+    data, line = RELEASES[release]
+    row = data["dense_first"][family][_peft_label(family, "attention+mlp")]
+    targets = ("q_proj", "o_proj", *MLP) if family == "deepseek_v3" else PLAN_TARGETS["attention+mlp"]
+    plan = _plan(family, line, targets, dense_first=True)
+    named = [
+        name
+        for block in (row["adapted_first_block"], row["adapted_last_block"])
+        for name in block
+        if not any(re.search(pattern, name) for pattern in UNNAMED)
+    ]
+    assert trainable_tensors(plan) == 2 * sum(E if ".experts.*." in name else 1 for name in named)
+    # The FLOPs: an adapter matmul's k·n per token, summed over the layers (Gemm.weight × num_layers), is r·(in + out)
+    # of every adapted matrix the tokens reach, so under 5.x (no routed expert: every adapter sees every token) the
+    # adapters' parameter count, PEFT's printed figure.
+    if release == "5.25.0":
+        adapters = [g for g in block_gemms(plan) if g.name.endswith(ADAPTER_GEMMS)]
+        assert sum(g.weight for g in adapters) * LAYERS == _printed(row) == param_counts(plan).adapter
+
+
+@pytest.mark.parametrize("release", list(RELEASES))
+@pytest.mark.parametrize("family", list(DENSE_FIRST))
+@pytest.mark.parametrize("method", [Method.DORA, Method.IA3])
+def test_dora_and_ia3_on_a_dense_first_model_train_what_peft_trains(release: str, family: str, method: Method) -> None:
+    # tests/data/moe_lora/peft_transformers_*.json "dense_first_methods" (tools/measure/moe_lora_targets.py
+    # measure_methods): DoRA r 8 (LoRA's A and B and a magnitude per output row) and IA3 (a vector per target, down_proj
+    # scaled on its input) on attention and the MLP (DeepSeek-V3: q_proj, o_proj and the MLP), the parameters and
+    # tensors that require a gradient; the plan's adapter count and its optimizer's tensor count.
+    data, line = RELEASES[release]
+    measured = data["dense_first_methods"][family][method.value]
+    targets = ("q_proj", "o_proj", *MLP) if family == "deepseek_v3" else PLAN_TARGETS["attention+mlp"]
+    feedforward = ("down_proj",) if method is Method.IA3 else ()
+    lora = LoraSettings(rank=RANK, alpha=16, targets=targets, ia3_feedforward=feedforward)
+    plan = _plan(family, line, targets, dense_first=True).with_changes(method=method, lora=lora)
+    assert (param_counts(plan).adapter, trainable_tensors(plan)) == (measured["parameters"], measured["tensors"])
+
+
+def test_all_linear_adds_the_nn_linear_router_of_the_moe_layers_only() -> None:
+    # huggingface/peft 51c2ff66 src/peft/tuners/tuners_utils.py ``_maybe_include_all_linear_layers`` (lines 1998-2004):
+    # all-linear is every nn.Linear / Conv1D module but the output head, so a router that is an nn.Linear is adapted.
+    # The plan stores all-linear as the seven names (core.model.normalise_lora_targets) and leaves it out.
+    # ERNIE 4.5 dense_first under 4.57.1 (peft_transformers_4.57.1.json): 21,920 printed = the plan's 21,376 (the same
+    # as its q..down row) + Ernie4_5_MoeSparseMoeBlock.gate's 8 × (64 + 4) in the one MoE layer = 544.
+    row = RELEASES["4.57.1"][0]["dense_first"]["ernie4_5_moe"]["all-linear"]
+    assert "mlp.gate" in row["adapted_last_block"] and "mlp.gate" not in row["adapted_first_block"]
+    plan = _plan("ernie4_5_moe", TransformersLoss.V4_49_TO_4_57, ("all-linear",), dense_first=True)
+    assert (_printed(row), param_counts(plan).adapter, _unnamed(row)) == (21_920, 21_376, 544)
+
+
+def test_catalogue_models_with_dense_layers_count_them_as_dense_mlps() -> None:
+    # resources/models.json deepseek-v3 (its config.json: 61 layers, first_k_dense_replace 3, hidden 7,168, dense
+    # intermediate 18,432, 256 routed experts and one shared of 2,048, o_proj reads 128 heads × 128): o_proj and the
+    # MLP at r 16 under 5.0+: o 61 × 16 × (16,384 + 7,168) = 22,986,752, the shared expert 58 × 3 × 16 × (7,168 +
+    # 2,048) = 25,657,344, the dense MLPs 3 × 3 × 16 × (7,168 + 18,432) = 3,686,400: 52,330,496 (h80moe's note (a)
+    # worked out the same exact figure; the rule before counted 49,971,200). Under 4.49-4.57 the 58 MoE layers add
+    # 256 experts × 3 × 16 × (7,168 + 2,048) each: 6,568,280,064 more.
+    v3 = _catalogue_plan("deepseek-v3", ("o_proj", *MLP))
+    assert param_counts(v3).adapter == 52_330_496
+    older = v3.with_changes(training_transformers=TransformersLoss.V4_49_TO_4_57)
+    assert param_counts(older).adapter == 52_330_496 + 6_568_280_064
+    # llama-4-maverick-17b-128e (48 layers, interleave_moe_layer_step 2: 24 MoE layers with a shared expert of 8,192,
+    # 24 dense ones of intermediate_size_mlp 16,384; hidden 5,120, q 40 × 128, kv 8 × 128), all-linear r 16, either
+    # release: attention 48 × 16 × (2 × 10,240 + 2 × 6,144) = 25,165,824, shared 24 × 3 × 16 × 13,312 = 15,335,424,
+    # dense 24 × 3 × 16 × 21,504 = 24,772,608: 65,273,856 (h80moe's exact figure; before 55,836,672).
+    maverick = find_model("llama-4-maverick-17b-128e").spec
+    lora = LoraSettings(rank=16, alpha=32, targets=("all-linear",))
+    plan = default_plan_on(maverick).with_changes(method=Method.LORA, lora=lora)
+    assert param_counts(plan).adapter == 65_273_856
 
 
 # ---- the release input (training_transformers) ---------------------------------------------------------------
