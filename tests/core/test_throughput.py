@@ -1169,6 +1169,12 @@ def test_optimum_benchmark_reports_are_recorded_row_by_row(bench: ModuleType) ->
     assert peft["value"] == pytest.approx(17.6155, abs=1e-4) and peft["seq_len"] == 256
     case = bench.case_of(peft)
     assert case.per_gpu(case.observed_step) == pytest.approx(17.6155 * 256, rel=1e-4)
+    # The RTX 4090's runs loaded real weights: experiments/RTX4090-24GB/*/hydra_config.yaml at 6052c978 set
+    # ``no_weights: false`` (model meta-llama/Llama-2-7b-hf, TheBloke/Llama-2-7B-GPTQ); the A100 reports of 3c753205
+    # ran ``no_weights: true`` (randomised 16-bit weights; bitsandbytes' left as loaded). The records say which.
+    for rid, record in records.items():
+        said = [a for a in record["assumptions"] if a.startswith("model: no_weights")]
+        assert len(said) == 1 and said[0].startswith(f"model: no_weights {'false' if '4090' in rid else 'true'}"), rid
 
 
 def test_optimum_benchmark_rows_are_planned_as_its_trainer_ran_them(bench: ModuleType) -> None:
