@@ -431,6 +431,13 @@ class PipelineSchedule(StrEnum):
     INTERLEAVED = "interleaved"  # Megatron interleaved 1F1B over virtual stages
 
 
+class PipelineSplit(StrEnum):
+    """How the decoder blocks are dealt to the pipeline stages (core.parallel.layout)."""
+
+    EVEN = "even"  # Megatron-LM / torchtitan: L ÷ (pp · v) blocks a chunk, the remainder to the first chunks
+    COMPUTE = "compute"  # nanotron's build_model: blocks and the output head by compute cost (core.pipeline)
+
+
 class MoeDispatcher(StrEnum):
     """Megatron-Core's MoE token dispatcher under expert parallel (``moe_token_dispatcher_type``,
     and for "flex" Megatron-Bridge's ``moe_flex_dispatcher_backend``; NVIDIA/Megatron-LM 55ac7082
@@ -1032,6 +1039,10 @@ SCHEDULE_LABELS: Final = {
     PipelineSchedule.GPIPE: "GPipe",
     PipelineSchedule.ONE_F_ONE_B: "1F1B",
     PipelineSchedule.INTERLEAVED: "interleaved 1F1B",
+}
+PIPELINE_SPLIT_LABELS: Final = {
+    PipelineSplit.EVEN: "even (Megatron, torchtitan)",
+    PipelineSplit.COMPUTE: "by compute (nanotron)",
 }
 MOE_DISPATCHER_LABELS: Final = {
     MoeDispatcher.ALLTOALL: "alltoall",
@@ -2156,6 +2167,15 @@ INPUTS: Final[tuple[Input, ...]] = (
           "Model chunks per pipeline rank (interleaved 1F1B).",
           ("--virtual-stages",), "interleaved pipeline: model chunks per stage", unit="chunks", low=1, high=MAX_DEGREE,
           matters=lambda p: p.parallel.schedule is PipelineSchedule.INTERLEAVED),
+    # nanotron's build_model balances the stages by its blocks' compute costs (huggingface/nanotron@c2528430
+    # src/nanotron/models/base.py L190-237; core.pipeline); Megatron-LM and torchtitan split the blocks evenly.
+    Input("parallel.stage_split", Kind.ENUM, "Stage split", "Pipeline stage split", PipelineSplit.EVEN,
+          "Even: each stage holds L ÷ PP blocks (Megatron-LM, torchtitan), the last one the output head too. "
+          "By compute: nanotron's split, blocks and the output head dealt so that each stage holds about the "
+          "same matmul cost (4·h·heads·head_dim + 3·h·ffn a block, vocab·h the head), so the last stage "
+          "holds fewer blocks.",
+          ("--stage-split",), "pipeline stages: even or compute (nanotron's)", labels=PIPELINE_SPLIT_LABELS,
+          matters=lambda p: p.parallel.pipeline_parallel > 1),
     Input("parallel.offload", Kind.ENUM, "Offload", "CPU offload", Offload.NONE,
           "What lives in host memory: the optimizer state and its step (DeepSpeed ZeRO-Offload), or the "
           "parameters and gradients too (FSDP2 CPUOffloadPolicy, ZeRO-3 offload_param).",

@@ -65,6 +65,7 @@ from core.inputs import (
     Optimizer,
     OptimizerImpl,
     PipelineSchedule,
+    PipelineSplit,
     Precision,
     PrefixCaching,
     Preset,
@@ -97,6 +98,7 @@ from core.model import (
     normalise_lora_targets,
 )
 from core.optimizer_stacks import STACK_NAMES, OptimizerStack, built_labels, optimizer_refusal, optimizer_stack
+from core.pipeline import compute_split
 from core.units import GiB
 
 UNQUANTISED_CACHE: Final = (CacheType.F16, CacheType.BF16, CacheType.F32)
@@ -153,6 +155,7 @@ __all__ = [
     "OptimizerImpl",
     "Parallelism",
     "PipelineSchedule",
+    "PipelineSplit",
     "Plan",
     "Precision",
     "PrecisionRoles",
@@ -1049,6 +1052,7 @@ class Parallelism:
     tp_overlap: bool = DEFAULTS["parallel.tp_overlap"]  # async TP / Megatron --tp-comm-overlap
     schedule: PipelineSchedule = DEFAULTS["parallel.schedule"]
     virtual_stages: int = DEFAULTS["parallel.virtual_stages"]  # model chunks per pipeline rank
+    stage_split: PipelineSplit = DEFAULTS["parallel.stage_split"]  # blocks per stage: even, or nanotron's
     offload: Offload = DEFAULTS["parallel.offload"]
     reshard_after_forward: bool = DEFAULTS["parallel.reshard_after_forward"]
     fsdp_param_dtype: MpDtype = DEFAULTS["parallel.fsdp_param_dtype"]  # MixedPrecisionPolicy.param_dtype
@@ -1086,6 +1090,9 @@ class Parallelism:
             raise PlanError(
                 "parallel.virtual_stages", self.virtual_stages, "1", "only the interleaved schedule uses them"
             )
+        if self.stage_split is PipelineSplit.COMPUTE and self.schedule is PipelineSchedule.INTERLEAVED:
+            # nanotron's build_model gives each rank one run of consecutive blocks (core.pipeline)
+            raise PlanError("parallel.stage_split", self.stage_split.value, "even", "nanotron's split has no chunks")
 
     def _check_bf16_master(self) -> None:
         """What DeepSpeed refuses of its low-precision master options under a ZeRO stage (elsewhere they are
@@ -1524,6 +1531,16 @@ class Plan:
                 f"at most {model.num_layers // par.virtual_stages} stages",
                 f"the model has {model.num_layers} layers for {chunks} pipeline chunks",
             )
+        if par.pipeline_parallel > 1 and par.stage_split is PipelineSplit.COMPUTE:
+            blocks, head = compute_split(model, par.pipeline_parallel)
+            if min(blocks) == 0 or head != par.pipeline_parallel - 1:
+                raise PlanError(
+                    "parallel.pipeline_parallel",
+                    par.pipeline_parallel,
+                    "fewer stages",
+                    f"split by compute as nanotron deals them, the {model.num_layers} layers and the head fill "
+                    f"{len({i for i, b in enumerate(blocks) if b} | {head})} of the {par.pipeline_parallel} stages",
+                )
         self._check_serving_layout()
         ep = par.expert_parallel
         if ep > 1 and model.num_experts % ep:

@@ -63,6 +63,7 @@ from core.plan import (  # noqa: E402
     OptimizerImpl,
     Parallelism,
     PipelineSchedule,
+    PipelineSplit,
     Plan,
     Preset,
     Quant,
@@ -681,7 +682,15 @@ def _parallel(record: Mapping[str, Any], gpus: int, notes: list[str]) -> Paralle
         moe_dispatcher=_moe_dispatcher(record),
         zero_overlap_comm=_zero_overlap_comm(record),
         zero_bucket_elements=_zero_bucket_elements(record),
+        stage_split=_stage_split(record),
     )
+
+
+def _stage_split(record: Mapping[str, Any]) -> PipelineSplit:
+    """How the source deals the blocks to its pipeline stages: nanotron's build_model by their compute cost
+    (huggingface/nanotron@c2528430 src/nanotron/models/base.py L190-237, core.pipeline); the others evenly,
+    Megatron-LM's and torchtitan's split (core.parallel.layout), not read here for the other sources."""
+    return PipelineSplit.COMPUTE if record["source_id"] == "nanotron" else PipelineSplit.EVEN
 
 
 def _zero_bucket_elements(record: Mapping[str, Any]) -> int:

@@ -13,7 +13,9 @@ the communication model (:mod:`core.parallel.comm`). Sources:
   transformer_block.py get_num_layers_to_build: L ÷ (pp·v) blocks per model chunk, which
   Megatron requires to divide unless the first / last stage is given its own count;
   torchtitan's splitter gives the remainder to the first chunks, as here). The first stage
-  holds the embedding, the last the final norm, the head and the loss.
+  holds the embedding, the last the final norm, the head and the loss. ``parallel.stage_split``
+  "compute" deals the blocks as nanotron's build_model does instead, by their compute cost with
+  the head's (core.pipeline): fewer blocks on the last stage.
 - Micro-batches in flight on a stage at the peak (Narayanan et al. 2021, arXiv:2104.04473
   §2.2; Megatron-LM megatron/core/pipeline_parallel/schedules.py: the warm-up forwards
   num_warmup_microbatches, then one more before the first backward): GPipe holds all m
@@ -56,7 +58,19 @@ from core.inputs import megatron_grad_buffer
 from core.memo import last_answer
 from core.model import ModelSpec
 from core.params import param_counts
-from core.plan import Float8, FsdpUnits, GradSync, Method, Offload, Parallelism, PipelineSchedule, Plan, Strategy
+from core.pipeline import compute_split
+from core.plan import (
+    Float8,
+    FsdpUnits,
+    GradSync,
+    Method,
+    Offload,
+    Parallelism,
+    PipelineSchedule,
+    PipelineSplit,
+    Plan,
+    Strategy,
+)
 
 __all__ = ["Holding", "Layout", "Stage", "block_params_per_rank", "holding", "layout", "stage_layer_counts"]
 
@@ -252,9 +266,10 @@ def _stage_label(i: int, pp: int) -> str:
 
 
 @lru_cache(maxsize=256)
-def _layout(par: Parallelism, num_layers: int, micro_batches: int) -> Layout:
+def _layout(par: Parallelism, num_layers: int, micro_batches: int, split: tuple[int, ...] | None = None) -> Layout:
+    """``split``: the blocks on each stage where the plan deals them by compute (core.pipeline), else even."""
     pp = par.pipeline_parallel
-    counts = stage_layer_counts(num_layers, pp, par.virtual_stages)
+    counts = split or stage_layer_counts(num_layers, pp, par.virtual_stages)
     per_stage_ranks = par.world_size // pp
     starts = [sum(counts[:i]) for i in range(pp)]
     every = [
@@ -276,7 +291,10 @@ def _layout(par: Parallelism, num_layers: int, micro_batches: int) -> Layout:
         # has the most of both (the remainder goes to early chunks, in-flight falls with i),
         # so it stands for them all.
         label = f"stages 2-{pp - 1} of {pp} (middle)" if pp > 3 else every[1].label
-        kinds.append(replace(every[1], label=label, ranks=(pp - 2) * per_stage_ranks))
+        # Split by compute, a later middle stage can hold one block more than the second: the middle
+        # ranks are then taken at the most blocks of any with the second's micro-batches in flight.
+        most = max(stage.layers for stage in every[1:-1])
+        kinds.append(replace(every[1], label=label, layers=most, ranks=(pp - 2) * per_stage_ranks))
     if pp > 1:
         kinds.append(every[-1])
     return Layout(
@@ -316,7 +334,11 @@ def layout(plan: Plan) -> Layout:
     layout; and by the plan's identity, which spares hashing its Parallelism on every reading).
     ``layout(plan).stages`` are the distinct kinds of rank; ``holding(plan, stage)`` what one of
     them holds."""
-    return _layout(plan.parallel, plan.model.num_layers, plan.workload.grad_accum)
+    par = plan.parallel
+    split = None
+    if par.pipeline_parallel > 1 and par.stage_split is PipelineSplit.COMPUTE:
+        split = compute_split(plan.model, par.pipeline_parallel)[0]
+    return _layout(par, plan.model.num_layers, plan.workload.grad_accum, split)
 
 
 # --- parameters per rank -------------------------------------------------------------

@@ -94,6 +94,7 @@ class ParallelForm(PlanForm):
             lambda p, v: p.with_parallel(schedule=PipelineSchedule(v), virtual_stages=_virtual(p, v)),
         )
         self.virtual_stages = self.add_input("parallel.virtual_stages")
+        self.stage_split = self.add_input("parallel.stage_split")  # even, or nanotron's split by compute
         self.offload = self.add_input("parallel.offload")
         self.host_ram = self.add_input("parallel.host_ram_gb")
         self.intra_link = self._link("parallel.intra_link", LinkKind.INTRA)

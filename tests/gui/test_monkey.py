@@ -423,6 +423,7 @@ def expected_values(window: MainWindow, plan: Plan) -> dict[str, Any]:
     for name in (
         "strategy",
         "schedule",
+        "stage_split",
         "offload",
         "fsdp_param_dtype",
         "fsdp_reduce_dtype",

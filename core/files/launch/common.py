@@ -310,6 +310,9 @@ RECIPE_WHY: Final = {
         "in the training loop (TrainingArguments: accelerator_config.gradient_accumulation_kwargs), not a key "
         "of this target"
     ),
+    "parallel.stage_split": (
+        "this target splits the pipeline's blocks evenly; the split by compute is nanotron's build_model"
+    ),
     "parallel.fsdp1_wrap": (
         "this target wraps with FSDP2; FSDP1 over a CPU-held model is accelerate's fsdp_version 1 "
         "with fsdp_cpu_ram_efficient_loading"

@@ -295,6 +295,12 @@ TRAINING_FIELDS: Final = (
         "parallel.pipeline_parallel",
     ),
     _f(
+        "parallel.stage_split",
+        lambda p: p.parallel.stage_split,
+        lambda p: p.parallel.pipeline_parallel > 1,
+        "parallel.pipeline_parallel",
+    ),
+    _f(
         "parallel.virtual_stages",
         lambda p: p.parallel.virtual_stages,
         lambda p: p.parallel.pipeline_parallel > 1,
