@@ -297,3 +297,18 @@ def test_cuda_visible_devices_is_counted_as_cuda_counts_it() -> None:
     assert ollama.fields["inference.pipeline_parallel"] == 1
     few = read_command("CUDA_VISIBLE_DEVICES=0,-1,2 vllm serve Qwen/Qwen3-8B -tp 2")  # one GPU before the -1
     assert few.stops.startswith("the launch asks 2 GPU(s) (TP x PP x replicas) but sees 1")
+
+
+# ---- notes name only what the named program does ----------------------------------------------------------------
+def test_the_slot_note_is_the_programs_own() -> None:
+    # common/arg.cpp 145b6280: -np is every program's option ("number of parallel sequences to decode", no
+    # set_examples), its default common_params.n_parallel = 1; slots are llama-server's alone.
+    cli = read_command(f"llama-cli -m {MODEL} -c 4096")
+    assert not any("llama-server" in n or "slot" in n for n in cli.notes)
+    assert "-np not given: one sequence, llama-cli's default (common_params.n_parallel = 1)" in cli.notes
+    assert cli.fields["inference.concurrent"] == 1
+    completion = read_command(f"llama-completion -m {MODEL}")
+    assert not any("slot" in n for n in completion.notes)
+    assert any(n.startswith("-c not given: the model's own length") and "1 sequence" in n for n in completion.notes)
+    server = read_command(f"llama-server -m {MODEL} -c 4096")
+    assert "-np not given: one slot planned (llama-server's default slot count varies by build)" in server.notes

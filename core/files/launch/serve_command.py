@@ -1277,7 +1277,8 @@ def _gguf_fields(read: CommandRead, fields: dict[str, Any], spec: Any, notes: li
     slots = int(fields.get("inference.concurrent", 1))
     if not read.context_given and read.program != "ollama":
         fields["inference.context"] = max(1, spec.max_position_embeddings // slots)
-        notes.append(f"context: the model's own {spec.max_position_embeddings:,} over {slots} slot(s)")
+        what = "slot(s)" if read.program in ("llama-server", "server") else "sequence(s)"
+        notes.append(f"context: the model's own {spec.max_position_embeddings:,} over {slots} {what}")
     if not read.layers_given and spec.num_experts > 1:
         fields["inference.gpu_layers"] = 999
         notes.append("GPU layers: all (-ngl not given; llama.cpp's fit of a mixture of experts is not modelled)")
