@@ -960,19 +960,23 @@ CONFIG_SUFFIXES: Final = (".yaml", ".yml")
 
 
 def config_words(
-    raw: bytes, where: str, engine: Engine = Engine.VLLM, refused: list[str] | None = None
+    raw: bytes, where: str, engine: Engine = Engine.VLLM, refused: list[str] | None = None, model_slot: str = ""
 ) -> tuple[list[str], list[str]]:
     """A ``--config`` YAML as the flags it stands for, and notes. vLLM's as ``FlexibleArgumentParser.load_config_file``
-    turns it into them (vllm-project/vllm vllm/utils/argparse_utils.py at 00da11e3: ``key: value`` -> ``--key value``,
-    ``true`` -> ``--key``, ``false`` -> ``--no-key`` where vLLM has it (else nothing), a list -> its items after
-    ``--key`` (here one word), a mapping -> its JSON); SGLang's as ``ConfigArgumentMerger._convert_config_to_args``
-    (sglang 0.5.23 wheel, sglang/srt/utils/server_args_config_parser.py: a store_true flag's ``true`` -> ``--key``,
+    turns it into them (vllm 0.19.0 wheel, vllm/utils/argparse_utils.py: ``key: value`` -> ``--key value``, ``true``
+    -> ``--key``, ``false`` -> nothing (``--no-key`` came after the 0.19 line, vllm-project/vllm PR #51573, and even
+    then not for ``vllm serve``, whose root parser has no ``--no-`` options: issue #51401, PR #58102), a list -> its
+    items after ``--key`` (here one word), a mapping -> its JSON); SGLang's as
+    ``ConfigArgumentMerger._convert_config_to_args`` (sglang 0.5.23 wheel,
+    sglang/srt/utils/server_args_config_parser.py: a store_true flag's ``true`` -> ``--key``,
     its ``false`` -> nothing, any other bool -> ``--key true|false``, a list -> ``--key`` and one word per item, a
     mapping -> its JSON). The file is plain data only (PyYAML's safe loader through
     core.files.runconfig.reading.parse_text: sizes, nesting and entries capped, aliases counted as used); one that
-    is not a mapping, not text or too large is one PlanFileError line. A key SGLang would not start with (no flag of
-    it: argparse's "unrecognized arguments"; or one ``ConfigArgumentMerger`` refuses) is left out of the words and
-    put in ``refused``, with why."""
+    is not a mapping, not text or too large is one PlanFileError line. A key the engine would not start with (no flag
+    of it: argparse's "unrecognized arguments"; SGLang: one ``ConfigArgumentMerger`` refuses; vLLM: a value given to
+    a switch, left over) is left out of the words and put in ``refused``, with why. ``model_slot``: "serve" where
+    ``vllm serve``'s positional model is not on the command line (the first word left over fills it), "api" for the
+    api_server entry point's (make_arg_parser's ``model_tag``, which only ``vllm serve`` reads)."""
     from core.files.runconfig.reading import parse_text
 
     label = ENGINE_LABELS[engine]
@@ -983,9 +987,18 @@ def config_words(
     words: list[str] = []
     notes: list[str] = []
     left_out = 0
+    slot = [model_slot]  # vLLM: who takes the first word no option reads (make_arg_parser's positional model_tag)
     for key, value in document.items():
         flag = "--" + key
-        why = _sglang_refuses(str(key), where) if engine is Engine.SGLANG else ""
+        if engine is Engine.SGLANG:
+            why = _sglang_refuses(str(key), where)
+        else:
+            why = "" if value is False else _vllm_refuses(str(key), value, where, slot, notes)
+        if why.startswith("-"):  # a switch given a value: argparse sets the switch, the value is left over
+            words.append(flag)
+            why = why[1:]
+            if not why:
+                continue
         if why:
             left_out += len(flag) + len(str(value))  # still counted against the size cap below
             if refused is not None:
@@ -1001,11 +1014,8 @@ def config_words(
             else:
                 notes.append(f"{where}: {key}: false, which SGLang passes as nothing (the default)")
         elif isinstance(value, bool):
-            negative = _flag_name(Engine.VLLM, f"--no-{key}")
             if value:
                 words.append(flag)
-            elif negative in VLLM_SWITCHES:
-                words.append(f"--no-{key}")
             else:
                 notes.append(f"{where}: {key}: false, which vLLM passes as nothing (the default)")
         elif isinstance(value, list):
@@ -1024,6 +1034,41 @@ def config_words(
     return words, notes
 
 
+def _vllm_refuses(key: str, value: object, where: str, slot: list[str], notes: list[str]) -> str:
+    """Why vLLM 0.19.0 would not start with ``key: value`` in its --config file ("" when it takes it; after a "-"
+    where the key is a switch given a value, which argparse sets, leaving the value over). Its words reach argparse
+    as written less ``_`` (FlexibleArgumentParser.parse_args); a word no option reads fills the positional model where
+    it is free (``slot``, used up), else argparse stops on it."""
+    name = _flag_name(Engine.VLLM, "--" + key)
+    known = _resolve(name.partition(".")[0], VLLM_SWITCHES | VLLM_VALUED)
+    left = (
+        json.dumps(value)
+        if isinstance(value, dict)
+        else " ".join(map(str, value))
+        if isinstance(value, list)
+        else str(value)
+    )
+    if known is None:
+        if not isinstance(value, bool) and slot[0]:
+            slot[0] = ""  # its value is a word no option reads: the positional takes it
+        return f"a key of {where} that is no vLLM option: vLLM stops, 'unrecognized arguments: {name}'"
+    if known not in VLLM_SWITCHES or known in VLLM_VALUED or isinstance(value, bool):
+        return ""
+    shown = one_line(left)[:60]
+    if slot[0] == "api":
+        slot[0] = ""
+        notes.append(
+            f"{where}: {key}: {shown}: {known} takes no value; api_server's positional model_tag takes {shown}, unread"
+        )
+        return "-"
+    if slot[0] == "serve":
+        slot[0] = ""
+        return (
+            f"-{known} takes no value: vllm serve takes {shown} as the model to serve (its positional), not the file's"
+        )
+    return f"-{known} takes no value: vLLM stops, 'unrecognized arguments: {shown}'"
+
+
 def _sglang_refuses(key: str, where: str) -> str:
     """Why SGLang 0.5.23 would not start with ``key`` in its --config file ("" when it takes it)."""
     action = SGLANG_CONFIG_REFUSED.get(key.replace("-", "_"))
@@ -1035,35 +1080,48 @@ def _sglang_refuses(key: str, where: str) -> str:
 
 
 def _with_config(
-    args: list[str], load: ConfigLoader | None, notes: list[str], engine: Engine, refused: list[str] | None = None
+    args: list[str],
+    load: ConfigLoader | None,
+    notes: list[str],
+    engine: Engine,
+    refused: list[str] | None = None,
+    entry: str = "serve",
+    stops: list[str] | None = None,
 ) -> tuple[list[str], str]:
     """The engine's arguments with the ``--config`` file's options put where the engine puts them, and the words
-    ``--config FILE`` as written ("" when none). vLLM: after the model, before the rest (``_pull_args_from_config``).
-    SGLang 0.5.23 (``prepare_server_args``, ``ConfigArgumentMerger.merge_config_with_args``): before every word of
-    the command, for ``--config FILE`` as two words only (``"--config" in argv``), one file only. Either way the
-    command line's own flags win (argparse keeps the last)."""
+    ``--config FILE`` as written ("" when none). Both read the file for ``--config FILE`` as two words only
+    (``"--config" in args``; ``--config=FILE`` is the option's own value, the file unread), one file only. vLLM 0.19.0
+    (``FlexibleArgumentParser._pull_args_from_config``): after the model, before the rest; ``vllm serve`` (``entry``
+    "serve"; "api" for the api_server entry point) with no model on the command line nor a ``model`` key stops
+    (put in ``stops``). SGLang 0.5.23 (``prepare_server_args``, ``ConfigArgumentMerger.merge_config_with_args``):
+    before every word of the command. Either way the command line's own flags win (argparse keeps the last)."""
     sglang = engine is Engine.SGLANG
-    found = [i for i, w in enumerate(args) if w == "--config" or (w.startswith("--config=") and not sglang)]
-    if sglang and any(w.startswith("--config=") for w in args):
-        notes.append("--config=FILE: SGLang reads the file only for --config FILE, two words (prepare_server_args)")
+    label = ENGINE_LABELS[engine]
+    found = [i for i, w in enumerate(args) if w == "--config"]
+    if any(w.startswith("--config=") for w in args):
+        where = "prepare_server_args" if sglang else "FlexibleArgumentParser.parse_args"
+        notes.append(f"--config=FILE: {label} reads the file only for --config FILE, two words ({where})")
     if not found or load is None:
         return args, ""
-    if sglang and len(found) > 1:  # _extract_config_file_path
-        raise PlanFileError(WHERE, 'gives --config twice: SGLang takes one file ("Multiple config files specified")')
+    if len(found) > 1:  # SGLang's _extract_config_file_path; vLLM's _pull_args_from_config asserts it
+        error = "Multiple config files specified" if sglang else "More than one config file specified!"
+        raise PlanFileError(WHERE, f'gives --config twice: {label} takes one file ("{error}")')
     at = found[0]
-    if args[at] == "--config":
-        if at + 1 >= len(args):
-            return args, ""
-        path, end = args[at + 1], at + 2
-    else:
-        path, end = args[at].partition("=")[2], at + 1
+    if at + 1 >= len(args):
+        return args, ""
+    path, end = args[at + 1], at + 2
     if not path.lower().endswith(CONFIG_SUFFIXES):  # vLLM: "Config file must be of a yaml/yml type"; SGLang alike
-        raise PlanFileError(
-            one_line(path)[:200], f"is not a .yaml / .yml file, which {ENGINE_LABELS[engine]}'s --config refuses"
-        )
-    words, said = config_words(load(path), one_line(path)[:200], engine, refused)
-    notes += said
+        raise PlanFileError(one_line(path)[:200], f"is not a .yaml / .yml file, which {label}'s --config refuses")
     model = 1 if args[:1] and not args[0].startswith("-") and not sglang else 0
+    given = model or any(w == "--model" or w.startswith("--model=") for w in args)  # serve moves --model first
+    slot = "" if sglang or (given and entry == "serve") or model else entry
+    words, said = config_words(load(path), one_line(path)[:200], engine, refused, slot)
+    notes += said
+    if not sglang and entry == "serve" and not given and "--model" not in words and stops is not None:
+        stops.append(
+            "vLLM would not start: 'No model specified! Please specify model either as a positional argument or in "
+            "a config file.'"
+        )
     return [*args[:model], *words, *args[model:at], *args[end:]], f"--config {path}"
 
 
@@ -1078,8 +1136,10 @@ def read_command(text: str, where: str = WHERE, load_config: ConfigLoader | None
     start = _find_start(words)
     config = ""
     refused: list[str] = []  # the --config file's keys the engine would not start with
+    stopped: list[str] = []  # vLLM's --config: no model anywhere
     if start.engine in (Engine.VLLM, Engine.SGLANG):
-        start.args, config = _with_config(start.args, load_config, notes, start.engine, refused)
+        entry = "api" if "vllm.entrypoints.openai.api_server" in text else "serve"
+        start.args, config = _with_config(start.args, load_config, notes, start.engine, refused, entry, stopped)
     llama: gguf.GgufRead | None = None
     env = gguf.env_flags(start.env, start.args, start.program) if start.engine is Engine.LLAMACPP else gguf.EnvFlags()
     args = _parse(start.engine, start.args, env, start.program)
@@ -1136,16 +1196,19 @@ def read_command(text: str, where: str = WHERE, load_config: ConfigLoader | None
         model_name=llama.model_name if llama is not None else "",
         program=start.program,
         layers_given=layers_given,
-        stops=_stops(start, args, refused),
+        stops=_stops(start, args, refused, stopped),
     )
     return read if start.gpus is None else _with_gpus(read, start.gpus)
 
 
-def _stops(start: _Start, args: _Args, refused: list[str]) -> str:
+def _stops(start: _Start, args: _Args, refused: list[str], stopped: list[str]) -> str:
     """One line: why the program would not start with these words, where the reader knows it would not."""
+    if stopped:
+        return stopped[0]
     if refused:
         keys = ", ".join(r.partition(":")[0] for r in refused)
-        return f"SGLang would not start with its --config file: it refuses the key(s) {keys} (see Not understood)"
+        label = ENGINE_LABELS[start.engine]
+        return f"{label} would not start with its --config file: it refuses the key(s) {keys} (see Not understood)"
     if args.refused:
         names = ", ".join(dict.fromkeys(args.refused))
         return f"{start.program} would not start ('error: invalid argument'): no option of it: {names}"
