@@ -378,3 +378,58 @@ def test_the_slot_note_is_the_programs_own() -> None:
     assert any(n.startswith("-c not given: the model's own length") and "1 sequence" in n for n in completion.notes)
     server = read_command(f"llama-server -m {MODEL} -c 4096")
     assert "-np not given: one slot planned (llama-server's default slot count varies by build)" in server.notes
+
+
+# ---- the environment: what is no engine setting, what the plan has ------------------------------------------------
+def test_shell_variables_that_set_nothing_are_ignored_with_why() -> None:
+    read = read_command(
+        "PATH=/usr/local/bin:/usr/bin HOME=/root HF_HOME=/data/hf HF_TOKEN=x TRANSFORMERS_CACHE=/data/tf "
+        "PYTHONUNBUFFERED=1 OMP_NUM_THREADS=8 NCCL_DEBUG=INFO vllm serve Qwen/Qwen3-8B"
+    )
+    assert read.unknown == ()  # PATH, HOME and TRANSFORMERS_CACHE were not understood
+    ignored = {n.words.partition("=")[0]: n.why for n in read.ignored}
+    assert list(ignored) == [
+        "PATH",
+        "HOME",
+        "HF_HOME",
+        "HF_TOKEN",
+        "TRANSFORMERS_CACHE",
+        "PYTHONUNBUFFERED",
+        "OMP_NUM_THREADS",
+        "NCCL_DEBUG",
+    ]
+    assert all(why.endswith(NO_EFFECT) for why in ignored.values())
+    assert ignored["HF_HOME"].startswith("where models are downloaded")
+    assert not any(n.startswith("environment with") for n in read.notes)
+
+
+def test_variables_the_plan_has_are_read_into_it() -> None:
+    from core.inputs import VllmSampler
+
+    # vllm 0.19.0 vllm/envs.py: VLLM_USE_FLASHINFER_SAMPLER is bool(int(value)); core.serving.vllm_rules.sampler_path.
+    read = read_command("VLLM_USE_FLASHINFER_SAMPLER=1 vllm serve Qwen/Qwen3-8B")
+    assert read.fields["inference.vllm_sampler"] is VllmSampler.FLASHINFER
+    assert [n.words for n in read.read if n.field == "inference.vllm_sampler"] == ["VLLM_USE_FLASHINFER_SAMPLER=1"]
+    off = read_command("VLLM_USE_FLASHINFER_SAMPLER=0 vllm serve Qwen/Qwen3-8B")
+    assert off.fields["inference.vllm_sampler"] is VllmSampler.NATIVE
+    bad = read_command("VLLM_USE_FLASHINFER_SAMPLER=yes vllm serve Qwen/Qwen3-8B")
+    assert bad.unknown[0].startswith("VLLM_USE_FLASHINFER_SAMPLER=yes (")
+    # PYTORCH_CUDA_ALLOC_CONF is the plan's Allocator setting (core.allocator parses it as PyTorch does).
+    alloc = read_command("PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True vllm serve Qwen/Qwen3-8B")
+    assert alloc.fields["hardware.alloc_conf"] == "expandable_segments:True"
+    refused = read_command("PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:1 vllm serve Qwen/Qwen3-8B")
+    assert "hardware.alloc_conf" not in refused.fields and refused.unknown[0].startswith("PYTORCH_CUDA_ALLOC_CONF=")
+    assert refused.stops.startswith("PyTorch refuses PYTORCH_CUDA_ALLOC_CONF")
+    # What the plan has no setting for is said with its own why: NCCL's NVLS buffers, vLLM's graph estimate.
+    nccl = read_command("NCCL_NVLS_ENABLE=0 VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1 vllm serve Qwen/Qwen3-8B -tp 2")
+    whys = {n.words.partition("=")[0]: n.why for n in nccl.unexpressed}
+    assert "NVLS" in whys["NCCL_NVLS_ENABLE"] and "release line" in whys["VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS"]
+
+
+def test_the_allocator_setting_reaches_the_plan() -> None:
+    from core.files.launch.serve_command import plan_from_command
+    from core.presets import default_plan
+
+    read = read_command("PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True vllm serve Qwen/Qwen3-8B --max-model-len 4K")
+    plan = plan_from_command(read, default_plan()).plan
+    assert (plan.hardware.alloc_conf, plan.inference.context) == ("expandable_segments:True", 4096)

@@ -868,7 +868,7 @@ def _parameter(line: str, rest: str, reader: _Reader, out: GgufRead) -> None:
 
 
 def _ollama_env(env: dict[str, str], reader: _Reader, out: GgufRead) -> None:
-    from core.files.launch.serve_command import _ENV_IGNORED, shown_setting
+    from core.files.launch.serve_command import ENV_IGNORED, shown_setting
 
     flash: bool | None = None
     if "OLLAMA_FLASH_ATTENTION" in env:
@@ -913,8 +913,8 @@ def _ollama_env(env: dict[str, str], reader: _Reader, out: GgufRead) -> None:
                 reader.cannot_words(words, "hides every GPU: Ollama runs on the CPU; the plan keeps its card")
             else:
                 setting = ("inference.pipeline_parallel", gpus or 1)
-        elif key in OLLAMA_ENV_IGNORED or key in _ENV_IGNORED:
-            reader.ignored.append(_note(words, NO_EFFECT))
+        elif key in OLLAMA_ENV_IGNORED or key in ENV_IGNORED:
+            reader.ignored.append(_note(words, ENV_IGNORED.get(key, NO_EFFECT)))
         elif key in OLLAMA_ENV_WHY:
             reader.cannot_words(words, OLLAMA_ENV_WHY[key])
         elif key.startswith("OLLAMA_"):

@@ -67,6 +67,11 @@ class FlagNote:
     why: str  # "Context = 32,768" (the field as the Serving form labels it), or why it is not used
     field: str = ""  # the plan field set ("inference.context"); "" for a word not used
 
+    @property
+    def ignored_why(self) -> str:
+        """An ignored note's own reason, less the heading's "no effect on memory or speed" ("" where that is all)."""
+        return self.why.removesuffix(NO_EFFECT).removesuffix(": ").strip()
+
 
 @dataclass(frozen=True)
 class CommandRead:
@@ -908,51 +913,88 @@ def _version_fields(text: str, start: _Start, engine: Engine) -> tuple[dict[str,
     return found, notes
 
 
-# Environment variables a launch line sets in front: those that change the plan, those that change nothing modelled.
-_ENV_IGNORED: Final = frozenset(
-    {
-        "HF_TOKEN",
-        "HUGGING_FACE_HUB_TOKEN",
-        "HF_HOME",
-        "HF_HUB_OFFLINE",
-        "HF_HUB_ENABLE_HF_TRANSFER",
-        "VLLM_HOST",
-        "VLLM_PORT",
-        "VLLM_LOGGING_LEVEL",
-        "VLLM_CONFIGURE_LOGGING",
-        "CUDA_DEVICE_ORDER",
-        "UV_TORCH_BACKEND",
-        "TRANSFORMERS_OFFLINE",
-        "NCCL_DEBUG",
-        "VLLM_API_KEY",
-        "PYTHONUNBUFFERED",
-        "OMP_NUM_THREADS",
-        "TOKENIZERS_PARALLELISM",
-        "LLAMA_CACHE",  # llama.cpp common/common.cpp fs_get_cache_directory: where -hf downloads go
-    }
-)
+# Environment variables a launch line sets in front that no engine reads for what it holds or how fast it runs, by
+# what they do: each is listed as ignored with its group's words. CUDA_VISIBLE_DEVICES is read (the GPUs visible).
+_ENV_NO_EFFECT: Final = {
+    "where models are downloaded and cached": """HF_HOME HF_HUB_CACHE HUGGINGFACE_HUB_CACHE TRANSFORMERS_CACHE
+        HF_DATASETS_CACHE HF_HUB_OFFLINE TRANSFORMERS_OFFLINE HF_HUB_ENABLE_HF_TRANSFER HF_HUB_DOWNLOAD_TIMEOUT
+        HF_ENDPOINT XDG_CACHE_HOME VLLM_CACHE_ROOT VLLM_CONFIG_ROOT VLLM_USE_MODELSCOPE LLAMA_CACHE""",
+    # LLAMA_CACHE: llama.cpp common/common.cpp fs_get_cache_directory, where -hf downloads go
+    "a token or key": "HF_TOKEN HUGGING_FACE_HUB_TOKEN VLLM_API_KEY",
+    "the shell's and Python's own": """PATH HOME USER SHELL PWD LANG LC_ALL TERM TZ TMPDIR PYTHONPATH PYTHONUNBUFFERED
+        PYTHONWARNINGS PYTHONDONTWRITEBYTECODE UV_TORCH_BACKEND""",
+    "logs and usage statistics": """VLLM_LOGGING_LEVEL VLLM_CONFIGURE_LOGGING VLLM_NO_USAGE_STATS VLLM_DO_NOT_TRACK
+        DO_NOT_TRACK NCCL_DEBUG NCCL_DEBUG_SUBSYS TORCH_CPP_LOG_LEVEL""",
+    "the server's address": "VLLM_HOST VLLM_PORT",
+    "CPU threads; the work on the GPU is the plan's": "OMP_NUM_THREADS MKL_NUM_THREADS TOKENIZERS_PARALLELISM",
+    "the order the GPUs are numbered in": "CUDA_DEVICE_ORDER",
+}
+ENV_IGNORED: Final = {name: f"{why}: {NO_EFFECT}" for why, names in _ENV_NO_EFFECT.items() for name in names.split()}
+# Variables that change memory or speed but the plan has no setting for, with why (the rest of their engine's
+# prefixes: NOT_MODELLED). vLLM 0.19.0 vllm/envs.py; NCCL's environment (docs.nvidia.com NCCL "Environment Variables").
+_ENV_WHY: Final = {
+    "VLLM_USE_V1": "the engine (V0 or V1) follows the plan's vLLM release line, not this variable",
+    "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS": "whether vLLM sets CUDA-graph memory aside before the KV cache: the "
+    "plan follows the release line's default (core.serving.vllm_versions)",
+    "NCCL_NVLS_ENABLE": "NCCL's NVLS buffers on NVSwitch cards: the plan's multi-GPU reserve is the one measured with "
+    "NCCL's default (core.serving.fit)",
+    "NCCL_BUFFSIZE": "NCCL's buffer per channel: the plan's multi-GPU reserve is the one measured with NCCL's default "
+    "(core.serving.fit)",
+}
+# Each variable's engine: read by it alone.
+_ENV_OWNER: Final = (("VLLM_", Engine.VLLM), ("SGLANG_", Engine.SGLANG), ("GGML_", Engine.LLAMACPP))
+# core.inputs VllmSampler; vllm 0.19.0 vllm/envs.py reads VLLM_USE_FLASHINFER_SAMPLER as bool(int(value)).
+_FLASHINFER_SAMPLER: Final = "VLLM_USE_FLASHINFER_SAMPLER"
 
 
-def _environment(start: _Start, reader: _Reader) -> list[str]:
-    notes: list[str] = []
+def _environment(start: _Start, reader: _Reader, stopped: list[str]) -> None:
+    """The variables set in front of the command: read into the plan where it has the setting, else listed
+    (ignored, not expressed or not understood); a value that stops the engine is put in ``stopped``."""
+    from core.allocator import ENV_NAME, parse_alloc_conf
+    from core.inputs import VllmSampler
+
+    label = ENGINE_LABELS[reader.engine]
     for key, value in start.env.items():
         shown = f"{key}={one_line(value)[:60]}"
-        if key == "CUDA_VISIBLE_DEVICES" or key in _ENV_IGNORED:
+        owner = next((engine for prefix, engine in _ENV_OWNER if key.startswith(prefix)), None)
+        if key == "CUDA_VISIBLE_DEVICES":
             continue
-        if key == sg.LONGER_CONTEXT_ENV and reader.engine is Engine.SGLANG:
+        if key in ENV_IGNORED:
+            reader.ignored.append(FlagNote(shown, ENV_IGNORED[key]))
+        elif owner is not None and owner is not reader.engine:
+            reader.ignored.append(FlagNote(shown, f"{ENGINE_LABELS[owner]}'s variable, which {label} does not read"))
+        elif key == sg.LONGER_CONTEXT_ENV:
             reader.read.append(FlagNote(shown, "a context past the model's own is allowed"))
-        elif key == "VLLM_USE_V1":
-            reader.unexpressed.append(
-                FlagNote(shown, "the engine (V0 or V1) follows the plan's vLLM release line, not this variable")
+        elif key == _FLASHINFER_SAMPLER:
+            try:
+                sampler = VllmSampler.FLASHINFER if int(value) else VllmSampler.NATIVE
+            except ValueError:
+                reader.unknown.append(f"{shown} (vLLM reads it as bool(int(value)): not an integer)")
+                continue
+            reader.fields["inference.vllm_sampler"] = sampler
+            reader.read.append(
+                FlagNote(shown, shown_setting("inference.vllm_sampler", sampler), "inference.vllm_sampler")
             )
+        elif key == ENV_NAME and reader.engine is Engine.LLAMACPP:
+            reader.ignored.append(FlagNote(shown, f"PyTorch's allocator: llama.cpp does not run PyTorch: {NO_EFFECT}"))
+        elif key == ENV_NAME:
+            try:
+                parse_alloc_conf(value)
+            except PlanError as exc:
+                reader.unknown.append(f"{shown} ({one_line(exc.reason or exc.allowed)[:120]})")
+                stopped.append(f"PyTorch refuses {ENV_NAME}={one_line(value)[:60]}: {label} would not start")
+                continue
+            reader.fields["hardware.alloc_conf"] = value
+            setting = shown_setting(
+                "hardware.alloc_conf", value
+            )  # core.inputs: training_only, no serving rule reads it
+            reader.read.append(FlagNote(shown, f"{setting} (the training estimate's)", "hardware.alloc_conf"))
+        elif key in _ENV_WHY:
+            reader.unexpressed.append(FlagNote(shown, _ENV_WHY[key]))
         elif key.startswith(("VLLM_", "SGLANG_", "PYTORCH_", "NCCL_", "TORCH_", "GGML_")):
             reader.unexpressed.append(FlagNote(shown, NOT_MODELLED))
         else:
             reader.unknown.append(shown)
-    ignored = sorted(k for k in start.env if k in _ENV_IGNORED)
-    if ignored:
-        notes.append(f"environment with {NO_EFFECT}: {', '.join(ignored)}")
-    return notes
 
 
 ConfigLoader = Callable[[str], bytes]  # a --config path as written -> the file's bytes (PlanFileError if not read)
@@ -1171,11 +1213,12 @@ def read_command(text: str, where: str = WHERE, load_config: ConfigLoader | None
         else:
             reader.cannot(flag, why.get(base, NOT_MODELLED))
     versions, version_notes = _version_fields(text, start, start.engine)
+    _environment(start, reader, stopped)
     fields = dict(reader.fields)
     dtype_given = bool(fields.pop("_dtype_given", True))
     layers_given = not fields.pop("_ngl_default", False)
     fields.update(versions)
-    notes += start.notes + version_notes + args.abbreviated + _environment(start, reader)
+    notes += start.notes + version_notes + args.abbreviated
     if llama is not None:
         notes += llama.notes
     if config:
@@ -1402,9 +1445,15 @@ def plan_from_command(
         fields["inference.new_tokens"] = max(0, context // 2)
         notes.append(f"generated tokens: {fields['inference.new_tokens']:,}, half the context (the plan's did not fit)")
     try:
-        inference = replace(base.inference, **{name.removeprefix("inference."): v for name, v in fields.items()})
+        own = {name.partition(".")[2]: v for name, v in fields.items() if name.startswith("inference.")}
+        inference = replace(base.inference, **own)
+        hardware = replace(
+            base.hardware, **{n.partition(".")[2]: v for n, v in fields.items() if n.startswith("hardware.")}
+        )
         frozen = min(base.frozen_layers, spec.num_layers)
-        plan = replace(base, model=spec, model_id=choice.model_id, frozen_layers=frozen, inference=inference)
+        plan = replace(
+            base, model=spec, model_id=choice.model_id, frozen_layers=frozen, inference=inference, hardware=hardware
+        )
         plan = plan.targets_for(spec)
         if read.program == "ollama":
             plan = ollama_defaults(plan, gpu_for(plan), frozenset(read.fields))
