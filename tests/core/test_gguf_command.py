@@ -19,7 +19,7 @@ from core.dtypes import CacheType, GgufQuant
 from core.errors import PlanFileError
 from core.files.launch.engine_flags import LLAMACPP_SWITCHES, LLAMACPP_VALUED
 from core.files.launch.gguf_command import LLAMACPP_IGNORED, LLAMACPP_WHY, gguf_name, ollama_tag
-from core.files.launch.serve_command import plan_from_command, read_command
+from core.files.launch.serve_command import NO_EFFECT, plan_from_command, read_command
 from core.plan import Engine, OllamaVersion
 from core.presets import default_plan
 
@@ -350,4 +350,6 @@ def test_llama_arg_values_as_llama_cpp_takes_them() -> None:
     assert read_command("LLAMA_ARG_CTX_SIZE=4096 vllm serve m").unknown == ("LLAMA_ARG_CTX_SIZE=4096",)
     # LLAMA_CACHE is no flag's variable: the folder -hf downloads into (common/common.cpp fs_get_cache_directory).
     cache = read_command("LLAMA_CACHE=/models llama-server -hf unsloth/Qwen3-8B-GGUF:Q4_K_M")
-    assert cache.unknown == () and "environment with no effect on memory or speed: LLAMA_CACHE" in cache.notes
+    assert cache.unknown == () and [(n.words, n.why) for n in cache.ignored] == [
+        ("LLAMA_CACHE=/models", f"where models are downloaded and cached: {NO_EFFECT}")
+    ]

@@ -24,7 +24,7 @@ from core.files.launch.engine_flags import (
     llamacpp_takes,
 )
 from core.files.launch.serve_command import MAX_COMMAND_CHARS, NO_EFFECT, read_command
-from core.plan import Engine
+from core.plan import Engine, PrefixCaching
 
 MODEL = "Qwen3-8B-Q4_K_M.gguf"
 
@@ -297,3 +297,139 @@ def test_cuda_visible_devices_is_counted_as_cuda_counts_it() -> None:
     assert ollama.fields["inference.pipeline_parallel"] == 1
     few = read_command("CUDA_VISIBLE_DEVICES=0,-1,2 vllm serve Qwen/Qwen3-8B -tp 2")  # one GPU before the -1
     assert few.stops.startswith("the launch asks 2 GPU(s) (TP x PP x replicas) but sees 1")
+
+
+# ---- vLLM's --config: the keys 0.19.0 would not start with -------------------------------------------------------
+# vllm 0.19.0 wheel, vllm/utils/argparse_utils.py: FlexibleArgumentParser.parse_args pulls the file in only for
+# "--config" as a word of its own (`if "--config" in args`), before it turns "_" into "-" in every --name; then
+# load_config_file makes `key: v` "--key v", `true` "--key", `false` nothing, a list "--key" and its items, a mapping
+# its JSON; _pull_args_from_config puts them after `serve MODEL` and raises "No model specified! ..." when neither the
+# command nor the file (its `model` key, "--model") names one. argparse then stops at a word no option reads.
+# The first four keys: vLLM's own example, docs/configuration/serve_args.md ("Configuration file").
+VLLM_CONFIG = b"""\
+model: meta-llama/Llama-3.1-8B-Instruct
+host: "127.0.0.1"
+port: 6379
+uvicorn-log-level: "info"
+frobnicate: 3
+model_tag: x
+enforce-eager: 1
+max_model_len: 8192
+"""
+
+
+def test_vllm_config_keys_vllm_would_not_start_with_are_said() -> None:
+    # Checked with the 0.19.0 wheel's FlexibleArgumentParser on a serve parser of these options: it prints
+    # "vllm: error: unrecognized arguments: --frobnicate --model-tag x 1" (the 3 fills the free positional model).
+    read = read_command("vllm serve --config serve.yaml", load_config=lambda _: VLLM_CONFIG)
+    assert read.model_ref == "meta-llama/Llama-3.1-8B-Instruct"  # the `model` key is --model, which serve takes
+    assert [n.words for n in read.ignored] == ["--host 127.0.0.1", "--port 6379", "--uvicorn-log-level info"]
+    assert read.unknown == (
+        "frobnicate: 3 (a key of serve.yaml that is no vLLM option: vLLM stops, 'unrecognized arguments: "
+        "--frobnicate')",
+        # vLLM makes --model_tag --model-tag before parsing: the positional's name is no option.
+        "model_tag: x (a key of serve.yaml that is no vLLM option: vLLM stops, 'unrecognized arguments: --model-tag')",
+        # --enforce-eager takes no value: argparse leaves the 1 over.
+        "enforce-eager: 1 (--enforce-eager takes no value: vLLM stops, 'unrecognized arguments: 1')",
+    )
+    assert read.stops == (
+        "vLLM would not start with its --config file: it refuses the key(s) frobnicate, model_tag, enforce-eager "
+        "(see Not understood)"
+    )
+    assert read.fields["inference.context"] == 8192  # max_model_len is --max-model-len: read as before
+    # The first word left over fills vllm serve's positional model where the command gives none: the same parser
+    # gives model_tag='1' for `model: m` and `enforce-eager: 1`, and serve.py serves args.model = model_tag.
+    alone = read_command("vllm serve --config s.yaml", load_config=lambda _: b"model: m\nenforce-eager: 1\n")
+    assert alone.unknown == (
+        "enforce-eager: 1 (--enforce-eager takes no value: vllm serve takes 1 as the model to serve (its positional), "
+        "not the file's)",
+    )
+    assert alone.fields["inference.cuda_graphs"] is False  # --enforce-eager itself is set
+
+
+def test_vllm_config_false_and_the_model() -> None:
+    # 0.19.0's load_config_file passes a false as nothing, even for a key no option reads (argparse never sees it).
+    raw = b"model: Qwen/Qwen3-8B\nenable-prefix-caching: false\nfrobnicate: false\n"
+    read = read_command("vllm serve --config c.yaml", load_config=lambda _: raw)
+    assert (read.stops, read.unknown, read.fields["inference.prefix_caching"]) == ("", (), PrefixCaching.DEFAULT)
+    assert "c.yaml: frobnicate: false, which vLLM passes as nothing (the default)" in read.notes
+    # No model on the command line nor in the file: _pull_args_from_config raises before anything is parsed.
+    bare = read_command("vllm serve --config c.yaml --max-model-len 4096", load_config=lambda _: b"port: 8000\n")
+    assert bare.stops == (
+        "vLLM would not start: 'No model specified! Please specify model either as a positional argument or in a "
+        "config file.'"
+    )
+    # --config=FILE is --config's own value to argparse: vLLM never opens the file.
+    joined = read_command("vllm serve Qwen/Qwen3-8B --config=c.yaml", load_config=lambda _: raw)
+    assert "inference.prefix_caching" not in [n.field for n in joined.read]
+    assert any(n.startswith("--config=FILE: vLLM reads the file only for --config FILE") for n in joined.notes)
+
+
+# ---- notes name only what the named program does ----------------------------------------------------------------
+def test_the_slot_note_is_the_programs_own() -> None:
+    # common/arg.cpp 145b6280: -np is every program's option ("number of parallel sequences to decode", no
+    # set_examples), its default common_params.n_parallel = 1; slots are llama-server's alone.
+    cli = read_command(f"llama-cli -m {MODEL} -c 4096")
+    assert not any("llama-server" in n or "slot" in n for n in cli.notes)
+    assert "-np not given: one sequence, llama-cli's default (common_params.n_parallel = 1)" in cli.notes
+    assert cli.fields["inference.concurrent"] == 1
+    completion = read_command(f"llama-completion -m {MODEL}")
+    assert not any("slot" in n for n in completion.notes)
+    assert any(n.startswith("-c not given: the model's own length") and "1 sequence" in n for n in completion.notes)
+    server = read_command(f"llama-server -m {MODEL} -c 4096")
+    assert "-np not given: one slot planned (llama-server's default slot count varies by build)" in server.notes
+
+
+# ---- the environment: what is no engine setting, what the plan has ------------------------------------------------
+def test_shell_variables_that_set_nothing_are_ignored_with_why() -> None:
+    read = read_command(
+        "PATH=/usr/local/bin:/usr/bin HOME=/root HF_HOME=/data/hf HF_TOKEN=x TRANSFORMERS_CACHE=/data/tf "
+        "PYTHONUNBUFFERED=1 OMP_NUM_THREADS=8 NCCL_DEBUG=INFO vllm serve Qwen/Qwen3-8B"
+    )
+    assert read.unknown == ()  # PATH, HOME and TRANSFORMERS_CACHE were not understood
+    ignored = {n.words.partition("=")[0]: n.why for n in read.ignored}
+    assert list(ignored) == [
+        "PATH",
+        "HOME",
+        "HF_HOME",
+        "HF_TOKEN",
+        "TRANSFORMERS_CACHE",
+        "PYTHONUNBUFFERED",
+        "OMP_NUM_THREADS",
+        "NCCL_DEBUG",
+    ]
+    assert all(why.endswith(NO_EFFECT) for why in ignored.values())
+    assert ignored["HF_HOME"].startswith("where models are downloaded")
+    assert not any(n.startswith("environment with") for n in read.notes)
+
+
+def test_variables_the_plan_has_are_read_into_it() -> None:
+    from core.inputs import VllmSampler
+
+    # vllm 0.19.0 vllm/envs.py: VLLM_USE_FLASHINFER_SAMPLER is bool(int(value)); core.serving.vllm_rules.sampler_path.
+    read = read_command("VLLM_USE_FLASHINFER_SAMPLER=1 vllm serve Qwen/Qwen3-8B")
+    assert read.fields["inference.vllm_sampler"] is VllmSampler.FLASHINFER
+    assert [n.words for n in read.read if n.field == "inference.vllm_sampler"] == ["VLLM_USE_FLASHINFER_SAMPLER=1"]
+    off = read_command("VLLM_USE_FLASHINFER_SAMPLER=0 vllm serve Qwen/Qwen3-8B")
+    assert off.fields["inference.vllm_sampler"] is VllmSampler.NATIVE
+    bad = read_command("VLLM_USE_FLASHINFER_SAMPLER=yes vllm serve Qwen/Qwen3-8B")
+    assert bad.unknown[0].startswith("VLLM_USE_FLASHINFER_SAMPLER=yes (")
+    # PYTORCH_CUDA_ALLOC_CONF is the plan's Allocator setting (core.allocator parses it as PyTorch does).
+    alloc = read_command("PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True vllm serve Qwen/Qwen3-8B")
+    assert alloc.fields["hardware.alloc_conf"] == "expandable_segments:True"
+    refused = read_command("PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:1 vllm serve Qwen/Qwen3-8B")
+    assert "hardware.alloc_conf" not in refused.fields and refused.unknown[0].startswith("PYTORCH_CUDA_ALLOC_CONF=")
+    assert refused.stops.startswith("PyTorch refuses PYTORCH_CUDA_ALLOC_CONF")
+    # What the plan has no setting for is said with its own why: NCCL's NVLS buffers, vLLM's graph estimate.
+    nccl = read_command("NCCL_NVLS_ENABLE=0 VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1 vllm serve Qwen/Qwen3-8B -tp 2")
+    whys = {n.words.partition("=")[0]: n.why for n in nccl.unexpressed}
+    assert "NVLS" in whys["NCCL_NVLS_ENABLE"] and "release line" in whys["VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS"]
+
+
+def test_the_allocator_setting_reaches_the_plan() -> None:
+    from core.files.launch.serve_command import plan_from_command
+    from core.presets import default_plan
+
+    read = read_command("PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True vllm serve Qwen/Qwen3-8B --max-model-len 4K")
+    plan = plan_from_command(read, default_plan()).plan
+    assert (plan.hardware.alloc_conf, plan.inference.context) == ("expandable_segments:True", 4096)

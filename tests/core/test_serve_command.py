@@ -177,7 +177,7 @@ def test_spellings_the_shell_and_the_engines_take() -> None:
     assert not any(note.startswith("before the command") for note in read.notes)  # python3 -m is the command's
     plain = read_command("/opt/venv/bin/vllm serve Qwen/Qwen3-8B")
     assert plain.notes == () and plain.model_ref == "Qwen/Qwen3-8B"
-    assert any("HF_TOKEN" in note for note in read.notes)
+    assert [(n.words, n.why) for n in read.ignored] == [("HF_TOKEN=x", f"a token or key: {NO_EFFECT}")]
     # The shell around the command is said, not read: nohup, redirections, a background &.
     shell = read_command("nohup python3.12 -m sglang.launch_server --model-path Qwen/Qwen3-8B > log.txt 2>&1 &")
     assert (shell.model_ref, shell.unknown) == ("Qwen/Qwen3-8B", ())

@@ -1,10 +1,11 @@
 """vLLM's ``--config FILE.yaml`` read with the command (core.files.launch.serve_command.config_words), and
 ``vramplan import-command --file X.yaml --engine vllm`` reading one alone.
 
-How vLLM turns the file into flags: vllm-project/vllm vllm/utils/argparse_utils.py at 00da11e3,
-``FlexibleArgumentParser.load_config_file`` (``key: v`` -> ``--key v``, true -> ``--key``, false -> ``--no-key`` where
-the flag has one, a mapping -> its JSON) and ``_pull_args_from_config`` (the file's flags after ``serve MODEL``,
-before the command's own: the command line wins).
+How vLLM turns the file into flags: the vllm 0.19.0 wheel's vllm/utils/argparse_utils.py,
+``FlexibleArgumentParser.load_config_file`` (``key: v`` -> ``--key v``, true -> ``--key``, false -> nothing, a mapping
+-> its JSON; ``--no-key`` for a false came after the 0.19 line, vllm-project/vllm PR #51573, and not for
+``vllm serve``: PR #58102) and ``_pull_args_from_config`` (the file's flags after ``serve MODEL``, before the command's
+own: the command line wins).
 """
 
 from __future__ import annotations
@@ -41,16 +42,16 @@ def _load(name: str) -> bytes:
 def test_the_files_options_are_read_as_the_flags_they_stand_for() -> None:
     words, notes = config_words(CONFIG, "cfg.yaml")
     assert words[:4] == ["--model", "Qwen/Qwen3-8B", "--max_model_len", "16384"]
-    assert "--enforce_eager" in words and "--no-enable-prefix-caching" in words
+    assert "--enforce_eager" in words and not any("prefix-caching" in w for w in words)
     assert words[-2:] == ["--compilation-config", '{"pass_config": {"fuse_allreduce_rms": true}}']
-    assert notes == []
+    assert notes == ["cfg.yaml: enable-prefix-caching: false, which vLLM passes as nothing (the default)"]
     read = read_command("vllm serve --config cfg.yaml --max-model-len 4096", load_config=_load)
     fields = read.fields
     assert read.model_ref == "Qwen/Qwen3-8B"
     assert fields["inference.context"] == 4096  # the command line's own wins over the file's 16384
     assert fields["inference.gpu_memory_utilization"] == 0.85
     assert fields["inference.cuda_graphs"] is False
-    assert fields["inference.prefix_caching"] is PrefixCaching.OFF
+    assert fields["inference.prefix_caching"] is PrefixCaching.DEFAULT  # 0.19.0 drops the false (it was OFF)
     assert read.read[0].words == "--config cfg.yaml"
     assert [n.words for n in read.ignored] == ["--port 12323"]
     assert [n.words for n in read.unexpressed] == ['--compilation-config {"pass_config": {"fuse_allreduce_rms": true}}']

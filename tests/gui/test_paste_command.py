@@ -156,7 +156,10 @@ def test_llama_arg_variables_and_an_sglang_config_in_the_window(
     qtbot.addWidget(dialog)
     found = dialog.found.toPlainText()
     assert "LLAMA_ARG_CTX_SIZE=150000 -np 1  →  Context = 150,000 tokens" in found
-    assert "Ignored, no effect on memory or speed (2)\n  LLAMA_ARG_PORT=9000\n  --port 8080" in found
+    assert (
+        "Ignored, no effect on memory or speed (2)\n  LLAMA_ARG_PORT=9000 — the command's --port wins over the "
+        "variable (llama.cpp reads it after)\n  --port 8080\n" in found
+    )
     dialog.resize(760, 620)
     dialog.show()
     qtbot.waitExposed(dialog)
@@ -243,3 +246,17 @@ def test_a_paste_longer_than_any_command_is_refused_whole(window: MainWindow, qt
     dialog.editor.insertFromMimeData(small)  # an ordinary paste goes in and is read
     assert dialog.read is not None and dialog.read.fields["inference.context"] == 8192
     assert dialog.problem.text() == ""
+
+
+def test_ignored_variables_say_why_in_the_dialog(window: MainWindow, qtbot: Any) -> None:
+    # A variable of the shell is ignored with its own reason (serve_command.ENV_IGNORED), a flag with none beyond
+    # the heading's.
+    text = "HF_HOME=/data/hf PATH=/usr/bin vllm serve Qwen/Qwen3-8B --port 8000"
+    dialog = PasteCommandDialog(window.controller.plan, window, text)
+    qtbot.addWidget(dialog)
+    found = dialog.found.toPlainText()
+    assert (
+        "Ignored, no effect on memory or speed (3)\n  HF_HOME=/data/hf — where models are downloaded and cached\n"
+        "  PATH=/usr/bin — the shell's and Python's own\n  --port 8000\n" in found
+    )
+    assert "Not understood (0)" in found

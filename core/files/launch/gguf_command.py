@@ -368,9 +368,16 @@ def read_llamacpp(reader: _Reader, program: str, gpus: int | None) -> GgufRead:
     _model(reader, out)
     slots = _ints(reader, ("-np", "--parallel"), "a slot count") or 1
     reader.set("inference.concurrent", max(1, slots), ("-np", "--parallel"))
+    server = program in ("llama-server", "server")
     if "-np" not in reader.args.values and "--parallel" not in reader.args.values:
-        out.notes.append("-np not given: one slot planned (llama-server's default slot count varies by build)")
-    _context(reader, out, max(1, slots))
+        # common/arg.cpp 145b6280: -np is every program's ("number of parallel sequences to decode"), its default
+        # common_params.n_parallel = 1; slots, and builds whose llama-server picks its own count, are the server's.
+        out.notes.append(
+            "-np not given: one slot planned (llama-server's default slot count varies by build)"
+            if server
+            else f"-np not given: one sequence, {program}'s default (common_params.n_parallel = 1)"
+        )
+    _context(reader, out, max(1, slots), "slot(s)" if server else "sequence(s)")
     predict = _ints(reader, ("-n", "--predict", "--n-predict"), "a token count")
     if predict is not None and predict >= 0:
         reader.set("inference.new_tokens", predict, ("-n", "--predict", "--n-predict"))
@@ -434,13 +441,13 @@ def _note(words: str, why: str, path: str = "") -> Any:
     return FlagNote(words, why, path)
 
 
-def _context(reader: _Reader, out: GgufRead, slots: int) -> None:
+def _context(reader: _Reader, out: GgufRead, slots: int, what: str = "slot(s)") -> None:
     total = _ints(reader, ("-c", "--ctx-size"), "a context length")
     unified = reader.switch("-kvu", "--kv-unified")
     if total is None or total <= 0:
         out.context_given = False
         said = "-c 0: the model's own length" if total == 0 else "-c not given: the model's own length planned"
-        out.notes.append(f"{said} (llama.cpp's default context depends on the build), over {slots} slot(s)")
+        out.notes.append(f"{said} (llama.cpp's default context depends on the build), over {slots} {what}")
     else:
         reader.set("inference.context", max(1, total // slots), ("-c", "--ctx-size", "-np", "--parallel"))
     if unified:
@@ -861,7 +868,7 @@ def _parameter(line: str, rest: str, reader: _Reader, out: GgufRead) -> None:
 
 
 def _ollama_env(env: dict[str, str], reader: _Reader, out: GgufRead) -> None:
-    from core.files.launch.serve_command import _ENV_IGNORED, shown_setting
+    from core.files.launch.serve_command import ENV_IGNORED, shown_setting
 
     flash: bool | None = None
     if "OLLAMA_FLASH_ATTENTION" in env:
@@ -906,8 +913,8 @@ def _ollama_env(env: dict[str, str], reader: _Reader, out: GgufRead) -> None:
                 reader.cannot_words(words, "hides every GPU: Ollama runs on the CPU; the plan keeps its card")
             else:
                 setting = ("inference.pipeline_parallel", gpus or 1)
-        elif key in OLLAMA_ENV_IGNORED or key in _ENV_IGNORED:
-            reader.ignored.append(_note(words, NO_EFFECT))
+        elif key in OLLAMA_ENV_IGNORED or key in ENV_IGNORED:
+            reader.ignored.append(_note(words, ENV_IGNORED.get(key, NO_EFFECT)))
         elif key in OLLAMA_ENV_WHY:
             reader.cannot_words(words, OLLAMA_ENV_WHY[key])
         elif key.startswith("OLLAMA_"):

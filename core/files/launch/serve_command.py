@@ -67,6 +67,11 @@ class FlagNote:
     why: str  # "Context = 32,768" (the field as the Serving form labels it), or why it is not used
     field: str = ""  # the plan field set ("inference.context"); "" for a word not used
 
+    @property
+    def ignored_why(self) -> str:
+        """An ignored note's own reason, less the heading's "no effect on memory or speed" ("" where that is all)."""
+        return self.why.removesuffix(NO_EFFECT).removesuffix(": ").strip()
+
 
 @dataclass(frozen=True)
 class CommandRead:
@@ -908,51 +913,88 @@ def _version_fields(text: str, start: _Start, engine: Engine) -> tuple[dict[str,
     return found, notes
 
 
-# Environment variables a launch line sets in front: those that change the plan, those that change nothing modelled.
-_ENV_IGNORED: Final = frozenset(
-    {
-        "HF_TOKEN",
-        "HUGGING_FACE_HUB_TOKEN",
-        "HF_HOME",
-        "HF_HUB_OFFLINE",
-        "HF_HUB_ENABLE_HF_TRANSFER",
-        "VLLM_HOST",
-        "VLLM_PORT",
-        "VLLM_LOGGING_LEVEL",
-        "VLLM_CONFIGURE_LOGGING",
-        "CUDA_DEVICE_ORDER",
-        "UV_TORCH_BACKEND",
-        "TRANSFORMERS_OFFLINE",
-        "NCCL_DEBUG",
-        "VLLM_API_KEY",
-        "PYTHONUNBUFFERED",
-        "OMP_NUM_THREADS",
-        "TOKENIZERS_PARALLELISM",
-        "LLAMA_CACHE",  # llama.cpp common/common.cpp fs_get_cache_directory: where -hf downloads go
-    }
-)
+# Environment variables a launch line sets in front that no engine reads for what it holds or how fast it runs, by
+# what they do: each is listed as ignored with its group's words. CUDA_VISIBLE_DEVICES is read (the GPUs visible).
+_ENV_NO_EFFECT: Final = {
+    "where models are downloaded and cached": """HF_HOME HF_HUB_CACHE HUGGINGFACE_HUB_CACHE TRANSFORMERS_CACHE
+        HF_DATASETS_CACHE HF_HUB_OFFLINE TRANSFORMERS_OFFLINE HF_HUB_ENABLE_HF_TRANSFER HF_HUB_DOWNLOAD_TIMEOUT
+        HF_ENDPOINT XDG_CACHE_HOME VLLM_CACHE_ROOT VLLM_CONFIG_ROOT VLLM_USE_MODELSCOPE LLAMA_CACHE""",
+    # LLAMA_CACHE: llama.cpp common/common.cpp fs_get_cache_directory, where -hf downloads go
+    "a token or key": "HF_TOKEN HUGGING_FACE_HUB_TOKEN VLLM_API_KEY",
+    "the shell's and Python's own": """PATH HOME USER SHELL PWD LANG LC_ALL TERM TZ TMPDIR PYTHONPATH PYTHONUNBUFFERED
+        PYTHONWARNINGS PYTHONDONTWRITEBYTECODE UV_TORCH_BACKEND""",
+    "logs and usage statistics": """VLLM_LOGGING_LEVEL VLLM_CONFIGURE_LOGGING VLLM_NO_USAGE_STATS VLLM_DO_NOT_TRACK
+        DO_NOT_TRACK NCCL_DEBUG NCCL_DEBUG_SUBSYS TORCH_CPP_LOG_LEVEL""",
+    "the server's address": "VLLM_HOST VLLM_PORT",
+    "CPU threads; the work on the GPU is the plan's": "OMP_NUM_THREADS MKL_NUM_THREADS TOKENIZERS_PARALLELISM",
+    "the order the GPUs are numbered in": "CUDA_DEVICE_ORDER",
+}
+ENV_IGNORED: Final = {name: f"{why}: {NO_EFFECT}" for why, names in _ENV_NO_EFFECT.items() for name in names.split()}
+# Variables that change memory or speed but the plan has no setting for, with why (the rest of their engine's
+# prefixes: NOT_MODELLED). vLLM 0.19.0 vllm/envs.py; NCCL's environment (docs.nvidia.com NCCL "Environment Variables").
+_ENV_WHY: Final = {
+    "VLLM_USE_V1": "the engine (V0 or V1) follows the plan's vLLM release line, not this variable",
+    "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS": "whether vLLM sets CUDA-graph memory aside before the KV cache: the "
+    "plan follows the release line's default (core.serving.vllm_versions)",
+    "NCCL_NVLS_ENABLE": "NCCL's NVLS buffers on NVSwitch cards: the plan's multi-GPU reserve is the one measured with "
+    "NCCL's default (core.serving.fit)",
+    "NCCL_BUFFSIZE": "NCCL's buffer per channel: the plan's multi-GPU reserve is the one measured with NCCL's default "
+    "(core.serving.fit)",
+}
+# Each variable's engine: read by it alone.
+_ENV_OWNER: Final = (("VLLM_", Engine.VLLM), ("SGLANG_", Engine.SGLANG), ("GGML_", Engine.LLAMACPP))
+# core.inputs VllmSampler; vllm 0.19.0 vllm/envs.py reads VLLM_USE_FLASHINFER_SAMPLER as bool(int(value)).
+_FLASHINFER_SAMPLER: Final = "VLLM_USE_FLASHINFER_SAMPLER"
 
 
-def _environment(start: _Start, reader: _Reader) -> list[str]:
-    notes: list[str] = []
+def _environment(start: _Start, reader: _Reader, stopped: list[str]) -> None:
+    """The variables set in front of the command: read into the plan where it has the setting, else listed
+    (ignored, not expressed or not understood); a value that stops the engine is put in ``stopped``."""
+    from core.allocator import ENV_NAME, parse_alloc_conf
+    from core.inputs import VllmSampler
+
+    label = ENGINE_LABELS[reader.engine]
     for key, value in start.env.items():
         shown = f"{key}={one_line(value)[:60]}"
-        if key == "CUDA_VISIBLE_DEVICES" or key in _ENV_IGNORED:
+        owner = next((engine for prefix, engine in _ENV_OWNER if key.startswith(prefix)), None)
+        if key == "CUDA_VISIBLE_DEVICES":
             continue
-        if key == sg.LONGER_CONTEXT_ENV and reader.engine is Engine.SGLANG:
+        if key in ENV_IGNORED:
+            reader.ignored.append(FlagNote(shown, ENV_IGNORED[key]))
+        elif owner is not None and owner is not reader.engine:
+            reader.ignored.append(FlagNote(shown, f"{ENGINE_LABELS[owner]}'s variable, which {label} does not read"))
+        elif key == sg.LONGER_CONTEXT_ENV:
             reader.read.append(FlagNote(shown, "a context past the model's own is allowed"))
-        elif key == "VLLM_USE_V1":
-            reader.unexpressed.append(
-                FlagNote(shown, "the engine (V0 or V1) follows the plan's vLLM release line, not this variable")
+        elif key == _FLASHINFER_SAMPLER:
+            try:
+                sampler = VllmSampler.FLASHINFER if int(value) else VllmSampler.NATIVE
+            except ValueError:
+                reader.unknown.append(f"{shown} (vLLM reads it as bool(int(value)): not an integer)")
+                continue
+            reader.fields["inference.vllm_sampler"] = sampler
+            reader.read.append(
+                FlagNote(shown, shown_setting("inference.vllm_sampler", sampler), "inference.vllm_sampler")
             )
+        elif key == ENV_NAME and reader.engine is Engine.LLAMACPP:
+            reader.ignored.append(FlagNote(shown, f"PyTorch's allocator: llama.cpp does not run PyTorch: {NO_EFFECT}"))
+        elif key == ENV_NAME:
+            try:
+                parse_alloc_conf(value)
+            except PlanError as exc:
+                reader.unknown.append(f"{shown} ({one_line(exc.reason or exc.allowed)[:120]})")
+                stopped.append(f"PyTorch refuses {ENV_NAME}={one_line(value)[:60]}: {label} would not start")
+                continue
+            reader.fields["hardware.alloc_conf"] = value
+            setting = shown_setting(
+                "hardware.alloc_conf", value
+            )  # core.inputs: training_only, no serving rule reads it
+            reader.read.append(FlagNote(shown, f"{setting} (the training estimate's)", "hardware.alloc_conf"))
+        elif key in _ENV_WHY:
+            reader.unexpressed.append(FlagNote(shown, _ENV_WHY[key]))
         elif key.startswith(("VLLM_", "SGLANG_", "PYTORCH_", "NCCL_", "TORCH_", "GGML_")):
             reader.unexpressed.append(FlagNote(shown, NOT_MODELLED))
         else:
             reader.unknown.append(shown)
-    ignored = sorted(k for k in start.env if k in _ENV_IGNORED)
-    if ignored:
-        notes.append(f"environment with {NO_EFFECT}: {', '.join(ignored)}")
-    return notes
 
 
 ConfigLoader = Callable[[str], bytes]  # a --config path as written -> the file's bytes (PlanFileError if not read)
@@ -960,19 +1002,23 @@ CONFIG_SUFFIXES: Final = (".yaml", ".yml")
 
 
 def config_words(
-    raw: bytes, where: str, engine: Engine = Engine.VLLM, refused: list[str] | None = None
+    raw: bytes, where: str, engine: Engine = Engine.VLLM, refused: list[str] | None = None, model_slot: str = ""
 ) -> tuple[list[str], list[str]]:
     """A ``--config`` YAML as the flags it stands for, and notes. vLLM's as ``FlexibleArgumentParser.load_config_file``
-    turns it into them (vllm-project/vllm vllm/utils/argparse_utils.py at 00da11e3: ``key: value`` -> ``--key value``,
-    ``true`` -> ``--key``, ``false`` -> ``--no-key`` where vLLM has it (else nothing), a list -> its items after
-    ``--key`` (here one word), a mapping -> its JSON); SGLang's as ``ConfigArgumentMerger._convert_config_to_args``
-    (sglang 0.5.23 wheel, sglang/srt/utils/server_args_config_parser.py: a store_true flag's ``true`` -> ``--key``,
+    turns it into them (vllm 0.19.0 wheel, vllm/utils/argparse_utils.py: ``key: value`` -> ``--key value``, ``true``
+    -> ``--key``, ``false`` -> nothing (``--no-key`` came after the 0.19 line, vllm-project/vllm PR #51573, and even
+    then not for ``vllm serve``, whose root parser has no ``--no-`` options: issue #51401, PR #58102), a list -> its
+    items after ``--key`` (here one word), a mapping -> its JSON); SGLang's as
+    ``ConfigArgumentMerger._convert_config_to_args`` (sglang 0.5.23 wheel,
+    sglang/srt/utils/server_args_config_parser.py: a store_true flag's ``true`` -> ``--key``,
     its ``false`` -> nothing, any other bool -> ``--key true|false``, a list -> ``--key`` and one word per item, a
     mapping -> its JSON). The file is plain data only (PyYAML's safe loader through
     core.files.runconfig.reading.parse_text: sizes, nesting and entries capped, aliases counted as used); one that
-    is not a mapping, not text or too large is one PlanFileError line. A key SGLang would not start with (no flag of
-    it: argparse's "unrecognized arguments"; or one ``ConfigArgumentMerger`` refuses) is left out of the words and
-    put in ``refused``, with why."""
+    is not a mapping, not text or too large is one PlanFileError line. A key the engine would not start with (no flag
+    of it: argparse's "unrecognized arguments"; SGLang: one ``ConfigArgumentMerger`` refuses; vLLM: a value given to
+    a switch, left over) is left out of the words and put in ``refused``, with why. ``model_slot``: "serve" where
+    ``vllm serve``'s positional model is not on the command line (the first word left over fills it), "api" for the
+    api_server entry point's (make_arg_parser's ``model_tag``, which only ``vllm serve`` reads)."""
     from core.files.runconfig.reading import parse_text
 
     label = ENGINE_LABELS[engine]
@@ -983,9 +1029,18 @@ def config_words(
     words: list[str] = []
     notes: list[str] = []
     left_out = 0
+    slot = [model_slot]  # vLLM: who takes the first word no option reads (make_arg_parser's positional model_tag)
     for key, value in document.items():
         flag = "--" + key
-        why = _sglang_refuses(str(key), where) if engine is Engine.SGLANG else ""
+        if engine is Engine.SGLANG:
+            why = _sglang_refuses(str(key), where)
+        else:
+            why = "" if value is False else _vllm_refuses(str(key), value, where, slot, notes)
+        if why.startswith("-"):  # a switch given a value: argparse sets the switch, the value is left over
+            words.append(flag)
+            why = why[1:]
+            if not why:
+                continue
         if why:
             left_out += len(flag) + len(str(value))  # still counted against the size cap below
             if refused is not None:
@@ -1001,11 +1056,8 @@ def config_words(
             else:
                 notes.append(f"{where}: {key}: false, which SGLang passes as nothing (the default)")
         elif isinstance(value, bool):
-            negative = _flag_name(Engine.VLLM, f"--no-{key}")
             if value:
                 words.append(flag)
-            elif negative in VLLM_SWITCHES:
-                words.append(f"--no-{key}")
             else:
                 notes.append(f"{where}: {key}: false, which vLLM passes as nothing (the default)")
         elif isinstance(value, list):
@@ -1024,6 +1076,41 @@ def config_words(
     return words, notes
 
 
+def _vllm_refuses(key: str, value: object, where: str, slot: list[str], notes: list[str]) -> str:
+    """Why vLLM 0.19.0 would not start with ``key: value`` in its --config file ("" when it takes it; after a "-"
+    where the key is a switch given a value, which argparse sets, leaving the value over). Its words reach argparse
+    as written less ``_`` (FlexibleArgumentParser.parse_args); a word no option reads fills the positional model where
+    it is free (``slot``, used up), else argparse stops on it."""
+    name = _flag_name(Engine.VLLM, "--" + key)
+    known = _resolve(name.partition(".")[0], VLLM_SWITCHES | VLLM_VALUED)
+    left = (
+        json.dumps(value)
+        if isinstance(value, dict)
+        else " ".join(map(str, value))
+        if isinstance(value, list)
+        else str(value)
+    )
+    if known is None:
+        if not isinstance(value, bool) and slot[0]:
+            slot[0] = ""  # its value is a word no option reads: the positional takes it
+        return f"a key of {where} that is no vLLM option: vLLM stops, 'unrecognized arguments: {name}'"
+    if known not in VLLM_SWITCHES or known in VLLM_VALUED or isinstance(value, bool):
+        return ""
+    shown = one_line(left)[:60]
+    if slot[0] == "api":
+        slot[0] = ""
+        notes.append(
+            f"{where}: {key}: {shown}: {known} takes no value; api_server's positional model_tag takes {shown}, unread"
+        )
+        return "-"
+    if slot[0] == "serve":
+        slot[0] = ""
+        return (
+            f"-{known} takes no value: vllm serve takes {shown} as the model to serve (its positional), not the file's"
+        )
+    return f"-{known} takes no value: vLLM stops, 'unrecognized arguments: {shown}'"
+
+
 def _sglang_refuses(key: str, where: str) -> str:
     """Why SGLang 0.5.23 would not start with ``key`` in its --config file ("" when it takes it)."""
     action = SGLANG_CONFIG_REFUSED.get(key.replace("-", "_"))
@@ -1035,35 +1122,48 @@ def _sglang_refuses(key: str, where: str) -> str:
 
 
 def _with_config(
-    args: list[str], load: ConfigLoader | None, notes: list[str], engine: Engine, refused: list[str] | None = None
+    args: list[str],
+    load: ConfigLoader | None,
+    notes: list[str],
+    engine: Engine,
+    refused: list[str] | None = None,
+    entry: str = "serve",
+    stops: list[str] | None = None,
 ) -> tuple[list[str], str]:
     """The engine's arguments with the ``--config`` file's options put where the engine puts them, and the words
-    ``--config FILE`` as written ("" when none). vLLM: after the model, before the rest (``_pull_args_from_config``).
-    SGLang 0.5.23 (``prepare_server_args``, ``ConfigArgumentMerger.merge_config_with_args``): before every word of
-    the command, for ``--config FILE`` as two words only (``"--config" in argv``), one file only. Either way the
-    command line's own flags win (argparse keeps the last)."""
+    ``--config FILE`` as written ("" when none). Both read the file for ``--config FILE`` as two words only
+    (``"--config" in args``; ``--config=FILE`` is the option's own value, the file unread), one file only. vLLM 0.19.0
+    (``FlexibleArgumentParser._pull_args_from_config``): after the model, before the rest; ``vllm serve`` (``entry``
+    "serve"; "api" for the api_server entry point) with no model on the command line nor a ``model`` key stops
+    (put in ``stops``). SGLang 0.5.23 (``prepare_server_args``, ``ConfigArgumentMerger.merge_config_with_args``):
+    before every word of the command. Either way the command line's own flags win (argparse keeps the last)."""
     sglang = engine is Engine.SGLANG
-    found = [i for i, w in enumerate(args) if w == "--config" or (w.startswith("--config=") and not sglang)]
-    if sglang and any(w.startswith("--config=") for w in args):
-        notes.append("--config=FILE: SGLang reads the file only for --config FILE, two words (prepare_server_args)")
+    label = ENGINE_LABELS[engine]
+    found = [i for i, w in enumerate(args) if w == "--config"]
+    if any(w.startswith("--config=") for w in args):
+        where = "prepare_server_args" if sglang else "FlexibleArgumentParser.parse_args"
+        notes.append(f"--config=FILE: {label} reads the file only for --config FILE, two words ({where})")
     if not found or load is None:
         return args, ""
-    if sglang and len(found) > 1:  # _extract_config_file_path
-        raise PlanFileError(WHERE, 'gives --config twice: SGLang takes one file ("Multiple config files specified")')
+    if len(found) > 1:  # SGLang's _extract_config_file_path; vLLM's _pull_args_from_config asserts it
+        error = "Multiple config files specified" if sglang else "More than one config file specified!"
+        raise PlanFileError(WHERE, f'gives --config twice: {label} takes one file ("{error}")')
     at = found[0]
-    if args[at] == "--config":
-        if at + 1 >= len(args):
-            return args, ""
-        path, end = args[at + 1], at + 2
-    else:
-        path, end = args[at].partition("=")[2], at + 1
+    if at + 1 >= len(args):
+        return args, ""
+    path, end = args[at + 1], at + 2
     if not path.lower().endswith(CONFIG_SUFFIXES):  # vLLM: "Config file must be of a yaml/yml type"; SGLang alike
-        raise PlanFileError(
-            one_line(path)[:200], f"is not a .yaml / .yml file, which {ENGINE_LABELS[engine]}'s --config refuses"
-        )
-    words, said = config_words(load(path), one_line(path)[:200], engine, refused)
-    notes += said
+        raise PlanFileError(one_line(path)[:200], f"is not a .yaml / .yml file, which {label}'s --config refuses")
     model = 1 if args[:1] and not args[0].startswith("-") and not sglang else 0
+    given = model or any(w == "--model" or w.startswith("--model=") for w in args)  # serve moves --model first
+    slot = "" if sglang or (given and entry == "serve") or model else entry
+    words, said = config_words(load(path), one_line(path)[:200], engine, refused, slot)
+    notes += said
+    if not sglang and entry == "serve" and not given and "--model" not in words and stops is not None:
+        stops.append(
+            "vLLM would not start: 'No model specified! Please specify model either as a positional argument or in "
+            "a config file.'"
+        )
     return [*args[:model], *words, *args[model:at], *args[end:]], f"--config {path}"
 
 
@@ -1078,8 +1178,10 @@ def read_command(text: str, where: str = WHERE, load_config: ConfigLoader | None
     start = _find_start(words)
     config = ""
     refused: list[str] = []  # the --config file's keys the engine would not start with
+    stopped: list[str] = []  # vLLM's --config: no model anywhere
     if start.engine in (Engine.VLLM, Engine.SGLANG):
-        start.args, config = _with_config(start.args, load_config, notes, start.engine, refused)
+        entry = "api" if "vllm.entrypoints.openai.api_server" in text else "serve"
+        start.args, config = _with_config(start.args, load_config, notes, start.engine, refused, entry, stopped)
     llama: gguf.GgufRead | None = None
     env = gguf.env_flags(start.env, start.args, start.program) if start.engine is Engine.LLAMACPP else gguf.EnvFlags()
     args = _parse(start.engine, start.args, env, start.program)
@@ -1111,11 +1213,12 @@ def read_command(text: str, where: str = WHERE, load_config: ConfigLoader | None
         else:
             reader.cannot(flag, why.get(base, NOT_MODELLED))
     versions, version_notes = _version_fields(text, start, start.engine)
+    _environment(start, reader, stopped)
     fields = dict(reader.fields)
     dtype_given = bool(fields.pop("_dtype_given", True))
     layers_given = not fields.pop("_ngl_default", False)
     fields.update(versions)
-    notes += start.notes + version_notes + args.abbreviated + _environment(start, reader)
+    notes += start.notes + version_notes + args.abbreviated
     if llama is not None:
         notes += llama.notes
     if config:
@@ -1136,16 +1239,19 @@ def read_command(text: str, where: str = WHERE, load_config: ConfigLoader | None
         model_name=llama.model_name if llama is not None else "",
         program=start.program,
         layers_given=layers_given,
-        stops=_stops(start, args, refused),
+        stops=_stops(start, args, refused, stopped),
     )
     return read if start.gpus is None else _with_gpus(read, start.gpus)
 
 
-def _stops(start: _Start, args: _Args, refused: list[str]) -> str:
+def _stops(start: _Start, args: _Args, refused: list[str], stopped: list[str]) -> str:
     """One line: why the program would not start with these words, where the reader knows it would not."""
+    if stopped:
+        return stopped[0]
     if refused:
         keys = ", ".join(r.partition(":")[0] for r in refused)
-        return f"SGLang would not start with its --config file: it refuses the key(s) {keys} (see Not understood)"
+        label = ENGINE_LABELS[start.engine]
+        return f"{label} would not start with its --config file: it refuses the key(s) {keys} (see Not understood)"
     if args.refused:
         names = ", ".join(dict.fromkeys(args.refused))
         return f"{start.program} would not start ('error: invalid argument'): no option of it: {names}"
@@ -1277,7 +1383,8 @@ def _gguf_fields(read: CommandRead, fields: dict[str, Any], spec: Any, notes: li
     slots = int(fields.get("inference.concurrent", 1))
     if not read.context_given and read.program != "ollama":
         fields["inference.context"] = max(1, spec.max_position_embeddings // slots)
-        notes.append(f"context: the model's own {spec.max_position_embeddings:,} over {slots} slot(s)")
+        what = "slot(s)" if read.program in ("llama-server", "server") else "sequence(s)"
+        notes.append(f"context: the model's own {spec.max_position_embeddings:,} over {slots} {what}")
     if not read.layers_given and spec.num_experts > 1:
         fields["inference.gpu_layers"] = 999
         notes.append("GPU layers: all (-ngl not given; llama.cpp's fit of a mixture of experts is not modelled)")
@@ -1338,9 +1445,15 @@ def plan_from_command(
         fields["inference.new_tokens"] = max(0, context // 2)
         notes.append(f"generated tokens: {fields['inference.new_tokens']:,}, half the context (the plan's did not fit)")
     try:
-        inference = replace(base.inference, **{name.removeprefix("inference."): v for name, v in fields.items()})
+        own = {name.partition(".")[2]: v for name, v in fields.items() if name.startswith("inference.")}
+        inference = replace(base.inference, **own)
+        hardware = replace(
+            base.hardware, **{n.partition(".")[2]: v for n, v in fields.items() if n.startswith("hardware.")}
+        )
         frozen = min(base.frozen_layers, spec.num_layers)
-        plan = replace(base, model=spec, model_id=choice.model_id, frozen_layers=frozen, inference=inference)
+        plan = replace(
+            base, model=spec, model_id=choice.model_id, frozen_layers=frozen, inference=inference, hardware=hardware
+        )
         plan = plan.targets_for(spec)
         if read.program == "ollama":
             plan = ollama_defaults(plan, gpu_for(plan), frozenset(read.fields))
