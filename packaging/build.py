@@ -118,6 +118,11 @@ def main() -> int:
         for name in forbidden:
             say(f"must not be bundled: {name}")
         return 1
+    leftovers = bundle.icu_leftovers(folder)
+    if leftovers:
+        say(f"ICU data no Qt call reads is still bundled ({len(leftovers)} items, e.g. {leftovers[0]}):")
+        say("packaging/icudata.py rebuilds libicudata with the C compiler driver 'cc'; install one (gcc, clang)")
+        return 1
     size_mb = bundle.folder_size_bytes(folder) / 1e6
     files = len(bundle.bundle_files(folder))
     say(f"{folder.relative_to(ROOT)}: {size_mb:.1f} MB in {files} files, built in {built:.0f} s")
