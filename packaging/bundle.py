@@ -90,6 +90,13 @@ EXCLUDED_MODULES: tuple[str, ...] = (
     "ssl", "_ssl", "_hashlib",
     # numpy's build and test tooling
     "numpy.f2py", "numpy.distutils", "numpy.testing", "numpy._pyinstaller", "numpy.typing.mypy_plugin",
+    # numpy parts nothing the app runs imports (1.6 MB of the tar.gz; numpy 2 imports each on first
+    # attribute access, numpy/__init__.py __getattr__): random (pyqtgraph calls it only in
+    # functions.pseudoScatter), fft (PlotDataItem's FFT transform, offered only by the plot's
+    # context menu, which gui/chart/widget.py disables), masked arrays and polynomials (no
+    # caller in the app or pyqtgraph), and the C test helpers numpy's own hook adds for its
+    # test suite (hook-numpy.py: "used in tests (which are not packed)")
+    "numpy.random", "numpy.fft", "numpy.ma", "numpy.polynomial", "numpy._core._multiarray_tests",
     # PyYAML's libyaml binding (2.7 MB): the app reads YAML with yaml.safe_load, whose
     # SafeLoader is pure Python; without _yaml, yaml's cyaml import fails and is skipped
     "yaml._yaml", "yaml.cyaml",
@@ -153,6 +160,7 @@ FORBIDDEN_IN_BUNDLE: tuple[str, ...] = (
     "*matplotlib*", "*Qt6Qml*", "*Qt6Quick*", "*Qt6Pdf*", "*Qt6Network*", "*/PySide6/QtNetwork*",
     "*Qt6Test*", "*/PySide6/QtTest*", "*Qt6PrintSupport*",
     "*/translations/*.qm", "*/tools/measure/*",
+    "*/numpy/random/*", "*/numpy/fft/*", "*/numpy/_core/_multiarray_tests*",
     "*/QtQml.framework/*", "*/QtQuick.framework/*", "*/QtNetwork.framework/*", "*/QtPdf.framework/*",
 )  # fmt: skip
 
