@@ -8,9 +8,8 @@ symbols, ``nm -D --undefined-only libQt6Core.so.6``): ``ucol_*`` (QCollator), ``
 ``u_strToUpper`` / ``u_strToLower`` (QLocale::toUpper / toLower). No other Qt library of
 the bundle links ICU. Items that serve ICU APIs none of those reach (ICU_UNUSED_ITEMS) are
 dropped: the package is rewritten without them and linked into a new libicudata with the
-same soname and symbol. Everything those four services can read stays: collation,
-time-zone names, locale data, calendars, number symbols, currencies, region names, every
-converter.
+same soname and symbol. Everything those four services read stays: collation, time-zone
+names, locale data, calendars, numbering systems, every converter.
 
 The package format (ICU's common data, icu4c/source/common/ucmndata.h at release-73-2):
 a header (MappedData + UDataInfo, dataFormat "CmnD", headerSize bytes), then the table of
@@ -35,6 +34,11 @@ from pathlib import Path
 ICU_UNUSED_ITEMS: tuple[str, ...] = (
     "brkitr/*",  # break iterators and their CJK / Thai dictionaries: ubrk_*, u_strToTitle
     "lang/*",  # language display names: uldn_* / LocaleDisplayNames
+    "region/*",  # region display names: LocaleDisplayNames, and the time zones' generic location
+    # names, a style Qt never asks for: its ucal_getTimeZoneDisplayName calls take UCAL_STANDARD,
+    # UCAL_SHORT_STANDARD, UCAL_DST or UCAL_SHORT_DST only, specific names or the GMT format
+    # (qtbase src/corelib/time/qtimezoneprivate_icu.cpp, ucalDisplayNameType)
+    "curr/*", "currencyNumericCodes.res",  # currency names and codes: ucurr_*, currency formats
     "unit/*", "units.res",  # unit display names and conversion: MeasureFormat, unumf units
     "translit/*",  # transliterators: utrans_*
     "rbnf/*",  # spelled-out numbers: RuleBasedNumberFormat
