@@ -74,7 +74,8 @@ def linux_tarball(meta: bundle.Project, folder: Path) -> Path:
         "vramplan.png": ROOT / "resources" / "icons" / "app" / "vramplan-256.png",
         "install.sh": ROOT / "packaging" / "linux" / "install.sh",
     }
-    with tarfile.open(target, "w:gz", compresslevel=6) as archive:
+    # Level 9: 0.32 MB smaller than 6, written in 50 s instead of 14 s (2 shared cores, 2026-12-07).
+    with tarfile.open(target, "w:gz", compresslevel=9) as archive:
         archive.add(folder, arcname=f"{top}/{meta.name}")
         for name, source in extras.items():
             archive.add(source, arcname=f"{top}/{name}")
@@ -117,6 +118,11 @@ def main() -> int:
     if forbidden:
         for name in forbidden:
             say(f"must not be bundled: {name}")
+        return 1
+    leftovers = bundle.icu_leftovers(folder)
+    if leftovers:
+        say(f"ICU data no Qt call reads is still bundled ({len(leftovers)} items, e.g. {leftovers[0]}):")
+        say("packaging/icudata.py rebuilds libicudata with the C compiler driver 'cc'; install one (gcc, clang)")
         return 1
     size_mb = bundle.folder_size_bytes(folder) / 1e6
     files = len(bundle.bundle_files(folder))

@@ -17,6 +17,8 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+import icudata
+
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGING = ROOT / "packaging"
 
@@ -88,6 +90,13 @@ EXCLUDED_MODULES: tuple[str, ...] = (
     "ssl", "_ssl", "_hashlib",
     # numpy's build and test tooling
     "numpy.f2py", "numpy.distutils", "numpy.testing", "numpy._pyinstaller", "numpy.typing.mypy_plugin",
+    # numpy parts nothing the app runs imports (1.6 MB of the tar.gz; numpy 2 imports each on first
+    # attribute access, numpy/__init__.py __getattr__): random (pyqtgraph calls it only in
+    # functions.pseudoScatter), fft (PlotDataItem's FFT transform, offered only by the plot's
+    # context menu, which gui/chart/widget.py disables), masked arrays and polynomials (no
+    # caller in the app or pyqtgraph), and the C test helpers numpy's own hook adds for its
+    # test suite (hook-numpy.py: "used in tests (which are not packed)")
+    "numpy.random", "numpy.fft", "numpy.ma", "numpy.polynomial", "numpy._core._multiarray_tests",
     # PyYAML's libyaml binding (2.7 MB): the app reads YAML with yaml.safe_load, whose
     # SafeLoader is pure Python; without _yaml, yaml's cyaml import fails and is skipped
     "yaml._yaml", "yaml.cyaml",
@@ -151,6 +160,7 @@ FORBIDDEN_IN_BUNDLE: tuple[str, ...] = (
     "*matplotlib*", "*Qt6Qml*", "*Qt6Quick*", "*Qt6Pdf*", "*Qt6Network*", "*/PySide6/QtNetwork*",
     "*Qt6Test*", "*/PySide6/QtTest*", "*Qt6PrintSupport*",
     "*/translations/*.qm", "*/tools/measure/*",
+    "*/numpy/random/*", "*/numpy/fft/*", "*/numpy/_core/_multiarray_tests*",
     "*/QtQml.framework/*", "*/QtQuick.framework/*", "*/QtNetwork.framework/*", "*/QtPdf.framework/*",
 )  # fmt: skip
 
@@ -234,6 +244,36 @@ def strip_python_runtime(binaries: list[tuple[str, str, str]], workdir: Path) ->
             src = str(target)
         result.append((dest, src, kind))
     return result
+
+
+_ICU_DATA_LIBRARY = re.compile(r"libicudata\.so(\.\d+)*")  # Qt/lib/libicudata.so.73
+
+
+def trim_icu_data(binaries: list[tuple[str, str, str]], workdir: Path) -> list[tuple[str, str, str]]:
+    """Qt's libicudata without the ICU data no Qt call reads (Linux; packaging/icudata.py):
+    for PySide6 6.11's ICU 73, 32.0 MB → 16.0 MB unpacked, 12.4 MB → 6.0 MB gzipped (make dist, 2026-12-07)."""
+    if not sys.platform.startswith("linux"):
+        return binaries
+    result = []
+    for dest, src, kind in binaries:
+        if kind == "BINARY" and _ICU_DATA_LIBRARY.fullmatch(Path(dest).name):
+            trimmed = icudata.trimmed_library(Path(src), workdir)
+            if trimmed is None:
+                print("[bundle] no C compiler (cc): libicudata keeps all its ICU data", file=sys.stderr)
+            else:
+                src = str(trimmed)
+        result.append((dest, src, kind))
+    return result
+
+
+def icu_leftovers(folder: Path) -> list[str]:
+    """ICU data items in a built bundle's libicudata that ICU_UNUSED_ITEMS names (should be none)."""
+    found = []
+    for library in sorted(folder.rglob("libicudata.so*")):
+        if _ICU_DATA_LIBRARY.fullmatch(library.name) and library.is_file() and not library.is_symlink():
+            _symbol, package = icudata.package_from_library(library)
+            found += [f"{library.name}: {item}" for item in icudata.unused_items(package)]
+    return found
 
 
 def resource_datas() -> list[tuple[str, str]]:
