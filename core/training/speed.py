@@ -4,10 +4,11 @@ The step's work on the rank that sets its pace is split into parts, each at the 
 card offers it (seconds at the datasheet's peak, or at its memory bandwidth):
 
 - the matmuls, at the peak of the dtype they run in (the fp8 rate for float8 linears), and
-  the bytes they read and write, at the memory bandwidth: a small matmul spends
+  the bytes they read and write, at the memory bandwidth, added: a small matmul spends
   proportionally more time moving its operands, which makes the efficiency size-dependent
-  (the roofline of Williams et al. 2009, the way Calculon sizes its GEMM efficiency:
-  Isaev et al., SC'23);
+  (Calculon's ``no_overlap`` processing mode, the one its shipped systems use: Isaev et al.,
+  SC'23; the roofline's larger of the two was scored and not adopted, docs/TRAINING_TIME.md
+  "A matmul's compute and its traffic");
 - attention's scores and values (the causal count a fused kernel runs), at the 16-bit peak:
   float8 recipes leave attention in 16 bits;
 - the elementwise work around them (norms, rotary embeddings, activations, residual adds,
@@ -26,7 +27,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final
 
 from core import roles
@@ -716,6 +717,9 @@ class Work:
     # Kernels the host issues for the optimizer step (step_host_kernels): the step takes no less than
     # their issue time, EAGER_KERNEL_HOST_S each (core.training.compute). 0 where nothing is counted.
     optimizer_kernels: float = 0.0
+    # The matmul kernels behind the gemm features and "gemm_bytes": (the compute feature, its seconds at the peak,
+    # its operand bytes' seconds at the bandwidth), each before its coefficient.
+    kernels: tuple[tuple[str, float, float], ...] = ()
 
     @property
     def optimizer_host_seconds(self) -> float:
@@ -791,6 +795,9 @@ class _Tally:
     # Of the padded FLOPs: a PEFT method's adapter matmuls that run in float32 (float32 adapters on a 16-bit base:
     # LoHa's / LoKr's delta applied, OFT's rotation, VeRA's projections), at the card's float32 peak.
     fp32_adapter: float = 0.0
+    # Each kernel (one pass of one matmul, its copies together): (its kind, padded FLOPs, operand bytes); the kind
+    # is the rate it runs at: "main" (the plan's matmul kind), "wide" / "slow" (a float8 plan's 16-bit ones), "fp32".
+    kernels: list[tuple[str, float, float]] = field(default_factory=list)
 
 
 def _matmul(
@@ -802,6 +809,7 @@ def _matmul(
     fp8: bool,
     sms: int | None,
     forward_layers: float,
+    kind: str = "main",
 ) -> float:
     """A linear's matmuls of (m × k) by (k × n): ``passes`` forward (recompute included), input-
     and weight-gradient ones; operands in 1 byte under float8, outputs in 2. Each pass's output is
@@ -817,7 +825,11 @@ def _matmul(
         padded += flops * wgrad / shape_efficiency(k, n, sms)
     tally.padded += padded
     inputs = 1.0 if fp8 else 2.0
-    tally.bytes += ((m * k + k * n) * inputs + m * n * 2.0) * (forward + dgrad + wgrad)
+    moved = (m * k + k * n) * inputs + m * n * 2.0
+    tally.bytes += moved * (forward + dgrad + wgrad)
+    for copies, (rows, cols) in zip((forward, dgrad, wgrad), ((m, n), (m, k), (k, n)), strict=True):
+        if copies:
+            tally.kernels.append((kind, flops * copies / shape_efficiency(rows, cols, sms), moved * copies))
     return padded
 
 
@@ -838,10 +850,12 @@ def _matmuls(rank: _Rank) -> _Tally:
             # torchao's rowwise_with_gw_hp: the weight gradient's matmul takes the 16-bit input and
             # output gradient (cast_config_*_for_grad_weight ScalingType.DISABLED, torchao 0.13.0
             # torchao/float8/config.py from_recipe_name): at the 16-bit rate, with 2-byte operands
-            tally.wide_flops += _matmul(tally, m, k * scale, n, (0.0, 0.0, passes[2]), False, rank.sms, 0.0)
+            tally.wide_flops += _matmul(tally, m, k * scale, n, (0.0, 0.0, passes[2]), False, rank.sms, 0.0, "wide")
             passes = (passes[0], passes[1], 0.0)
-        padded = _matmul(tally, m, k * (1.0 if lora else scale), n, passes, fp8, rank.sms, rank.layers)
-        if lora and float32_adapter_matmul(plan, gemm):
+        fp32 = lora and float32_adapter_matmul(plan, gemm)
+        kind = "fp32" if fp32 else "slow" if slow else "wide" if rank.fp8 and not fp8 else "main"
+        padded = _matmul(tally, m, k * (1.0 if lora else scale), n, passes, fp8, rank.sms, rank.layers, kind)
+        if fp32:
             tally.fp32_adapter += padded
         elif slow:
             tally.slow_flops += padded
@@ -850,14 +864,17 @@ def _matmuls(rank: _Rank) -> _Tally:
     if rank.head:
         model = plan.model
         head = (1.0, 1.0, 1.0 if head_trains(plan) else 0.0)
-        padded = _matmul(tally, rank.tokens, model.hidden_size, model.vocab_size / rank.tp, head, False, rank.sms, 1)
+        kind = "wide" if rank.fp8 else "main"
+        padded = _matmul(
+            tally, rank.tokens, model.hidden_size, model.vocab_size / rank.tp, head, False, rank.sms, 1, kind
+        )
         # A LoRA on the head (core.training.flops.head_adapter_weight): A (d → r) replicated, B (r → V)
         # split with the head's columns; both train.
         adapter = model.head_adapter_shape(plan.lora.targets) if plan.lora_adapters else None
         if adapter is not None:
             r = plan.lora.rank
-            padded += _matmul(tally, rank.tokens, adapter[0], r, (1.0, 1.0, 1.0), False, rank.sms, 1)
-            padded += _matmul(tally, rank.tokens, r, adapter[1] / rank.tp, (1.0, 1.0, 1.0), False, rank.sms, 1)
+            padded += _matmul(tally, rank.tokens, adapter[0], r, (1.0, 1.0, 1.0), False, rank.sms, 1, kind)
+            padded += _matmul(tally, rank.tokens, r, adapter[1] / rank.tp, (1.0, 1.0, 1.0), False, rank.sms, 1, kind)
         if rank.fp8:
             tally.wide_flops += padded
     _dense_builds(rank, tally)
@@ -1554,7 +1571,18 @@ def step_work(plan: Plan, counts: ParamCounts, gpu: GpuSpec) -> Work:
         kernels += method_step_kernels(plan, rank.layers)  # once a step: AdaLoRA's rank allocator
         floor = micro * moe_host_floor(plan, rank.layers) + kernels * EAGER_KERNEL_HOST_S
         step_kernels = step_host_kernels(plan, counts, stage)
-        work = Work(features, flops, forward, gemm_peak, family, kind, floor, kernels, step_kernels)
+        fp32_peak = gpu.peak_tflops("fp32")
+        wide = f"gemm:{family.value}/{_stack_kind(plan, family, '16-bit')}"
+        rates = {  # kernel kind -> (its compute feature, seconds per padded FLOP)
+            "main": (f"gemm:{family}/{kind}", 1 / (gemm_peak * 1e12) if gemm_peak else math.inf),
+            "wide": (wide, 1 / (attention_peak * 1e12) if attention_peak else math.inf),
+            "slow": (wide, ROWWISE_SMALL_SLOWDOWN / (attention_peak * 1e12) if attention_peak else math.inf),
+            "fp32": (f"adapter_fp32:{family.value}", 1 / (fp32_peak * 1e12) if fp32_peak else math.inf),
+        }
+        gemms = tuple(
+            (rates[k][0], micro * padded * rates[k][1], micro * moved / bandwidth) for k, padded, moved in mm.kernels
+        )
+        work = Work(features, flops, forward, gemm_peak, family, kind, floor, kernels, step_kernels, gemms)
         if best is None or work.hardware_flops > best.hardware_flops:
             best = work
     assert best is not None
