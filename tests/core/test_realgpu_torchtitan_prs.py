@@ -149,4 +149,5 @@ def test_the_candidates_left_out_say_why() -> None:
         "PrimeIntellect-ai/prime-rl PRs #894 and #899",
         "NVIDIA-NeMo/Speech issue #14850",
         "foundation-model-stack/fms-acceleration scripts/benchmarks/refs/a100_80gb_moe.csv",
+        "pytorch/torchtitan PR #2107",
     )
