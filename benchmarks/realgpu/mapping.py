@@ -157,6 +157,8 @@ FAMILY: Final = {
     "torchtitan-pr-logs-llama3-8b-2025": "torchtitan",
     "torchtitan-qwen3-32b-pr-2025-09": "torchtitan",
     "torchtitan-moe-pr-logs-2025-2026": "torchtitan",
+    # NVIDIA's DeepEP integration of torchtitan (PR #2107): NVIDIA's people on their own 512 H100s, torchtitan's code.
+    "torchtitan-deepep-pr-2025-12": "nvidia-torchtitan",
 }
 
 # Cards outside gpus.json, by the memory their driver reports (decimal GB for custom_gpu).
@@ -325,6 +327,7 @@ HELD_OUT_SOURCES: Final = frozenset(
         "torchtitan-pr-logs-llama3-8b-2025",
         "torchtitan-qwen3-32b-pr-2025-09",
         "torchtitan-moe-pr-logs-2025-2026",
+        "torchtitan-deepep-pr-2025-12",
     }
 )
 
@@ -443,6 +446,10 @@ def _missing(recipe: Mapping[str, Any]) -> list[str]:
         out.append("a loop that keeps the previous step's output (logits, past_key_values) through the next forward")
     if recipe.get("fsdp_limit_all_gathers") is False:
         out.append("FSDP1 without its all-gather rate limiter (limit_all_gathers=False)")
+    if recipe["parallel"].get("ep_comm_backend") == "deepep":
+        # torchtitan's --parallelism.expert_parallel_comm_backend=deepep (PR #2107): DeepEP's dispatch and its
+        # NVSHMEM buffers, which PyTorch's allocator never sees; the plan's dispatch outside Megatron is all-to-all.
+        out.append("DeepEP expert dispatch outside Megatron-Core (its NVSHMEM buffers are not PyTorch's)")
     if recipe.get("loss") in _LOSSES_MISSING:
         out.append(_LOSSES_MISSING[recipe["loss"]])
     era = _unsloth_era(recipe)
@@ -577,21 +584,30 @@ def _interleaved(figure: Mapping[str, Any]) -> bool:
 def _pipeline(recipe: Mapping[str, Any], family: str, interleaved: bool) -> dict[str, Any]:
     """Micro-batch size, micro-batch count and schedule of a pipelined torchtitan run: the
     recorded micro_batch is the rank's whole batch (the tables' "local batch size"), which the
-    pipeline splits into ``pp`` micro-batches."""
+    pipeline splits into ``pp`` micro-batches, or, where the record names torchtitan's newer
+    ``pipeline_parallel_microbatch_size`` (``parallel.pp_microbatch_size``), into micro-batches of
+    that size (pytorch/torchtitan d021aa9c torchtitan/distributed/pipeline_parallel.py:
+    ``n_microbatches = batch_size // microbatch_size``, default size 1; two stages a rank for a
+    multi-stage schedule when no layers per stage are given)."""
     pp = int(recipe["parallel"].get("pp") or 1)
     local = int(recipe["micro_batch"] or 1)
     accum = int(recipe["grad_accum"] or 1)
-    if pp == 1 or family not in ("torchtitan", "trainy"):
+    size = int(recipe["parallel"].get("pp_microbatch_size") or 0)
+    if pp == 1 or (family not in ("torchtitan", "trainy") and not size):
         return {"micro_batch": local, "grad_accum": accum, "parallel": {}}
-    if local % pp:
-        raise PlanError(f"a local batch of {local} does not split into {pp} pipeline micro-batches")
+    if not size:  # the older rule: pp micro-batches
+        if local % pp:
+            raise PlanError(f"a local batch of {local} does not split into {pp} pipeline micro-batches")
+        size = local // pp
+    if local % size:
+        raise PlanError(f"a local batch of {local} does not split into micro-batches of {size}")
     schedule = {"schedule": PipelineSchedule.ONE_F_ONE_B}
     if interleaved:
         schedule = {
             "schedule": PipelineSchedule.INTERLEAVED,
             "virtual_stages": TORCHTITAN_STAGES_PER_RANK_INTERLEAVED,
         }
-    return {"micro_batch": local // pp, "grad_accum": accum * pp, "parallel": schedule}
+    return {"micro_batch": size, "grad_accum": accum * (local // size), "parallel": schedule}
 
 
 # torchtitan has carved the embedding and [final norm, head] into FSDP2 units of their own since 83e69410

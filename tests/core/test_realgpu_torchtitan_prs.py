@@ -1,10 +1,11 @@
 """torchtitan pull requests' own training logs as held-out real-GPU memory evidence (issue 22 item 6, "validate on
 evidence you did not tune on"; docs/REAL_GPU_MEMORY.md, "torchtitan's pull-request logs, held out (branch h83evid)").
 
-Three sources, each a set of PR descriptions kept verbatim in pytorch/torchtitan's squash commits: Llama 3.1 8B on
+Four sources, each a set of PR descriptions kept verbatim in pytorch/torchtitan's squash commits: Llama 3.1 8B on
 8 x H100 96GB (#822, #820, #833, #996, Feb-Mar 2025), Qwen3 32B on 8-64 of them (#1690, Sept 2025) and MoE runs
-(#2679: Qwen3-30B-A3B built by transformers 5 under FSDP2 + EP 8; #1610: torchtitan's DeepSeek-V3 16B). The torchtitan
-team's logs, so torchtitan's family for leave-one-source-out; held out of every fit.
+(#2679: Qwen3-30B-A3B built by transformers 5 under FSDP2 + EP 8; #1610: torchtitan's DeepSeek-V3 16B): the torchtitan
+team's logs, so torchtitan's family for leave-one-source-out. And NVIDIA's DeepEP integration (#2107: DeepSeek-V3 671B
+on 512 H100s, FSDP 64 x EP 32 x PP 8, routing forced balanced), a family of its own. All held out of every fit.
 """
 
 from __future__ import annotations
@@ -48,6 +49,9 @@ QWEN32_BOUNDARIES = (
 )
 MOE_SCORED = ("tt2679-qwen3-30b-a3b-hf-ep8-step1", "tt2679-qwen3-30b-a3b-hf-ep8-step500")
 MOE_MISSING = "tt1610-deepseek-v3-16b-ep8"  # torchtitan's DeepSeek-V3 16B flavor: no catalogue model
+DEEPEP = "torchtitan-deepep-pr-2025-12"
+DEEPEP_ALLTOALL = "tt2107-deepseek-v3-671b-512xh100-alltoall"
+DEEPEP_MISSING = "tt2107-deepseek-v3-671b-512xh100-deepep"  # DeepEP's dispatch: no plan setting outside Megatron
 
 
 def _plans(source: str) -> dict[str, object]:
@@ -62,7 +66,7 @@ def rows() -> dict[str, object]:
 
 
 def test_the_logs_are_recorded_as_published() -> None:
-    for source in (LLAMA, QWEN32, MOE):
+    for source in (LLAMA, QWEN32, MOE, DEEPEP):
         for figure in recorded_figures(source):
             assert figure["location"]["url"].startswith("https://github.com/pytorch/torchtitan/pull/"), figure["id"]
             if figure["metric"] == "boundary":
@@ -84,6 +88,9 @@ def test_held_out_and_scored() -> None:
     assert deepseek.missing and "catalogue" in deepseek.missing[0]
     (bug,) = [f for f in recorded_figures(LLAMA) if f["id"] == LLAMA_BUG]
     assert bug["not_comparable_reason"]
+    mine = assert_held_out(DEEPEP, "nvidia-torchtitan", 2, (DEEPEP_ALLTOALL,), "realgpu_tt_deepep")
+    (deepep,) = [m for m in mine if m.id == DEEPEP_MISSING]
+    assert deepep.missing and "DeepEP" in deepep.missing[0]
 
 
 def test_the_plans_are_the_recipes_the_commits_run() -> None:
@@ -108,6 +115,13 @@ def test_the_plans_are_the_recipes_the_commits_run() -> None:
     moe = _plans(MOE)["tt2679-qwen3-30b-a3b-hf-ep8-step1"]
     # --parallelism.expert_parallel_degree 8 beside FSDP2 over the 8 ranks, Qwen3-30B-A3B's 128 experts.
     assert moe.parallel.expert_parallel == 8 and moe.model.num_experts == 128  # type: ignore[attr-defined]
+    big = _plans(DEEPEP)[DEEPEP_ALLTOALL]
+    # PR #2107's command: PP 8 Interleaved1F1B, local batch 16 cut into micro-batches of 1 (torchtitan d021aa9c
+    # pipeline_parallel.py: n_microbatches = local_batch_size // pipeline_parallel_microbatch_size, default 1), two
+    # stages a rank, EP 32 within FSDP 64.
+    assert big.parallel.pipeline_parallel == 8 and big.parallel.schedule.value == "interleaved"  # type: ignore[attr-defined]
+    assert big.parallel.virtual_stages == 2 and big.parallel.expert_parallel == 32  # type: ignore[attr-defined]
+    assert (big.workload.micro_batch, big.workload.grad_accum) == (1, 16)  # type: ignore[attr-defined]
 
 
 def test_the_llama_rows_are_within_the_reserved_target(rows: dict[str, object]) -> None:
@@ -127,6 +141,11 @@ def test_qwen3_32b_across_hosts_within_target_and_one_host_under(rows: dict[str,
         assert -20.0 < rows[fid].error_pct < -10.0, (fid, rows[fid].error_pct)  # type: ignore[attr-defined]
     for fid in QWEN32_BOUNDARIES:  # each predicted largest batch inside the PR's bracket [ran, first OOM - 1]
         assert rows[fid].error_pct == 0.0, (fid, rows[fid].predicted)  # type: ignore[attr-defined]
+
+
+def test_deepseek_v3_671b_with_balanced_routing_is_within_target(rows: dict[str, object]) -> None:
+    # PR #2107's 'Before' line, 60.18 GiB on rank 0 (the first stage): +0.2 % (memory.py on 2026-12-07, branch h83evid).
+    assert abs(rows[DEEPEP_ALLTOALL].error_pct) <= 10.0  # type: ignore[attr-defined]
 
 
 def test_the_moe_run_reads_low_once_routing_is_learnt(rows: dict[str, object]) -> None:
@@ -149,5 +168,4 @@ def test_the_candidates_left_out_say_why() -> None:
         "PrimeIntellect-ai/prime-rl PRs #894 and #899",
         "NVIDIA-NeMo/Speech issue #14850",
         "foundation-model-stack/fms-acceleration scripts/benchmarks/refs/a100_80gb_moe.csv",
-        "pytorch/torchtitan PR #2107",
     )
