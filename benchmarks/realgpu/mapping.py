@@ -153,12 +153,20 @@ FAMILY: Final = {
     "bharathbattu-lora-vs-fft-t4-2026-03": "bharathbattu",
     # Prime Intellect's prime-rl: its own FSDP2 trainer, loop, LM head and fake data on its own machines.
     "prime-rl-bench-baselines-2026-01": "prime-rl",
+    # torchtitan's own pull requests (branch h83evid): the torchtitan team's logs, so torchtitan's family.
+    "torchtitan-pr-logs-llama3-8b-2025": "torchtitan",
+    "torchtitan-qwen3-32b-pr-2025-09": "torchtitan",
+    "torchtitan-moe-pr-logs-2025-2026": "torchtitan",
+    # NVIDIA's DeepEP integration of torchtitan (PR #2107): NVIDIA's people on their own 512 H100s, torchtitan's code.
+    "torchtitan-deepep-pr-2025-12": "nvidia-torchtitan",
 }
 
 # Cards outside gpus.json, by the memory their driver reports (decimal GB for custom_gpu).
 _CUSTOM_CARDS: Final = {
     "NVIDIA A10G": 23_028 * MiB / 1e9,  # nvidia-smi on AWS g5: 23028MiB
     "NVIDIA H100 SXM HBM2e 96 GB (Grand Teton, 500 W)": 96 * GiB / 1e9,
+    # torchtitan's PR logs print each reading as a share of the card: 81.85 GiB = 86.17 % (PR #1690) -> 94.99 GiB.
+    "NVIDIA H100 SXM 96 GB (torchtitan's logged capacity, 94.99 GiB)": 94.99 * GiB / 1e9,
     "48 GB GPU (unnamed)": 48 * GiB / 1e9,
     "24 GB GPU (unnamed)": 24 * GiB / 1e9,
     "80 GB GPU (unnamed)": 80 * GiB / 1e9,
@@ -315,6 +323,11 @@ HELD_OUT_SOURCES: Final = frozenset(
         "bharathbattu-lora-vs-fft-t4-2026-03",
         # Issue 22 item 6 (branch h80evid): sources found after the constants were set, never tuned on.
         "prime-rl-bench-baselines-2026-01",
+        # Issue 22 item 6 (branch h83evid): torchtitan pull requests' own step logs, 2025-2026.
+        "torchtitan-pr-logs-llama3-8b-2025",
+        "torchtitan-qwen3-32b-pr-2025-09",
+        "torchtitan-moe-pr-logs-2025-2026",
+        "torchtitan-deepep-pr-2025-12",
     }
 )
 
@@ -433,6 +446,10 @@ def _missing(recipe: Mapping[str, Any]) -> list[str]:
         out.append("a loop that keeps the previous step's output (logits, past_key_values) through the next forward")
     if recipe.get("fsdp_limit_all_gathers") is False:
         out.append("FSDP1 without its all-gather rate limiter (limit_all_gathers=False)")
+    if recipe["parallel"].get("ep_comm_backend") == "deepep":
+        # torchtitan's --parallelism.expert_parallel_comm_backend=deepep (PR #2107): DeepEP's dispatch and its
+        # NVSHMEM buffers, which PyTorch's allocator never sees; the plan's dispatch outside Megatron is all-to-all.
+        out.append("DeepEP expert dispatch outside Megatron-Core (its NVSHMEM buffers are not PyTorch's)")
     if recipe.get("loss") in _LOSSES_MISSING:
         out.append(_LOSSES_MISSING[recipe["loss"]])
     era = _unsloth_era(recipe)
@@ -459,6 +476,10 @@ _LOSS_16BIT: Final = "eager-compute-dtype"
 # it holds (Liger's forms the input's gradient in the forward; the chunked cross-entropy keeps float32 N·V/8 chunks of
 # log-softmax): the plan's ``logprob_head`` since branch h82rl (core.training.activations._logprob_head).
 _LOSS_RL_LOGPROB: Final = "rl-chunked-logprob"
+# torchtitan PR #996's chunked_cross_entropy_loss (pytorch/torchtitan e23bb707 components/loss.py, "Adapted from
+# torchtune"): the logits' 8 sequence chunks upcast and cross-entropied one at a time, the plan's ``chunked_loss``
+# (torchtune's), which does not hold the whole bf16 logits torchtitan's model still returns (the record says so).
+_LOSS_TORCHTITAN_CHUNKED: Final = "torchtitan-chunked-ce"
 
 
 # Unsloth's loss by release (unslothai/unsloth, unsloth/models/llama.py CausalLM_fast_forward):
@@ -479,12 +500,15 @@ def _unsloth_era(recipe: Mapping[str, Any]) -> str:
 
 
 def _card(recipe: Mapping[str, Any]) -> Hardware:
+    """The record's card, with the PYTORCH_CUDA_ALLOC_CONF its launcher set where the record names one (torchtitan's
+    run_train.sh sets expandable_segments:True from March 2025: e23bb707 and later, branch h83evid)."""
     gpu = recipe["gpu"]
+    conf = {"alloc_conf": str(recipe["alloc_conf"])} if recipe.get("alloc_conf") else {}
     if recipe["gpu_catalogue_id"]:
-        return Hardware(gpu=recipe["gpu_catalogue_id"], headroom=0.0)
+        return Hardware(gpu=recipe["gpu_catalogue_id"], headroom=0.0, **conf)
     if gpu in _CUSTOM_CARDS:
-        return Hardware(gpu="custom", custom_memory_gb=round(_CUSTOM_CARDS[gpu], 3), headroom=0.0)
-    return Hardware(gpu=_NAMED_CARDS.get(gpu, _PLACEHOLDER_CARD), headroom=0.0)
+        return Hardware(gpu="custom", custom_memory_gb=round(_CUSTOM_CARDS[gpu], 3), headroom=0.0, **conf)
+    return Hardware(gpu=_NAMED_CARDS.get(gpu, _PLACEHOLDER_CARD), headroom=0.0, **conf)
 
 
 def _targets(names: list[str]) -> tuple[str, ...]:
@@ -560,21 +584,30 @@ def _interleaved(figure: Mapping[str, Any]) -> bool:
 def _pipeline(recipe: Mapping[str, Any], family: str, interleaved: bool) -> dict[str, Any]:
     """Micro-batch size, micro-batch count and schedule of a pipelined torchtitan run: the
     recorded micro_batch is the rank's whole batch (the tables' "local batch size"), which the
-    pipeline splits into ``pp`` micro-batches."""
+    pipeline splits into ``pp`` micro-batches, or, where the record names torchtitan's newer
+    ``pipeline_parallel_microbatch_size`` (``parallel.pp_microbatch_size``), into micro-batches of
+    that size (pytorch/torchtitan d021aa9c torchtitan/distributed/pipeline_parallel.py:
+    ``n_microbatches = batch_size // microbatch_size``, default size 1; two stages a rank for a
+    multi-stage schedule when no layers per stage are given)."""
     pp = int(recipe["parallel"].get("pp") or 1)
     local = int(recipe["micro_batch"] or 1)
     accum = int(recipe["grad_accum"] or 1)
-    if pp == 1 or family not in ("torchtitan", "trainy"):
+    size = int(recipe["parallel"].get("pp_microbatch_size") or 0)
+    if pp == 1 or (family not in ("torchtitan", "trainy") and not size):
         return {"micro_batch": local, "grad_accum": accum, "parallel": {}}
-    if local % pp:
-        raise PlanError(f"a local batch of {local} does not split into {pp} pipeline micro-batches")
+    if not size:  # the older rule: pp micro-batches
+        if local % pp:
+            raise PlanError(f"a local batch of {local} does not split into {pp} pipeline micro-batches")
+        size = local // pp
+    if local % size:
+        raise PlanError(f"a local batch of {local} does not split into micro-batches of {size}")
     schedule = {"schedule": PipelineSchedule.ONE_F_ONE_B}
     if interleaved:
         schedule = {
             "schedule": PipelineSchedule.INTERLEAVED,
             "virtual_stages": TORCHTITAN_STAGES_PER_RANK_INTERLEAVED,
         }
-    return {"micro_batch": local // pp, "grad_accum": accum * pp, "parallel": schedule}
+    return {"micro_batch": size, "grad_accum": accum * (local // size), "parallel": schedule}
 
 
 # torchtitan has carved the embedding and [final norm, head] into FSDP2 units of their own since 83e69410
@@ -582,8 +615,10 @@ def _pipeline(recipe: Mapping[str, Any], family: str, interleaved: bool) -> dict
 # 2025-08-08) and B200 (6fc499f6) runs are after it (git merge-base --is-ancestor); 9dec370 (Dec 2024),
 # e7c0cae (June 2025, Trainy) and torchao's H100 window (069bae28..54ef4222, March 2025) are before.
 # accelerate carves from v1.14.0 (PR #4015, 60b5c258, 2026-04-24); axolotl's accelerate git 9359a01
-# (2025-07-30) is before it.
-_TORCHTITAN_CARVED: Final = ("2c8b5947", "6fc499f6")
+# (2025-07-30) is before it. Branch h83evid's PR logs: d66b72a6 (#1690, experiments/llama4/infra/parallelize.py
+# apply_fsdp) and af35cfb1 (#2679, transformers_modeling_backend/parallelize.py) are after it; 5940ddeb, 88247277,
+# 473674ac and e23bb707 (Feb-Mar 2025) before.
+_TORCHTITAN_CARVED: Final = ("2c8b5947", "6fc499f6", "d66b72a6", "af35cfb1")
 _ACCELERATE_CARVES: Final = (1, 14)
 
 
@@ -617,12 +652,16 @@ def _parallel(
         tensor_parallel=int(par.get("tp") or 1),
         pipeline_parallel=int(par.get("pp") or 1),
         context_parallel=int(par.get("cp") or 1),
+        # expert parallel outside Megatron-Core: torchtitan's --parallelism.expert_parallel_degree (branch h83evid)
+        expert_parallel=int(par.get("ep") or 1),
         offload=offload,
         fsdp_param_dtype=MpDtype.BF16 if reduce is not None else MpDtype.STORED,
         fsdp_reduce_dtype=reduce if reduce is not None else MpDtype.STORED,
         fsdp_float8_all_gather=float8_all_gather and bool(recipe["float8"]) and par["strategy"] == "fsdp2",
         fsdp1_wrap=fsdp1_wrap and par["strategy"] == "fsdp1",
         grad_sync=GradSync(par.get("grad_sync") or GradSync.AUTO),
+        # FSDP2's reshard_after_forward where the record names a policy (torchtitan PR #822's 'never')
+        reshard_after_forward=bool(par.get("reshard_after_forward", True)),
         fsdp_units=_fsdp_units(recipe),
         # DeepSpeed's bf16.bf16_master_weights_and_grads / bf16.bf16_optimizer_states where the record's config
         # sets them (DeepSpeedExamples' bf16_full.json).
@@ -687,6 +726,8 @@ def _loss(recipe: Mapping[str, Any], family: str) -> dict[str, bool]:
         return {"loss_16bit": True}
     if recipe.get("loss") == _LOSS_RL_LOGPROB:  # prime-rl's RL head: per-token log-probs, no cross-entropy
         return {"logprob_head": True}
+    if recipe.get("loss") == _LOSS_TORCHTITAN_CHUNKED:  # torchtitan's torchtune-style chunked cross-entropy
+        return {"chunked_loss": True}
     if not recipe["fused_ce_or_liger"]:
         return {"compiled_loss": True} if _torchtitan_compiles_loss(recipe) else {}
     return {"chunked_loss": True} if family == "torchtune" else {"fused_loss": True}
@@ -700,8 +741,9 @@ def _loss(recipe: Mapping[str, Any], family: str) -> dict[str, bool]:
 # commented out ("compiling loss function causes CUDA errors, turning off for now"; at 069bae28 and
 # 54ef4222, the window of torchao's H100 float8 table). A torchtitan run is said to compile its loss
 # when its recorded commit is one of these, newer than bbb1b616: Trainy's (e7c0cae) and torchao's
-# MI300X (2c8b5947) and B200 (6fc499f6) runs.
-_TORCHTITAN_LOSS_COMPILED: Final = ("e7c0cae", "2c8b5947", "6fc499f6")
+# MI300X (2c8b5947) and B200 (6fc499f6) runs, and torchtitan's PRs #1690 (d66b72a6) and #2679 (af35cfb1):
+# components/loss.py build_cross_entropy_loss compiles it when "loss" is in compile.components (the default).
+_TORCHTITAN_LOSS_COMPILED: Final = ("e7c0cae", "2c8b5947", "6fc499f6", "d66b72a6", "af35cfb1")
 
 
 def _torchtitan_compiles_loss(recipe: Mapping[str, Any]) -> bool:
@@ -806,12 +848,24 @@ def _training_transformers(recipe: Mapping[str, Any], family: str) -> Transforme
 # - torchao's H100 float8 table (pytorch/ao 8c81863b): torch 2.7.0a0+gitb98af95 (its README), on a
 #   torchtitan commit between 069bae28 and 54ef4222, whose torchtitan/distributed/utils.py sets
 #   TORCH_NCCL_AVOID_RECORD_STREAMS=1; its MI300X and B200 tables ran torch 2.9 nightlies on torchtitan
-#   after 681c66f2 (which stopped setting it): the default.
+#   after 681c66f2 (which stopped setting it): the default;
+# - torchtitan's Feb-Mar 2025 PR logs (branch h83evid): nightlies of those months (2.7 pre-releases) on commits
+#   before 681c66f2, whose torchtitan/utils.py (distributed/utils.py from March) sets TORCH_NCCL_AVOID_RECORD_STREAMS=1;
+#   PRs #1690 and #2679 ran after 681c66f2 on later nightlies: the default.
 TORCH_RELEASES: Final[dict[tuple[str, str], tuple[TorchVersion, bool]]] = {
     ("torchtitan-perf-2024-12", ""): (TorchVersion.V2_5_TO_2_7, True),
     ("trainy-whitefiber-h200-2025-06", ""): (TorchVersion.V2_8, False),
     ("axolotl-example-readmes-2025", "ca796fb56e5bfa02ddd30464cfa5aabba4dd5f66"): (TorchVersion.V2_5_TO_2_7, False),
     ("torchao-float8-torchtitan-2025", "8c81863ba85cce742244c0151c6683c5696bbe04"): (TorchVersion.V2_5_TO_2_7, True),
+    **{
+        ("torchtitan-pr-logs-llama3-8b-2025", commit): (TorchVersion.V2_5_TO_2_7, True)
+        for commit in (
+            "5940ddeb532c60928314aa1a19b54e043eec2a44",  # PR #822
+            "88247277c6b91b3490838dff08b0649c64c62e08",  # PR #820
+            "473674acfddd51d40b524ddec5c7183494e0a5d7",  # PR #833
+            "e23bb707d6ce308c3c316d92c40c12d841ddd886",  # PR #996
+        )
+    },
 }
 
 
