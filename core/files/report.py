@@ -12,6 +12,7 @@ Just past 400 lines: the HTML, Markdown and CSV writers walk the same report str
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import math
 import re
@@ -41,7 +42,12 @@ def escape(text: str) -> str:
     """Text for HTML and SVG: markup escaped, and each control character XML forbids written as
     a visible ``\\x01`` escape. A \\x01 in a plan's name made the chart invalid XML: the Compare
     tab's chart went blank and the exported SVG would not open (issue 28 item 23)."""
-    return html_escape(_XML_INVALID.sub(lambda m: repr(m.group())[1:-1], text))
+    return html_escape(_visible(text))
+
+
+def _visible(text: str) -> str:
+    """The text as the chart shows it: each control character XML forbids as its ``\\x01`` escape."""
+    return _XML_INVALID.sub(lambda m: repr(m.group())[1:-1], text)
 
 
 # What the report colours (core.colours holds every value).
@@ -204,7 +210,12 @@ def _remedy_lines(d: Diagnosis, unit: str) -> list[str]:
 
 # ---- the chart (inline SVG) ------------------------------------------------------------
 CHART_WIDTH: Final = 760
-CHART_HEIGHT: Final = 320
+CHART_HEIGHT: Final = 320  # with one legend row; each further row adds LEGEND_ROW
+FONT_PX: Final = 11  # the SVG's font-size
+LEGEND_ROW: Final = 16  # px from one legend row to the next: 10 px swatches, 11 px text
+_BOTTOM: Final = 46  # px under the plot: the phase names, then one legend row
+_SWATCH: Final = 14  # a swatch (10 px) and the space before its text
+_ENTRY_GAP: Final = 16  # px between one legend entry and the next
 
 
 # One bar: (bucket key, bytes) from the bottom up.
@@ -212,21 +223,29 @@ _Stack = list[tuple[str, float]]
 
 
 def chart_svg(comparison: Comparison, unit: str = "GB", width: int = CHART_WIDTH, height: int = CHART_HEIGHT) -> str:
-    """Grouped bars: one group per phase, one stacked bar per plan, on one axis."""
+    """Grouped bars: one group per phase, one stacked bar per plan, on one axis. The legend wraps into
+    as many rows as its entries need and the SVG grows by those rows (:func:`chart_size`)."""
     phases = comparison.phase_names()
     stacks = _bar_stacks(comparison, phases)
-    frame = _frame(comparison, stacks, unit, width, height)
+    legend = _legend_entries(comparison, width)
+    extra = _legend_rows(legend) * LEGEND_ROW - LEGEND_ROW
+    frame = _frame(comparison, stacks, unit, width, height + extra, extra)
     parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-        f'viewBox="0 0 {width} {height}" role="img" aria-label="Memory by phase and plan" '
-        'font-family="sans-serif" font-size="11">',
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{frame.height}" '
+        f'viewBox="0 0 {width} {frame.height}" role="img" aria-label="Memory by phase and plan" '
+        f'font-family="sans-serif" font-size="{FONT_PX}">',
         *_value_axis(frame),
     ]
     for g, (name, row) in enumerate(zip(phases, stacks, strict=True)):
         parts += _phase_group(frame, comparison, g, name, row)
-    parts += _legend(frame, comparison.mode)
+    parts += _legend(frame, legend)
     parts.append("</svg>")
     return "".join(parts)
+
+
+def chart_size(comparison: Comparison, width: int = CHART_WIDTH, height: int = CHART_HEIGHT) -> tuple[int, int]:
+    """The chart's width and height in px: ``height`` plus a row for each legend row past the first."""
+    return width, height + (_legend_rows(_legend_entries(comparison, width)) - 1) * LEGEND_ROW
 
 
 def _bar_stacks(comparison: Comparison, phases: tuple[str, ...]) -> list[list[_Stack]]:
@@ -260,7 +279,7 @@ class _Frame:
     groups: int
     plans: int
     left: int = 56
-    bottom: int = 46
+    bottom: int = 46  # _BOTTOM: the phase names and one legend row
     right: int = 12
     head: int = 28
 
@@ -284,7 +303,9 @@ class _Frame:
         return self.head + self.plot_h * (1 - n_bytes / self.top)
 
 
-def _frame(comparison: Comparison, stacks: list[list[_Stack]], unit: str, width: int, height: int) -> _Frame:
+def _frame(
+    comparison: Comparison, stacks: list[list[_Stack]], unit: str, width: int, height: int, legend_extra: int = 0
+) -> _Frame:
     """The value axis reaches past the tallest bar and every card's capacity, in round steps."""
     scale = GiB if unit == "GiB" else GB
     plans = comparison.plans
@@ -294,7 +315,7 @@ def _frame(comparison: Comparison, stacks: list[list[_Stack]], unit: str, width:
     )
     step = _tick_step(highest / scale) * scale
     top = step * (int(highest * 1.04 / step) + 1)
-    return _Frame(unit, scale, step, top, width, height, len(stacks), len(plans))
+    return _Frame(unit, scale, step, top, width, height, len(stacks), len(plans), bottom=_BOTTOM + legend_extra)
 
 
 def _value_axis(f: _Frame) -> list[str]:
@@ -364,21 +385,106 @@ def _phase_group(f: _Frame, comparison: Comparison, g: int, name: str, row: list
     return parts
 
 
-def _legend(f: _Frame, mode: Mode = Mode.TRAINING) -> list[str]:
-    """A swatch per bucket of the mode, then the capacity line."""
-    parts = []
-    legend_x = f.left
-    for key in SERVING_BUCKET_ORDER if mode is Mode.INFERENCE else BUCKET_ORDER:
-        parts.append(
-            f'<rect x="{legend_x}" y="{f.height - 16}" width="10" height="10" fill="{BUCKET_COLOURS[key.value]}"/>'
-            f'<text x="{legend_x + 14}" y="{f.height - 7}">{BUCKET_LABELS[key]}</text>'
-        )
-        legend_x += 112
-    parts.append(
-        f'<line x1="{legend_x}" x2="{legend_x + 16}" y1="{f.height - 11}" y2="{f.height - 11}" '
-        f'stroke="{colours.PROBLEM}" '
-        f'stroke-width="2" stroke-dasharray="4 2"/><text x="{legend_x + 20}" y="{f.height - 7}">card capacity</text>'
-    )
+# Text widths without a font at hand, as fractions of the font size: DejaVu Sans (the sans-serif of a bare
+# Linux) advances 0.5-0.7 em for most lowercase letters and digits, up to 1.0 em for M and W, and fallback
+# fonts (Liberation Sans, Arial) are narrower; tests/gui/test_report_legend.py measures the entries with
+# Qt's own metrics for the font the window paints the chart in.
+_NARROW: Final = frozenset("iljtfr.,:;'|!() ")
+_WIDE: Final = frozenset("mwMW@%")
+
+
+def _char_em(c: str) -> float:
+    return 0.4 if c in _NARROW else 1.0 if c in _WIDE else 0.82 if c.isupper() else 0.66
+
+
+def _text_px(text: str, bold: bool = False) -> float:
+    """A generous width of ``text`` at FONT_PX in a sans-serif font."""
+    return sum(map(_char_em, text)) * FONT_PX * (1.08 if bold else 1.0)
+
+
+def _clipped(text: str, room: float) -> str:
+    """``text`` cut with an ellipsis to fit ``room`` px (a 1,000-character plan name fits one row)."""
+    if _text_px(text) <= room:
+        return text
+    used = _text_px("…")
+    for end, c in enumerate(text):
+        used += _char_em(c) * FONT_PX
+        if used > room:
+            return text[:end].rstrip() + "…"
+    return text
+
+
+@dataclass(frozen=True)
+class _LegendEntry:
+    """One legend entry: a plan's number and name, a bucket's swatch, or the capacity dash; where it sits."""
+
+    kind: str  # "plan", "bucket" or "capacity"
+    text: str  # visible text, not yet escaped
+    key: str = ""  # the bucket's key, or the plan's number
+    x: float = 0.0
+    row: int = 0
+
+    @property
+    def width(self) -> float:
+        if self.kind == "plan":
+            return _text_px(self.key + " ", bold=True) + _text_px(self.text)
+        return _SWATCH + (6 if self.kind == "capacity" else 0) + _text_px(self.text)
+
+
+def _legend_entries(comparison: Comparison, width: int) -> list[_LegendEntry]:
+    """The legend's entries flowed into rows across the plot's width: with several plans each plan's
+    number and name (the numbers over the bars), then on a row of their own the buckets of the mode and
+    the capacity dash. A name too long for a row is cut with an ellipsis."""
+    left, room = _Frame.left, width - _Frame.left - _Frame.right
+    entries = []
+    if len(comparison.plans) > 1:
+        for k, compared in enumerate(comparison.plans):
+            number = str(k + 1)
+            entries.append(
+                _LegendEntry("plan", _clipped(_visible(compared.name), room - _text_px(number + " ", True)), number)
+            )
+    order = SERVING_BUCKET_ORDER if comparison.mode is Mode.INFERENCE else BUCKET_ORDER
+    keys = [_LegendEntry("bucket", BUCKET_LABELS[key], key.value) for key in order]
+    keys.append(_LegendEntry("capacity", "card capacity"))
+    placed: list[_LegendEntry] = []
+    row, x = 0, float(left)
+    for group in (entries, keys):
+        if placed and group:  # the buckets start a row of their own
+            row, x = row + 1, float(left)
+        for entry in group:
+            if x > left and x + entry.width > left + room:
+                row, x = row + 1, float(left)
+            placed.append(dataclasses.replace(entry, x=x, row=row))
+            x += entry.width + _ENTRY_GAP
+    return placed
+
+
+def _legend_rows(entries: list[_LegendEntry]) -> int:
+    return max((e.row for e in entries), default=0) + 1
+
+
+def _legend(f: _Frame, entries: list[_LegendEntry]) -> list[str]:
+    """The legend's entries, each row LEGEND_ROW px under the one before, the last at the foot."""
+    rows = _legend_rows(entries)
+    parts = ['<g class="legend">']
+    for e in entries:
+        box = f.height - 16 - (rows - 1 - e.row) * LEGEND_ROW  # the swatch's top; the text's baseline is 9 px lower
+        if e.kind == "plan":
+            parts.append(
+                f'<text x="{e.x:.1f}" y="{box + 9}"><tspan font-weight="bold">{e.key}</tspan> {escape(e.text)}</text>'
+            )
+        elif e.kind == "bucket":
+            parts.append(
+                f'<rect x="{e.x:.1f}" y="{box}" width="10" height="10" fill="{BUCKET_COLOURS[e.key]}"/>'
+                f'<text x="{e.x + _SWATCH:.1f}" y="{box + 9}">{escape(e.text)}</text>'
+            )
+        else:
+            parts.append(
+                f'<line x1="{e.x:.1f}" x2="{e.x + 16:.1f}" y1="{box + 5}" y2="{box + 5}" stroke="{colours.PROBLEM}" '
+                f'stroke-width="2" stroke-dasharray="4 2"/>'
+                f'<text x="{e.x + 20:.1f}" y="{box + 9}">{escape(e.text)}</text>'
+            )
+    parts.append("</g>")
     return parts
 
 
@@ -520,7 +626,8 @@ def to_html(report: Report, chart_src: str | None = None, chart_width: int = 480
     if chart_src is None:
         chart = chart_svg(comparison, report.unit)
     else:
-        height = round(chart_width * CHART_HEIGHT / CHART_WIDTH)
+        svg_width, svg_height = chart_size(comparison)
+        height = round(chart_width * svg_height / svg_width)
         chart = f'<img src="{escape(chart_src)}" width="{chart_width}" height="{height}">'
     what = "Memory per GPU when serving" if report.mode is Mode.INFERENCE else "Memory per GPU by phase"
     parts.append(f'<div class="chart">{chart}</div><p class="caption">{what}')
