@@ -197,7 +197,7 @@ class ServingSpeedPanel(FiguresPanel):
         item.layout.removeItem(item.titleLabel)
         item.layout.addItem(legend, 0, 1)
         item.layout.setRowFixedHeight(0, LEGEND_ROW_PX)
-        self.total_curve = self._curve(OKABE_ITO["blue"], "o", "total")
+        self.total_curve = self._curve(OKABE_ITO["blue"], "o", "in total")
         self.per_curve = self._curve(OKABE_ITO["orange"], "t", "per request")
         self.content.addWidget(self._plot)
         self._draw()
@@ -216,8 +216,10 @@ class ServingSpeedPanel(FiguresPanel):
         v["ttft"].setText(latency(speed.ttft_s))
         v["running"].setText(f"{speed.running:,}")
         v["step"].setText(f"{speed.token_latency_s * 1e3:,.1f} ms (decode step {speed.step_s * 1e3:,.1f} ms)")
-        v["per_request"].setText(f"{speed.per_request_tokens_per_s:,.0f} tokens/s")
-        v["total"].setText(f"<b>{speed.total_tokens_per_s:,.0f} tokens/s</b>")
+        # The words of the CLI's and the report's speed line (ServingSpeed.rates_sentence), for every engine:
+        # "Per request: 53 tokens/s" over "In total: 38 tokens/s" read as a contradiction (docs/GUI.md, 2026-12-07).
+        v["per_request"].setText(speed.per_request_rate)
+        v["total"].setText(f"<b>{speed.total_rate}</b> ({TOTAL_RATE_BASIS})")
         here = next((p for p in speed.curve if p.concurrent == speed.running), None)
         v["bound"].setText("memory bandwidth" if here is None or here.memory_bound else "compute")
         v["card"].setText(f"{speed.peak_tflops:g} TFLOP/s · {speed.bandwidth_gb_s:,.0f} GB/s")

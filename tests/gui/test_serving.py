@@ -77,7 +77,7 @@ def test_vllm_figures_come_from_the_estimate(window: MainWindow) -> None:
     window.tabs.setCurrentWidget(window.compute_panel)
     speed = window.compute_panel.serving
     assert speed.values["ttft"].text() == latency(inf.ttft_s)
-    assert f"{inf.decode_tokens_per_s:,.0f} tokens/s" in speed.values["total"].text()
+    assert f"{inf.decode_tokens_per_s:,.0f} output tokens/s" in speed.values["total"].text()
     xs, ys = speed.total_curve.getData()
     assert list(xs) == [p.concurrent for p in inf.speed.curve]
     assert list(ys) == pytest.approx([p.total_tokens_per_s for p in inf.speed.curve])
@@ -583,3 +583,23 @@ def test_vllms_scheduler_fields_are_named_in_words(window: MainWindow) -> None:
 
     # No input is labelled with its own attribute name (a field path instead of words).
     assert [i.path for i in INPUTS if "_" in i.label and i.label == i.path.rsplit(".", 1)[-1]] == []
+
+
+@pytest.mark.parametrize("engine", ["hf", "vllm", "sglang", "llamacpp"])
+def test_every_engine_s_rates_say_per_request_or_in_total_as_the_cli_does(window: MainWindow, engine: str) -> None:
+    # docs/GUI.md, 2026-12-07 (left 3): SGLang with one request on an RTX 4090 read "Per request: 53 tokens/s"
+    # over "In total: 38 tokens/s", with no word on why the total is lower. Both rows now carry the words of the
+    # CLI's speed line (`vramplan estimate --mode inference`: ServingSpeed.rates_sentence), for every engine.
+    from core.cli.render import render_serving
+    from core.format import TOTAL_RATE_BASIS
+
+    serve_on_a_4090(window, engine=engine, context=4096, concurrent=1)
+    window.tabs.setCurrentWidget(window.compute_panel)
+    speed = window.controller.estimate.inference.speed
+    rows = window.compute_panel.serving.values
+    each = f"{speed.per_request_tokens_per_s:,.0f} tokens/s each while decoding"
+    total = f"{speed.total_tokens_per_s:,.0f} output tokens/s"
+    assert rows["per_request"].text() == each
+    assert rows["total"].text() == f"<b>{total}</b> ({TOTAL_RATE_BASIS})"
+    cli = render_serving(window.controller.estimate)
+    assert f"{each}, {total} in total ({TOTAL_RATE_BASIS})" in cli
