@@ -1,9 +1,9 @@
 """The comparison chart's legend (core/files/report.py): it wraps into rows and the SVG grows to hold them.
 
 Before (docs/GUI.md, 2026-12-07, left 1): the chart was a fixed 760 × 320 SVG whose legend was one row, a
-swatch every 112 px; the plans' numbers over the bars had no key in the chart itself. The widths here are Qt's own metrics for the
-font the Compare tab's QSvgRenderer paints the chart in (the SVG's sans-serif at its font-size, 11 px), so the
-test checks the drawn text, not the estimate the layout uses.
+swatch every 112 px; the plans' numbers over the bars had no key in the chart itself. The widths here are
+Qt's own metrics for the font the Compare tab's QSvgRenderer paints the chart in (the SVG's sans-serif at
+its font-size, 11 px), so the test checks the drawn text, not the estimate the layout uses.
 """
 
 from __future__ import annotations
