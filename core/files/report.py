@@ -28,7 +28,7 @@ from core.advice.compare import SERVING, Comparison, Row, RowKind, compare
 from core.advice.diagnosis import Diagnosis, diagnose
 from core.breakdown import BUCKET_LABELS, BUCKET_ORDER, SERVING_BUCKET_ORDER, Bucket, BucketKey
 from core.estimate import Estimate, Mode, Verdict
-from core.format import counted, hours, latency, memory, money
+from core.format import counted, hours, latency, memory, money, tokens_per_s
 from core.plan import ENGINE_LABELS, METHOD_LABELS, Plan
 from core.serving.text_only import tower_line
 from core.units import GB, GiB
@@ -592,7 +592,7 @@ def _html_training(est: Estimate, unit: str) -> list[str]:
     out.append(f"<p><code>{escape(est.compute.formula)}</code></p>")
     out.append(
         f"<p>{hours(est.compute.hours)}, cost {money(est.compute.cost, est.compute.currency)}, "
-        f"{est.compute.tokens_per_second:,.0f} tokens/s, {est.compute.steps:,} optimizer steps</p>"
+        f"{tokens_per_s(est.compute.tokens_per_second)}, {est.compute.steps:,} optimizer steps</p>"
     )
     if est.compute.comm_terms:
         out.append('<table width="100%">')

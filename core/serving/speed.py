@@ -56,7 +56,7 @@ from typing import Final, NamedTuple
 
 from core.catalogue import GpuSpec, LinkSpec, find_link
 from core.dtypes import GGUF_FLOAT, GgmlType, LlamaCppBackend, WeightFormat, matmul_dtype
-from core.format import TOTAL_RATE_BASIS, counted, gb, latency
+from core.format import TOTAL_RATE_BASIS, counted, gb, latency, tokens_per_s
 from core.params import ParamCounts
 from core.plan import Engine, Plan, SglangVersion
 from core.serving.engines import RankLayout, serving_link
@@ -182,7 +182,7 @@ class ServingSpeed:
     def per_request_rate(self) -> str:
         """What one request sees, with the words that say so: "55 tokens/s each while decoding" (every engine:
         the window's Per request row, the CLI's and the report's speed line)."""
-        return f"{self.per_request_tokens_per_s:,.0f} tokens/s each while decoding"
+        return f"{tokens_per_s(self.per_request_tokens_per_s)} each while decoding"
 
     @property
     def total_rate(self) -> str:

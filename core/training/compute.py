@@ -592,7 +592,9 @@ def _formula(
     # lesson accounting's one term keeps the lesson's own formula.
     how = " + ".join(f"{scientific(t.per_token)} ({t.label})" for t in terms) if len(terms) > 1 else terms[0].formula
     flops = per_token * tokens
-    text = f"FLOPs = [{how}] per token × {sci(tokens)} tokens = {scientific(flops)}"
+    # the token budget in full, as the Workload form and the window's other token counts give it ("× 1e9 tokens"
+    # stood beside "20,000,000 tokens": docs/GUI.md, 2026-12-07, left 2)
+    text = f"FLOPs = [{how}] per token × {tokens:,.0f} tokens = {scientific(flops)}"
     text += (
         f"; per step {timing.compute:.3g} s compute ({utilisation:.1%} of {peak:g} TFLOP/s per GPU, "
         f"{_source_words(timing)})"

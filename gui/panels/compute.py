@@ -9,8 +9,8 @@ from PySide6.QtGui import QResizeEvent, QShowEvent
 from PySide6.QtWidgets import QFormLayout, QStackedLayout, QWidget
 
 from core.estimate import MFU_CONVENTION, Estimate, UtilisationSource
-from core.format import TOTAL_RATE_BASIS
-from gui.format import count, hours, latency, money, plain_number
+from core.format import TOTAL_RATE_BASIS, tokens_per_s
+from gui.format import hours, latency, money, plain_number
 from gui.panels.figures import FiguresPanel
 from gui.plotstyle import OKABE_ITO
 
@@ -111,7 +111,7 @@ class TrainingComputePanel(FiguresPanel):
         v["mfu"].setText(f"{c.mfu:.1%}")
         v["hours"].setText(hours(c.hours))
         v["tokens_per_second"].setText(
-            f"{c.tokens_per_second:,.0f} tokens/s · {c.tokens_per_second_per_gpu:,.0f} per GPU"
+            f"{tokens_per_s(c.tokens_per_second)} · {c.tokens_per_second_per_gpu:,.0f} per GPU"
         )
         v["steps"].setText(f"{c.steps:,}")
         v["cost"].setText(_cost(estimate))
@@ -123,7 +123,7 @@ class TrainingComputePanel(FiguresPanel):
         if c.host_step_advice:
             host += f"\n⚑ Host threads: {c.host_step_advice}."
         self.formula.setText(c.formula + (f"\nCompute per step: {parts}." if parts else "") + host + problem)
-        self.setToolTip(f"{count(c.flops)} FLOPs")
+        self.setToolTip(f"{plain_number(c.flops)} FLOPs")
 
 
 # Below this width (the Details dock at 1024 × 700) the serving figures stand under their names,
