@@ -15,7 +15,15 @@ from PySide6.QtGui import QFont, QFontMetricsF
 
 from core.advice.compare import ComparedPlan, Comparison, compare
 from core.estimate import estimate
-from core.files.report import CHART_HEIGHT, CHART_WIDTH, FONT_PX, chart_size, chart_svg
+from core.files.report import (
+    CHART_HEIGHT,
+    CHART_MIN_WIDTH,
+    CHART_WIDTH,
+    FONT_PX,
+    chart_size,
+    chart_svg,
+    chart_svg_sized,
+)
 from core.model import MAX_NAME_CHARS
 from core.verdict import Mode
 from tests.core.test_compare import four_plans
@@ -65,6 +73,22 @@ def _legend_boxes(svg: str) -> list[Box]:
     return boxes
 
 
+def _name_boxes(svg: str) -> list[Box]:
+    """Each phase name's line as Qt lays it out: centred text under the plot (the plans' numbers over the
+    bars are digits)."""
+    font = QFont("sans-serif")
+    font.setPixelSize(FONT_PX)
+    metrics = QFontMetricsF(font)
+    boxes = []
+    for element in ElementTree.fromstring(svg).iter(f"{SVG}text"):
+        text = element.text or ""
+        if element.get("text-anchor") != "middle" or text.isdigit() or element.get("transform"):  # not the axis title
+            continue
+        x, baseline, width = float(element.get("x", 0)), float(element.get("y", 0)), metrics.horizontalAdvance(text)
+        boxes.append((x - width / 2, baseline - metrics.ascent(), x + width / 2, baseline + metrics.descent()))
+    return boxes
+
+
 def _view_box(svg: str) -> tuple[float, float]:
     match = re.search(r'viewBox="0 0 ([\d.]+) ([\d.]+)"', svg)
     assert match
@@ -79,6 +103,7 @@ def _check(svg: str, entries: int) -> None:
     width, height = _view_box(svg)
     boxes = _legend_boxes(svg)
     assert len(boxes) == entries
+    boxes += _name_boxes(svg)  # the phase names under the plot, which the legend must not meet either
     for box in boxes:
         assert box[0] >= 0 and box[2] <= width and box[1] >= 0 and box[3] <= height, (box, width, height)
     for i, a in enumerate(boxes):
@@ -115,3 +140,15 @@ def test_serving_and_single_plan_legends_keep_one_row(qapp: object) -> None:
         # one plan: no plan key; the mode's buckets (5 training, 4 serving: core.breakdown) and the dash
         _check(svg, (5 if mode is Mode.TRAINING else 4) + 1)
         assert _view_box(svg) == (CHART_WIDTH, CHART_HEIGHT)
+
+
+def test_at_the_least_width_phase_names_take_two_lines_and_touch_nothing(qapp: object) -> None:
+    # docs/GUI.md, 2026-12-07 (left 1): drawn narrower, "nvidia-smi (judged)" ran into "optimizer step".
+    comparison = compare(four_plans())  # type: ignore[arg-type]
+    svg = chart_svg_sized(comparison, "GB", 0, 0)  # the least size: CHART_MIN_WIDTH × CHART_MIN_HEIGHT
+    assert _view_box(svg)[0] == CHART_MIN_WIDTH
+    _check(svg, 4 + 5 + 1)
+    names = [b for b in _name_boxes(svg)]
+    assert len(names) > len(comparison.phase_names())  # some names on two lines
+    for name in comparison.phase_names():  # each whole in the bars' tooltips
+        assert f" · {name} · " in svg
