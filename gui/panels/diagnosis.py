@@ -634,8 +634,12 @@ class DiagnosisPanel(QScrollArea):
         else:
             seq_text = f"none fits, not even 1 token ({now})"
         self.limits["seq_len"].setText(seq_text)
+        most = limits.max_concurrent
+        # "3 of 4,096 tokens" said neither what the 3 counts nor what the 4,096 is (docs/GUI.md, 2026-12-07):
+        # the banner's words, "at most 3 requests of 4,096 tokens at once"
         self.limits["concurrent"].setText(
-            f"<b>{limits.max_concurrent:,}</b> of {serving.context:,} tokens (now {serving.concurrent:,})"
+            f"<b>{most:,}</b> {'request' if most == 1 else 'requests'} of {serving.context:,} tokens "
+            f"(now {serving.concurrent:,})"
             if limits.max_concurrent
             else f"none: {d.estimate.inference.none_served}"
         )

@@ -443,6 +443,11 @@ def test_each_mode_shows_its_own_limits(qtbot: Any, shown: MainWindow) -> None:
     settle(qtbot, panel)
     assert not form.isRowVisible(panel.limits["micro_batch"]) and not form.isRowVisible(panel.limits["seq_len"])
     assert form.isRowVisible(panel.limits["concurrent"])
+    # docs/GUI.md, 2026-12-07: the row read "3 of 4,096 tokens (now 1)"; it counts requests, as the banner does
+    inference = estimate(shown.controller.plan).inference
+    most, context = inference.max_concurrent, shown.controller.plan.inference.context
+    assert most > 1
+    assert panel.limits["concurrent"].text() == f"<b>{most:,}</b> requests of {context:,} tokens (now 1)"
 
 
 def test_inference_mode_draws_no_training_memory_curve(qtbot: Any, shown: MainWindow) -> None:
