@@ -114,7 +114,7 @@ def test_the_llama_cpp_picker_serves_a_latent_attention_model_and_names_its_cach
     assert window.controller.plan.inference.engine is Engine.LLAMACPP
     window.tabs.setCurrentWidget(window.inference_panel)
     assert "K only: the 576-wide latent" in window.inference_panel.formula.text()
-    assert window.inference_panel.values["kv_per_token"].text() == "31,104 bytes"  # 27 layers x 576 x 2 B
+    assert window.inference_panel.values["kv_per_token"].text() == "31,104 B"  # 27 layers x 576 x 2 B
 
 
 def test_the_serving_tab_names_a_macs_runtime_metal_not_cuda(window: MainWindow) -> None:
@@ -603,3 +603,16 @@ def test_every_engine_s_rates_say_per_request_or_in_total_as_the_cli_does(window
     assert rows["total"].text() == f"<b>{total}</b> ({TOTAL_RATE_BASIS})"
     cli = render_serving(window.controller.estimate)
     assert f"{each}, {total} in total ({TOTAL_RATE_BASIS})" in cli
+
+
+def test_the_serving_tab_s_rows_read_as_the_banner_and_the_other_rows(window: MainWindow) -> None:
+    # The window review (h83ux): HF generate's Concurrency row read "at most 6 × 4,096 tokens" under a banner
+    # saying "at most 6 requests of 4,096 tokens at once", and KV per token "131,072 bytes" where every other
+    # row and the command line write bytes through core.format.memory ("131,072 B", "0.54 GB").
+    serve_on_a_4090(window, engine="hf", context=4096, concurrent=1)
+    inf = window.controller.estimate.inference
+    rows = window.inference_panel.values
+    assert inf.max_concurrent > 1
+    assert rows["concurrency"].text() == f"at most {inf.max_concurrent:,} requests of 4,096 tokens at once"
+    assert rows["concurrency"].text()[len("at most ") :] in window.verdict.detail.text()
+    assert rows["kv_per_token"].text() == memory(inf.kv_bytes_per_token) == f"{inf.kv_bytes_per_token:,.0f} B"
