@@ -555,7 +555,10 @@ class DiagnosisPanel(QScrollArea):
         self.figures["total"].setText(memory(est.total_bytes, u))
         total_name = self._figures_form.labelForField(self.figures["total"])
         if isinstance(total_name, QLabel):  # "nvidia-smi", or on a Mac the MPS driver's figure
-            total_name.setText(f"{est.judged_figure} (judged):")
+            # a row name starts with a capital ("lesson sum (judged)" sat among "State before activations",
+            # "Evaluation pass"), a tool's own lower-case name (nvidia-smi, amd-smi) stays as the tool writes it
+            figure = est.judged_figure
+            total_name.setText(f"{figure if figure.endswith('-smi') else figure[:1].upper() + figure[1:]} (judged):")
         self.figures["eval"].setText(memory(d.eval_bytes, u))
         self.figures["usable"].setText(f"{memory(d.usable_bytes, u)} of {memory(d.judgement.capacity_bytes, u)}")
         for key in ("state", "total", "eval"):  # the training step's figures: not what serving is judged on

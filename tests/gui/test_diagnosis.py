@@ -543,3 +543,13 @@ def test_the_diagnosis_says_what_it_is_doing_before_a_report_and_why_none_came(w
     stopped = "The diagnosis took longer than 30 s and was stopped; it runs again at the next change."
     window.diagnoser.failed.emit(stopped)  # gui/diagnosis_controller.py _on_failed's text
     assert panel.headline.text().startswith("The diagnosis took longer than 30 s and was stopped")
+
+
+def test_the_judged_figure_s_row_name_starts_with_a_capital(qtbot: Any, shown: MainWindow) -> None:
+    # The window review (h83ux): under Lesson accounting the row read "lesson sum (judged):" among "State before
+    # activations:" and "Evaluation pass:"; nvidia-smi keeps its own lower case.
+    panel = show_plan(qtbot, shown, LESSON_7B_ON_4090)
+    label = panel._figures_form.labelForField(panel.figures["total"])
+    assert label.text() == "Lesson sum (judged):"
+    panel = show_plan(qtbot, shown, default_plan())
+    assert panel._figures_form.labelForField(panel.figures["total"]).text() == "nvidia-smi (judged):"
