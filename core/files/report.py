@@ -427,7 +427,7 @@ def _phase_group(
 # Linux) advances 0.5-0.7 em for most lowercase letters and digits, up to 1.0 em for M and W, and fallback
 # fonts (Liberation Sans, Arial) are narrower; tests/gui/test_report_legend.py measures the entries with
 # Qt's own metrics for the font the window paints the chart in.
-_NARROW: Final = frozenset("iljtfr.,:;'|!() ")
+_NARROW: Final = frozenset("iljtfr.,:;'|!()-/ ")
 _WIDE: Final = frozenset("mwMW@%")
 
 
