@@ -24,7 +24,7 @@ from typing import Final
 from core import roles
 from core.catalogue import GpuSpec
 from core.errors import PlanError
-from core.format import duration, sci, scientific
+from core.format import duration, sci, scientific, tokens_per_s
 from core.format import hours as format_hours
 from core.memo import Once, fills_fields
 from core.parallel.comm import CommTerm, StepComm, communicates, step_communication
@@ -439,7 +439,7 @@ def _solve_calibration(
         raise PlanError(
             field,
             value,
-            f"a speed the card can reach (at most {per_gpu:,.0f} tokens/s per GPU, {fastest:.3g} s per step)",
+            f"a speed the card can reach (at most {tokens_per_s(per_gpu)} per GPU, {fastest:.3g} s per step)",
             "faster than 100 % of the card's peak with this plan's communication",
         )
     low, high = math.log(1e-6), math.log(top)
