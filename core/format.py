@@ -3,6 +3,17 @@
 Every view — the window, the command line, reports — formats through these, so the same figure
 reads the same everywhere. Bytes and seconds stay numbers until this edge. A figure with no
 finite value (an unknown price, zero throughput) reads as "unknown" or "—", never "nan".
+
+One rule per kind of quantity:
+
+- bytes: :func:`memory` (three significant figures and the unit: 81.9 GB, 5.12 GB, 540 MB); the parts of a
+  sum :func:`amount` (its unit named once, after the sum);
+- counts of parameters, elements and FLOPs: m × 10ⁿ, never "8.03e9" or "8.03B" beside it: a figure
+  :func:`scientific` (8.03 × 10⁹, in full below a million), a worked formula :func:`sci` (the four digits that
+  redo its sum: 2.614 × 10⁹, in full below 10⁸ where whole); :func:`count` (8.03B) only in the command line's
+  catalogue columns, as model names and --params give sizes;
+- tokens (a budget, a context): in full, grouped (20,000,000 tokens); token rates :func:`tokens_per_s`;
+- time: :func:`hours`, :func:`latency`, :func:`duration`; money: :func:`money`.
 """
 
 from __future__ import annotations
@@ -56,6 +67,12 @@ def count(n: float) -> str:
 # What a serving plan's "in total" rate counts, said beside it wherever it is shown (the CLI, the report,
 # the window's tooltip): core.serving.speed.queue's output tokens over each wave's whole life.
 TOTAL_RATE_BASIS: Final = "over all requests and replicas, prompts' prefill included"
+
+
+def tokens_per_s(value: float) -> str:
+    """A token rate, the one form every view gives it: whole tokens grouped, "1,234 tokens/s"; no finite
+    value (no compute throughput) reads "—"."""
+    return f"{value:,.0f} tokens/s" if math.isfinite(value) else "—"
 
 
 def counted(n: int, noun: str, plural: str = "") -> str:
@@ -139,22 +156,21 @@ def amount(n_bytes: float, unit: str = "GB") -> str:
     return f"{value:.1f}" if abs(value) >= 10 else f"{value:.2f}"
 
 
-_SCALES: Final = ((1e12, "e12"), (1e9, "e9"), (1e6, "e6"))
-
-
 @lru_cache(maxsize=4096)
 def sci(n: float) -> str:
-    """6.7e9, 124.4e6, 16,777,216: numbers as they appear in the worked examples.
+    """A count in a worked formula (parameters, elements): :func:`scientific`'s form with the four significant
+    digits a reader needs to redo the sum (2.614 × 10⁹ × 4 B = 10.5 GB), in full below 10⁸ where it is whole
+    (16,777,216). It wrote "8.03e9" and "427.8e6" beside the model box's and the Compute tab's counts
+    (docs/GUI.md, 2026-12-07, left 2).
 
     Cached: a session formats the same few counts (P, T, N·d) again and again.
     """
     magnitude = abs(n)
     if magnitude < 1e8 and n == int(n):
         return f"{int(n):,}"
-    for scale, suffix in _SCALES:
-        if magnitude >= scale:
-            return f"{n / scale:.4g}{suffix}"
-    return f"{n:g}"
+    if magnitude < 1e6 or not math.isfinite(n):
+        return f"{n:g}"
+    return _times_ten(n, 4)
 
 
 _SUPERSCRIPTS: Final = str.maketrans("0123456789-", "⁰¹²³⁴⁵⁶⁷⁸⁹⁻")
@@ -167,10 +183,17 @@ def scientific(value: float) -> str:
         return "—"
     if value == 0:
         return "0"
-    exponent = math.floor(math.log10(abs(value)))
-    if exponent < 6:
+    if math.floor(math.log10(abs(value))) < 6:
         return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.2f}"
+    return _times_ten(value, 3)
+
+
+def _times_ten(value: float, digits: int) -> str:
+    """``value`` as m × 10ⁿ with ``digits`` significant digits: fixed (7.97, 1.00) for three, as FLOPs read;
+    trailing zeros dropped (2.614, 6.7) for a formula's four."""
+    exponent = math.floor(math.log10(abs(value)))
     mantissa = value / 10**exponent
-    if round(abs(mantissa), 2) >= 10:  # 9.996e17 reads 1.00 × 10¹⁸, not 10.00 × 10¹⁷
+    if round(abs(mantissa), digits - 1) >= 10:  # 9.996e17 reads 1.00 × 10¹⁸, not 10.00 × 10¹⁷
         exponent, mantissa = exponent + 1, mantissa / 10
-    return f"{mantissa:.2f} × 10{str(exponent).translate(_SUPERSCRIPTS)}"
+    text = f"{mantissa:.2f}" if digits == 3 else f"{mantissa:.{digits}g}"
+    return f"{text} × 10{str(exponent).translate(_SUPERSCRIPTS)}"

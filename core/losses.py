@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Final
 
-from core.inputs import LOSS_KERNELS, MegatronCeFusion, Stack, input_at
+from core.inputs import LOSS_KERNELS, Accounting, MegatronCeFusion, Stack, input_at
 
 if TYPE_CHECKING:
     from core.plan import Plan
@@ -212,3 +212,26 @@ def _tooltip(base: Plan, choice: LossChoice) -> str:
         "logits. transformers before 4.49 also copy the float32 logits shifted by one token (the "
         '"transformers" setting).'
     )
+
+
+# ---- the loss group under the lesson's accounting --------------------------------------------------------
+# What the loss and the loop keep of the forward's outputs is counted in the detailed accounting's activations
+# (core.training.activations.loss_memory, kv_cache_terms); the lesson's activations are the typed allowance, so
+# under Lesson accounting none of these inputs moves a figure (tests/core/test_losses.py walks every value). The
+# transformers release is in the group for its loss only: on a mixture of experts it also decides what an
+# adapter reaches, which the lesson's trainable count reads (Plan.release_moves_adapters), and whether a
+# bitsandbytes base's experts are dequantised each step, which the step's time reads (Plan.release_moves_bnb_experts;
+# the lesson's memory, P × the base's bytes, does not).
+LOSS_GROUP: Final = ("loss", *LOSS_INPUTS, "loop_keeps_output", "training_kv_cache", "training_transformers")
+LESSON_IGNORES_REASON: Final = (
+    "Counted by Detailed accounting only: the Lesson's activations are the allowance you type, so the loss and "
+    "what the loop keeps of the forward's outputs change none of its figures."
+)
+
+
+def lesson_ignores(plan: Plan, path: str) -> bool:
+    """Whether the input at ``path`` (one of :data:`LOSS_GROUP`) changes no figure of ``plan`` because the plan
+    is under Lesson accounting: the window greys its row with :data:`LESSON_IGNORES_REASON`."""
+    if plan.accounting is not Accounting.LESSON or path not in LOSS_GROUP:
+        return False
+    return path != "training_transformers" or not (plan.release_moves_adapters or plan.release_moves_bnb_experts)

@@ -38,6 +38,7 @@ from core.files.runconfig import (
     plan_from_run,
     resolve_model,
 )
+from core.format import scientific
 from core.plan import (
     Accounting,
     CheckpointPolicy,
@@ -98,7 +99,7 @@ def base_plan(args: argparse.Namespace) -> Plan:
         if params < 1:
             raise PlanError("--params", params, "a positive parameter count")
         # A bare count keeps the shape of the current model (Llama-2-7B unless --plan).
-        plan = replace(plan, model=replace(plan.model, name=f"P = {params:.4g}", params_override=params))
+        plan = replace(plan, model=replace(plan.model, name=f"P = {scientific(params)}", params_override=params))
     return plan
 
 

@@ -21,8 +21,7 @@ from core.estimate import (
     UtilisationSource,
     Verdict,
 )
-from core.format import count as format_count
-from core.format import counted, hours, latency, money, scientific
+from core.format import counted, hours, latency, money, scientific, tokens_per_s
 from core.format import memory as format_memory
 from core.inputs import sglang_multimodal_asked
 from core.plan import ENGINE_LABELS, Accounting, Engine, Plan, training_refusal
@@ -359,7 +358,7 @@ def _beside_adapters(plan: Plan) -> str:
     """What PEFT's print_trainable_parameters adds to the adapters: the modules_to_save copies and token rows
     (core.training.extra_trained), "" where none train."""
     extra = extra_elements(plan)
-    return f" + {format_count(extra)} trained beside them ({extra:,}: modules_to_save / token rows)" if extra else ""
+    return f" + {scientific(extra)} trained beside them ({extra:,}: modules_to_save / token rows)" if extra else ""
 
 
 def _workload_line(plan: Plan) -> list[str]:
@@ -379,7 +378,7 @@ def _vision_words(plan: Plan) -> str:
     model = plan.model
     if not model.vision_params:
         return ""
-    tower = format_count(model.vision_params)
+    tower = scientific(model.vision_params)
     return f"; + {model.vision_kind or 'vision'} tower and projector {tower} (frozen, in Weights)"
 
 
@@ -391,7 +390,7 @@ def render_estimate(est: Estimate, gib: bool = False) -> str:
     lines = [
         f"{plan.model.name} · {plan.method.value} · {plan.precision_word} · {plan.optimizer.value} · "
         f"{est.gpu.name} × {plan.world_size}",
-        f"parameters {format_count(p.total)} total, {format_count(p.trainable)} trainable ({p.trainable:,})"
+        f"parameters {scientific(p.total)} total, {scientific(p.trainable)} trainable ({p.trainable:,})"
         + _beside_adapters(plan)
         + _vision_words(plan)
         + ("   [lesson accounting]" if plan.accounting is Accounting.LESSON else ""),
@@ -415,7 +414,7 @@ def render_estimate(est: Estimate, gib: bool = False) -> str:
         f"  compute  {scientific(est.compute.flops)} FLOPs, {hours(est.compute.hours)} "
         f"on {counted(plan.world_size, 'GPU')} "
         f"at {_utilisation_text(est)}, "
-        f"{est.compute.tokens_per_second:,.0f} tokens/s, cost {money(est.compute.cost, est.compute.currency)}"
+        f"{tokens_per_s(est.compute.tokens_per_second)}, cost {money(est.compute.cost, est.compute.currency)}"
         + (f" ({est.compute.price_source})" if not math.isfinite(est.compute.cost) else ""),
         _mfu_line(est),
         *([f"  host     {est.compute.host_pace}"] if est.compute.host_pace else []),
@@ -452,7 +451,7 @@ def _mfu_line(est: Estimate) -> str:
     """MFU as torchtitan and Megatron-LM log it, and the FLOPs per token of both attention counts."""
     c = est.compute
     return (
-        f"  MFU      {c.mfu:.1%} at {c.tokens_per_second_per_gpu:,.0f} tokens/s per GPU (torchtitan / Megatron-LM: "
+        f"  MFU      {c.mfu:.1%} at {tokens_per_s(c.tokens_per_second_per_gpu)} per GPU (torchtitan / Megatron-LM: "
         f"{scientific(c.model_flops_per_token)} FLOPs per token, every query against every key, no recompute; "
         f"causal count {scientific(c.causal_flops_per_token)}; the kernels run {scientific(c.flops_per_token)})"
     )

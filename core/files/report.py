@@ -12,6 +12,7 @@ Just past 400 lines: the HTML, Markdown and CSV writers walk the same report str
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import math
 import re
@@ -27,7 +28,7 @@ from core.advice.compare import SERVING, Comparison, Row, RowKind, compare
 from core.advice.diagnosis import Diagnosis, diagnose
 from core.breakdown import BUCKET_LABELS, BUCKET_ORDER, SERVING_BUCKET_ORDER, Bucket, BucketKey
 from core.estimate import Estimate, Mode, Verdict
-from core.format import counted, hours, latency, memory, money
+from core.format import counted, hours, latency, memory, money, tokens_per_s
 from core.plan import ENGINE_LABELS, METHOD_LABELS, Plan
 from core.serving.text_only import tower_line
 from core.units import GB, GiB
@@ -41,7 +42,12 @@ def escape(text: str) -> str:
     """Text for HTML and SVG: markup escaped, and each control character XML forbids written as
     a visible ``\\x01`` escape. A \\x01 in a plan's name made the chart invalid XML: the Compare
     tab's chart went blank and the exported SVG would not open (issue 28 item 23)."""
-    return html_escape(_XML_INVALID.sub(lambda m: repr(m.group())[1:-1], text))
+    return html_escape(_visible(text))
+
+
+def _visible(text: str) -> str:
+    """The text as the chart shows it: each control character XML forbids as its ``\\x01`` escape."""
+    return _XML_INVALID.sub(lambda m: repr(m.group())[1:-1], text)
 
 
 # What the report colours (core.colours holds every value).
@@ -204,7 +210,16 @@ def _remedy_lines(d: Diagnosis, unit: str) -> list[str]:
 
 # ---- the chart (inline SVG) ------------------------------------------------------------
 CHART_WIDTH: Final = 760
-CHART_HEIGHT: Final = 320
+CHART_HEIGHT: Final = 320  # with one legend row; each further row adds LEGEND_ROW
+CHART_MIN_WIDTH: Final = 360  # px: four plans in four phase groups, bars 14 px wide (_Frame.bar_w)
+CHART_MIN_HEIGHT: Final = 240  # px with one legend row: a plot 166 px high under _Frame.head and _BOTTOM
+FONT_PX: Final = 11  # the SVG's font-size
+LEGEND_ROW: Final = 16  # px from one legend row to the next: 10 px swatches, 11 px text
+_BOTTOM: Final = 46  # px under the plot: the phase names, then one legend row
+_NAME_LINE: Final = 13  # px from a phase name's first line to its second (11 px text: 12.8 px from top to bottom)
+_NAME_GAP: Final = 8  # px kept between two phase names
+_SWATCH: Final = 14  # a swatch (10 px) and the space before its text
+_ENTRY_GAP: Final = 16  # px between one legend entry and the next
 
 
 # One bar: (bucket key, bytes) from the bottom up.
@@ -212,21 +227,60 @@ _Stack = list[tuple[str, float]]
 
 
 def chart_svg(comparison: Comparison, unit: str = "GB", width: int = CHART_WIDTH, height: int = CHART_HEIGHT) -> str:
-    """Grouped bars: one group per phase, one stacked bar per plan, on one axis."""
+    """Grouped bars: one group per phase, one stacked bar per plan, on one axis. The legend wraps into
+    as many rows as its entries need, a phase name wider than its group into two lines, and the SVG grows
+    by those rows (:func:`chart_size`)."""
     phases = comparison.phase_names()
     stacks = _bar_stacks(comparison, phases)
-    frame = _frame(comparison, stacks, unit, width, height)
+    legend, names, extra = _layout(comparison, width)
+    frame = _frame(comparison, stacks, unit, width, height + extra, extra)
     parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-        f'viewBox="0 0 {width} {height}" role="img" aria-label="Memory by phase and plan" '
-        'font-family="sans-serif" font-size="11">',
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{frame.height}" '
+        f'viewBox="0 0 {width} {frame.height}" role="img" aria-label="Memory by phase and plan" '
+        f'font-family="sans-serif" font-size="{FONT_PX}">',
         *_value_axis(frame),
     ]
-    for g, (name, row) in enumerate(zip(phases, stacks, strict=True)):
-        parts += _phase_group(frame, comparison, g, name, row)
-    parts += _legend(frame, comparison.mode)
+    for g, (name, lines, row) in enumerate(zip(phases, names, stacks, strict=True)):
+        parts += _phase_group(frame, comparison, g, name, lines, row)
+    parts += _legend(frame, legend)
     parts.append("</svg>")
     return "".join(parts)
+
+
+def chart_svg_sized(comparison: Comparison, unit: str, width: int, height: int) -> str:
+    """The chart drawn for a box of ``width`` × ``height`` px (the Compare tab's), legend rows included, so a
+    viewer shows it at its own size: its text stays FONT_PX where the 760 × 320 chart scaled into a 1366 × 768
+    window's dock read ~6 px (docs/GUI.md, 2026-12-07, left 1). Never smaller than CHART_MIN_WIDTH ×
+    CHART_MIN_HEIGHT plus the legend: a smaller box scales that down."""
+    width = max(CHART_MIN_WIDTH, width)
+    extra = _layout(comparison, width)[2]  # the legend's rows past the first, a phase name's second line
+    return chart_svg(comparison, unit, width, max(CHART_MIN_HEIGHT, height - extra))
+
+
+def chart_size(comparison: Comparison, width: int = CHART_WIDTH, height: int = CHART_HEIGHT) -> tuple[int, int]:
+    """The chart's width and height in px: ``height`` plus a row for each legend row past the first and one
+    for phase names on two lines."""
+    return width, height + _layout(comparison, width)[2]
+
+
+def _layout(comparison: Comparison, width: int) -> tuple[list[_LegendEntry], list[list[str]], int]:
+    """The legend's entries, each phase's name in lines, and the px they add under the plot."""
+    legend = _legend_entries(comparison, width)
+    room = (width - _Frame.left - _Frame.right) / len(comparison.phase_names()) - _NAME_GAP
+    names = [_name_lines(name, room) for name in comparison.phase_names()]
+    extra = (_legend_rows(legend) - 1) * LEGEND_ROW + (max(map(len, names)) - 1) * _NAME_LINE
+    return legend, names, extra
+
+
+def _name_lines(name: str, room: float) -> list[str]:
+    """A phase's name in one line, or two split at the space nearest its middle where one is wider than its
+    group ("nvidia-smi (judged)" touched "optimizer step" at 480 px); a line still too wide cut with an
+    ellipsis (the bar's tooltip names the phase whole)."""
+    if _text_px(name) <= room or " " not in name:
+        return [_clipped(name, room)]
+    spaces = [i for i, c in enumerate(name) if c == " "]
+    cut = min(spaces, key=lambda i: abs(_text_px(name[:i]) - _text_px(name[i + 1 :])))
+    return [_clipped(name[:cut], room), _clipped(name[cut + 1 :], room)]
 
 
 def _bar_stacks(comparison: Comparison, phases: tuple[str, ...]) -> list[list[_Stack]]:
@@ -260,7 +314,7 @@ class _Frame:
     groups: int
     plans: int
     left: int = 56
-    bottom: int = 46
+    bottom: int = 46  # _BOTTOM: the phase names and one legend row
     right: int = 12
     head: int = 28
 
@@ -284,7 +338,9 @@ class _Frame:
         return self.head + self.plot_h * (1 - n_bytes / self.top)
 
 
-def _frame(comparison: Comparison, stacks: list[list[_Stack]], unit: str, width: int, height: int) -> _Frame:
+def _frame(
+    comparison: Comparison, stacks: list[list[_Stack]], unit: str, width: int, height: int, legend_extra: int = 0
+) -> _Frame:
     """The value axis reaches past the tallest bar and every card's capacity, in round steps."""
     scale = GiB if unit == "GiB" else GB
     plans = comparison.plans
@@ -294,7 +350,7 @@ def _frame(comparison: Comparison, stacks: list[list[_Stack]], unit: str, width:
     )
     step = _tick_step(highest / scale) * scale
     top = step * (int(highest * 1.04 / step) + 1)
-    return _Frame(unit, scale, step, top, width, height, len(stacks), len(plans))
+    return _Frame(unit, scale, step, top, width, height, len(stacks), len(plans), bottom=_BOTTOM + legend_extra)
 
 
 def _value_axis(f: _Frame) -> list[str]:
@@ -329,8 +385,10 @@ def _number_y(top: float, capacity: float) -> float:
     return baseline
 
 
-def _phase_group(f: _Frame, comparison: Comparison, g: int, name: str, row: list[_Stack]) -> list[str]:
-    """One phase: a stacked bar per plan with its card's capacity across it, and the phase's name."""
+def _phase_group(
+    f: _Frame, comparison: Comparison, g: int, name: str, lines: list[str], row: list[_Stack]
+) -> list[str]:
+    """One phase: a stacked bar per plan with its card's capacity across it, and the phase's name in ``lines``."""
     plans = comparison.plans
     x0 = f.left + g * f.group_w + (f.group_w - f.bar_w * len(plans)) / 2
     parts = []
@@ -357,28 +415,114 @@ def _phase_group(f: _Frame, comparison: Comparison, g: int, name: str, row: list
                 f'<text x="{x + f.bar_w / 2:.1f}" y="{_number_y(f.y(level), f.y(capacity)):.1f}" '
                 f'text-anchor="middle">{k + 1}</text>'
             )
-    parts.append(
-        f'<text x="{f.left + (g + 0.5) * f.group_w:.1f}" y="{f.height - f.bottom + 16}" text-anchor="middle">'
-        f"{escape(name)}</text>"
-    )
+    for i, line in enumerate(lines):
+        parts.append(
+            f'<text x="{f.left + (g + 0.5) * f.group_w:.1f}" y="{f.height - f.bottom + 16 + i * _NAME_LINE}" '
+            f'text-anchor="middle">{escape(line)}</text>'
+        )
     return parts
 
 
-def _legend(f: _Frame, mode: Mode = Mode.TRAINING) -> list[str]:
-    """A swatch per bucket of the mode, then the capacity line."""
-    parts = []
-    legend_x = f.left
-    for key in SERVING_BUCKET_ORDER if mode is Mode.INFERENCE else BUCKET_ORDER:
-        parts.append(
-            f'<rect x="{legend_x}" y="{f.height - 16}" width="10" height="10" fill="{BUCKET_COLOURS[key.value]}"/>'
-            f'<text x="{legend_x + 14}" y="{f.height - 7}">{BUCKET_LABELS[key]}</text>'
-        )
-        legend_x += 112
-    parts.append(
-        f'<line x1="{legend_x}" x2="{legend_x + 16}" y1="{f.height - 11}" y2="{f.height - 11}" '
-        f'stroke="{colours.PROBLEM}" '
-        f'stroke-width="2" stroke-dasharray="4 2"/><text x="{legend_x + 20}" y="{f.height - 7}">card capacity</text>'
-    )
+# Text widths without a font at hand, as fractions of the font size: DejaVu Sans (the sans-serif of a bare
+# Linux) advances 0.5-0.7 em for most lowercase letters and digits, up to 1.0 em for M and W, and fallback
+# fonts (Liberation Sans, Arial) are narrower; tests/gui/test_report_legend.py measures the entries with
+# Qt's own metrics for the font the window paints the chart in.
+_NARROW: Final = frozenset("iljtfr.,:;'|!()-/ ")
+_WIDE: Final = frozenset("mwMW@%")
+
+
+def _char_em(c: str) -> float:
+    return 0.4 if c in _NARROW else 1.0 if c in _WIDE else 0.82 if c.isupper() else 0.66
+
+
+def _text_px(text: str, bold: bool = False) -> float:
+    """A generous width of ``text`` at FONT_PX in a sans-serif font."""
+    return sum(map(_char_em, text)) * FONT_PX * (1.08 if bold else 1.0)
+
+
+def _clipped(text: str, room: float) -> str:
+    """``text`` cut with an ellipsis to fit ``room`` px (a 1,000-character plan name fits one row)."""
+    if _text_px(text) <= room:
+        return text
+    used = _text_px("…")
+    for end, c in enumerate(text):
+        used += _char_em(c) * FONT_PX
+        if used > room:
+            return text[:end].rstrip() + "…"
+    return text
+
+
+@dataclass(frozen=True)
+class _LegendEntry:
+    """One legend entry: a plan's number and name, a bucket's swatch, or the capacity dash; where it sits."""
+
+    kind: str  # "plan", "bucket" or "capacity"
+    text: str  # visible text, not yet escaped
+    key: str = ""  # the bucket's key, or the plan's number
+    x: float = 0.0
+    row: int = 0
+
+    @property
+    def width(self) -> float:
+        if self.kind == "plan":
+            return _text_px(self.key + " ", bold=True) + _text_px(self.text)
+        return _SWATCH + (6 if self.kind == "capacity" else 0) + _text_px(self.text)
+
+
+def _legend_entries(comparison: Comparison, width: int) -> list[_LegendEntry]:
+    """The legend's entries flowed into rows across the plot's width: with several plans each plan's
+    number and name (the numbers over the bars), then on a row of their own the buckets of the mode and
+    the capacity dash. A name too long for a row is cut with an ellipsis."""
+    left, room = _Frame.left, width - _Frame.left - _Frame.right
+    entries = []
+    if len(comparison.plans) > 1:
+        for k, compared in enumerate(comparison.plans):
+            number = str(k + 1)
+            entries.append(
+                _LegendEntry("plan", _clipped(_visible(compared.name), room - _text_px(number + " ", True)), number)
+            )
+    order = SERVING_BUCKET_ORDER if comparison.mode is Mode.INFERENCE else BUCKET_ORDER
+    keys = [_LegendEntry("bucket", BUCKET_LABELS[key], key.value) for key in order]
+    keys.append(_LegendEntry("capacity", "card capacity"))
+    placed: list[_LegendEntry] = []
+    row, x = 0, float(left)
+    for group in (entries, keys):
+        if placed and group:  # the buckets start a row of their own
+            row, x = row + 1, float(left)
+        for entry in group:
+            if x > left and x + entry.width > left + room:
+                row, x = row + 1, float(left)
+            placed.append(dataclasses.replace(entry, x=x, row=row))
+            x += entry.width + _ENTRY_GAP
+    return placed
+
+
+def _legend_rows(entries: list[_LegendEntry]) -> int:
+    return max((e.row for e in entries), default=0) + 1
+
+
+def _legend(f: _Frame, entries: list[_LegendEntry]) -> list[str]:
+    """The legend's entries, each row LEGEND_ROW px under the one before, the last at the foot."""
+    rows = _legend_rows(entries)
+    parts = ['<g class="legend">']
+    for e in entries:
+        box = f.height - 16 - (rows - 1 - e.row) * LEGEND_ROW  # the swatch's top; the text's baseline is 9 px lower
+        if e.kind == "plan":
+            parts.append(
+                f'<text x="{e.x:.1f}" y="{box + 9}"><tspan font-weight="bold">{e.key}</tspan> {escape(e.text)}</text>'
+            )
+        elif e.kind == "bucket":
+            parts.append(
+                f'<rect x="{e.x:.1f}" y="{box}" width="10" height="10" fill="{BUCKET_COLOURS[e.key]}"/>'
+                f'<text x="{e.x + _SWATCH:.1f}" y="{box + 9}">{escape(e.text)}</text>'
+            )
+        else:
+            parts.append(
+                f'<line x1="{e.x:.1f}" x2="{e.x + 16:.1f}" y1="{box + 5}" y2="{box + 5}" stroke="{colours.PROBLEM}" '
+                f'stroke-width="2" stroke-dasharray="4 2"/>'
+                f'<text x="{e.x + 20:.1f}" y="{box + 9}">{escape(e.text)}</text>'
+            )
+    parts.append("</g>")
     return parts
 
 
@@ -486,7 +630,7 @@ def _html_training(est: Estimate, unit: str) -> list[str]:
     out.append(f"<p><code>{escape(est.compute.formula)}</code></p>")
     out.append(
         f"<p>{hours(est.compute.hours)}, cost {money(est.compute.cost, est.compute.currency)}, "
-        f"{est.compute.tokens_per_second:,.0f} tokens/s, {est.compute.steps:,} optimizer steps</p>"
+        f"{tokens_per_s(est.compute.tokens_per_second)}, {est.compute.steps:,} optimizer steps</p>"
     )
     if est.compute.comm_terms:
         out.append('<table width="100%">')
@@ -520,7 +664,8 @@ def to_html(report: Report, chart_src: str | None = None, chart_width: int = 480
     if chart_src is None:
         chart = chart_svg(comparison, report.unit)
     else:
-        height = round(chart_width * CHART_HEIGHT / CHART_WIDTH)
+        svg_width, svg_height = chart_size(comparison)
+        height = round(chart_width * svg_height / svg_width)
         chart = f'<img src="{escape(chart_src)}" width="{chart_width}" height="{height}">'
     what = "Memory per GPU when serving" if report.mode is Mode.INFERENCE else "Memory per GPU by phase"
     parts.append(f'<div class="chart">{chart}</div><p class="caption">{what}')

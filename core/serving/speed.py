@@ -56,7 +56,7 @@ from typing import Final, NamedTuple
 
 from core.catalogue import GpuSpec, LinkSpec, find_link
 from core.dtypes import GGUF_FLOAT, GgmlType, LlamaCppBackend, WeightFormat, matmul_dtype
-from core.format import TOTAL_RATE_BASIS, counted, gb, latency
+from core.format import TOTAL_RATE_BASIS, counted, gb, latency, tokens_per_s
 from core.params import ParamCounts
 from core.plan import Engine, Plan, SglangVersion
 from core.serving.engines import RankLayout, serving_link
@@ -176,10 +176,19 @@ class ServingSpeed:
         """The two rates in the words the CLI and the report share: what one request sees while it
         decodes, and the output over every request's whole life (its prompt's prefill included), which
         is why the total can read lower than one request's rate."""
-        return (
-            f"{self.per_request_tokens_per_s:,.0f} tokens/s each while decoding, "
-            f"{self.total_tokens_per_s:,.0f} output tokens/s in total ({TOTAL_RATE_BASIS})"
-        )
+        return f"{self.per_request_rate}, {self.total_rate} in total ({TOTAL_RATE_BASIS})"
+
+    @property
+    def per_request_rate(self) -> str:
+        """What one request sees, with the words that say so: "55 tokens/s each while decoding" (every engine:
+        the window's Per request row, the CLI's and the report's speed line)."""
+        return f"{tokens_per_s(self.per_request_tokens_per_s)} each while decoding"
+
+    @property
+    def total_rate(self) -> str:
+        """The output of every request together: "46 output tokens/s" (the In total row; TOTAL_RATE_BASIS says
+        what it counts)."""
+        return f"{self.total_tokens_per_s:,.0f} output tokens/s"
 
 
 # Prefill and decode compute when no utilisation is typed: the lesson's 40 % (what serving has

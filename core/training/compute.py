@@ -24,7 +24,7 @@ from typing import Final
 from core import roles
 from core.catalogue import GpuSpec
 from core.errors import PlanError
-from core.format import duration, sci, scientific
+from core.format import duration, sci, scientific, tokens_per_s
 from core.format import hours as format_hours
 from core.memo import Once, fills_fields
 from core.parallel.comm import CommTerm, StepComm, communicates, step_communication
@@ -439,7 +439,7 @@ def _solve_calibration(
         raise PlanError(
             field,
             value,
-            f"a speed the card can reach (at most {per_gpu:,.0f} tokens/s per GPU, {fastest:.3g} s per step)",
+            f"a speed the card can reach (at most {tokens_per_s(per_gpu)} per GPU, {fastest:.3g} s per step)",
             "faster than 100 % of the card's peak with this plan's communication",
         )
     low, high = math.log(1e-6), math.log(top)
@@ -592,7 +592,9 @@ def _formula(
     # lesson accounting's one term keeps the lesson's own formula.
     how = " + ".join(f"{scientific(t.per_token)} ({t.label})" for t in terms) if len(terms) > 1 else terms[0].formula
     flops = per_token * tokens
-    text = f"FLOPs = [{how}] per token × {sci(tokens)} tokens = {scientific(flops)}"
+    # the token budget in full, as the Workload form and the window's other token counts give it ("× 1e9 tokens"
+    # stood beside "20,000,000 tokens": docs/GUI.md, 2026-12-07, left 2)
+    text = f"FLOPs = [{how}] per token × {tokens:,.0f} tokens = {scientific(flops)}"
     text += (
         f"; per step {timing.compute:.3g} s compute ({utilisation:.1%} of {peak:g} TFLOP/s per GPU, "
         f"{_source_words(timing)})"

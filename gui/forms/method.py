@@ -5,13 +5,24 @@ SHiRA and BOFT, or frozen layers, with precision and kernels."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Final
 
 from PySide6.QtCore import QSignalBlocker, Qt
 from PySide6.QtGui import QStandardItemModel
 from PySide6.QtWidgets import QCheckBox, QGridLayout, QLabel, QWidget
 
 from core.inputs import OPTIMIZER_TOOLTIPS, input_at
-from core.losses import LOSS_INPUTS, ROW_TOOLTIP, LossChoice, LossOption, loss_choice, loss_conflicts, loss_options
+from core.losses import (
+    LESSON_IGNORES_REASON,
+    LOSS_INPUTS,
+    ROW_TOOLTIP,
+    LossChoice,
+    LossOption,
+    lesson_ignores,
+    loss_choice,
+    loss_conflicts,
+    loss_options,
+)
 from core.losses import with_loss as _with_loss
 from core.model import ACCEPTED_TARGETS, HEAD_TARGET, LORA_TARGETS, MIXER_TARGETS
 from core.optimizer_stacks import OptimizerStack, optimizer_refusal, optimizer_stack
@@ -91,6 +102,10 @@ class TargetsField(QWidget):
             else:
                 grid.addWidget(box, index // 4, index % 4)
             self.boxes[name] = box
+
+
+# The Method form's rows of core.losses.LOSS_GROUP (the loss switches themselves are the Loss row's entries).
+LOSS_GROUP_ROWS: Final = ("loss", "training_transformers", "loop_keeps_output", "training_kv_cache")
 
 
 class LossField(ChoiceField):
@@ -218,6 +233,7 @@ class MethodForm(PlanForm):
             lora.ia3_feedforward,
             losses,
             built,
+            self._lesson_ignored(plan),
         )
 
     def show_plan(self, plan: Plan) -> None:
@@ -236,7 +252,28 @@ class MethodForm(PlanForm):
             box.setEnabled(name in plan.lora.targets)
         self.set_widget_row_visible(self.feedforward, input_at("lora.ia3_feedforward").matters(plan))
         self._show_loss(plan)
+        self._grey_lesson_ignored(plan)
         self._show_optimizers(optimizer_stack(plan.stack, plan.parallel.strategy, plan.parallel.offload))
+
+    def _lesson_ignored(self, plan: Plan) -> tuple[bool, ...]:
+        """Which rows of the loss group the plan's accounting ignores (core.losses.lesson_ignores)."""
+        return tuple(lesson_ignores(plan, key) for key in LOSS_GROUP_ROWS)
+
+    def _grey_lesson_ignored(self, plan: Plan) -> None:
+        """The loss group's rows under Lesson accounting: greyed, the reason after each one's tooltip (they
+        stay in place, so switching the accounting moves no row)."""
+        for key, ignored in zip(LOSS_GROUP_ROWS, self._lesson_ignored(plan), strict=True):
+            field = self.fields[key]
+            if field.property("plainToolTip") is None:  # a check box's tooltip, set without describe()
+                field.setProperty("plainToolTip", field.toolTip())
+            tip = str(field.property("plainToolTip") or "")
+            field.setEnabled(not ignored)
+            field.setToolTip(f"{tip}\n\n{LESSON_IGNORES_REASON}" if ignored else tip)
+            label = self.labels.get(key)
+            if label is not None:
+                label.setEnabled(not ignored)
+                label.setToolTip(LESSON_IGNORES_REASON if ignored else "")
+        self.loss_conflict.setEnabled(not lesson_ignores(plan, "loss"))
 
     def _show_optimizers(self, stack: OptimizerStack) -> None:
         """Each Optimizer entry's tooltip (its state per parameter and source); an entry the plan's stack does not

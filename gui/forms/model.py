@@ -24,7 +24,7 @@ from core.model import LIMITS, ModelSpec, model_from_dict
 from core.plan import Plan
 from gui import dialogs, plaintext
 from gui.controller import PlanController
-from gui.format import count, memory
+from gui.format import memory, plain_number
 from gui.forms.base import PlanForm
 from gui.forms.fields import IntField
 from gui.forms.pickers import CACHED_PREFIX, USER_PREFIX, Entry, SearchingPicker
@@ -472,13 +472,13 @@ class ModelForm(PlanForm):
         source = "as typed" if model.params_override else "from the architecture"
         if hybrid is not None:
             source = "from its config"
-        text = f"<b>{count(params.total)}</b> parameters ({source})"
+        text = f"<b>{plain_number(params.total)}</b> parameters ({source})"
         if params.active != params.total:
-            text += f", {count(params.active)} active per token"
+            text += f", {plain_number(params.active)} active per token"
         if model.vision_params:  # an image-text checkpoint's tower, held in Weights where loaded (core.vision)
             kind = plaintext.html(model.vision_kind or "vision")
             held = self._tower_words(estimate)
-            text += f" + <b>{count(model.vision_params)}</b> in its {kind} vision tower and projector ({held})"
+            text += f" + <b>{plain_number(model.vision_params)}</b> in its {kind} vision tower and projector ({held})"
         text += f"<br>{model.num_layers} layers · width {model.hidden_size:,} · {model.num_heads} heads"
         if hybrid is not None:
             text = text.replace(" layers ·", f" layers ({self._stack_words(model)}) ·", 1)

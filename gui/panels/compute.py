@@ -9,8 +9,8 @@ from PySide6.QtGui import QResizeEvent, QShowEvent
 from PySide6.QtWidgets import QFormLayout, QStackedLayout, QWidget
 
 from core.estimate import MFU_CONVENTION, Estimate, UtilisationSource
-from core.format import TOTAL_RATE_BASIS
-from gui.format import count, hours, latency, money, plain_number
+from core.format import TOTAL_RATE_BASIS, tokens_per_s
+from gui.format import hours, latency, money, plain_number
 from gui.panels.figures import FiguresPanel
 from gui.plotstyle import OKABE_ITO
 
@@ -111,7 +111,7 @@ class TrainingComputePanel(FiguresPanel):
         v["mfu"].setText(f"{c.mfu:.1%}")
         v["hours"].setText(hours(c.hours))
         v["tokens_per_second"].setText(
-            f"{c.tokens_per_second:,.0f} tokens/s · {c.tokens_per_second_per_gpu:,.0f} per GPU"
+            f"{tokens_per_s(c.tokens_per_second)} · {c.tokens_per_second_per_gpu:,.0f} per GPU"
         )
         v["steps"].setText(f"{c.steps:,}")
         v["cost"].setText(_cost(estimate))
@@ -123,7 +123,7 @@ class TrainingComputePanel(FiguresPanel):
         if c.host_step_advice:
             host += f"\n⚑ Host threads: {c.host_step_advice}."
         self.formula.setText(c.formula + (f"\nCompute per step: {parts}." if parts else "") + host + problem)
-        self.setToolTip(f"{count(c.flops)} FLOPs")
+        self.setToolTip(f"{plain_number(c.flops)} FLOPs")
 
 
 # Below this width (the Details dock at 1024 × 700) the serving figures stand under their names,
@@ -197,7 +197,7 @@ class ServingSpeedPanel(FiguresPanel):
         item.layout.removeItem(item.titleLabel)
         item.layout.addItem(legend, 0, 1)
         item.layout.setRowFixedHeight(0, LEGEND_ROW_PX)
-        self.total_curve = self._curve(OKABE_ITO["blue"], "o", "total")
+        self.total_curve = self._curve(OKABE_ITO["blue"], "o", "in total")
         self.per_curve = self._curve(OKABE_ITO["orange"], "t", "per request")
         self.content.addWidget(self._plot)
         self._draw()
@@ -216,8 +216,10 @@ class ServingSpeedPanel(FiguresPanel):
         v["ttft"].setText(latency(speed.ttft_s))
         v["running"].setText(f"{speed.running:,}")
         v["step"].setText(f"{speed.token_latency_s * 1e3:,.1f} ms (decode step {speed.step_s * 1e3:,.1f} ms)")
-        v["per_request"].setText(f"{speed.per_request_tokens_per_s:,.0f} tokens/s")
-        v["total"].setText(f"<b>{speed.total_tokens_per_s:,.0f} tokens/s</b>")
+        # The words of the CLI's and the report's speed line (ServingSpeed.rates_sentence), for every engine:
+        # "Per request: 53 tokens/s" over "In total: 38 tokens/s" read as a contradiction (docs/GUI.md, 2026-12-07).
+        v["per_request"].setText(speed.per_request_rate)
+        v["total"].setText(f"<b>{speed.total_rate}</b> ({TOTAL_RATE_BASIS})")
         here = next((p for p in speed.curve if p.concurrent == speed.running), None)
         v["bound"].setText("memory bandwidth" if here is None or here.memory_bound else "compute")
         v["card"].setText(f"{speed.peak_tflops:g} TFLOP/s · {speed.bandwidth_gb_s:,.0f} GB/s")

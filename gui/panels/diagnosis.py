@@ -555,7 +555,10 @@ class DiagnosisPanel(QScrollArea):
         self.figures["total"].setText(memory(est.total_bytes, u))
         total_name = self._figures_form.labelForField(self.figures["total"])
         if isinstance(total_name, QLabel):  # "nvidia-smi", or on a Mac the MPS driver's figure
-            total_name.setText(f"{est.judged_figure} (judged):")
+            # a row name starts with a capital ("lesson sum (judged)" sat among "State before activations",
+            # "Evaluation pass"), a tool's own lower-case name (nvidia-smi, amd-smi) stays as the tool writes it
+            figure = est.judged_figure
+            total_name.setText(f"{figure if figure.endswith('-smi') else figure[:1].upper() + figure[1:]} (judged):")
         self.figures["eval"].setText(memory(d.eval_bytes, u))
         self.figures["usable"].setText(f"{memory(d.usable_bytes, u)} of {memory(d.judgement.capacity_bytes, u)}")
         for key in ("state", "total", "eval"):  # the training step's figures: not what serving is judged on
@@ -634,8 +637,12 @@ class DiagnosisPanel(QScrollArea):
         else:
             seq_text = f"none fits, not even 1 token ({now})"
         self.limits["seq_len"].setText(seq_text)
+        most = limits.max_concurrent
+        # "3 of 4,096 tokens" said neither what the 3 counts nor what the 4,096 is (docs/GUI.md, 2026-12-07):
+        # the banner's words, "at most 3 requests of 4,096 tokens at once"
         self.limits["concurrent"].setText(
-            f"<b>{limits.max_concurrent:,}</b> of {serving.context:,} tokens (now {serving.concurrent:,})"
+            f"<b>{most:,}</b> {'request' if most == 1 else 'requests'} of {serving.context:,} tokens "
+            f"(now {serving.concurrent:,})"
             if limits.max_concurrent
             else f"none: {d.estimate.inference.none_served}"
         )

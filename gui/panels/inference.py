@@ -97,7 +97,8 @@ class InferencePanel(FiguresPanel):
         kv = next((b.bytes for b in inf.buckets if b.key is BucketKey.KV_CACHE), inf.kv_cache_bytes)
         v["kv_cache"].setText(memory(kv, u) + (f" ({inf.kv_held})" if inf.kv_held else ""))
         v["kv_tokens"].setText(f"{inf.kv_cache_tokens:,} tokens")
-        v["kv_per_token"].setText(f"{inf.kv_bytes_per_token:,.0f} bytes")
+        # bytes as every other row and the command line give them ("131,072 B", "2.62 MB"): it read "131,072 bytes"
+        v["kv_per_token"].setText(memory(inf.kv_bytes_per_token, u))
         v["activations"].setText(memory(inf.activation_bytes, u))
         llamacpp = inf.engine is Engine.LLAMACPP
         # A row the engine has no such figure for is hidden, not shown as "— (vLLM only)".
@@ -123,7 +124,8 @@ class InferencePanel(FiguresPanel):
             v["concurrency"].setText(f"{inf.max_concurrency:.2f}× for {plan.context:,} tokens per request")
         else:
             v["concurrency"].setText(
-                f"at most {inf.max_concurrent:,} × {plan.context:,} tokens"
+                # the banner's words (InferenceEstimate.limits_sentence): "at most 63 × 4,096 tokens" beside it
+                f"at most {counted(inf.max_concurrent, 'request')} of {plan.context:,} tokens at once"
                 if inf.max_concurrent
                 else f"none: {inf.none_served}"
             )

@@ -11,9 +11,20 @@ from __future__ import annotations
 
 import re
 import textwrap
+from collections.abc import Callable
 
 from PySide6.QtCore import QByteArray, QRectF, QSize, Qt, QTimer, Signal
-from PySide6.QtGui import QBrush, QColor, QFont, QFontMetrics, QPainter, QPaintEvent, QShowEvent, QUndoCommand
+from PySide6.QtGui import (
+    QBrush,
+    QColor,
+    QFont,
+    QFontMetrics,
+    QPainter,
+    QPaintEvent,
+    QResizeEvent,
+    QShowEvent,
+    QUndoCommand,
+)
 from PySide6.QtSvg import QSvgRenderer
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -34,7 +45,14 @@ from core.advice.compare import MAX_PLANS, Comparison, Row, RowKind
 from core.errors import PlanError, PlanFileError
 from core.estimate import Estimate, gpu_for
 from core.files import comparison as comparison_file
-from core.files.report import Report, chart_svg, report_for_comparison, verdict_colour
+from core.files.report import (
+    CHART_HEIGHT,
+    CHART_WIDTH,
+    Report,
+    chart_svg_sized,
+    report_for_comparison,
+    verdict_colour,
+)
 from core.plan import METHOD_LABELS, Plan
 from gui import dialogs, offthread, plaintext, saving
 from gui.display_state import Display
@@ -58,20 +76,41 @@ NOTHING_PINNED_TIP = "No plan is pinned yet: pin the current plan or open plan f
 
 
 class SvgView(QWidget):
-    """Paints an SVG document scaled to the widget, keeping its aspect ratio (QtSvg only)."""
+    """Paints an SVG document scaled to the widget, keeping its aspect ratio (QtSvg only). A chart set with
+    :meth:`set_chart` is drawn again for each size the widget takes, so it shows at its own size."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.renderer = QSvgRenderer(self)
         self.setMinimumHeight(200)
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
+        self._draw: Callable[[int, int], str] | None = None
+        self._drawn_at = QSize()
 
     def set_svg(self, svg: str) -> None:
+        self._draw = None
         self.renderer.load(QByteArray(svg.encode("utf-8")))
         self.update()
 
+    def set_chart(self, draw: Callable[[int, int], str]) -> None:
+        """``draw(width, height)``: the SVG for a box of that size (core.files.report.chart_svg_sized)."""
+        self._draw = draw
+        self._drawn_at = QSize()
+        self._redraw()
+
+    def _redraw(self) -> None:
+        if self._draw is None or self.size() == self._drawn_at:
+            return
+        self._drawn_at = self.size()
+        self.renderer.load(QByteArray(self._draw(self.width(), self.height()).encode("utf-8")))
+        self.update()
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        self._redraw()
+
     def sizeHint(self) -> QSize:
-        return QSize(760, 320)
+        return QSize(CHART_WIDTH, CHART_HEIGHT)
 
     def paintEvent(self, event: QPaintEvent) -> None:
         painter = QPainter(self)
@@ -427,5 +466,6 @@ class ComparePanel(QWidget):
         self.summary.setText(
             f"Cheapest that fits: {names[best]}" if best is not None else "None of these plans fits its card."
         )
-        self.chart.set_svg(chart_svg(comparison, self.unit))
+        unit = self.unit
+        self.chart.set_chart(lambda width, height: chart_svg_sized(comparison, unit, width, height))
         table.setUpdatesEnabled(True)

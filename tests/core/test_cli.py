@@ -424,7 +424,7 @@ def test_the_parameter_line_counts_what_trains_beside_the_adapters(capsys: pytes
     # Llama 3.1 8B's config: vocab 128,256 x hidden 4,096, one copy each for embed_tokens and lm_head.
     code, out, _ = run(capsys, "estimate", "--model", "llama-3.1-8b", "--method", "lora", "--modules-to-save", "both")
     assert code == 0
-    assert f"+ 1.05B trained beside them ({2 * 128_256 * 4_096:,}" in out.splitlines()[1]
+    assert f"+ 1.05 × 10⁹ trained beside them ({2 * 128_256 * 4_096:,}" in out.splitlines()[1]
 
 
 def test_the_estimate_says_the_batch_its_figures_are_for(capsys: pytest.CaptureFixture[str]) -> None:

@@ -127,7 +127,7 @@ def test_the_expert_note_gives_the_shard_as_every_expert_over_dp_times_cp() -> N
     (note,) = [n for n in est.notes if n.startswith("Expert parallel 8")]
     total = QWEN3_MOE.architecture_params()
     shard = total / 16
-    assert f"÷ 16 = {shard / 1e9:.4g}e9" in note
+    assert f"÷ 16 = {shard / 1e9:.4g} × 10⁹" in note  # a formula's count: core.format.sci, four digits
     optimizer = next(b for b in est.buckets if b.key is BucketKey.OPTIMIZER)
     moments = next(t for t in optimizer.terms if t.label.startswith("Adam moments"))
     assert moments.bytes == pytest.approx(shard * 2 * 4, rel=1e-9)

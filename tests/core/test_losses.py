@@ -158,3 +158,70 @@ def test_a_switch_that_does_not_apply_is_no_conflict() -> None:
     plan = _gpt2(loss_16bit=True, chunked_loss=True)
     assert loss_choice(plan) is LossChoice.CHUNKED and loss_conflicts(plan) == ()
     assert not [w for w in plan_warnings(plan) if "more than one loss" in w.text]
+
+
+def _lesson_figures(plan: Plan) -> tuple[object, ...]:
+    """Every figure the window prints of a training plan: the buckets, the total, the FLOPs and the hours."""
+    from core.estimate import estimate
+
+    est = estimate(plan)
+    return (est.total_bytes, tuple(b.bytes for b in est.buckets), est.compute.flops, est.compute.hours)
+
+
+def _values(plan: Plan, path: str) -> list[Plan]:
+    """``plan`` with each value the input at ``path`` takes (the Loss row: each choice it lists)."""
+    from core.inputs import input_at
+
+    if path == "loss":
+        return [with_loss(plan, option.choice) for option in loss_options(plan)]
+    spec = input_at(path)
+    values = [False, True] if isinstance(spec.default, bool) else list(spec.enum)
+    plans = []
+    for value in values:
+        try:
+            plans.append(plan.with_input(path, value))
+        except ValueError:  # a PlanError: a value this plan refuses (Megatron's fusion off the Megatron stack)
+            continue
+    return plans
+
+
+def test_under_lesson_accounting_the_loss_group_moves_no_figure() -> None:
+    # core.losses.LESSON_IGNORES_REASON says so in the window's tooltips: the rule is checked on the estimate.
+    from core.inputs import Accounting
+    from core.losses import LOSS_GROUP, lesson_ignores
+    from core.plan import LoraSettings, Method, Precision
+    from core.presets import lesson_plan
+
+    lora = LoraSettings(rank=16, alpha=32, targets=("q_proj", "v_proj"))
+    bases = [
+        lesson_plan(Method.FULL, Precision.BF16, gpu="rtx-4090"),  # the lesson's own 7B example
+        plan_for_model("qwen3-30b-a3b").with_changes(accounting=Accounting.LESSON, method=Method.LORA, lora=lora),
+        # a 4-bit base whose routed experts transformers 5 leaves in 16 bits (Plan.release_moves_bnb_experts): the
+        # release moves the step's time, so its row stays (the lesson's memory, P × the base's bytes, does not move)
+        plan_for_model("qwen3-30b-a3b").with_changes(accounting=Accounting.LESSON, method=Method.QLORA, lora=lora),
+        _gpt2(accounting=Accounting.LESSON, stack=Stack.MEGATRON),
+    ]
+    for base in bases:
+        before = _lesson_figures(base)
+        for path in LOSS_GROUP:
+            figures = {_lesson_figures(changed) for changed in _values(base, path)}
+            if lesson_ignores(base, path):
+                assert figures == {before}, (base.model.name, path)
+            else:
+                assert path == "training_transformers" and base.method is Method.QLORA and len(figures) > 1
+            assert not lesson_ignores(base.with_changes(accounting=Accounting.DETAILED), path)
+
+
+def test_the_transformers_release_stays_where_it_moves_a_lesson_s_adapters() -> None:
+    # On a mixture of experts transformers 5 keeps PEFT's MLP targets off the routed experts (core.inputs
+    # training_transformers' tooltip; Plan.release_moves_adapters): the lesson's trainable count moves with it.
+    from core.inputs import Accounting, TransformersLoss
+    from core.losses import lesson_ignores
+    from core.plan import LoraSettings, Method
+
+    lora = LoraSettings(rank=16, alpha=32, targets=("all-linear",))
+    plan = plan_for_model("qwen3-30b-a3b").with_changes(accounting=Accounting.LESSON, method=Method.LORA, lora=lora)
+    assert plan.release_moves_adapters and not lesson_ignores(plan, "training_transformers")
+    figures = {_lesson_figures(plan.with_input("training_transformers", v)) for v in TransformersLoss}
+    assert len(figures) > 1
+    assert lesson_ignores(plan, "loss") and lesson_ignores(plan, "loop_keeps_output")

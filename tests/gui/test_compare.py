@@ -9,6 +9,7 @@ import pytest
 
 from core.files import comparison as comparison_file
 from core.files.planfile import save as save_plan
+from core.files.report import chart_svg_sized
 from core.plan import Method
 from core.presets import plan_for_model
 from gui import dialogs
@@ -210,3 +211,23 @@ def test_money_cells_carry_the_plans_currency(window: MainWindow) -> None:
     }
     assert texts["Price per GPU-hour"] == f"${compute.price_per_gpu_hour:,.2f}"
     assert texts["Cost"] == f"${compute.cost:,.2f}"
+
+
+def test_the_chart_is_drawn_at_the_tab_s_own_size(qtbot: Any, window: MainWindow) -> None:
+    # docs/GUI.md, 2026-12-07 (left 1): the 760 × 320 report chart was scaled into the dock, its 11 px text ~6 px
+    # at 1366 × 768. The chart is now drawn for the view's size (core.files.report.chart_svg_sized): 1:1.
+    window.show()
+    panel = window.plan_tools.show_compare()
+    panel.include_current.setChecked(False)
+    assert panel.add_plans(four_plans(), "Compare")  # type: ignore[arg-type]
+    dock = window.plan_tools.docks["compare"]
+    dock.setFloating(True)
+    for width, height in ((1300, 1000), (800, 900)):
+        dock.resize(width, height)
+        qtbot.waitUntil(lambda: panel.chart.renderer.defaultSize() == panel.chart.size())
+        assert panel.chart.width() >= 360  # core.files.report.CHART_MIN_WIDTH: drawn 1:1 above it
+    panel.chart._drawn_at = panel.chart.size()  # as if drawn; a box below the least size is drawn at it
+    panel.chart.set_chart(lambda w, h: chart_svg_sized(panel.comparison, "GB", 300, 150))  # type: ignore[arg-type]
+    drawn = panel.chart.renderer.defaultSize()
+    assert drawn.width() == 360 and drawn.height() >= 240  # CHART_MIN_WIDTH, CHART_MIN_HEIGHT
+    window.controller.undo_stack.setClean()

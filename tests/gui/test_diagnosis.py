@@ -443,6 +443,11 @@ def test_each_mode_shows_its_own_limits(qtbot: Any, shown: MainWindow) -> None:
     settle(qtbot, panel)
     assert not form.isRowVisible(panel.limits["micro_batch"]) and not form.isRowVisible(panel.limits["seq_len"])
     assert form.isRowVisible(panel.limits["concurrent"])
+    # docs/GUI.md, 2026-12-07: the row read "3 of 4,096 tokens (now 1)"; it counts requests, as the banner does
+    inference = estimate(shown.controller.plan).inference
+    most, context = inference.max_concurrent, shown.controller.plan.inference.context
+    assert most > 1
+    assert panel.limits["concurrent"].text() == f"<b>{most:,}</b> requests of {context:,} tokens (now 1)"
 
 
 def test_inference_mode_draws_no_training_memory_curve(qtbot: Any, shown: MainWindow) -> None:
@@ -538,3 +543,13 @@ def test_the_diagnosis_says_what_it_is_doing_before_a_report_and_why_none_came(w
     stopped = "The diagnosis took longer than 30 s and was stopped; it runs again at the next change."
     window.diagnoser.failed.emit(stopped)  # gui/diagnosis_controller.py _on_failed's text
     assert panel.headline.text().startswith("The diagnosis took longer than 30 s and was stopped")
+
+
+def test_the_judged_figure_s_row_name_starts_with_a_capital(qtbot: Any, shown: MainWindow) -> None:
+    # The window review (h83ux): under Lesson accounting the row read "lesson sum (judged):" among "State before
+    # activations:" and "Evaluation pass:"; nvidia-smi keeps its own lower case.
+    panel = show_plan(qtbot, shown, LESSON_7B_ON_4090)
+    label = panel._figures_form.labelForField(panel.figures["total"])
+    assert label.text() == "Lesson sum (judged):"
+    panel = show_plan(qtbot, shown, default_plan())
+    assert panel._figures_form.labelForField(panel.figures["total"]).text() == "nvidia-smi (judged):"

@@ -389,6 +389,8 @@ def test_model_summary_names_an_image_text_checkpoints_vision_tower(window: Main
     # tests/data/vision/meta_counts.json), beside the language model's 3,880,263,168.
     window.controller.set_plan(plan_for_model("gemma-3-4b"))
     text = window.model_form.summary.text()
-    assert text.startswith("<b>3.88B</b> parameters (from the architecture) + <b>420M</b> in its SigLIP vision tower")
+    assert text.startswith(  # counts in core.format.scientific's one form (the Arithmetic's too)
+        "<b>3.88 × 10⁹</b> parameters (from the architecture) + <b>4.20 × 10⁸</b> in its SigLIP vision tower"
+    )
     window.controller.set_plan(plan_for_model("qwen2.5-7b"))
     assert "vision tower" not in window.model_form.summary.text()

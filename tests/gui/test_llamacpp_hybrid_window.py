@@ -23,5 +23,5 @@ def test_picking_llama_cpp_for_granite_tiny_shows_its_recurrent_states(window: M
     # 36 Mamba-2 layers one f32 state a slot: 36 × (3 · 3,328 + 128 · 3,072) × 4 B = 55.37 MiB (llama-hparams.cpp).
     assert "KV 64.00 MiB (8,192 cells, 4 attention layers)" in text
     assert "RS 55.37 MiB (1 cell × 36 recurrent layers, f32)" in text
-    assert window.inference_panel.values["kv_per_token"].text() == "8,192 bytes"
+    assert window.inference_panel.values["kv_per_token"].text() == "8,192 B"  # core.format.memory
     assert window.verdict.detail.text()

@@ -77,7 +77,7 @@ def test_vllm_figures_come_from_the_estimate(window: MainWindow) -> None:
     window.tabs.setCurrentWidget(window.compute_panel)
     speed = window.compute_panel.serving
     assert speed.values["ttft"].text() == latency(inf.ttft_s)
-    assert f"{inf.decode_tokens_per_s:,.0f} tokens/s" in speed.values["total"].text()
+    assert f"{inf.decode_tokens_per_s:,.0f} output tokens/s" in speed.values["total"].text()
     xs, ys = speed.total_curve.getData()
     assert list(xs) == [p.concurrent for p in inf.speed.curve]
     assert list(ys) == pytest.approx([p.total_tokens_per_s for p in inf.speed.curve])
@@ -114,7 +114,7 @@ def test_the_llama_cpp_picker_serves_a_latent_attention_model_and_names_its_cach
     assert window.controller.plan.inference.engine is Engine.LLAMACPP
     window.tabs.setCurrentWidget(window.inference_panel)
     assert "K only: the 576-wide latent" in window.inference_panel.formula.text()
-    assert window.inference_panel.values["kv_per_token"].text() == "31,104 bytes"  # 27 layers x 576 x 2 B
+    assert window.inference_panel.values["kv_per_token"].text() == "31,104 B"  # 27 layers x 576 x 2 B
 
 
 def test_the_serving_tab_names_a_macs_runtime_metal_not_cuda(window: MainWindow) -> None:
@@ -583,3 +583,36 @@ def test_vllms_scheduler_fields_are_named_in_words(window: MainWindow) -> None:
 
     # No input is labelled with its own attribute name (a field path instead of words).
     assert [i.path for i in INPUTS if "_" in i.label and i.label == i.path.rsplit(".", 1)[-1]] == []
+
+
+@pytest.mark.parametrize("engine", ["hf", "vllm", "sglang", "llamacpp"])
+def test_every_engine_s_rates_say_per_request_or_in_total_as_the_cli_does(window: MainWindow, engine: str) -> None:
+    # docs/GUI.md, 2026-12-07 (left 3): SGLang with one request on an RTX 4090 read "Per request: 53 tokens/s"
+    # over "In total: 38 tokens/s", with no word on why the total is lower. Both rows now carry the words of the
+    # CLI's speed line (`vramplan estimate --mode inference`: ServingSpeed.rates_sentence), for every engine.
+    from core.cli.render import render_serving
+    from core.format import TOTAL_RATE_BASIS
+
+    serve_on_a_4090(window, engine=engine, context=4096, concurrent=1)
+    window.tabs.setCurrentWidget(window.compute_panel)
+    speed = window.controller.estimate.inference.speed
+    rows = window.compute_panel.serving.values
+    each = f"{speed.per_request_tokens_per_s:,.0f} tokens/s each while decoding"
+    total = f"{speed.total_tokens_per_s:,.0f} output tokens/s"
+    assert rows["per_request"].text() == each
+    assert rows["total"].text() == f"<b>{total}</b> ({TOTAL_RATE_BASIS})"
+    cli = render_serving(window.controller.estimate)
+    assert f"{each}, {total} in total ({TOTAL_RATE_BASIS})" in cli
+
+
+def test_the_serving_tab_s_rows_read_as_the_banner_and_the_other_rows(window: MainWindow) -> None:
+    # The window review (h83ux): HF generate's Concurrency row read "at most 6 × 4,096 tokens" under a banner
+    # saying "at most 6 requests of 4,096 tokens at once", and KV per token "131,072 bytes" where every other
+    # row and the command line write bytes through core.format.memory ("131,072 B", "0.54 GB").
+    serve_on_a_4090(window, engine="hf", context=4096, concurrent=1)
+    inf = window.controller.estimate.inference
+    rows = window.inference_panel.values
+    assert inf.max_concurrent > 1
+    assert rows["concurrency"].text() == f"at most {inf.max_concurrent:,} requests of 4,096 tokens at once"
+    assert rows["concurrency"].text()[len("at most ") :] in window.verdict.detail.text()
+    assert rows["kv_per_token"].text() == memory(inf.kv_bytes_per_token) == f"{inf.kv_bytes_per_token:,.0f} B"
