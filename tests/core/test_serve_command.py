@@ -415,7 +415,7 @@ def test_cli_prints_the_plan_and_what_was_not_used(capsys: pytest.CaptureFixture
     assert code == 0, err
     assert "From the vLLM launch command" in out
     assert "--max-model-len 8192" in out and "Context = 8,192 tokens" in out  # the Serving form's label
-    assert "ignored, no effect on memory or speed (1): --port 8000" in out
+    assert "ignored, no effect on memory or speed (1):\n    --port 8000\n" in out
     assert "not understood (1): --frobnicate 3" in out
     assert "--enable-expert-parallel — experts placed whole" in out
     assert "Qwen3 8B served by vLLM" in out and "NVIDIA A100" in out
@@ -478,3 +478,21 @@ def test_the_ignored_flags_come_in_the_commands_word_order() -> None:
     assert [n.words for n in read_command(text).ignored] == expected
     llama = read_command("llama-server -m x-Q4_K_M.gguf --port 8080 --jinja --host 0.0.0.0 --mlock")
     assert [n.words for n in llama.ignored] == ["--port 8080", "--jinja", "--host 0.0.0.0", "--mlock"]
+
+
+def test_cli_says_why_each_word_is_ignored_in_text_and_json(capsys: pytest.CaptureFixture[str]) -> None:
+    # HF_HOME's reason is serve_command.ENV_IGNORED's group (where models are downloaded); --port has none beyond the
+    # heading's "no effect on memory or speed". The text gives each entry on its line as the Paste dialog does; the
+    # JSON keeps "ignored" as it was (the words) and adds "ignored_reasons", one per entry, "" where none.
+    command = "HF_HOME=/data/hf vllm serve Qwen/Qwen3-8B --port 8000 --max-model-len 8192"
+    code, out, err = run(capsys, "import-command", command, "--gpu", "l4")
+    assert code == 0, err
+    assert (
+        "  ignored, no effect on memory or speed (2):\n    HF_HOME=/data/hf — where models are downloaded and cached\n"
+        "    --port 8000\n" in out
+    )
+    code, out, err = run(capsys, "import-command", command, "--gpu", "l4", "--json")
+    assert code == 0, err
+    report = json.loads(out)["from_command"]
+    assert report["ignored"] == ["HF_HOME=/data/hf", "--port 8000"]
+    assert report["ignored_reasons"] == ["where models are downloaded and cached", ""]

@@ -72,6 +72,12 @@ class FlagNote:
         """An ignored note's own reason, less the heading's "no effect on memory or speed" ("" where that is all)."""
         return self.why.removesuffix(NO_EFFECT).removesuffix(": ").strip()
 
+    @property
+    def ignored_line(self) -> str:
+        """An ignored entry as the Paste dialog and ``vramplan import-command`` list it: its words, then its own
+        reason after a dash where it has one beyond the heading's."""
+        return f"{self.words} — {self.ignored_why}" if self.ignored_why else self.words
+
 
 @dataclass(frozen=True)
 class CommandRead:
