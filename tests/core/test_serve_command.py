@@ -496,3 +496,32 @@ def test_cli_says_why_each_word_is_ignored_in_text_and_json(capsys: pytest.Captu
     report = json.loads(out)["from_command"]
     assert report["ignored"] == ["HF_HOME=/data/hf", "--port 8000"]
     assert report["ignored_reasons"] == ["where models are downloaded and cached", ""]
+
+
+# ---- which entry point takes the positional model ---------------------------------------------------------------
+def test_the_api_server_entry_point_reads_the_model_only_from_model() -> None:
+    # vllm 0.19.0 wheel: cli_args.py make_arg_parser adds the positional model_tag (nargs="?"), but api_server.py's
+    # __main__ hands parse_args() to run_server as it is; only `vllm serve` copies model_tag to --model
+    # (entrypoints/cli/serve.py ServeSubcommand.cmd). With no --model, ModelConfig.model's default is served
+    # (config/model.py: model: str = "Qwen/Qwen3-0.6B").
+    api = "python -m vllm.entrypoints.openai.api_server"
+    read = read_command(f"{api} Qwen/Qwen3-8B --max-model-len 8192")
+    assert read.model_ref == ""
+    assert len(read.unknown) == 1 and read.unknown[0].startswith("Qwen/Qwen3-8B (")
+    assert "only from --model" in read.unknown[0] and "Qwen/Qwen3-0.6B" in read.unknown[0]
+    both = read_command(f"{api} Qwen/Qwen3-8B --model Qwen/Qwen3-14B")
+    assert both.model_ref == "Qwen/Qwen3-14B" and not both.unexpressed  # --model is what it serves
+    assert [u.partition(" (")[0] for u in both.unknown] == ["Qwen/Qwen3-8B"]
+    assert "Qwen/Qwen3-0.6B" not in both.unknown[0]  # --model given: no default served
+    # vllm serve reads the same word as its model (unchanged).
+    assert read_command("vllm serve Qwen/Qwen3-8B").model_ref == "Qwen/Qwen3-8B"
+
+
+def test_the_vllm_openai_image_runs_vllm_serve() -> None:
+    # vllm-project/vllm docker/Dockerfile, the vllm-openai stage's last line: ENTRYPOINT ["vllm", "serve"] (at
+    # dead20baf70df70580ecb093f82b0b7b8676e4f5, CUDA 12.9.1, the 0.11 era; still so at v0.27.1). The words after the
+    # image follow `vllm serve`: a positional word is the model, --model is moved in front as its positional.
+    read = read_command("docker run --gpus all vllm/vllm-openai:v0.19.0 Qwen/Qwen3-8B --max-model-len 8192")
+    assert (read.model_ref, read.unknown) == ("Qwen/Qwen3-8B", ())
+    moved = read_command("docker run --gpus all vllm/vllm-openai:v0.19.0 --model Qwen/Qwen3-8B")
+    assert (moved.model_ref, moved.unknown) == ("Qwen/Qwen3-8B", ())

@@ -375,6 +375,10 @@ def _engine_at(words: list[str]) -> tuple[Engine, int] | None:
     return None
 
 
+# vllm/vllm-openai runs `vllm serve` with the words after the image: vllm-project/vllm docker/Dockerfile, the
+# vllm-openai stage, `ENTRYPOINT ["vllm", "serve"]`: the file's last instruction at commit dead20baf70d (CUDA 12.9.1,
+# the 0.11 era) and at v0.27.1 (docker/Dockerfile:1088-1096 as quoted in a v0.27.1 read-through); the v0.19.0 tag
+# itself was not read (the repository is over the snapshot limit). The v0.8-era file had the api_server module.
 _VLLM_IMAGE: Final = re.compile(r"(^|/)vllm-openai(:(?P<tag>[\w.+-]+))?(@sha256:\w+)?$")
 _SGLANG_IMAGE: Final = re.compile(r"(^|/)sglang(:(?P<tag>[\w.+-]+))?(@sha256:\w+)?$")
 # ggml-org's images (ghcr.io/ggml-org/llama.cpp:server, :server-cuda-b6000, :light, :full): llama.cpp's README
@@ -834,11 +838,26 @@ def _context_and_layout(
     reader.number("inference.pipeline_parallel", splits[1], int, 1)
 
 
-def _vllm(args: _Args) -> tuple[_Reader, str]:
+# vllm 0.19.0 wheel: make_arg_parser (entrypoints/openai/cli_args.py) gives every entry point a positional model_tag
+# (nargs="?"), but only `vllm serve` copies it to --model (entrypoints/cli/serve.py ServeSubcommand.cmd); the
+# api_server module's __main__ hands the parsed args to run_server as they are, so its model is --model, whose default
+# is ModelConfig.model = "Qwen/Qwen3-0.6B" (config/model.py).
+API_MODEL_TAG: Final = (
+    "the api_server entry point reads the model only from --model; its positional model_tag is never read"
+)
+VLLM_DEFAULT_MODEL: Final = "Qwen/Qwen3-0.6B"
+
+
+def _vllm(args: _Args, entry: str = "serve") -> tuple[_Reader, str]:
     reader = _Reader(Engine.VLLM, args)
     model = reader.value("--model") or ""
     positional = list(args.positional)
-    if positional:  # vllm serve's positional model_tag wins over --model (vllm/entrypoints/cli/serve.py)
+    if positional and entry == "api":
+        served = "" if model else f": with no --model vLLM serves its default, {VLLM_DEFAULT_MODEL}"
+        reader.unknown.append(f"{positional.pop(0)} ({API_MODEL_TAG}{served})")
+        if model:
+            reader.read.append(FlagNote(args.written["--model"], "the model"))
+    elif positional:  # vllm serve's positional model_tag wins over --model (vllm/entrypoints/cli/serve.py)
         if model:
             reader.cannot_words(args.written["--model"], "vllm serve takes the positional model instead")
         model = positional.pop(0)
@@ -1185,8 +1204,8 @@ def read_command(text: str, where: str = WHERE, load_config: ConfigLoader | None
     config = ""
     refused: list[str] = []  # the --config file's keys the engine would not start with
     stopped: list[str] = []  # vLLM's --config: no model anywhere
+    entry = "api" if "vllm.entrypoints.openai.api_server" in text else "serve"  # the vllm-openai image: serve
     if start.engine in (Engine.VLLM, Engine.SGLANG):
-        entry = "api" if "vllm.entrypoints.openai.api_server" in text else "serve"
         start.args, config = _with_config(start.args, load_config, notes, start.engine, refused, entry, stopped)
     llama: gguf.GgufRead | None = None
     env = gguf.env_flags(start.env, start.args, start.program) if start.engine is Engine.LLAMACPP else gguf.EnvFlags()
@@ -1204,7 +1223,7 @@ def read_command(text: str, where: str = WHERE, load_config: ConfigLoader | None
         model = llama.model_ref
         ignored_set, why = gguf.LLAMACPP_IGNORED, gguf.LLAMACPP_WHY
     else:
-        reader, model = (_vllm if start.engine is Engine.VLLM else _sglang)(args)
+        reader, model = _vllm(args, entry) if start.engine is Engine.VLLM else _sglang(args)
         reader.unknown += refused
         ignored_set, why = (VLLM_IGNORED, VLLM_WHY) if start.engine is Engine.VLLM else (SGLANG_IGNORED, SGLANG_WHY)
     ignored: list[FlagNote] = []
@@ -1350,8 +1369,8 @@ def _model_for(read: CommandRead, base: Plan, keep_model: bool) -> ModelChoice:
     if not read.model_ref:
         raise PlanFileError(
             WHERE,
-            f"names no model: give {read.engine_label}'s model (vllm serve MODEL, --model-path, llama-server -m "
-            "FILE.gguf, ollama run MODEL)",
+            f"names no model: give {read.engine_label}'s model (vllm serve MODEL, the api_server's --model, "
+            "--model-path, llama-server -m FILE.gguf, ollama run MODEL)",
         )
     found = model_choice(read.model_ref, Path.cwd())
     if found is not None and found.spec is not None:
