@@ -525,3 +525,22 @@ def test_the_vllm_openai_image_runs_vllm_serve() -> None:
     assert (read.model_ref, read.unknown) == ("Qwen/Qwen3-8B", ())
     moved = read_command("docker run --gpus all vllm/vllm-openai:v0.19.0 --model Qwen/Qwen3-8B")
     assert (moved.model_ref, moved.unknown) == ("Qwen/Qwen3-8B", ())
+
+
+def test_a_command_after_the_vllm_openai_image_runs_after_its_vllm_serve() -> None:
+    # The image's ENTRYPOINT is `vllm serve` (above): `IMAGE vllm serve MODEL` runs `vllm serve vllm serve MODEL`,
+    # whose parser takes "vllm" as the model and stops on the rest ('unrecognized arguments'), the error third-party
+    # compose files report. docker run --entrypoint X replaces it (docker run reference: the words after the image are
+    # X's arguments), so `--entrypoint vllm IMAGE serve MODEL` is `vllm serve MODEL`.
+    after = read_command("docker run --gpus all vllm/vllm-openai:v0.19.0 vllm serve Qwen/Qwen3-8B --max-model-len 8192")
+    assert after.model_ref == "Qwen/Qwen3-8B" and after.fields["inference.context"] == 8192  # read as written
+    assert after.stops.startswith("vLLM would not start: the vllm/vllm-openai image runs `vllm serve` already")
+    module = read_command("docker run vllm/vllm-openai python3 -m vllm.entrypoints.openai.api_server --model M")
+    assert module.stops.startswith("vLLM would not start")
+    replaced = read_command("docker run --gpus all --entrypoint vllm vllm/vllm-openai:v0.19.0 serve Qwen/Qwen3-8B")
+    assert (replaced.model_ref, replaced.unknown, replaced.stops) == ("Qwen/Qwen3-8B", (), "")
+    python = read_command(
+        "docker run --entrypoint python3 vllm/vllm-openai -m vllm.entrypoints.openai.api_server --model Qwen/Qwen3-8B"
+    )
+    assert (python.model_ref, python.unknown, python.stops) == ("Qwen/Qwen3-8B", (), "")
+    assert any(note.startswith("docker --entrypoint python3") for note in python.notes)

@@ -324,6 +324,8 @@ class _Start:
     image_version: str = ""  # a docker image's tag: v0.31.0
     program: str = ""  # llama.cpp's program name (llama-server, main, ...)
     serve_model: str = ""  # `sglang serve MODEL`'s positional model, read as --model-path
+    entrypoint: str = ""  # docker run --entrypoint's program: the image's own command replaced
+    stops: str = ""  # why the program would not start as the words around it run it ("" when nothing said)
 
 
 def shell_commands(words: list[str]) -> tuple[list[list[str]], list[str]]:
@@ -440,6 +442,9 @@ def _docker(words: list[str], start: _Start) -> None:
         if name in ("-e", "--env") and "=" in value:
             key, _, val = value.partition("=")
             start.env[key] = val
+        elif name == "--entrypoint":  # the image's ENTRYPOINT replaced: the words after the image are its arguments
+            start.entrypoint = value
+            start.notes.append(f"docker --entrypoint {one_line(value)[:60]}: the image's own command replaced")
         elif name == "--gpus":
             bare = value.strip().strip("'\"")
             start.gpus = int(bare) if bare.isdigit() else visible_gpus(bare)  # --gpus 2: a count; device=2: an id
@@ -480,7 +485,15 @@ def _find_start(words: list[str]) -> _Start:
         match = _LLAMACPP_IMAGE.search(image) or _VLLM_IMAGE.search(image) or _SGLANG_IMAGE.search(image)
         start.image_version = (match.group("tag") if match else "") or ""
         _docker(before, start)
+        if start.entrypoint:
+            start.args = [start.entrypoint, *start.args]
         inner = _engine_at(start.args)
+        if inner is not None and engine is Engine.VLLM and not start.entrypoint:
+            start.stops = (
+                "vLLM would not start: the vllm/vllm-openai image runs `vllm serve` already (its ENTRYPOINT), so the "
+                f"words after it run as `vllm serve {one_line(' '.join(start.args[:3]))[:60]} ...`, which vLLM stops "
+                "on ('unrecognized arguments'); give only the arguments after the image, or docker's --entrypoint"
+            )
         if inner is not None:  # the image's own command given: `... lmsysorg/sglang python3 -m sglang.launch_server`
             start.engine, start.args = inner[0], start.args[inner[1] :]
             start.program = (
@@ -1203,7 +1216,7 @@ def read_command(text: str, where: str = WHERE, load_config: ConfigLoader | None
     start = _find_start(words)
     config = ""
     refused: list[str] = []  # the --config file's keys the engine would not start with
-    stopped: list[str] = []  # vLLM's --config: no model anywhere
+    stopped: list[str] = [start.stops] if start.stops else []  # the image's entrypoint; vLLM's --config: no model
     entry = "api" if "vllm.entrypoints.openai.api_server" in text else "serve"  # the vllm-openai image: serve
     if start.engine in (Engine.VLLM, Engine.SGLANG):
         start.args, config = _with_config(start.args, load_config, notes, start.engine, refused, entry, stopped)
