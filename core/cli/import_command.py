@@ -2,9 +2,10 @@
 
 The command comes as one argument (quoted) or from ``--file FILE`` (``-``: stdin);
 :func:`core.files.launch.serve_command.read_command` reads it. Printed: what each flag set, the flags with no
-effect on memory or speed, the engine's flags the plan cannot express (each with why), every word not understood,
-then the serving estimate. The card and anything the command does not say come from the other options (``--gpu``,
-``--plan FILE``...), which also override what the command says; ``--model`` replaces the command's model.
+effect on memory or speed (each with its own reason, the Paste dialog's line: ``FlagNote.ignored_line``), the
+engine's flags the plan cannot express (each with why), every word not understood, then the serving estimate. The
+card and anything the command does not say come from the other options (``--gpu``, ``--plan FILE``...), which also
+override what the command says; ``--model`` replaces the command's model.
 ``--save FILE`` writes the plan (never over an existing file without ``--force``). A vLLM or SGLang ``--config
 FILE`` in the command is read (relative to the ``--file``'s folder, else the working folder); ``--file X.yaml
 --engine vllm`` (or ``sglang``) reads such a file alone, as ``vllm serve --config X.yaml``.
@@ -17,6 +18,7 @@ import json
 import os
 import shlex
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Final
 
@@ -133,6 +135,7 @@ def command_report(read: CommandRead, built: CommandPlan) -> dict[str, Any]:
         "model_found": built.model.how,
         "read": [{"words": n.words, "set": n.why} for n in read.read],
         "ignored": [n.words for n in read.ignored],
+        "ignored_reasons": [n.ignored_why for n in read.ignored],  # aligned with "ignored"; "" where only NO_EFFECT
         "not_expressed": [{"words": n.words, "why": n.why} for n in read.unexpressed],
         "not_understood": list(read.unknown),
         "would_not_start": read.stops,
@@ -146,8 +149,8 @@ def render_command(read: CommandRead, built: CommandPlan) -> str:
     lines += [f"  {note}" for note in built.notes]
     width = min(40, max((len(n.words) for n in read.read), default=10))
     lines += [f"  {_short(n.words):<{width}}  → {n.why}" for n in read.read]
-    ignored = "; ".join(_short(n.words) for n in read.ignored) or "none"
-    lines.append(f"  ignored, no effect on memory or speed ({len(read.ignored)}): {ignored}")
+    lines.append(f"  ignored, no effect on memory or speed ({len(read.ignored)})" + (":" if read.ignored else ": none"))
+    lines += [f"    {replace(n, words=_short(n.words)).ignored_line}" for n in read.ignored]  # the dialog's lines
     lines.append(f"  not expressed in the plan ({len(read.unexpressed)})" + (":" if read.unexpressed else ": none"))
     lines += [f"    {_short(n.words)} — {n.why}" for n in read.unexpressed]
     unknown = "; ".join(_short(u) for u in read.unknown) or "none"

@@ -61,7 +61,7 @@ def summary(read: CommandRead) -> str:
     lines += [read.stops] if read.stops else []
     lines += [f"  {n.words}  →  {n.why}" for n in read.read]
     lines.append(f"Ignored, no effect on memory or speed ({len(read.ignored)})")
-    lines += [f"  {n.words} — {n.ignored_why}" if n.ignored_why else f"  {n.words}" for n in read.ignored]
+    lines += [f"  {n.ignored_line}" for n in read.ignored]
     lines.append(f"Not expressed in the plan ({len(read.unexpressed)})")
     lines += [f"  {n.words} — {n.why}" for n in read.unexpressed]
     lines.append(f"Not understood ({len(read.unknown)})")

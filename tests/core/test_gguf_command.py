@@ -256,7 +256,7 @@ def test_import_command_prints_the_lists_for_llama_server(capsys: pytest.Capture
     assert code == 0
     assert "From the llama.cpp launch command" in out
     assert "-c 8192" in out and "Context = 8,192 tokens" in out
-    assert "ignored, no effect on memory or speed (1): --port 8080" in out
+    assert "ignored, no effect on memory or speed (1):\n    --port 8080\n" in out
     assert "-nkvo — the KV cache kept in host RAM" in out
 
 

@@ -415,7 +415,7 @@ def test_cli_prints_the_plan_and_what_was_not_used(capsys: pytest.CaptureFixture
     assert code == 0, err
     assert "From the vLLM launch command" in out
     assert "--max-model-len 8192" in out and "Context = 8,192 tokens" in out  # the Serving form's label
-    assert "ignored, no effect on memory or speed (1): --port 8000" in out
+    assert "ignored, no effect on memory or speed (1):\n    --port 8000\n" in out
     assert "not understood (1): --frobnicate 3" in out
     assert "--enable-expert-parallel — experts placed whole" in out
     assert "Qwen3 8B served by vLLM" in out and "NVIDIA A100" in out
@@ -478,3 +478,69 @@ def test_the_ignored_flags_come_in_the_commands_word_order() -> None:
     assert [n.words for n in read_command(text).ignored] == expected
     llama = read_command("llama-server -m x-Q4_K_M.gguf --port 8080 --jinja --host 0.0.0.0 --mlock")
     assert [n.words for n in llama.ignored] == ["--port 8080", "--jinja", "--host 0.0.0.0", "--mlock"]
+
+
+def test_cli_says_why_each_word_is_ignored_in_text_and_json(capsys: pytest.CaptureFixture[str]) -> None:
+    # HF_HOME's reason is serve_command.ENV_IGNORED's group (where models are downloaded); --port has none beyond the
+    # heading's "no effect on memory or speed". The text gives each entry on its line as the Paste dialog does; the
+    # JSON keeps "ignored" as it was (the words) and adds "ignored_reasons", one per entry, "" where none.
+    command = "HF_HOME=/data/hf vllm serve Qwen/Qwen3-8B --port 8000 --max-model-len 8192"
+    code, out, err = run(capsys, "import-command", command, "--gpu", "l4")
+    assert code == 0, err
+    assert (
+        "  ignored, no effect on memory or speed (2):\n    HF_HOME=/data/hf — where models are downloaded and cached\n"
+        "    --port 8000\n" in out
+    )
+    code, out, err = run(capsys, "import-command", command, "--gpu", "l4", "--json")
+    assert code == 0, err
+    report = json.loads(out)["from_command"]
+    assert report["ignored"] == ["HF_HOME=/data/hf", "--port 8000"]
+    assert report["ignored_reasons"] == ["where models are downloaded and cached", ""]
+
+
+# ---- which entry point takes the positional model ---------------------------------------------------------------
+def test_the_api_server_entry_point_reads_the_model_only_from_model() -> None:
+    # vllm 0.19.0 wheel: cli_args.py make_arg_parser adds the positional model_tag (nargs="?"), but api_server.py's
+    # __main__ hands parse_args() to run_server as it is; only `vllm serve` copies model_tag to --model
+    # (entrypoints/cli/serve.py ServeSubcommand.cmd). With no --model, ModelConfig.model's default is served
+    # (config/model.py: model: str = "Qwen/Qwen3-0.6B").
+    api = "python -m vllm.entrypoints.openai.api_server"
+    read = read_command(f"{api} Qwen/Qwen3-8B --max-model-len 8192")
+    assert read.model_ref == ""
+    assert len(read.unknown) == 1 and read.unknown[0].startswith("Qwen/Qwen3-8B (")
+    assert "only from --model" in read.unknown[0] and "Qwen/Qwen3-0.6B" in read.unknown[0]
+    both = read_command(f"{api} Qwen/Qwen3-8B --model Qwen/Qwen3-14B")
+    assert both.model_ref == "Qwen/Qwen3-14B" and not both.unexpressed  # --model is what it serves
+    assert [u.partition(" (")[0] for u in both.unknown] == ["Qwen/Qwen3-8B"]
+    assert "Qwen/Qwen3-0.6B" not in both.unknown[0]  # --model given: no default served
+    # vllm serve reads the same word as its model (unchanged).
+    assert read_command("vllm serve Qwen/Qwen3-8B").model_ref == "Qwen/Qwen3-8B"
+
+
+def test_the_vllm_openai_image_runs_vllm_serve() -> None:
+    # vllm-project/vllm docker/Dockerfile, the vllm-openai stage's last line: ENTRYPOINT ["vllm", "serve"] (at
+    # dead20baf70df70580ecb093f82b0b7b8676e4f5, CUDA 12.9.1, the 0.11 era; still so at v0.27.1). The words after the
+    # image follow `vllm serve`: a positional word is the model, --model is moved in front as its positional.
+    read = read_command("docker run --gpus all vllm/vllm-openai:v0.19.0 Qwen/Qwen3-8B --max-model-len 8192")
+    assert (read.model_ref, read.unknown) == ("Qwen/Qwen3-8B", ())
+    moved = read_command("docker run --gpus all vllm/vllm-openai:v0.19.0 --model Qwen/Qwen3-8B")
+    assert (moved.model_ref, moved.unknown) == ("Qwen/Qwen3-8B", ())
+
+
+def test_a_command_after_the_vllm_openai_image_runs_after_its_vllm_serve() -> None:
+    # The image's ENTRYPOINT is `vllm serve` (above): `IMAGE vllm serve MODEL` runs `vllm serve vllm serve MODEL`,
+    # whose parser takes "vllm" as the model and stops on the rest ('unrecognized arguments'), the error third-party
+    # compose files report. docker run --entrypoint X replaces it (docker run reference: the words after the image are
+    # X's arguments), so `--entrypoint vllm IMAGE serve MODEL` is `vllm serve MODEL`.
+    after = read_command("docker run --gpus all vllm/vllm-openai:v0.19.0 vllm serve Qwen/Qwen3-8B --max-model-len 8192")
+    assert after.model_ref == "Qwen/Qwen3-8B" and after.fields["inference.context"] == 8192  # read as written
+    assert after.stops.startswith("vLLM would not start: the vllm/vllm-openai image runs `vllm serve` already")
+    module = read_command("docker run vllm/vllm-openai python3 -m vllm.entrypoints.openai.api_server --model M")
+    assert module.stops.startswith("vLLM would not start")
+    replaced = read_command("docker run --gpus all --entrypoint vllm vllm/vllm-openai:v0.19.0 serve Qwen/Qwen3-8B")
+    assert (replaced.model_ref, replaced.unknown, replaced.stops) == ("Qwen/Qwen3-8B", (), "")
+    python = read_command(
+        "docker run --entrypoint python3 vllm/vllm-openai -m vllm.entrypoints.openai.api_server --model Qwen/Qwen3-8B"
+    )
+    assert (python.model_ref, python.unknown, python.stops) == ("Qwen/Qwen3-8B", (), "")
+    assert any(note.startswith("docker --entrypoint python3") for note in python.notes)

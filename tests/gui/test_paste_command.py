@@ -260,3 +260,26 @@ def test_ignored_variables_say_why_in_the_dialog(window: MainWindow, qtbot: Any)
         "  PATH=/usr/bin — the shell's and Python's own\n  --port 8000\n" in found
     )
     assert "Not understood (0)" in found
+
+
+def test_the_dialog_and_the_cli_give_one_answer_for_an_ignored_entry(window: MainWindow, qtbot: Any) -> None:
+    # One paste, the same entries and reasons in the dialog and in `vramplan import-command`'s text (both from
+    # FlagNote.ignored_line; the CLI indents them two more spaces under its own heading).
+    from core.cli.import_command import render_command
+    from core.files.launch.serve_command import plan_from_command, read_command
+
+    text = "HF_HOME=/data/hf PATH=/usr/bin vllm serve Qwen/Qwen3-8B --port 8000"
+    dialog = PasteCommandDialog(window.controller.plan, window, text)
+    qtbot.addWidget(dialog)
+    found = dialog.found.toPlainText().splitlines()
+    at = found.index("Ignored, no effect on memory or speed (3)")
+    in_dialog = [line.strip() for line in found[at + 1 : at + 4]]
+    read = read_command(text)
+    printed = render_command(read, plan_from_command(read, window.controller.plan)).splitlines()
+    at = printed.index("  ignored, no effect on memory or speed (3):")
+    assert [line.strip() for line in printed[at + 1 : at + 4]] == in_dialog
+    assert in_dialog == [
+        "HF_HOME=/data/hf — where models are downloaded and cached",
+        "PATH=/usr/bin — the shell's and Python's own",
+        "--port 8000",
+    ]

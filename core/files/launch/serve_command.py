@@ -72,6 +72,12 @@ class FlagNote:
         """An ignored note's own reason, less the heading's "no effect on memory or speed" ("" where that is all)."""
         return self.why.removesuffix(NO_EFFECT).removesuffix(": ").strip()
 
+    @property
+    def ignored_line(self) -> str:
+        """An ignored entry as the Paste dialog and ``vramplan import-command`` list it: its words, then its own
+        reason after a dash where it has one beyond the heading's."""
+        return f"{self.words} — {self.ignored_why}" if self.ignored_why else self.words
+
 
 @dataclass(frozen=True)
 class CommandRead:
@@ -318,6 +324,8 @@ class _Start:
     image_version: str = ""  # a docker image's tag: v0.31.0
     program: str = ""  # llama.cpp's program name (llama-server, main, ...)
     serve_model: str = ""  # `sglang serve MODEL`'s positional model, read as --model-path
+    entrypoint: str = ""  # docker run --entrypoint's program: the image's own command replaced
+    stops: str = ""  # why the program would not start as the words around it run it ("" when nothing said)
 
 
 def shell_commands(words: list[str]) -> tuple[list[list[str]], list[str]]:
@@ -369,6 +377,10 @@ def _engine_at(words: list[str]) -> tuple[Engine, int] | None:
     return None
 
 
+# vllm/vllm-openai runs `vllm serve` with the words after the image: vllm-project/vllm docker/Dockerfile, the
+# vllm-openai stage, `ENTRYPOINT ["vllm", "serve"]`: the file's last instruction at commit dead20baf70d (CUDA 12.9.1,
+# the 0.11 era) and at v0.27.1 (docker/Dockerfile:1088-1096 as quoted in a v0.27.1 read-through); the v0.19.0 tag
+# itself was not read (the repository is over the snapshot limit). The v0.8-era file had the api_server module.
 _VLLM_IMAGE: Final = re.compile(r"(^|/)vllm-openai(:(?P<tag>[\w.+-]+))?(@sha256:\w+)?$")
 _SGLANG_IMAGE: Final = re.compile(r"(^|/)sglang(:(?P<tag>[\w.+-]+))?(@sha256:\w+)?$")
 # ggml-org's images (ghcr.io/ggml-org/llama.cpp:server, :server-cuda-b6000, :light, :full): llama.cpp's README
@@ -430,6 +442,9 @@ def _docker(words: list[str], start: _Start) -> None:
         if name in ("-e", "--env") and "=" in value:
             key, _, val = value.partition("=")
             start.env[key] = val
+        elif name == "--entrypoint":  # the image's ENTRYPOINT replaced: the words after the image are its arguments
+            start.entrypoint = value
+            start.notes.append(f"docker --entrypoint {one_line(value)[:60]}: the image's own command replaced")
         elif name == "--gpus":
             bare = value.strip().strip("'\"")
             start.gpus = int(bare) if bare.isdigit() else visible_gpus(bare)  # --gpus 2: a count; device=2: an id
@@ -470,7 +485,15 @@ def _find_start(words: list[str]) -> _Start:
         match = _LLAMACPP_IMAGE.search(image) or _VLLM_IMAGE.search(image) or _SGLANG_IMAGE.search(image)
         start.image_version = (match.group("tag") if match else "") or ""
         _docker(before, start)
+        if start.entrypoint:
+            start.args = [start.entrypoint, *start.args]
         inner = _engine_at(start.args)
+        if inner is not None and engine is Engine.VLLM and not start.entrypoint:
+            start.stops = (
+                "vLLM would not start: the vllm/vllm-openai image runs `vllm serve` already (its ENTRYPOINT), so the "
+                f"words after it run as `vllm serve {one_line(' '.join(start.args[:3]))[:60]} ...`, which vLLM stops "
+                "on ('unrecognized arguments'); give only the arguments after the image, or docker's --entrypoint"
+            )
         if inner is not None:  # the image's own command given: `... lmsysorg/sglang python3 -m sglang.launch_server`
             start.engine, start.args = inner[0], start.args[inner[1] :]
             start.program = (
@@ -828,11 +851,26 @@ def _context_and_layout(
     reader.number("inference.pipeline_parallel", splits[1], int, 1)
 
 
-def _vllm(args: _Args) -> tuple[_Reader, str]:
+# vllm 0.19.0 wheel: make_arg_parser (entrypoints/openai/cli_args.py) gives every entry point a positional model_tag
+# (nargs="?"), but only `vllm serve` copies it to --model (entrypoints/cli/serve.py ServeSubcommand.cmd); the
+# api_server module's __main__ hands the parsed args to run_server as they are, so its model is --model, whose default
+# is ModelConfig.model = "Qwen/Qwen3-0.6B" (config/model.py).
+API_MODEL_TAG: Final = (
+    "the api_server entry point reads the model only from --model; its positional model_tag is never read"
+)
+VLLM_DEFAULT_MODEL: Final = "Qwen/Qwen3-0.6B"
+
+
+def _vllm(args: _Args, entry: str = "serve") -> tuple[_Reader, str]:
     reader = _Reader(Engine.VLLM, args)
     model = reader.value("--model") or ""
     positional = list(args.positional)
-    if positional:  # vllm serve's positional model_tag wins over --model (vllm/entrypoints/cli/serve.py)
+    if positional and entry == "api":
+        served = "" if model else f": with no --model vLLM serves its default, {VLLM_DEFAULT_MODEL}"
+        reader.unknown.append(f"{positional.pop(0)} ({API_MODEL_TAG}{served})")
+        if model:
+            reader.read.append(FlagNote(args.written["--model"], "the model"))
+    elif positional:  # vllm serve's positional model_tag wins over --model (vllm/entrypoints/cli/serve.py)
         if model:
             reader.cannot_words(args.written["--model"], "vllm serve takes the positional model instead")
         model = positional.pop(0)
@@ -1178,9 +1216,9 @@ def read_command(text: str, where: str = WHERE, load_config: ConfigLoader | None
     start = _find_start(words)
     config = ""
     refused: list[str] = []  # the --config file's keys the engine would not start with
-    stopped: list[str] = []  # vLLM's --config: no model anywhere
+    stopped: list[str] = [start.stops] if start.stops else []  # the image's entrypoint; vLLM's --config: no model
+    entry = "api" if "vllm.entrypoints.openai.api_server" in text else "serve"  # the vllm-openai image: serve
     if start.engine in (Engine.VLLM, Engine.SGLANG):
-        entry = "api" if "vllm.entrypoints.openai.api_server" in text else "serve"
         start.args, config = _with_config(start.args, load_config, notes, start.engine, refused, entry, stopped)
     llama: gguf.GgufRead | None = None
     env = gguf.env_flags(start.env, start.args, start.program) if start.engine is Engine.LLAMACPP else gguf.EnvFlags()
@@ -1198,7 +1236,7 @@ def read_command(text: str, where: str = WHERE, load_config: ConfigLoader | None
         model = llama.model_ref
         ignored_set, why = gguf.LLAMACPP_IGNORED, gguf.LLAMACPP_WHY
     else:
-        reader, model = (_vllm if start.engine is Engine.VLLM else _sglang)(args)
+        reader, model = _vllm(args, entry) if start.engine is Engine.VLLM else _sglang(args)
         reader.unknown += refused
         ignored_set, why = (VLLM_IGNORED, VLLM_WHY) if start.engine is Engine.VLLM else (SGLANG_IGNORED, SGLANG_WHY)
     ignored: list[FlagNote] = []
@@ -1344,8 +1382,8 @@ def _model_for(read: CommandRead, base: Plan, keep_model: bool) -> ModelChoice:
     if not read.model_ref:
         raise PlanFileError(
             WHERE,
-            f"names no model: give {read.engine_label}'s model (vllm serve MODEL, --model-path, llama-server -m "
-            "FILE.gguf, ollama run MODEL)",
+            f"names no model: give {read.engine_label}'s model (vllm serve MODEL, the api_server's --model, "
+            "--model-path, llama-server -m FILE.gguf, ollama run MODEL)",
         )
     found = model_choice(read.model_ref, Path.cwd())
     if found is not None and found.spec is not None:
