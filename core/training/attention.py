@@ -12,6 +12,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Final
 
+from core.catalogue import tcgen05
 from core.inputs import explicit_mask, sixteen_bit_inputs, torch_before
 from core.memo import last_answer
 from core.plan import Attention, Plan, Stack, TorchVersion
@@ -88,6 +89,38 @@ def sdpa_kernel(plan: Plan) -> Kernel:
 def efficient_takes_gqa(plan: Plan) -> bool:
     """Whether the plan's PyTorch runs grouped-query heads on the memory-efficient kernel (2.14 on)."""
     return not torch_before(plan.hardware.torch_version, TorchVersion.V2_14)
+
+
+# Which fused kernel SDPA's dispatcher picks on a datacenter Blackwell card (sm_100 / sm_103: core.catalogue.tcgen05),
+# for time only (docs/TRAINING_TIME.md, "Which backend PyTorch's SDPA runs, by release and card"). Its flash backend is
+# PyTorch's vendored FlashAttention-2, Ampere's mma.sync on every card (aten/src/ATen/native/transformers/cuda/
+# flash_attn/kernel_traits.h, the SM80_16x8x16 MMA atom flash-attn's own has); sm_100 and sm_120 joined its range in
+# pytorch/pytorch PR 145602 (2025-01, so 2.7). cuDNN's fused attention goes first only where
+# ``check_prefer_cudnn_attention()`` says so: from 2.10 a runtime cuDNN > 9.15.0 on sm_90 / sm_100 / sm_103
+# (pytorch@70d99e99 aten/src/ATen/native/transformers/cuda/sdp_utils.cpp L78-L99, as huggingface/transformers PR
+# 48163 quotes it; sm_103 from PR 170800), which the 2.14.1 wheel meets (METADATA: nvidia-cudnn-cu13==9.24.0.43;
+# libtorch_cuda.so carries the TORCH_CUDNN_SDPA_DEPRIORITIZED switch). Before: cuDNN last from 2.5.1 (PR 138522),
+# and the 2.9 wheels, built against cuDNN 9.8, missed 2.9's compile-time 9.9 gate (PR 162073, issue 165801). The range
+# "2.8 - 2.13" also holds 2.11-2.13, whose bundled cuDNN crosses 9.15 by that PR's account (not read here): timed as
+# the flash backend, which 2.8-2.10 run. torchtitan puts cuDNN first on such a card whatever the release
+# (ScaledDotProductAttention._init_backend, has_cuda_capability(10, 0)); no plan field says torchtitan. cuDNN takes
+# grouped-query heads (check_batch_size_and_num_heads_dense<true /*enable_gqa*/, ...>) and refuses head dims over
+# 128 there (check_cudnn_tensor_shapes: 128 but on sm_90 with cuDNN >= 9.10, or d_qk 192 / d_v 128 on sm_100), which
+# fall to the flash backend. An H100's SDPA stays on flash: the default order there is the same as a B200's, but the
+# fitted H100 rows ran older PyTorch or torchtitan's flash-first order, and timing them at cuDNN's rate made the fit
+# worse (the doc's table).
+CUDNN_SDPA_MAX_HEAD_DIM: Final = 128  # sdp_utils.cpp check_cudnn_tensor_shapes: head_dim_limit = 128 off sm_90
+
+
+def sdpa_runs_cudnn(plan: Plan, gpu_id: str) -> bool:
+    """Whether an SDPA plan on card ``gpu_id`` runs cuDNN's fused attention (a datacenter Blackwell card, PyTorch
+    2.14 on, where the flash backend would take the call and cuDNN's head-dim limit allows it)."""
+    if plan.attention is not _ATTENTION_SDPA or not tcgen05(gpu_id):
+        return False
+    if torch_before(plan.hardware.torch_version, TorchVersion.V2_14) or sdpa_kernel(plan) is not Kernel.FLASH:
+        return False
+    head_dim = plan.model.head_dim
+    return head_dim <= CUDNN_SDPA_MAX_HEAD_DIM and head_dim % 8 == 0
 
 
 # The math kernel's own precision. From PyTorch 2.5 _scaled_dot_product_attention_math upcasts 16-bit q, k and v

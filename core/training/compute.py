@@ -30,7 +30,7 @@ from core.memo import Once, fills_fields
 from core.parallel.comm import CommTerm, StepComm, communicates, step_communication
 from core.params import ParamCounts
 from core.plan import Accounting, Float8, Optimizer, Plan, as_run
-from core.training.efficiency import FLASH_SM80, coefficient
+from core.training.efficiency import FLASH_SM80, SDPA_CUDNN, coefficient
 from core.training.flops import METHOD_SOURCE, FlopTerm, MethodWork, method_work, token_flops
 from core.training.host import HostStep, host_step
 from core.training.speed import EAGER_KERNEL_HOST_S, Work, mxfp8_unsupported, step_work
@@ -143,8 +143,12 @@ class Compute:
 
     @property
     def attention_note(self) -> str:
-        """Why the attention is slower than the card's peak says (flash-attn 2 on a tcgen05 card), or ""."""
-        return FLASH_SM80_NOTE if any(p.label == _FLASH_SM80_LABEL for p in self.compute_parts) else ""
+        """Which kernel the attention is timed as where that is not the one asked for by name (flash-attn 2 or SDPA's
+        flash backend on a tcgen05 card; SDPA's cuDNN backend there), or ""."""
+        labels = {p.label for p in self.compute_parts}
+        if _FLASH_SM80_LABEL in labels:
+            return FLASH_SM80_NOTE
+        return SDPA_CUDNN_NOTE if _SDPA_CUDNN_LABEL in labels else ""
 
     @property
     def currency(self) -> str:
@@ -224,10 +228,20 @@ FLASH_SM80_NOTE: Final = (
 )
 
 
+# SDPA on cuDNN's fused attention (core.training.efficiency.SDPA_CUDNN): its part, and why.
+_SDPA_CUDNN_LABEL: Final = "attention scores and values (SDPA's cuDNN backend)"
+SDPA_CUDNN_NOTE: Final = (
+    "PyTorch 2.14's SDPA runs cuDNN's fused attention first on this card (its cuDNN is newer than 9.15.0): timed at "
+    "Transformer Engine's fused-attention rate; earlier releases ran its FlashAttention-2 backend (Ampere's mma.sync)"
+)
+
+
 @functools.lru_cache(maxsize=256)  # a pure function of a feature name; a few names, read each estimate
 def _part_label(name: str) -> str:
     if name.endswith(FLASH_SM80):
         return _FLASH_SM80_LABEL
+    if name.endswith(SDPA_CUDNN):
+        return _SDPA_CUDNN_LABEL
     head, colon, _ = name.partition(":")
     label = _PART_LABELS.get(head + colon) if colon else None
     return label or next(text for key, text in _PART_LABELS.items() if name.startswith(key))

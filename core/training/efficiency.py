@@ -143,6 +143,12 @@ _FUSED_ATTENTION: Final = {"ampere": 1 / 0.50, "ada": 1 / 0.45, "hopper": 1 / 0.
 # such a card (prime-rl's held-out B200 rows do). The plan's "flash" feature of such a card is named FLASH_SM80.
 FLASH_SM80: Final = "flash-sm80"
 TCGEN05_OVER_MMA_SYNC: Final = 8192 / 4096
+# PyTorch's SDPA on cuDNN's fused attention (core.training.attention.sdpa_runs_cudnn: a datacenter Blackwell card from
+# PyTorch 2.14): the kernel Transformer Engine's fused attention runs, so the "fused" coefficient, fitted on
+# Megatron-Bridge's B200 rows and tied to Hopper's. A name of its own only so that the Compute & time part can say
+# which backend SDPA picked (core.training.compute); fitted on nothing (docs/TRAINING_TIME.md, "Which backend
+# PyTorch's SDPA runs, by release and card").
+SDPA_CUDNN: Final = "sdpa-cudnn"
 # FlashAttention-3 (flash-attn's hopper/ package, Hopper's wgmma and TMA) against FlashAttention-2 on the same H100,
 # the same script (hopper/benchmark_attn.py, head dim 128, 8k tokens, bf16; Dao-AILab/flash-attention PR 1791,
 # 2025-07-31, its main-branch run), causal as a language model trains: FA2 284.1 forward / 287.1 backward TFLOP/s,
@@ -307,6 +313,8 @@ def derived(name: str) -> tuple[str, float] | None:
             return f"gemm:{family}/{EAGER_ATTENTION[kernel]}", 1.0
         if kernel == FLASH_SM80:  # FlashAttention-2's mma.sync on a tcgen05 card: Hopper's rate per SM and clock
             return "attention:hopper/flash", TCGEN05_OVER_MMA_SYNC
+        if kernel == SDPA_CUDNN:  # cuDNN's fused attention under SDPA: Transformer Engine's kernel, its coefficient
+            return f"attention:{family}/fused", 1.0
         if kernel == "flash3":  # FlashAttention-3 (Hopper only): FlashAttention-2's time / FLASH3_OVER_FLASH
             return f"attention:{family}/flash", 1 / FLASH3_OVER_FLASH
     for suffix, (other, ratio) in DERIVED.items():

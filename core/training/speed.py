@@ -64,8 +64,8 @@ from core.plan import (
 from core.roles import Dtypes, dtypes_for, runs_grad_scaler
 from core.runtime import HF_HOST_LAYER_S
 from core.training.activations import recomputed_share
-from core.training.attention import Kernel, math_kernel_bytes, sdpa_kernel
-from core.training.efficiency import FLASH_SM80
+from core.training.attention import Kernel, math_kernel_bytes, sdpa_kernel, sdpa_runs_cudnn
+from core.training.efficiency import FLASH_SM80, SDPA_CUDNN
 from core.training.extra_trained import extra_state_terms, trained_tensors
 from core.training.flops import (
     ADAPTER_GEMMS,
@@ -95,7 +95,6 @@ from core.training.optimizer import (
 # ``Class.MEMBER`` read goes through EnumType.__getattr__'s slot, ~0.15 µs (core.plan's note; h74speed).
 _ACCOUNTING_DETAILED: Final = Accounting.DETAILED
 _ATTENTION_EAGER: Final = Attention.EAGER
-_ATTENTION_FLASH: Final = Attention.FLASH
 _ATTENTION_FLASH1: Final = Attention.FLASH1
 _ATTENTION_FLASH3: Final = Attention.FLASH3
 _CHECKPOINT_POLICY_ATTENTION: Final = CheckpointPolicy.ATTENTION
@@ -170,7 +169,9 @@ def attention_kernel(plan: Plan, gpu_id: str = "") -> str:
     attention kernel: its QKᵀ and PV are cuBLAS batched GEMMs (``_attention_padding``), ``eager``
     (``eager-fp32`` in float32), at the card's matmul coefficient (efficiency.derived). The flash-attn package on a
     datacenter Blackwell card ``gpu_id`` (sm_100 / sm_103) runs Ampere's mma.sync, not tcgen05 (``flash-sm80``,
-    efficiency.FLASH_SM80: at the H100's rate per SM and clock); FlashAttention-3 on Hopper is ``flash3``
+    efficiency.FLASH_SM80: at the H100's rate per SM and clock), and so does SDPA's flash backend there, but from
+    PyTorch 2.14 SDPA runs cuDNN's fused attention there (``sdpa-cudnn``, efficiency.SDPA_CUDNN: Transformer Engine's
+    ``fused`` rate; attention.sdpa_runs_cudnn); FlashAttention-3 on Hopper is ``flash3``
     (efficiency.FLASH3_OVER_FLASH x FlashAttention-2's speed)."""
     if not fused_attention(plan):
         compute = dtypes_for(plan).compute
@@ -184,8 +185,10 @@ def attention_kernel(plan: Plan, gpu_id: str = "") -> str:
     if plan.attention is _ATTENTION_FLASH3 and generation(gpu_id) is _GENERATION_HOPPER:
         return "flash3"
     # FlashAttention-3 elsewhere cannot run (core.checks warns): timed as FlashAttention-2, which can.
-    flash_attn = plan.attention in (_ATTENTION_FLASH, _ATTENTION_FLASH3)
-    return FLASH_SM80 if flash_attn and tcgen05(gpu_id) else "flash"
+    if sdpa_runs_cudnn(plan, gpu_id):  # SDPA's cuDNN backend, first on sm_100 / sm_103 from PyTorch 2.14
+        return SDPA_CUDNN
+    # SDPA's own flash backend is FlashAttention-2's mma.sync code too (core.training.attention.sdpa_runs_cudnn).
+    return FLASH_SM80 if tcgen05(gpu_id) else "flash"
 
 
 # Bytes eager PyTorch moves per token and block around the matmuls, in elements of the

@@ -22,7 +22,7 @@ from core.estimate import estimate
 from core.params import param_counts
 from core.plan import Attention, Plan, Stack
 from core.presets import plan_for_model
-from core.training.compute import FLASH_SM80_NOTE
+from core.training.compute import FLASH_SM80_NOTE, SDPA_CUDNN_NOTE
 from core.training.efficiency import FITTED, TCGEN05_OVER_MMA_SYNC, coefficient
 from core.training.speed import attention_kernel, step_work
 
@@ -69,17 +69,18 @@ def test_the_consumer_blackwell_cards_sdpa_and_megatron_keep_their_rates() -> No
     # sm_120: mma.sync is the card's tensor-core path, its peak the rate flash-attn 2 issues at.
     for gpu in ("rtx-5090", "rtx-pro-6000-blackwell", "dgx-spark-gb10"):
         assert attention_kernel(_plan(gpu), gpu) == "flash"
-    # SDPA picks its kernel by release (its flash backend, or cuDNN first where PyTorch prefers it): not this rule.
-    assert attention_kernel(_plan("b200", Attention.SDPA), "b200") == "flash"
+    # SDPA picks its kernel by release: cuDNN first from PyTorch 2.14 (the plan's default), its own FlashAttention-2
+    # before (tests/core/test_sdpa_backend_by_release.py; docs/TRAINING_TIME.md, "Which backend PyTorch's SDPA runs").
+    assert attention_kernel(_plan("b200", Attention.SDPA), "b200") == "sdpa-cudnn"
     # Megatron runs Transformer Engine's fused (cuDNN) attention, which has tcgen05 kernels.
     assert attention_kernel(_plan("b200", stack=Stack.MEGATRON), "b200") == "fused"
 
 
 def test_the_b200_plan_says_why_its_attention_is_slower() -> None:
     slow, sdpa = estimate(_plan("b200")), estimate(_plan("b200", Attention.SDPA))
-    assert slow.compute.attention_note == FLASH_SM80_NOTE and not sdpa.compute.attention_note
+    assert slow.compute.attention_note == FLASH_SM80_NOTE and sdpa.compute.attention_note == SDPA_CUDNN_NOTE
     assert any("mma.sync" in p.label for p in slow.compute.compute_parts)
     assert f"  note     {FLASH_SM80_NOTE}" in render_estimate(slow)
     assert not estimate(_plan("rtx-pro-6000-blackwell")).compute.attention_note
-    # The same plan under SDPA keeps the card's flash rate (above): flash-attn 2's step is the slower one.
+    # The same plan under SDPA runs cuDNN (above) at Transformer Engine's fused rate: flash-attn 2's step is slower.
     assert slow.compute.tokens_per_second < sdpa.compute.tokens_per_second
