@@ -88,6 +88,8 @@ class TargetsField(QWidget):
                 box.setAccessibleName(f"IA3 feedforward {name}")
                 box.setToolTip(f"IA3 scales the input of {name} (the {TARGET_TIPS[name]}), not its output.")
             if name == HEAD_TARGET:  # a row of its own, across the columns: it widens none of them
+                grid.addWidget(box, 4, 0, 1, 4)
+            elif name == ALL_LINEAR:  # likewise, under the names it covers
                 grid.addWidget(box, 3, 0, 1, 4)
             elif name in MIXER_TARGETS:  # a hybrid's mixer (shown for one only: show_plan), a row under the rest
                 grid.addWidget(box, 2, MIXER_TARGETS.index(name))
