@@ -1482,7 +1482,8 @@ INPUTS: Final[tuple[Input, ...]] = (
           step=0.05, matters=lambda p: p.lora_adapters or p.method is Method.ADALORA),
     Input("lora.targets", Kind.TARGETS, "Targets", "LoRA target modules", ("q_proj", "v_proj"),
           "The modules that get an adapter (LoRA, DoRA) or a scaling vector (IA3); lm_head, the output head, "
-          "takes a LoRA or DoRA adapter (all-linear leaves it out, as PEFT does).",
+          "takes a LoRA or DoRA adapter (all-linear leaves it out, as PEFT does). all-linear is PEFT's every linear "
+          "layer: the seven names and, on a mixture of experts, the router where the release builds it as one.",
           ("--lora-targets",), "comma list: q_proj,v_proj, all-linear, lm_head (the output head; LoRA, DoRA)",
           matters=lambda p: p.adapter_based and not p.litgpt_adapter and not p.prompt_learning
           and p.method is not Method.LN_TUNING),

@@ -56,7 +56,7 @@ ALL_LINEAR: Final = "all-linear"
 HEAD_TARGET: Final = "lm_head"
 # A hybrid's Mamba-2 mixer's projections (transformers 5.25.0 GraniteMoeHybridMambaLayer, BambaMixer,
 # NemotronHMamba2Mixer: ``in_proj``, ``out_proj``), which PEFT adapts by these names; no other model has them
-# (ModelSpec.adapter_targets), and ``all-linear`` does not name them (it means LORA_TARGETS here).
+# (ModelSpec.adapter_targets), and ``all-linear`` does not name them (a hybrid's targets are named: plan.lora_on).
 MIXER_TARGETS: Final = ("in_proj", "out_proj")
 # A Gated DeltaNet layer's input projections by family (transformers 5.25.0 Qwen3NextGatedDeltaNet: in_proj_qkvz,
 # in_proj_ba; Qwen3_5GatedDeltaNet and Qwen3.5-MoE's: in_proj_qkv, in_proj_z, in_proj_b, in_proj_a). A plan names
@@ -96,8 +96,24 @@ BNB_LINEAR_EXPERTS_4X: Final = LINEAR_EXPERTS_4X | {"qwen3_next"}
 # peft_transformers_4.57.1.json: "w1,w2,w3" adapts block_sparse_moe.experts.*.w1 / w2 / w3, "gate_proj,up_proj,
 # down_proj" is refused). Under 5.x the experts are 3-D (MixtralExperts) and no name reaches them.
 MIXTRAL_4X_MLP_NAMES: Final = {"gate_proj": "w1", "up_proj": "w3", "down_proj": "w2"}
+# PEFT's ``all-linear`` (huggingface/peft 51c2ff66 src/peft/tuners/tuners_utils.py ``_maybe_include_all_linear_layers``,
+# lines 1998-2043): every nn.Linear / Conv1D but the output head. A plan keeps it as a target of its own beside the
+# seven names it always covers (normalise_lora_targets adds them), so that the modules no plan name reaches are
+# counted where the release builds them as nn.Linear (ModelSpec.all_linear_rows) and the exports write each tool's
+# own spelling of it; a plan on the seven names alone is another plan (TRL's list reaches no router).
+# The MoE routers PEFT's all-linear adapts, measured (tools/measure/moe_lora_targets.py, peft 0.18.0, torch 2.13.0
+# CPU; tests/data/moe_lora/ "all-linear" rows): under transformers 4.57.1 Mixtral's ``block_sparse_moe.gate``,
+# Qwen2-MoE's, Qwen3-MoE's, OLMoE's and ERNIE 4.5's ``mlp.gate`` (nn.Linear(d, E)), the release whose routed experts
+# are nn.Linear too (Plan.linear_experts); Llama 4's ``feed_forward.router`` (Llama4Router, an nn.Linear) under
+# 4.57.1 and 5.25.0. Under 5.25.0 the others are modules of their own holding a ``weight`` (not nn.Linear), as
+# DeepSeek-V3's, GLM-4.5's and gpt-oss's routers are in both. Qwen2-MoE's ``shared_expert_gate`` (nn.Linear(d, 1))
+# is adapted in both releases. DeepSeek-V2 and Kimi K2 read as DeepSeek-V3; Phi-MoE and GraniteMoE: not measured,
+# not counted.
+ROUTER_LINEAR_4X: Final = frozenset(("mixtral", "qwen2_moe", "qwen3_moe", "olmoe", "ernie4_5_moe"))
+ROUTER_LINEAR: Final = frozenset(("llama4_text",))
+SHARED_GATE_LINEAR: Final = frozenset(("qwen2_moe",))
 # Every name a plan may carry, in the order plans list them (the head last).
-ACCEPTED_TARGETS: Final = (*LORA_TARGETS, *MIXER_TARGETS, HEAD_TARGET)
+ACCEPTED_TARGETS: Final = (*LORA_TARGETS, ALL_LINEAR, *MIXER_TARGETS, HEAD_TARGET)
 # Other spellings people type or other families use for the same matrices.
 _TARGET_ALIASES: Final[dict[str, tuple[str, ...]]] = {
     "q": ("q_proj",),
@@ -132,9 +148,9 @@ _TARGET_ALIASES: Final[dict[str, tuple[str, ...]]] = {
     "w2": ("down_proj",),
     "head": (HEAD_TARGET,),  # litgpt's lora_head
     "output": (HEAD_TARGET,),  # torchtune's output projection (apply_lora_to_output)
-    "all-linear": LORA_TARGETS,
-    "all_linear": LORA_TARGETS,
-    "all": LORA_TARGETS,
+    "all-linear": (*LORA_TARGETS, ALL_LINEAR),
+    "all_linear": (*LORA_TARGETS, ALL_LINEAR),
+    "all": (*LORA_TARGETS, ALL_LINEAR),  # LLaMA-Factory's lora_target: all (find_all_linear_modules)
 }
 
 
@@ -153,12 +169,32 @@ def _normalised_targets(names: tuple[str, ...]) -> tuple[str, ...]:
     return _normalise_targets(names)
 
 
+def spelled_targets(targets: tuple[str, ...]) -> tuple[str, ...]:
+    """Canonical ``targets`` as a plan file, the command line and the window write them: all-linear for itself and
+    the seven names it covers, the others (the head, a mixer's) after it."""
+    if ALL_LINEAR not in targets:
+        return targets
+    return (ALL_LINEAR, *(t for t in targets if t != ALL_LINEAR and t not in LORA_TARGETS))
+
+
+def toggled_targets(targets: tuple[str, ...], name: str, on: bool) -> tuple[str, ...]:
+    """Canonical ``targets`` with ``name`` put on or taken off, as the window's boxes do: all-linear on brings the
+    seven names it covers; taken off, it leaves them (the seven names alone, which reach no MoE router); one of the
+    seven taken off takes all-linear with it (it no longer adapts every linear)."""
+    chosen = set(targets) - {name} | ({name} if on else set())
+    if not on and name in LORA_TARGETS:
+        chosen.discard(ALL_LINEAR)
+    if ALL_LINEAR in chosen:
+        chosen.update(LORA_TARGETS)
+    return tuple(t for t in ACCEPTED_TARGETS if t in chosen)
+
+
 def normalise_ia3_feedforward(names: tuple[str, ...] | list[str]) -> tuple[str, ...]:
     """IA3's feedforward modules in canonical names; none is allowed (PEFT's mt5 default is [])."""
     if not names:
         return ()
-    try:
-        return normalise_lora_targets(names)
+    try:  # names, not all-linear's router: all-linear here is the seven names
+        return tuple(t for t in normalise_lora_targets(names) if t != ALL_LINEAR)
     except PlanError as error:
         raise PlanError("lora.ia3_feedforward", error.value, error.allowed) from None
 
@@ -180,6 +216,8 @@ def _normalise_targets(names: tuple[str, ...] | list[str]) -> tuple[str, ...]:
             )
     if not wanted:
         raise PlanError("lora.targets", list(names), "at least one target module")
+    if ALL_LINEAR in wanted:  # it always covers the seven names
+        wanted.update(LORA_TARGETS)
     return tuple(t for t in ACCEPTED_TARGETS if t in wanted)
 
 
@@ -1075,9 +1113,9 @@ class ModelSpec:
         (DeepseekV3MLP, Glm4MoeMLP, Ernie4_5_MoeMLP, Llama4TextMLP in transformers 4.57.1 and 5.25.0), which the
         MLP targets adapt at that width (tests/data/moe_lora/'s dense_first rows): the counts (adapters, gradients,
         optimizer state), FLOPs and kernel counts read every kind; one layer's kept activations (core.training.
-        activations) read the MoE block's, as its base MLP does. The router and Qwen2-MoE's
-        shared-expert gate, which PEFT's all-linear adapts where they are nn.Linear, are not counted: the plan
-        keeps all-linear as the seven names it stands for (docs/REAL_GPU_MEMORY.md, branch h83layers)."""
+        activations) read the MoE block's, as its base MLP does. Under all-linear an MoE block also adapts its
+        router and Qwen2-MoE's shared-expert gate where the release builds them as nn.Linear
+        (:meth:`all_linear_rows`); the seven names alone reach neither."""
         shapes = self.linear_shapes()
         chosen = set(normalise_lora_targets(targets))
         moe = self.num_experts > 1 and not dense
@@ -1105,7 +1143,25 @@ class ModelSpec:
                 out.append((fan_in, fan_out, experts, moe))
             if moe and s:  # the shared expert: a gated MLP of its own width
                 out.append((s, d, 1, False) if name == "down_proj" else (d, s, 1, False))
+        if ALL_LINEAR in chosen:
+            out += self.all_linear_rows(linear_experts, dense)
         return out
+
+    def all_linear_rows(self, linear_experts: bool, dense: bool = False) -> list[tuple[int, int, int, bool]]:
+        """(in, out, copies, routed) of the matrices PEFT's all-linear adapts in one block beyond the seven names: a
+        mixture of experts' router (d → E, one copy that sees every token) and Qwen2-MoE's shared-expert gate (d → 1)
+        where the release builds them as nn.Linear (ROUTER_LINEAR_4X under 4.x, ``linear_experts``; ROUTER_LINEAR in
+        either; SHARED_GATE_LINEAR), in its MoE blocks only (ERNIE 4.5's dense-first row: ``mlp.gate`` in layer 1
+        alone). A dense model, a dense block or a hybrid (its own rule): none."""
+        if self.num_experts == 1 or dense or self.recurrent_mixer:
+            return []
+        d = self.hidden_size
+        rows: list[tuple[int, int, int, bool]] = []
+        if self.family in ROUTER_LINEAR or (linear_experts and self.family in ROUTER_LINEAR_4X):
+            rows.append((d, self.num_experts, 1, False))
+        if self.family in SHARED_GATE_LINEAR and self.shared_expert_size and self.shared_expert_gate:
+            rows.append((d, 1, 1, False))
+        return rows
 
     def adapted_matrices(
         self, targets: tuple[str, ...], linear_experts: bool, dense: bool = False
@@ -1148,6 +1204,10 @@ class ModelSpec:
         out: list[tuple[int, int, bool]] = []
         done: set[str] = set()
         for name in normalise_lora_targets(targets):
+            if name == ALL_LINEAR:  # the router and shared-expert gate: output-scaled (no feedforward name is theirs)
+                extra = self.all_linear_rows(linear_experts, dense)
+                out += [(fan_out, copies, False) for _, fan_out, copies, _ in extra]
+                continue
             if name in done:
                 continue
             group = next((g for g in groups if name in g), (name,))

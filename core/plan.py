@@ -88,6 +88,7 @@ from core.inputs import (
 from core.mac import mac_refusal
 from core.memo import last_answer, replaced
 from core.model import (
+    ALL_LINEAR,
     BNB_LINEAR_EXPERTS_4X,
     HEAD_TARGET,
     LINEAR_EXPERTS_4X,
@@ -1580,7 +1581,7 @@ class Plan:
         if not (uses_targets or self.method is Method.IA3):
             return
         reach = model.adapter_targets()
-        missing = [t for t in self.lora.targets if t not in reach and t != HEAD_TARGET]
+        missing = [t for t in self.lora.targets if t not in reach and t not in (HEAD_TARGET, ALL_LINEAR)]
         if missing:
             raise PlanError(
                 "lora.targets",
@@ -2359,6 +2360,24 @@ class Plan:
         if not self.targets_adapted:
             return False
         return not set(self.lora.targets).isdisjoint(MLP_TARGETS)
+
+    @property
+    def all_linear_reaches_more(self) -> bool:
+        """Whether the plan's all-linear adapts a module the seven names do not reach: an MoE router or Qwen2-MoE's
+        shared-expert gate that the release builds as nn.Linear (ModelSpec.all_linear_rows). Elsewhere all-linear and
+        the seven names train the same matrices."""
+        if ALL_LINEAR not in self.lora.targets:
+            return False
+        model, linear = self.model, self.linear_experts
+        return any(model.all_linear_rows(linear, dense) for _, dense in model.adapter_blocks())
+
+    @property
+    def trained_targets(self) -> tuple[str, ...]:
+        """``lora.targets`` as what they train: all-linear kept only where it reaches more than the seven names
+        (:attr:`all_linear_reaches_more`), so an export that lists the seven names reads back as the same plan."""
+        if ALL_LINEAR not in self.lora.targets or self.all_linear_reaches_more:
+            return self.lora.targets
+        return tuple(t for t in self.lora.targets if t != ALL_LINEAR)
 
     @property
     def targets_adapted(self) -> bool:

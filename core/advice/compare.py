@@ -17,7 +17,7 @@ from core.dtypes import AUTOCAST_LABELS, DTYPE_LABELS, WEIGHT_LABELS
 from core.errors import PlanError
 from core.estimate import JUDGED_FIGURE, Estimate, Mode, Verdict, estimate
 from core.inputs import OFFLOAD_LABELS, input_at
-from core.model import MAX_NAME_CHARS
+from core.model import MAX_NAME_CHARS, spelled_targets
 from core.plan import (
     ATTENTION_LABELS,
     ENGINE_LABELS,
@@ -107,7 +107,7 @@ def _adapter(plan: Plan) -> str:
     if input_at("lora.adapter_prompt_length").matters(plan):
         parts.append(f"prompt {lora.adapter_prompt_length} from block {lora.adapter_start_layer}")
     if input_at("lora.targets").matters(plan):
-        parts.append(", ".join(lora.targets))
+        parts.append(", ".join(spelled_targets(lora.targets)))
     if input_at("lora.ia3_feedforward").matters(plan):
         parts.append(f"feedforward {', '.join(lora.ia3_feedforward) or '—'}")
     return ", ".join(parts) or "—"

@@ -37,7 +37,7 @@ from core.files.fileio import TEMP_MARK as TEMP_MARK  # where earlier callers im
 from core.files.fileio import atomic_write_text as atomic_write_text
 from core.files.fileio import read_regular_file, write_file
 from core.files.fileio import remove_stale_temporaries as remove_stale_temporaries
-from core.model import ModelSpec, model_from_dict
+from core.model import ModelSpec, model_from_dict, spelled_targets
 from core.plan import (
     PRECISION_ROLES,
     PRESET_ROLES,
@@ -258,7 +258,11 @@ class SavedPlan:
 
 
 def plan_to_dict(plan: Plan, mode: Mode = Mode.TRAINING) -> dict[str, Any]:
-    return {"format": FORMAT, "version": VERSION, MODE_KEY: mode.value, "plan": _plain(plan)}
+    document = _plain(plan)
+    # all-linear is written as itself (the seven names it covers are read back with it); a file that lists the seven
+    # names alone stays seven names, which reach no MoE router (core.model.ALL_LINEAR).
+    document["lora"]["targets"] = list(spelled_targets(plan.lora.targets))
+    return {"format": FORMAT, "version": VERSION, MODE_KEY: mode.value, "plan": document}
 
 
 def dumps(plan: Plan, mode: Mode = Mode.TRAINING) -> str:

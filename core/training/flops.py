@@ -43,7 +43,7 @@ from typing import Any, Final
 
 from core.format import sci
 from core.memo import Once, fills_fields, last_answer
-from core.model import MLP_TARGETS, ModelSpec, normalise_lora_targets
+from core.model import ALL_LINEAR, MLP_TARGETS, ModelSpec, normalise_lora_targets
 from core.params import boft_blocks, lokr_factorization, oft_blocks, oft_neumann_bmms, param_counts, randlora_bases
 from core.plan import Accounting, CheckpointPolicy, Method, Plan
 from core.training.activations import randlora_keeps_input, recomputed_share
@@ -263,6 +263,12 @@ def _adapter_gemms(plan: Plan) -> tuple[Gemm, ...]:
     shapes = {**model.linear_shapes(), **model.mixer_shapes()}
     out: list[Gemm] = []
     for target in normalise_lora_targets(plan.lora.targets):
+        if target == ALL_LINEAR:  # an MoE block's router / shared-expert gate (ModelSpec.all_linear_rows): every token
+            for layers, dense in model.adapter_blocks():
+                for fan_in, fan_out, _, _ in model.all_linear_rows(plan.linear_experts, dense):
+                    for g in _target_gemms(plan, "router", fan_in, fan_out):
+                        out.append(Gemm(g.name, g.k, g.n, g.split, g.trains, 1.0, 1, layers / model.num_layers))
+            continue
         if target not in shapes:
             continue
         if target in MLP_TARGETS and model.num_experts > 1 and not model.recurrent_mixer:

@@ -24,7 +24,7 @@ from core.losses import (
     loss_options,
 )
 from core.losses import with_loss as _with_loss
-from core.model import ACCEPTED_TARGETS, HEAD_TARGET, LORA_TARGETS, MIXER_TARGETS
+from core.model import ACCEPTED_TARGETS, ALL_LINEAR, HEAD_TARGET, LORA_TARGETS, MIXER_TARGETS, toggled_targets
 from core.optimizer_stacks import OptimizerStack, optimizer_refusal, optimizer_stack
 from core.plan import Method, Optimizer, Plan, ia3_feedforward_within
 from gui import colours
@@ -45,6 +45,11 @@ TARGET_TIPS = {
     "out_proj": "Mamba-2 mixer's output projection (hybrid models only)",
     HEAD_TARGET: "output head, hidden to vocabulary (LoRA and DoRA; all-linear leaves it out, as PEFT does)",
 }
+ALL_LINEAR_TIP = (
+    "PEFT's all-linear: every linear layer but the output head. On a mixture of experts that is also the router "
+    "(and Qwen2-MoE's shared-expert gate) where the transformers release builds it as a linear layer, which the "
+    "seven names alone do not reach; the exports write each tool's own all-linear."
+)
 
 
 def _target_setter(name: str) -> Callable[[Plan, bool], Plan]:
@@ -52,12 +57,7 @@ def _target_setter(name: str) -> Callable[[Plan, bool], Plan]:
 
 
 def _with_target(plan: Plan, target: str, on: bool) -> Plan:
-    targets = set(plan.lora.targets)
-    if on:
-        targets.add(target)
-    else:
-        targets.discard(target)
-    chosen = tuple(t for t in ACCEPTED_TARGETS if t in targets)
+    chosen = toggled_targets(plan.lora.targets, target, on)
     if plan.method is Method.IA3:  # a target left keeps no feedforward scaling (PEFT: a subset)
         return plan.with_lora(targets=chosen, ia3_feedforward=ia3_feedforward_within(plan.lora, chosen))
     return plan.with_lora(targets=chosen)
@@ -89,13 +89,18 @@ class TargetsField(QWidget):
         # The output head is a LoRA / DoRA target only (IA3 on it is refused: core.plan), never scaled as feedforward.
         for index, name in enumerate(ACCEPTED_TARGETS if path == "lora.targets" else LORA_TARGETS):
             box = QCheckBox(name.removesuffix("_proj"))
-            if path == "lora.targets":
+            if name == ALL_LINEAR:
+                box.setAccessibleName(f"LoRA target {name}")
+                box.setToolTip(ALL_LINEAR_TIP)
+            elif path == "lora.targets":
                 box.setAccessibleName(f"LoRA target {name}")
                 box.setToolTip(f"Put an adapter on {name}: the {TARGET_TIPS[name]}.")
             else:
                 box.setAccessibleName(f"IA3 feedforward {name}")
                 box.setToolTip(f"IA3 scales the input of {name} (the {TARGET_TIPS[name]}), not its output.")
             if name == HEAD_TARGET:  # a row of its own, across the columns: it widens none of them
+                grid.addWidget(box, 4, 0, 1, 4)
+            elif name == ALL_LINEAR:  # likewise, under the names it covers
                 grid.addWidget(box, 3, 0, 1, 4)
             elif name in MIXER_TARGETS:  # a hybrid's mixer (shown for one only: show_plan), a row under the rest
                 grid.addWidget(box, 2, MIXER_TARGETS.index(name))
@@ -243,6 +248,8 @@ class MethodForm(PlanForm):
         for name, box in self.targets.boxes.items():
             box.setChecked(name in plan.lora.targets)
             usable = name != "gate_proj" or plan.model.gated_mlp
+            if name == ALL_LINEAR:  # a hybrid's and a latent-attention model's targets are named (core.plan.lora_on)
+                usable = not (plan.model.recurrent_mixer or plan.model.latent_attention)
             box.setEnabled(usable and (name != HEAD_TARGET or plan.lora_adapters))
             if name in MIXER_TARGETS:
                 box.setVisible(bool(plan.model.recurrent_mixer))  # Mamba-2 or Gated DeltaNet layers

@@ -190,8 +190,9 @@ def test_every_flag_reaches_its_input_in_the_plan(spec: Input) -> None:
         assert given_inputs(args)[spec.path] is False and plan.autocast is Autocast.NONE
     elif spec.kind is Kind.BOOL:
         assert plan.input_value(spec.path) is (not spec.default)
-    elif spec.kind is Kind.TARGETS:  # the LoRA targets, IA3's feedforward modules
-        assert plan.input_value(spec.path) == LORA_TARGETS
+    elif spec.kind is Kind.TARGETS:  # the LoRA targets (all-linear kept beside its seven names), IA3's feedforward
+        extra = ("all-linear",) if spec.path == "lora.targets" else ()
+        assert plan.input_value(spec.path) == (*LORA_TARGETS, *extra)
     elif spec.kind is Kind.ENUM:
         assert plan.input_value(spec.path) == spec.enum(value)
     else:

@@ -57,9 +57,10 @@ def test_a_tied_head_gets_the_same_adapter() -> None:
 
 def test_all_linear_still_leaves_the_head_out() -> None:
     # huggingface/peft 51c2ff66 tuners_utils.py _maybe_include_all_linear_layers drops the output embedding.
-    assert normalise_lora_targets(["all-linear"]) == LORA_TARGETS
+    # all-linear is kept beside the seven names it covers (core.model.ALL_LINEAR).
+    assert normalise_lora_targets(["all-linear"]) == (*LORA_TARGETS, "all-linear")
     assert "lm_head" not in normalise_lora_targets(["all"])
-    assert normalise_lora_targets(["all-linear", "lm_head"]) == (*LORA_TARGETS, "lm_head")
+    assert normalise_lora_targets(["all-linear", "lm_head"]) == (*LORA_TARGETS, "all-linear", "lm_head")
     spec = find_model("llama-2-7b").spec
     assert spec.lora_params(8, ("all-linear", "lm_head"), False) - spec.lora_params(8, ("all-linear",), False) == 8 * (
         4_096 + 32_000
@@ -100,8 +101,8 @@ def test_axolotl_target_linear_keeps_the_modules_it_names() -> None:
     # head to lora_target_modules; the head named there stays a target.
     text = (DATA / "axolotl_llama3_qlora.yml").read_text() + "lora_target_modules:\n  - lm_head\n"
     run = loads_run_config(text.encode(), "qlora.yml")
-    assert run.settings.lora_targets == (*LORA_TARGETS, "lm_head")
-    assert load_run_config(DATA / "axolotl_llama3_qlora.yml").settings.lora_targets == LORA_TARGETS
+    assert run.settings.lora_targets == (*LORA_TARGETS, "all-linear", "lm_head")
+    assert load_run_config(DATA / "axolotl_llama3_qlora.yml").settings.lora_targets == (*LORA_TARGETS, "all-linear")
 
 
 def _plan(targets: tuple[str, ...], **changes: object) -> Plan:

@@ -44,7 +44,9 @@ def expected_v1_plan() -> Plan:
         attention=Attention.FLASH,
         optimizer_impl=OptimizerImpl.FOREACH,  # what every estimate before version 3 assumed
     )
-    plan = plan.with_lora(rank=16, alpha=32.0, targets=("all-linear",))
+    # The file lists the seven names (how all-linear was written before branch h84alllin): they stay seven names.
+    seven = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+    plan = plan.with_lora(rank=16, alpha=32.0, targets=seven)
     plan = plan.with_workload(micro_batch=2, seq_len=4096, grad_accum=8, tokens=50_000_000, eval_batch=0)
     # A file without SGLang's release reads as 0.4.0, the table it was estimated with
     # (core.files.planfile.SGLANG_VERSION_OF_OLD_FILES).

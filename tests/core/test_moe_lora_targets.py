@@ -48,17 +48,21 @@ PLAN_TARGETS = {
     "attention+mlp": ("q_proj", "k_proj", "v_proj", "o_proj", *MLP),
     "q_proj,v_proj": ("q_proj", "v_proj"),
 }
-# Modules PEFT's all-linear (or a latent-attention model's own names) adapts that no plan target names, with their
-# (in, out) at the tiny sizes: a router that is an nn.Linear (hidden → experts), Qwen2-MoE's shared-expert gate
-# (hidden → 1), MLA's kv_a_proj_with_mqa (hidden → kv_lora_rank + rope) and kv_b_proj (kv_lora_rank → heads ·
-# (nope + v)). Which of them a family's block holds is read from the data's adapted_last_block.
-UNNAMED = {
+# Modules PEFT's all-linear (or a latent-attention model's own names) adapts that none of the seven names reaches,
+# with their (in, out) at the tiny sizes: a router that is an nn.Linear (hidden → experts), Qwen2-MoE's shared-expert
+# gate (hidden → 1), MLA's kv_a_proj_with_mqa (hidden → kv_lora_rank + rope) and kv_b_proj (kv_lora_rank → heads ·
+# (nope + v)). Which of them a family's block holds is read from the data's adapted_last_block. The plan's all-linear
+# counts the first three (ModelSpec.all_linear_rows); MLA's are named by no plan target (LATENT).
+ROUTERS = {
     r"(block_sparse_moe|mlp)\.gate$": (D, E),
     r"feed_forward\.router$": (D, E),
     r"shared_expert_gate$": (D, 1),
+}
+LATENT = {
     r"kv_a_proj_with_mqa$": (D, 16 + 8),
     r"kv_b_proj$": (16, 4 * (8 + 16)),
 }
+UNNAMED = {**ROUTERS, **LATENT}
 
 
 def _peft_label(family: str, kind: str) -> str:
@@ -71,14 +75,15 @@ def _printed(row: dict[str, Any]) -> int:
     return int(re.search(r"trainable params: ([\d,]+)", row["printed"])[1].replace(",", ""))  # type: ignore[index]
 
 
-def _unnamed(row: dict[str, Any]) -> int:
-    """LoRA parameters on the modules no plan target names (UNNAMED), all layers: a dense_first row's layer 0 as its
-    first block lists them, every other layer as the last block does."""
+def _unnamed(row: dict[str, Any], modules: dict[str, tuple[int, int]] = UNNAMED) -> int:
+    """LoRA parameters on the modules the seven names do not reach (``modules``: UNNAMED, or LATENT for what the plan's
+    all-linear leaves out), all layers: a dense_first row's layer 0 as its first block lists them, every other layer
+    as the last block does."""
     blocks = [row.get("adapted_first_block", row["adapted_last_block"]), *[row["adapted_last_block"]] * (LAYERS - 1)]
     total = 0
     for names in blocks:
         for name in names:
-            for pattern, (fan_in, fan_out) in UNNAMED.items():
+            for pattern, (fan_in, fan_out) in modules.items():
                 if re.search(pattern, name):
                     total += RANK * (fan_in + fan_out)
     return total
@@ -134,17 +139,31 @@ def test_the_plan_counts_what_peft_adapts(release: str, family: str, kind: str, 
             _plan(family, line, targets, dense_first)
         return
     plan = _plan(family, line, targets, dense_first)
-    assert param_counts(plan).adapter == _printed(row) - _unnamed(row)
+    # all-linear (every family but DeepSeek-V3, whose plan names its matrices) counts the routers PEFT adapts: PEFT's
+    # printed figure itself.
+    unnamed = _unnamed(row, LATENT) if "all-linear" in targets else _unnamed(row)
+    assert param_counts(plan).adapter == _printed(row) - unnamed
+    if "all-linear" in targets:
+        assert unnamed == 0
 
 
-def test_all_linear_leaves_out_only_the_modules_no_target_names() -> None:
-    # Mixtral under 4.57.1: 26,688 printed = 25,600 the plan counts (attention 7,168 + 4 experts × 3 × 8 × 96 × 2
-    # layers) + the router's 8 × (64 + 4) × 2 layers = 1,088.
+def test_all_linear_counts_the_router_the_seven_names_leave_out() -> None:
+    # Mixtral under 4.57.1: 26,688 printed = the seven names' 25,600 (attention 7,168 + 4 experts × 3 × 8 × 96 × 2
+    # layers) + the router's (block_sparse_moe.gate, nn.Linear(64, 4)) 8 × (64 + 4) × 2 layers = 1,088.
     row = RELEASES["4.57.1"][0]["families"]["mixtral"]["all-linear"]
     assert (_printed(row), _unnamed(row)) == (26_688, 1_088)
-    assert param_counts(_plan("mixtral", TransformersLoss.V4_49_TO_4_57, ("all-linear",))).adapter == 25_600
-    # Under 5.25.0 the same config's all-linear is the attention alone: 7,168.
+    four = _plan("mixtral", TransformersLoss.V4_49_TO_4_57, ("all-linear",))
+    assert param_counts(four).adapter == 26_688
+    assert param_counts(_plan("mixtral", TransformersLoss.V4_49_TO_4_57, PLAN_TARGETS["attention+mlp"])).adapter == (
+        25_600
+    )
+    # Under 5.25.0 the same config's all-linear is the attention alone: 7,168 (MixtralTopKRouter is no nn.Linear).
     assert param_counts(_plan("mixtral", TransformersLoss.V5_ON, ("all-linear",))).adapter == 7_168
+    # Qwen2-MoE under 5.25.0: the shared-expert gate (nn.Linear(64, 1)) alone, 8 × (64 + 1) × 2 layers = 1,040 beyond
+    # the seven names; 12,816 printed.
+    qwen2 = RELEASES["5.25.0"][0]["families"]["qwen2_moe"]["all-linear"]
+    assert _printed(qwen2) == param_counts(_plan("qwen2_moe", TransformersLoss.V5_ON, ("all-linear",))).adapter
+    assert _unnamed(qwen2) == 1_040
 
 
 def test_a_dense_layer_of_a_moe_model_adapts_its_own_mlp() -> None:
@@ -206,13 +225,20 @@ def test_dora_and_ia3_on_a_dense_first_model_train_what_peft_trains(release: str
 def test_all_linear_adds_the_nn_linear_router_of_the_moe_layers_only() -> None:
     # huggingface/peft 51c2ff66 src/peft/tuners/tuners_utils.py ``_maybe_include_all_linear_layers`` (lines 1998-2004):
     # all-linear is every nn.Linear / Conv1D module but the output head, so a router that is an nn.Linear is adapted.
-    # The plan stores all-linear as the seven names (core.model.normalise_lora_targets) and leaves it out.
-    # ERNIE 4.5 dense_first under 4.57.1 (peft_transformers_4.57.1.json): 21,920 printed = the plan's 21,376 (the same
-    # as its q..down row) + Ernie4_5_MoeSparseMoeBlock.gate's 8 × (64 + 4) in the one MoE layer = 544.
+    # ERNIE 4.5 dense_first under 4.57.1 (peft_transformers_4.57.1.json): 21,920 printed = the seven names' 21,376 (its
+    # q..down row) + Ernie4_5_MoeSparseMoeBlock.gate's 8 × (64 + 4) in the one MoE layer = 544.
     row = RELEASES["4.57.1"][0]["dense_first"]["ernie4_5_moe"]["all-linear"]
     assert "mlp.gate" in row["adapted_last_block"] and "mlp.gate" not in row["adapted_first_block"]
     plan = _plan("ernie4_5_moe", TransformersLoss.V4_49_TO_4_57, ("all-linear",), dense_first=True)
-    assert (_printed(row), param_counts(plan).adapter, _unnamed(row)) == (21_920, 21_376, 544)
+    seven = _plan("ernie4_5_moe", TransformersLoss.V4_49_TO_4_57, PLAN_TARGETS["attention+mlp"], dense_first=True)
+    assert (_printed(row), param_counts(plan).adapter, param_counts(seven).adapter) == (21_920, 21_920, 21_376)
+    # The router's lora_A and lora_B are two more trained tensors (one MoE layer), and under 5.25.0 Llama 4's router
+    # adapter matmuls' k·n over the layers complete PEFT's printed count (12,704, dense_first llama4_text all-linear).
+    assert trainable_tensors(plan) == trainable_tensors(seven) + 2
+    llama = _plan("llama4_text", TransformersLoss.V5_ON, ("all-linear",), dense_first=True)
+    adapters = [g for g in block_gemms(llama) if g.name.endswith(ADAPTER_GEMMS)]
+    five = RELEASES["5.25.0"][0]["dense_first"]["llama4_text"]["all-linear"]
+    assert sum(g.weight for g in adapters) * LAYERS == _printed(five) == 12_704
 
 
 def test_catalogue_models_with_dense_layers_count_them_as_dense_mlps() -> None:
@@ -229,11 +255,15 @@ def test_catalogue_models_with_dense_layers_count_them_as_dense_mlps() -> None:
     # llama-4-maverick-17b-128e (48 layers, interleave_moe_layer_step 2: 24 MoE layers with a shared expert of 8,192,
     # 24 dense ones of intermediate_size_mlp 16,384; hidden 5,120, q 40 × 128, kv 8 × 128), all-linear r 16, either
     # release: attention 48 × 16 × (2 × 10,240 + 2 × 6,144) = 25,165,824, shared 24 × 3 × 16 × 13,312 = 15,335,424,
-    # dense 24 × 3 × 16 × 21,504 = 24,772,608: 65,273,856 (h80moe's exact figure; before 55,836,672).
+    # dense 24 × 3 × 16 × 21,504 = 24,772,608: 65,273,856 on the seven names (h80moe's exact figure; before
+    # 55,836,672); all-linear adds the 24 MoE layers' routers (Llama4Router, nn.Linear(5,120, 128) in 4.57.1 and
+    # 5.25.0): 24 × 16 × (5,120 + 128) = 2,015,232, 67,289,088.
     maverick = find_model("llama-4-maverick-17b-128e").spec
     lora = LoraSettings(rank=16, alpha=32, targets=("all-linear",))
     plan = default_plan_on(maverick).with_changes(method=Method.LORA, lora=lora)
-    assert param_counts(plan).adapter == 65_273_856
+    assert param_counts(plan).adapter == 67_289_088
+    seven = plan.with_changes(lora=LoraSettings(rank=16, alpha=32, targets=PLAN_TARGETS["attention+mlp"]))
+    assert param_counts(seven).adapter == 65_273_856
 
 
 # ---- the release input (training_transformers) ---------------------------------------------------------------
@@ -269,14 +299,15 @@ def test_a_bad_release_is_refused_with_the_list(capsys: pytest.CaptureFixture[st
 def test_the_command_line_picks_the_release(capsys: pytest.CaptureFixture[str]) -> None:
     # Qwen3-30B-A3B all-linear r 16 (catalogue: 48 layers, hidden 2,048, 128 experts of 768, q 32 × 128, kv 4 × 128):
     # attention 48 × 16 × (2,048 + 4,096 + 2 × (2,048 + 512) + 4,096 + 2,048) = 13,369,344; under 4.x the experts
-    # add 48 × 128 × 3 × 16 × (2,048 + 768) = 830,472,192.
+    # add 48 × 128 × 3 × 16 × (2,048 + 768) = 830,472,192 and the routers (Qwen3MoeSparseMoeBlock.gate, nn.Linear in
+    # 4.57.1) 48 × 16 × (2,048 + 128) = 1,671,168.
     args = ["estimate", "--model", "qwen3-30b-a3b", "--method", "lora", "--lora-rank", "16"]
     args += ["--lora-targets", "all-linear", "--json"]
     adapters = {}
     for release in ("5.0+", "4.49-4.57"):
         assert cli_main([*args, "--training-transformers", release]) == 0
         adapters[release] = json.loads(capsys.readouterr().out)["params"]["adapter"]
-    assert adapters == {"5.0+": 13_369_344, "4.49-4.57": 13_369_344 + 830_472_192}
+    assert adapters == {"5.0+": 13_369_344, "4.49-4.57": 13_369_344 + 830_472_192 + 1_671_168}
 
 
 def test_the_release_matters_only_where_it_moves_the_adapters_or_the_loss() -> None:

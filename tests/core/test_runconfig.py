@@ -36,6 +36,9 @@ from core.presets import default_plan
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "runconfigs"
 ALL_LINEAR = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+# all-linear as the plan keeps it (core.model.ALL_LINEAR): the seven names and itself, which on an MoE model also
+# reaches the routers the release builds as nn.Linear.
+ALL_LINEAR_ITSELF = (*ALL_LINEAR, "all-linear")
 
 
 def sources(run: object) -> dict[str, str]:
@@ -207,7 +210,9 @@ def test_axolotl_qlora_example() -> None:
     run = load_run_config(DATA / "axolotl_llama3_qlora.yml")
     assert run.kind is ConfigKind.AXOLOTL and run.model_ref == "NousResearch/Meta-Llama-3-8B"
     s = run.settings
-    assert (s.method, s.quant, s.lora_rank, s.lora_alpha, s.lora_targets) == ("qlora", "nf4", 32, 16.0, ALL_LINEAR)
+    # lora_target_linear: true (axolotl b78dab1e find_all_linear_names: every nn.Linear's name): all-linear.
+    targets = ALL_LINEAR_ITSELF
+    assert (s.method, s.quant, s.lora_rank, s.lora_alpha, s.lora_targets) == ("qlora", "nf4", 32, 16.0, targets)
     assert (s.micro_batch, s.grad_accum, s.seq_len) == (2, 4, 4096)
     assert (s.optimizer, s.checkpointing, s.attention) == ("paged-adamw", True, "flash")
     assert s.model_dtype == "bf16" and "auto" in sources(run)["model_dtype"]  # bf16: auto
@@ -237,8 +242,9 @@ def test_llamafactory_lora_sft_example() -> None:
     run = load_run_config(DATA / "llamafactory_llama3_lora_sft.yaml")
     assert run.kind is ConfigKind.LLAMA_FACTORY
     s = run.settings
-    # lora_target: all; no lora_rank: 8; no lora_alpha: 2 × rank
-    assert (s.method, s.lora_rank, s.lora_alpha, s.lora_targets) == ("lora", 8, 16.0, ALL_LINEAR)
+    # lora_target: all (LLaMA-Factory ff6d4d12 find_all_linear_modules: every Linear but the head, all-linear); no
+    # lora_rank: 8; no lora_alpha: 2 × rank
+    assert (s.method, s.lora_rank, s.lora_alpha, s.lora_targets) == ("lora", 8, 16.0, ALL_LINEAR_ITSELF)
     assert (s.micro_batch, s.grad_accum, s.seq_len, s.eval_batch) == (1, 8, 1024, 1)
     assert s.checkpointing is True and sources(run)["checkpointing"].startswith("default:")
     assert s.model_dtype == "bf16"

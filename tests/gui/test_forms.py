@@ -252,6 +252,24 @@ def test_the_output_head_box_adds_lm_head_and_is_off_under_ia3(qtbot: Any, windo
     assert not head.isEnabled() and not head.isChecked()
 
 
+def test_the_all_linear_box_keeps_all_linear_apart_from_the_seven_names(qtbot: Any, window: MainWindow) -> None:
+    # all-linear (branch h84alllin): PEFT's every nn.Linear but the head, which on a mixture of experts reaches the
+    # router the seven names leave out (core.model.ALL_LINEAR); a box of its own after down_proj.
+    form = window.method_form
+    boxes = form.targets.boxes
+    seven = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+    assert list(boxes).index("all-linear") == list(boxes).index("down_proj") + 1
+    boxes["all-linear"].setChecked(True)  # it brings the seven names
+    assert window.controller.plan.lora.targets == (*seven, "all-linear")
+    assert all(boxes[name].isChecked() for name in seven)
+    boxes["q_proj"].setChecked(False)  # one name off: no longer every linear
+    assert window.controller.plan.lora.targets == seven[1:]
+    assert not boxes["all-linear"].isChecked()
+    boxes["all-linear"].setChecked(True)
+    boxes["all-linear"].setChecked(False)  # off: the seven names alone stay
+    assert window.controller.plan.lora.targets == seven
+
+
 def test_dimension_edit_makes_a_custom_model(qtbot: Any, window: MainWindow) -> None:
     layers = window.model_form.fields["model.num_layers"]
     layers.setValue(16)

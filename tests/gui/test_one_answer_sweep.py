@@ -25,6 +25,7 @@ from core.estimate import estimate
 from core.files.planfile import load
 from core.format import memory
 from core.inputs import Method, Preset, Strategy, input_at
+from core.model import spelled_targets
 from core.plan import Plan
 from core.presets import plan_for_model
 from core.verdict import Mode, Verdict, verdict_label
@@ -225,7 +226,8 @@ def _check(window: MainWindow, name: str, plan: Plan, folder: Path) -> list[str]
     for input_path, marks in ADAPTER_ROWS.items():
         if seen["rows"][input_path] != any(mark in adapter for mark in marks):
             wrong.append(f"window shows {input_path}: {seen['rows'][input_path]}, report's adapter row {adapter!r}")
-    if seen["targets"] != (", ".join(plan.lora.targets).replace("_", r"\_") in adapter):
+    # all-linear is shown as itself, not as the seven names it covers (core.model.spelled_targets).
+    if seen["targets"] != (", ".join(spelled_targets(plan.lora.targets)).replace("_", r"\_") in adapter):
         wrong.append(f"window shows the targets: {seen['targets']}, report's adapter row {adapter!r}")
     return wrong
 

@@ -31,13 +31,13 @@ from core.files.launch.common import (
     hf_galore_written,
     integer_alpha,
     loaded_dtype,
+    lora_target_names,
     model_reference,
     modules_to_save_names,
     recipes_outside,
 )
 from core.files.launch.hf_trainer import HF_RECIPES, batch_keys, full_checkpointing, recipe_keys, sharding
 from core.inputs import input_at
-from core.model import LORA_TARGETS
 from core.parallel.layout import fsdp_no_sync
 from core.plan import Attention, Method, ModulesToSave, Offload, Plan
 
@@ -92,10 +92,13 @@ def _adapter(draft: Draft) -> dict[str, Any]:
             if not plan.double_quant:
                 draft.cannot("method.double_quant", "axolotl always quantises the 4-bit scales (double quantisation)")
     keys.update(lora_r=plan.lora.rank, lora_alpha=integer_alpha(draft), lora_dropout=plan.lora.dropout)
-    if plan.lora.targets == LORA_TARGETS:
+    # axolotl-ai-cloud/axolotl b78dab1e src/axolotl/loaders/adapter.py find_all_linear_names: lora_target_linear adds
+    # every nn.Linear's last name (an MoE router's among them) to lora_target_modules: the plan's all-linear.
+    linear, names = lora_target_names(draft, None)
+    if linear:
         keys["lora_target_linear"] = True
-    else:
-        keys["lora_target_modules"] = list(plan.model.peft_target_names(plan.lora.targets, plan.linear_experts))
+    if names or not linear:
+        keys["lora_target_modules"] = names
     keys["peft_use_dora"] = plan.method is Method.DORA
     if plan.lora.modules_to_save is not ModulesToSave.NONE:  # axolotl hands lora_modules_to_save to LoraConfig
         keys["lora_modules_to_save"] = modules_to_save_names(plan)

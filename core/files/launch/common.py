@@ -16,6 +16,7 @@ from core.catalogue import hub_repo_of
 from core.dtypes import Dtype, WeightFormat
 from core.errors import one_line
 from core.files.launch.fields import FIELDS_BY_NAME, TRAINING_FIELDS, differs_from_default
+from core.model import ALL_LINEAR, LORA_TARGETS
 from core.plan import Attention, Engine, Method, OllamaVersion, Optimizer, OptimizerImpl, Plan
 from core.serving.gptq import marlin_card
 
@@ -325,6 +326,32 @@ def recipes_outside(draft: Draft, written: Iterable[str], why: Mapping[str, str]
     for name, reason in RECIPE_WHY.items():
         if name not in written:
             draft.outside([name], (why or {}).get(name, reason))
+
+
+def lora_target_names(draft: Draft, shorthand: str | None) -> tuple[bool, list[str]]:
+    """(whether the tool's own all-linear is written, the target names written beside it or instead) for a plan's
+    LoRA targets (core.model.ALL_LINEAR). ``shorthand``: the tool's all-linear where it takes no names beside it
+    (PEFT's and TRL's "all-linear", LLaMA-Factory's "all"); None where it does (axolotl's lora_target_linear beside
+    lora_target_modules). A plan on the seven names alone lists them: the tools' all-linear adapts the MoE routers
+    too. Where all-linear cannot be written and it reaches more than the names (Plan.all_linear_reaches_more), the
+    names are written and the routers named as left out."""
+    plan = draft.plan
+    targets = plan.lora.targets
+    names = list(plan.model.peft_target_names(tuple(t for t in targets if t != ALL_LINEAR), plan.linear_experts))
+    if ALL_LINEAR not in targets:
+        return False, names
+    beside = [n for n in names if n not in plan.model.peft_target_names(LORA_TARGETS, plan.linear_experts)]
+    if shorthand is None:
+        return True, beside
+    if not beside:
+        return True, [shorthand]
+    if plan.all_linear_reaches_more:
+        draft.cannot(
+            "method.lora.targets",
+            f"{shorthand} takes no other name beside it ({', '.join(beside)}): the names are written, which leave "
+            "out the MoE router the plan's all-linear adapts",
+        )
+    return False, names
 
 
 def modules_to_save_names(plan: Plan) -> list[str]:

@@ -63,7 +63,7 @@ TRAINING_FIELDS: Final = (
     _f("method.lora.alpha", lambda p: p.lora.alpha, _matters("lora.alpha"), _ADAPTER),
     _f(
         "method.lora.targets",
-        lambda p: p.lora.targets,
+        lambda p: p.trained_targets,
         lambda p: p.adapter_based and not (p.litgpt_adapter or p.peft_flat_trained),
         _ADAPTER,
     ),

@@ -35,6 +35,7 @@ from core.files.launch.common import (
     hf_optim,
     integer_alpha,
     loaded_dtype,
+    lora_target_names,
     model_reference,
     modules_to_save_names,
     optimizer_steps,
@@ -206,7 +207,9 @@ def peft_keys(draft: Draft) -> dict[str, Any]:
         "use_peft": True,
         "lora_r": plan.lora.rank,
         "lora_alpha": integer_alpha(draft),
-        "lora_target_modules": list(plan.model.peft_target_names(plan.lora.targets, plan.linear_experts)),
+        # TRL's ModelConfig hands a one-name list to PEFT as that name (huggingface/trl f2cd5771
+        # trl/trainer/model_config.py __post_init__, lines 177-178), so ["all-linear"] is PEFT's shorthand.
+        "lora_target_modules": lora_target_names(draft, "all-linear")[1],
         "lora_dropout": plan.lora.dropout,
         "use_dora": plan.method is Method.DORA,
     }

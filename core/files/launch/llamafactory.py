@@ -27,13 +27,13 @@ from core.files.launch.common import (
     hf_galore_written,
     integer_alpha,
     loaded_dtype,
+    lora_target_names,
     model_reference,
     modules_to_save_names,
     recipes_outside,
 )
 from core.files.launch.fields import FIELDS_BY_NAME
 from core.files.launch.hf_trainer import HF_RECIPES, batch_keys, full_checkpointing, recipe_keys, sharding
-from core.model import LORA_TARGETS
 from core.plan import Attention, CheckpointPolicy, Method, ModulesToSave, Plan
 
 # No FlashAttention 1 in LLaMA-Factory: a plan that names it gets fa2 (same memory, faster).
@@ -60,10 +60,11 @@ def _method(draft: Draft) -> dict[str, Any]:
         "lora_rank": plan.lora.rank,
         "lora_alpha": integer_alpha(draft),
         "lora_dropout": plan.lora.dropout,
-        # A Gated DeltaNet hybrid's in_proj: its input projections by name (ModelSpec.peft_target_names).
-        "lora_target": "all"
-        if plan.lora.targets == LORA_TARGETS
-        else ",".join(plan.model.peft_target_names(plan.lora.targets, plan.linear_experts)),
+        # A Gated DeltaNet hybrid's in_proj: its input projections by name (ModelSpec.peft_target_names). "all" is
+        # every module whose class name holds "Linear" but the head (hiyouga/LLaMA-Factory ff6d4d12
+        # src/llamafactory/model/model_utils/misc.py find_all_linear_modules; model/adapter.py: only a lone "all"):
+        # the plan's all-linear, the MoE routers included.
+        "lora_target": ",".join(lora_target_names(draft, "all")[1]),
         "use_dora": plan.method is Method.DORA,
     }
     if plan.lora.modules_to_save is not ModulesToSave.NONE:  # LLaMA-Factory additional_target: names, commas

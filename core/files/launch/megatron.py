@@ -110,6 +110,8 @@ def _peft(draft: Draft, mode: str) -> dict[str, Any] | None:
     if mode == "sft":
         return None
     chosen = set(plan.lora.targets)
+    if plan.all_linear_reaches_more:
+        draft.cannot("method.lora.targets", "Megatron-Bridge's target_modules reach no MoE router (all-linear does)")
     if HEAD_TARGET in chosen:
         draft.cannot(
             "method.lora.targets", "the output head's LoRA is not written: target_modules names the blocks' linears"

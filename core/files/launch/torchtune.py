@@ -94,6 +94,8 @@ def _model(draft: Draft) -> dict[str, Any]:
     if not plan.adapter_based:
         return model
     targets = plan.lora.targets
+    if plan.all_linear_reaches_more:
+        draft.cannot("method.lora.targets", "torchtune names its LoRA modules: the MoE router all-linear adapts is not")
     mlp = [t for t in targets if t in MLP]
     if mlp and len(mlp) != len(MLP):
         draft.cannot("method.lora.targets", "torchtune adapts all three MLP matrices or none (apply_lora_to_mlp)")

@@ -18,7 +18,7 @@ from core.files.runconfig.mapping import (
 )
 from core.files.runconfig.reading import Taker, read_json_document
 from core.files.runconfig.result import ConfigKind, FieldRead, RunConfig, RunSettings
-from core.model import normalise_lora_targets
+from core.model import normalise_lora_targets, spelled_targets
 from core.units import finite_number
 
 # Names some frameworks use for the same matrices that core.model does not list.
@@ -63,7 +63,7 @@ def lora_targets(
     if not known:
         return None
     targets = normalise_lora_targets(known)
-    taker.record(setting, ", ".join(targets), key)
+    taker.record(setting, ", ".join(spelled_targets(targets)), key)
     return targets
 
 
