@@ -262,6 +262,9 @@ _TARGETS: Final = {
 }
 # Scopes that are readings after the model is built and wrapped, before the first step.
 _INIT_SCOPES: Final = ("after model initialisation", "torch.cuda.memory_reserved right after fsdp wrapping")
+# Scopes that are readings of the first training step alone (the peak counters reset when training starts):
+# no earlier step has left its sharded gradients cached on the reduce-scatter stream.
+_FIRST_STEP_SCOPES: Final = ("reserved peak of step 1 ",)
 # Sources whose training loop empties the allocator's cache right before the step that sets the
 # peak, so no free block of an earlier step is left at it. PEFT's method comparison
 # (huggingface/peft 51c2ff6, method_comparison/MetaMathQA): run.py calls
@@ -388,6 +391,11 @@ class Mapped:
     def cache_emptied_before_peak(self) -> bool:
         """The run empties the allocator's cache right before the step that sets its peak."""
         return self.source in _CACHE_EMPTIED_BEFORE_PEAK
+
+    @property
+    def first_step(self) -> bool:
+        """A reading of the first training step alone: no last step's gradients are cached at it."""
+        return str(self.figure["scope"]).lower().startswith(_FIRST_STEP_SCOPES)
 
     @property
     def model_init(self) -> bool:

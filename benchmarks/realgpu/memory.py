@@ -59,7 +59,7 @@ from core.roles import dtypes_for  # noqa: E402
 from core.runtime import ALLOCATOR_FRAGMENTATION, SEGMENT_ROUNDING_PER_TENSOR_BYTES  # noqa: E402
 from core.solve import largest_fitting  # noqa: E402
 from core.training.activations import PRIME_RL_LOGPROB_CHUNK  # noqa: E402
-from core.training.detailed import Rank, training_breakdown  # noqa: E402
+from core.training.detailed import LAST_STEP_CACHE, Rank, training_breakdown  # noqa: E402
 from core.training.device import weight_segments, weight_tensors  # noqa: E402
 from core.training.optimizer import clip_terms, largest_trainable_tensor, optimizer_step_temporary  # noqa: E402
 from core.training.ranks import RankMemory  # noqa: E402
@@ -254,6 +254,8 @@ def score_one(m: Mapped, fraction: float) -> Scored:
     if metric == "allocated":
         return Scored(m, measured, est.peak_bytes, 0.0, fraction, est.peak_phase, before=est.peak_bytes)
     predicted = worst.reserved_bytes if metric == "reserved" else est.total_bytes
+    if m.first_step:
+        predicted -= last_step_cache(worst)
     return Scored(
         m,
         measured,
@@ -265,6 +267,14 @@ def score_one(m: Mapped, fraction: float) -> Scored:
         limit=card_limit(est, metric),
         at_capacity=capacity_bound(est, measured, metric),
     )
+
+
+def last_step_cache(rank: RankMemory) -> float:
+    """What the reserve holds of the last step's sharded gradients, cached on the reduce-scatter stream
+    (core.training.detailed._gradients_cached): a reading of the first step alone (``Mapped.first_step``)
+    has no last step, so neither that cache nor the moment it makes the reserved peak."""
+    overhead = rank.buckets[-1]
+    return sum(t.bytes for t in overhead.terms if t.label.startswith(LAST_STEP_CACHE))
 
 
 def largest_request(plan: Plan) -> float | None:

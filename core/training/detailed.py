@@ -20,7 +20,7 @@ them beside the phases keeps each phase's list of what coexists in one place.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Final
@@ -1140,13 +1140,15 @@ def training_breakdown(plan: Plan, counts: ParamCounts, rank: Rank | None = None
     """The step's phases on one GPU, or on one rank of a multi-GPU plan (``rank``)."""
     dt = dtypes_for(plan)
     parts = _parts(plan, counts, dt, rank)
-    backward = max(backward_phases(plan, parts, dt), key=PHASE_BYTES)
+    sub_phases = backward_phases(plan, parts, dt)
+    backward = max(sub_phases, key=PHASE_BYTES)
     phases = (forward_phase(plan, parts), backward, optimizer_phase(plan, counts, parts, dt))
     peak_phase = max(phases, key=PHASE_BYTES)
     peak = peak_phase.allocated_bytes
-    notes = _notes(plan, parts.state) + (parts.state.notes if parts.state is not None else ())
+    gradients_cached, reserved_note = _gradients_cached(parts, (phases[0], *sub_phases, phases[2]), peak_phase)
+    notes = _notes(plan, parts.state) + (parts.state.notes if parts.state is not None else ()) + reserved_note
     where = (rank.stage.layers, rank.stage.embedding, rank.stage.head) if rank is not None else None
-    cached = parts.extra("stream_cache") + _gradients_cached(parts, peak_phase)
+    cached = parts.extra("stream_cache") + gradients_cached
     card = card_terms(plan, phases, cached, where, parts.extra("wrap_cache"))
     # The libraries' workspaces sit in the allocated peak beside the phase's tensors (none on an Apple GPU).
     workspaces = f" + {gb(card.workspace_bytes)} (workspaces)" if card.workspace_bytes else ""
@@ -1172,31 +1174,62 @@ def training_breakdown(plan: Plan, counts: ParamCounts, rank: Rank | None = None
     )
 
 
-def _gradients_cached(parts: _Parts, peak: Phase) -> list[Term]:
-    """FSDP2's sharded gradients, cached for the reduce-scatter stream at a peak they are not
-    alive at. ``foreach_reduce`` allocates the reduce-scatter output, which each sharded
-    gradient is a view of, in the reduce-scatter stream ("Since the GPU sharded gradient is
-    allocated in the RS stream", pytorch/pytorch 8fc2039
-    torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py; the same allocation at 415cc26,
-    torch/distributed/_composable/fsdp/, December 2024). The step's zero_grad frees them, and
-    the caching allocator gives a freed block back to the stream that allocated it only
-    (c10/cuda/CUDACachingAllocator.cpp at 001074d, ``get_free_block`` matches the stream), so
-    the next forward and backward, on the default stream, cannot use their segments: at a
-    peak outside the optimizer step they are reserved on top of the allocated tensors."""
+# The reserve's term for the last step's sharded gradients the reduce-scatter stream keeps (a label's start).
+LAST_STEP_CACHE: Final = "reduce-scatter stream's cache: the last step's sharded gradients"
+
+
+def _cached_at(parts: _Parts, phase: Phase) -> float:
+    """FSDP2's sharded gradients the reduce-scatter stream keeps cached at ``phase``: those not alive there.
+    ``foreach_reduce`` allocates the reduce-scatter output, which each sharded gradient is a view of, in the
+    reduce-scatter stream ("Since the GPU sharded gradient is allocated in the RS stream", pytorch/pytorch
+    8fc2039 torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py; the same allocation at 415cc26,
+    torch/distributed/_composable/fsdp/, December 2024). The step's zero_grad frees them, and the caching
+    allocator gives a freed block back to the stream that allocated it only (c10/cuda/CUDACachingAllocator.cpp
+    at 001074d, ``get_free_block`` matches the stream), so the next forward and backward, on the default
+    stream, cannot use their segments: wherever they are not alive they are reserved on top of the allocated
+    tensors."""
     state = parts.state
     if state is None or not state.grads_on_reduce_stream:
-        return []
-    sharded = sum(t.bytes for t in state.grads)
-    cached = sharded - peak.bucket(BucketKey.GRADIENTS).bytes
-    if cached <= 0:
-        return []
-    return [
-        Term(
-            "reduce-scatter stream's cache: the last step's sharded gradients",
-            f"{gb(sharded)} GB sharded gradients − {gb(sharded - cached)} GB alive at the {peak.name}",
-            cached,
-        )
-    ]
+        return 0.0
+    return max(0.0, sum(t.bytes for t in state.grads) - phase.bucket(BucketKey.GRADIENTS).bytes)
+
+
+def _gradients_cached(parts: _Parts, moments: Sequence[Phase], peak: Phase) -> tuple[list[Term], tuple[str, ...]]:
+    """What the reduce-scatter stream's cache (:func:`_cached_at`) adds to the reserved peak, and a note when the
+    reserved peak is another moment of the step than the allocated one. max_memory_reserved is the largest
+    of (allocated + cached) over the step's moments (``moments``: the forward, every sub-phase of the
+    backward, the optimizer step), not the cache at the allocated peak: at the backward's end the gradients
+    are alive and nothing is cached, but at the loss's backward the last step's sharded gradients sit cached
+    beside nearly as many allocated bytes (torchtitan PR #1690's Qwen3 32B on one host, 81.47 GiB reserved:
+    docs/REAL_GPU_MEMORY.md "torchtitan's pull-request logs, held out"). The other reserve terms (segment
+    rounding, fragmentation of the step's largest activations, the other streams' caches) are the same at
+    every moment, so this one term sets which moment it is."""
+    at = max(moments, key=lambda p: p.allocated_bytes + _cached_at(parts, p))
+    cached = _cached_at(parts, at)
+    added = at.allocated_bytes + cached - peak.allocated_bytes
+    if added <= 0:
+        return [], ()
+    sharded = cached + at.bucket(BucketKey.GRADIENTS).bytes
+    if at is peak:
+        formula = f"{gb(sharded)} GB sharded gradients − {gb(sharded - cached)} GB alive at the {peak.name}"
+        return [Term(LAST_STEP_CACHE, formula, cached)], ()
+    where, peak_where = _moment(at), _moment(peak)
+    formula = (
+        f"{gb(cached)} GB cached + {gb(at.allocated_bytes)} GB allocated at the {where} − "
+        f"{gb(peak.allocated_bytes)} GB at the allocated peak ({peak_where})"
+    )
+    label = f"{LAST_STEP_CACHE}, at the reserved peak"
+    note = (
+        f"The reserved peak is at the {where}, not at the allocated peak ({peak_where}): "
+        f"{gb(at.allocated_bytes)} GB allocated + {gb(cached)} GB of the last step's sharded gradients, "
+        "which the reduce-scatter stream keeps cached."
+    )
+    return [Term(label, formula, added)], (note,)
+
+
+def _moment(phase: Phase) -> str:
+    """A phase's moment in a few words: its description up to the colon ("end of the forward pass")."""
+    return phase.description.split(":")[0] if phase.description else phase.name
 
 
 def _optimizer_at(plan: Plan, counts: ParamCounts) -> Callable[[Dtypes], list[Term]]:

@@ -338,7 +338,12 @@ def test_a_layout_fits_only_where_the_nodes_hold_what_is_offloaded() -> None:
         host = row.estimate.host
         assert host is not None and host.bytes > host.capacity_bytes
     host_lines = [line for line in answer.arithmetic() if "per node" in line and "host" in line]
-    assert host_lines and all("≤" in line and not line.endswith("→ fits") for line in host_lines)
+    assert host_lines and not any(line.endswith("→ fits") for line in host_lines)
+    # The GPUs hold their share from 16 GPUs (two nodes) on. On one node (TP 8, so FSDP over one rank) the forward's
+    # end holds 58.9 GB beside the last step's 35.3 GB of float32 gradients the reduce-scatter stream keeps cached
+    # (core.training.detailed._gradients_cached, branch h85resv): 97.2 GB judged, over the usable 77 GB.
+    several_nodes = [line for line in host_lines if "nodes ×" in line]
+    assert several_nodes and all("≤" in line for line in several_nodes)
     # With the RAM a DGX H100 node has (2 TB), the same search finds a count.
     assert fewest_gpus(plan.with_parallel(host_ram_gb=2048.0), max_gpus=32).found is not None
 
@@ -377,14 +382,16 @@ def test_the_fastest_and_the_cheapest_are_shown_beside_the_fewest() -> None:
     # again (74.7 GB, its upper end 83.1 GB inside the card), 16 with plain FSDP2 the cheapest. Since the answer
     # must fit with margin (branch h59qtp: the range's top within the 77.0 GB usable), 8 with TP 8 fits by 2.3 GB
     # while its range reaches 83.1 GB: the fewest is 16, with FSDP2 + TP 2 (57.7 GB), whichever side of the card
-    # the band puts 8.
+    # the band puts 8. Since branch h85resv the reserved peak of 8 with TP 8 (FSDP over one rank) is the loss's
+    # backward, 57.3 GB beside the last step's 17.6 GB of bf16 gradients the reduce-scatter stream keeps cached: 77.5
+    # GB judged, just over the usable 77.0 GB (over headroom, no longer fitting narrowly); the fewest stays 16.
     plan = plan_for_model("llama-3.1-70b", method=Method.FULL, checkpointing=True).with_changes(preset="trainer-bf16")
     plan = plan.with_workload(seq_len=8192, tokens=10**9).with_hardware(gpu="h100-sxm")
     answer = fewest_gpus(plan.on_gpus(8, Strategy.FSDP))
     found, cheapest, fastest = answer.found, answer.cheapest, answer.fastest
     assert found is not None and cheapest is not None and fastest is not None
     eight = answer.tried[-2]
-    assert eight.count == 8 and eight.layout == "FSDP2 + TP 8" and eight.fits_narrowly
+    assert eight.count == 8 and eight.layout == "FSDP2 + TP 8" and not eight.fits
     assert found.count == 16 and found.layout == "FSDP2 + TP 2" and fastest.count > 16
     assert fastest.estimate.compute.hours < found.estimate.compute.hours
     assert all(found.count < row.count <= 4 * found.count and row.fits for row in answer.beyond)

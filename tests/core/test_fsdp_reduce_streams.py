@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import pytest
 
-from core.breakdown import BucketKey, StepPhase
+from core.breakdown import BucketKey, Phase, StepPhase
 from core.dtypes import MpDtype
 from core.estimate import Estimate, estimate
 from core.parallel.layout import layout
@@ -109,3 +109,50 @@ def test_fsdp2_with_the_optimizer_in_the_backward_keeps_one_units_output_not_the
     reserve = _reserve(estimate(_fsdp().with_changes(optimizer_in_backward=True)))
     assert reserve[OUTPUT.format("stepped in the backward")] == pytest.approx(ROOT / 8 * 2)
     assert not any("sharded gradients" in label for label in reserve)
+
+
+def _moments(plan: Plan) -> tuple[list[Phase], float]:
+    """The step's moments on the plan's first rank (the forward, every sub-phase of the backward, the optimizer)
+    and the rank's sharded gradients."""
+    lay, dt, counts = layout(plan), dtypes_for(plan), param_counts(plan)
+    parts = detailed._parts(plan, counts, dt, detailed.Rank(lay, lay.stages[0]))
+    forward, optimizer = detailed.forward_phase(plan, parts), detailed.optimizer_phase(plan, counts, parts, dt)
+    assert parts.state is not None
+    return [forward, *detailed.backward_phases(plan, parts, dt), optimizer], sum(t.bytes for t in parts.state.grads)
+
+
+@pytest.mark.parametrize(
+    ("plan", "moment"),
+    [
+        (_fsdp(), None),  # Llama 3.2 1B: the allocated peak is also the reserved one
+        # Qwen3 32B (the model of torchtitan PR #1690's one-host rows), batch 1 × 4,096 on 8 GPUs, no checkpointing:
+        # the last block's backward holds the most, the loss's backward (no gradient alive yet) the most + cache.
+        (
+            plan_for_model("qwen3-32b").with_method(Method.FULL).with_workload(micro_batch=1, seq_len=4096).on_gpus(8),
+            "start of the backward pass",
+        ),
+    ],
+)
+def test_the_reserved_peak_is_the_largest_moment_with_the_last_steps_gradients_cached(
+    plan: Plan, moment: str | None
+) -> None:
+    # The sharded gradients foreach_reduce allocated on the reduce-scatter stream are freed by zero_grad and cached
+    # for that stream alone (CUDACachingAllocator.cpp get_free_block matches the stream: _cached_at's sources), so
+    # max_memory_reserved is the largest, over the step's moments, of what is allocated there plus those of them
+    # not alive there; the other reserve terms are the same at every moment.
+    plan = plan.with_parallel(strategy=Strategy.FSDP)
+    est = estimate(plan)
+    worst = est.worst
+    moments, sharded = _moments(plan)
+    largest = max(p.allocated_bytes + max(0.0, sharded - p.bucket(BucketKey.GRADIENTS).bytes) for p in moments)
+    runtime = est.total_bytes - worst.reserved_bytes
+    # The overhead's terms: the workspaces, the reserve and the runtime; all but the cache's are the same anywhere.
+    others = sum(t.bytes for t in est.buckets[-1].terms if not t.label.startswith(detailed.LAST_STEP_CACHE))
+    assert worst.reserved_bytes - (others - runtime) == pytest.approx(largest)
+    # The allocated peak and its phase are the largest moment's without the cache, as before.
+    assert worst.peak_bytes - worst.workspace_bytes == pytest.approx(max(p.allocated_bytes for p in moments))
+    notes = [n for n in worst.notes if n.startswith("The reserved peak is at the ")]
+    if moment is None:
+        assert not notes
+    else:
+        assert notes and notes[0].startswith(f"The reserved peak is at the {moment}, not at the allocated peak")

@@ -132,13 +132,14 @@ def test_the_llama_rows_are_within_the_reserved_target(rows: dict[str, object]) 
 
 def test_qwen3_32b_across_hosts_within_target_and_one_host_under(rows: dict[str, object]) -> None:
     # memory.py on 2026-12-07 (branch h83evid): the multi-host rows +1.9 ... +6.7 %; the one-host FSDP 8 rows -12.2,
-    # -13.2, -16.3 %, the estimate low (docs/REAL_GPU_MEMORY.md, branch h83evid's section: the reserve is judged at
-    # the allocated peak, the backward's end, while the reading is set beside the loss with the reduce-scatter
-    # stream's cached gradients).
+    # -13.2, -16.3 % with the reserve judged at the allocated peak, the backward's end, while the reading is set
+    # beside the loss with the reduce-scatter stream's cached gradients (branch h83evid's section). Since branch
+    # h85resv the reserved peak is the largest moment of allocated + that cache: -8.6, -7.8, -3.6 %, still low
+    # (docs/REAL_GPU_MEMORY.md "The reserved peak over every moment of the step").
     for fid in QWEN32_HOSTS:
         assert abs(rows[fid].error_pct) <= 10.0, (fid, rows[fid].error_pct)  # type: ignore[attr-defined]
     for fid in QWEN32_ONE_HOST:
-        assert -20.0 < rows[fid].error_pct < -10.0, (fid, rows[fid].error_pct)  # type: ignore[attr-defined]
+        assert -10.0 < rows[fid].error_pct < 0.0, (fid, rows[fid].error_pct)  # type: ignore[attr-defined]
     for fid in QWEN32_BOUNDARIES:  # each predicted largest batch inside the PR's bracket [ran, first OOM - 1]
         assert rows[fid].error_pct == 0.0, (fid, rows[fid].predicted)  # type: ignore[attr-defined]
 
@@ -151,9 +152,12 @@ def test_deepseek_v3_671b_with_balanced_routing_is_within_target(rows: dict[str,
 def test_the_moe_run_reads_low_once_routing_is_learnt(rows: dict[str, object]) -> None:
     # PR #2679's log: 56.95 GiB at step 1 (uniform routing from random weights, loss 12.38 = ln V), 78.57 GiB over
     # steps 491-500 on the same recipe. The plan's routing is balanced: +5.7 % and -23.4 % (memory.py, 2026-12-07).
+    # Since branch h85resv the later window's reserved peak is the loss's backward with the last step's sharded
+    # gradients cached (-17.1 %); step 1 follows no step, so it is scored without them (mapping.Mapped.first_step):
+    # +5.7 % still.
     first, late = (rows[fid] for fid in MOE_SCORED)
-    assert first.predicted == late.predicted  # type: ignore[attr-defined]
-    assert abs(first.error_pct) <= 10.0 and late.error_pct < -20.0  # type: ignore[attr-defined]
+    assert first.predicted < late.predicted  # type: ignore[attr-defined]
+    assert abs(first.error_pct) <= 10.0 and -20.0 < late.error_pct < -10.0  # type: ignore[attr-defined]
 
 
 def test_the_candidates_left_out_say_why() -> None:
