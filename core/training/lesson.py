@@ -1,9 +1,10 @@
 """The lesson's accounting (LM8-T3): four buckets with a typed activation allowance.
 
 Weights P·b_w, gradients T·b_g, optimizer state T·b_o (+ a float32 master copy in mixed
-precision), activations as typed. With adapters the adapter itself is kept in float32 and
-counts 16 bytes per parameter (4 weight + 4 gradient + 8 Adam). No overhead bucket: the
-lesson keeps 10-20 % headroom instead.
+precision), activations as typed. b_w is the dtype each weight is loaded in: the routed experts
+a bitsandbytes base keeps in 16 bits count 2 B (:func:`weight_terms`). With adapters the
+adapter itself is kept in float32 and counts 16 bytes per parameter (4 weight + 4 gradient +
+8 Adam). No overhead bucket: the lesson keeps 10-20 % headroom instead.
 
 On several GPUs the state is divided the way ZeRO divides it (Rajbhandari et al. 2020,
 arXiv:1910.02054, Figure 1, the paper the lesson cites): with N_d data-parallel GPUs stage 1
