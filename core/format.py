@@ -102,16 +102,29 @@ def latency(seconds: float) -> str:
 
 
 def duration(seconds: float) -> str:
-    """A part of a step, three significant digits in the unit of its size: 287 µs, 98.7 ms, 2.91 s,
-    1,235 s ("0.000287 s" read as a number to count zeros in); no finite value reads "—"."""
+    """A time, a part of a step or a step, three significant digits in the unit of its size: 287 µs, 98.7 ms,
+    2.91 s, 1,235 s ("0.000287 s" read as a number to count zeros in, "3.92e-05 s" and "1.07e+03 ms" as a count
+    in e-notation: docs/GUI.md, 2026-12-07, left 3); under a microsecond in ns, under a thousandth of one
+    "< 0.001 ns"; a negative time with its sign; no finite value reads "—". Never e-notation."""
     if not math.isfinite(seconds):
         return "—"
     if seconds == 0:
         return "0 s"
-    for scale, unit in ((1e-3, "µs"), (1.0, "ms")):  # the next unit once three digits round past 999
+    if seconds < 0:
+        return "−" + duration(-seconds)
+    if seconds < 5e-13:  # rounds to 0.000 ns: .3g would write "1e-04 ns"
+        return "< 0.001 ns"
+    for scale, unit in ((1e-6, "ns"), (1e-3, "µs"), (1.0, "ms")):  # the next unit once three digits round past 999
         if seconds < scale * 0.9995:
-            return f"{seconds / scale * 1e3:.3g} {unit}"
+            return f"{_fixed3(seconds / scale * 1e3)} {unit}"
     return f"{seconds:.3g} s" if seconds < 99.95 else f"{seconds:,.0f} s"
+
+
+def _fixed3(value: float) -> str:
+    """``value`` (under 999.5) to three significant digits as ``{:.3g}`` gives them, written without an exponent
+    (0.000123, not 1.23e-04)."""
+    digits = max(0, 2 - math.floor(math.log10(value))) if value >= 1e-3 else 5
+    return f"{float(f'{value:.3g}'):.{digits}f}".rstrip("0").rstrip(".") if digits else f"{value:.0f}"
 
 
 _UNGROUPED: Final = re.compile(r"(?<![\d,.])\d{4,}(?![\d,.])")

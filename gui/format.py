@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Literal
 
 from core.format import count as format_count
 from core.format import counted as counted  # re-exported: the views count through gui.format
+from core.format import duration as duration
 from core.format import grouped as grouped
 from core.format import hours as hours  # re-exported: the views format through gui.format
 from core.format import latency as latency

@@ -21,7 +21,7 @@ from core.estimate import (
     UtilisationSource,
     Verdict,
 )
-from core.format import counted, hours, latency, money, scientific, tokens_per_s
+from core.format import counted, duration, hours, latency, money, scientific, tokens_per_s
 from core.format import memory as format_memory
 from core.inputs import sglang_multimodal_asked
 from core.plan import ENGINE_LABELS, Accounting, Engine, Plan, training_refusal
@@ -497,19 +497,19 @@ def _step_lines(est: Estimate) -> list[str]:
     if not c.comm_terms and not c.bubble_fraction:
         return []
     lines = [
-        f"  step     {c.step_seconds:.3g} s = {c.compute_seconds_per_step:.3g} s compute × "
-        f"(1 + {c.bubble_fraction:.3g} bubble) + {c.exposed_comm_seconds_per_step:.3g} s exposed "
-        f"of {c.comm_seconds_per_step:.3g} s communication"
+        f"  step     {duration(c.step_seconds)} = {duration(c.compute_seconds_per_step)} compute × "
+        f"(1 + {c.bubble_fraction:.3g} bubble) + {duration(c.exposed_comm_seconds_per_step)} exposed "
+        f"of {duration(c.comm_seconds_per_step)} communication"
         + (
-            f" + {c.host_step_seconds_per_step:.3g} s optimizer step on the host"
+            f" + {duration(c.host_step_seconds_per_step)} optimizer step on the host"
             if c.host_step_seconds_per_step
             else ""
         )
     ]
-    lines += [f"    {t.label}: {t.seconds:.3g} s ({t.formula})" for t in c.comm_terms]
+    lines += [f"    {t.label}: {duration(t.seconds)} ({t.formula})" for t in c.comm_terms]
     if c.host_step_seconds_per_step:
         lines.append(
-            f"    optimizer step on the host (CPU): {c.host_step_seconds_per_step:.3g} s ({c.host_step_formula})"
+            f"    optimizer step on the host (CPU): {duration(c.host_step_seconds_per_step)} ({c.host_step_formula})"
         )
         if c.host_step_advice:
             lines.append(f"      {c.host_step_advice}")

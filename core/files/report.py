@@ -28,7 +28,7 @@ from core.advice.compare import SERVING, Comparison, Row, RowKind, compare
 from core.advice.diagnosis import Diagnosis, diagnose
 from core.breakdown import BUCKET_LABELS, BUCKET_ORDER, SERVING_BUCKET_ORDER, Bucket, BucketKey
 from core.estimate import Estimate, Mode, Verdict
-from core.format import counted, hours, latency, memory, money, tokens_per_s
+from core.format import counted, duration, hours, latency, memory, money, tokens_per_s
 from core.plan import ENGINE_LABELS, METHOD_LABELS, Plan
 from core.serving.text_only import tower_line
 from core.units import GB, GiB
@@ -636,7 +636,7 @@ def _html_training(est: Estimate, unit: str) -> list[str]:
         out.append('<table width="100%">')
         for term in est.compute.comm_terms:
             out.append(
-                f'<tr><td>{escape(term.label)}</td><td class="n">{term.seconds:.3g} s</td>'
+                f'<tr><td>{escape(term.label)}</td><td class="n">{duration(term.seconds)}</td>'
                 f"<td>{escape(term.formula)}</td></tr>"
             )
         out.append("</table>")
@@ -732,9 +732,9 @@ def to_markdown(report: Report) -> str:
         else:
             lines += [f"Time and cost: `{est.compute.formula}`", ""]
         if mode is Mode.TRAINING and est.compute.comm_terms:
-            lines += ["| Communication per step | Seconds | Arithmetic |", "|---|---:|---|"]
+            lines += ["| Communication per step | Time | Arithmetic |", "|---|---:|---|"]
             lines += [
-                f"| {md_cell(t.label)} | {t.seconds:.3g} | {md_cell(t.formula)} |" for t in est.compute.comm_terms
+                f"| {md_cell(t.label)} | {duration(t.seconds)} | {md_cell(t.formula)} |" for t in est.compute.comm_terms
             ]
             lines.append("")
         lines += [f"Diagnosis: {md_cell(_explanation(d))}", ""]

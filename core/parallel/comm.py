@@ -28,7 +28,7 @@ from typing import Final
 
 from core.catalogue import LinkSpec, find_link, intra_link_of
 from core.dtypes import ELEMENT_BYTES, MP_BYTES, MpDtype
-from core.format import memory
+from core.format import duration, memory
 from core.inputs import megatron_dispatcher, zero3_overlap_comm, zero_overlap_comm
 from core.memo import fills_fields
 from core.parallel.layout import (
@@ -237,13 +237,13 @@ def _collective(
     how = "2(n−1)/n" if kind is Collective.ALL_REDUCE else "(n−1)/n"
     formula = (
         f"{count:g} × {kind.value} of {memory(buffer_bytes)}: {how} = {factor:.3g} × {memory(buffer_bytes * count)} "
-        f"÷ {bandwidth / 1e9:.4g} GB/s + {latency * 1e3:.3g} ms latency ({links.where(span)})"
+        f"÷ {bandwidth / 1e9:.4g} GB/s + {duration(latency)} latency ({links.where(span)})"
     )
     if kind is Collective.ALL_REDUCE and span.nodes > 1 and not ring_only:
         times = links.all_reduce_times(buffer_bytes / launches, span)
         one, algorithm = links.all_reduce(buffer_bytes / launches, span)
         seconds = one * launches * count
-        weighed = ", ".join(f"{name} {t * 1e3:.3g} ms" for name, t in times.items())
+        weighed = ", ".join(f"{name} {duration(t)}" for name, t in times.items())
         formula = (
             f"{count * launches:g} × {kind.value} of {memory(buffer_bytes / launches)} as NCCL's {algorithm}, "
             f"the faster in its tuner's model (Simple protocol; {weighed} each; {links.where(span)})"
@@ -267,7 +267,7 @@ def _point_to_point(
     seconds = message_bytes * count / bandwidth + latency
     formula = (
         f"{count:g} × send of {memory(message_bytes)} ÷ {bandwidth / 1e9:.4g} GB/s + "
-        f"{latency * 1e3:.3g} ms latency (over {link.id})"
+        f"{duration(latency)} latency (over {link.id})"
     )
     return CommTerm(label, formula, message_bytes * count, seconds, overlapped, window)
 
@@ -1046,7 +1046,7 @@ def _expert_parallel_traffic(step: _Step) -> _Traffic | None:
     term = CommTerm(
         f"expert-parallel {what} (dispatch and combine)",
         f"{count:g} × {what} of {memory(buffer)} ({shape}): (n−1)/n = {(ep - 1) / ep:.3g} × "
-        f"{memory(buffer * count)}, {one * 1e3:.3g} ms each ({where})",
+        f"{memory(buffer * count)}, {duration(one)} each ({where})",
         sent,
         one * count,
     )
@@ -1058,7 +1058,7 @@ def _expert_parallel_traffic(step: _Step) -> _Traffic | None:
         term = CommTerm(
             "expert-parallel HybridEP dispatch and combine",
             f"{count / 2:g} dispatches and {count / 2:g} combines of {memory(received)} (the distinct tokens "
-            f"the rank receives × d), {dispatch * 1e3:.3g} / {combine * 1e3:.3g} ms each at HybridEP's measured "
+            f"the rank receives × d), {duration(dispatch)} / {duration(combine)} each at HybridEP's measured "
             f"{rates[0]:g} / {rates[1]:g} "
             f"GB/s ({where})",
             received * (ep - 1) / ep * count,

@@ -56,7 +56,7 @@ from typing import Final, NamedTuple
 
 from core.catalogue import GpuSpec, LinkSpec, find_link
 from core.dtypes import GGUF_FLOAT, GgmlType, LlamaCppBackend, WeightFormat, matmul_dtype
-from core.format import TOTAL_RATE_BASIS, counted, gb, latency, tokens_per_s
+from core.format import TOTAL_RATE_BASIS, counted, duration, gb, latency, tokens_per_s
 from core.params import ParamCounts
 from core.plan import Engine, Plan, SglangVersion
 from core.serving.engines import RankLayout, serving_link
@@ -1220,14 +1220,14 @@ def _assumptions(plan: Plan, gpu: GpuSpec, model: StepModel, fit: ServingFit, ru
         + ("; the step's logits gathered across the ranks" if logits_gather_seconds(plan, model.link, 1) else "")
         + (
             f"; vLLM V0 schedules, prepares the inputs and samples on the host while the GPU waits, "
-            f"{model.step_host_s * 1e3:g} ms a step, and processes the step before's outputs while the "
-            f"device runs ({model.output_seconds(running) * 1e3:.2f} ms at {counted(running, 'sequence')})"
+            f"{duration(model.step_host_s)} a step, and processes the step before's outputs while the "
+            f"device runs ({duration(model.output_seconds(running))} at {counted(running, 'sequence')})"
             if model.step_host_s
             else ""
         )
         + (
             f"; the GPTQ MoE layers launch vLLM 0.7.2's Marlin MoE kernel once per expert, "
-            f"{marlin_moe_kernels_per_layer(plan):,} a layer ({model.moe_kernels_layer_s * 1e3:.2f} ms)"
+            f"{marlin_moe_kernels_per_layer(plan):,} a layer ({duration(model.moe_kernels_layer_s)})"
             if model.moe_kernels_layer_s
             else ""
         )
@@ -1270,14 +1270,14 @@ def _launch_text(plan: Plan, gpu: GpuSpec, model: StepModel, running: int) -> st
     if gpu.vendor == "apple":
         dispatches, per_layer = kernels_per_layer(plan, gpu), model.layer_overhead_s * 1e6
         alu = (
-            f"; the K-quant mat-vecs keep the ALUs {model.matvec_alu_s * 1e3:.1f} ms a token "
+            f"; the K-quant mat-vecs keep the ALUs {duration(model.matvec_alu_s)} a token "
             f"(Q4_K / Q5_K / Q6_K: {' / '.join(f'{c:g}' for c in APPLE_MATVEC_CYCLES.values())} cycles a weight)"
             if model.matvec_alu_s
             else ""
         )
         tiles = (
             f"; a prompt's products dequantise the quantised weights once per {METAL_MM_TILE_TOKENS} tokens "
-            f"({model.tile_dequant_alu_s * 1e3:.1f} ms of the ALUs each time)"
+            f"({duration(model.tile_dequant_alu_s)} of the ALUs each time)"
             if model.tile_dequant_alu_s
             else ""
         )
@@ -1304,8 +1304,8 @@ def _formula(
     inf = plan.inference
     efficiency = fit.bandwidth_efficiency[bandwidth_key(engine_family(plan), gpu)]
     gathers = " and logits gather" if logits_gather_seconds(plan, model.link, running) else ""
-    tp = f" + all-reduces{gathers} {allreduce * 1e3:.2f} ms" if allreduce else ""
-    v0 = f" + V0's host work between steps {model.step_host_s * 1e3:.2f} ms" if model.step_host_s else ""
+    tp = f" + all-reduces{gathers} {duration(allreduce)}" if allreduce else ""
+    v0 = f" + V0's host work between steps {duration(model.step_host_s)}" if model.step_host_s else ""
     ecc = " × 15/16 (in-band ECC)" if ecc_data_share(gpu) < 1.0 else ""
     bandwidth = f"{gpu.memory_bandwidth_gb_s:g} GB/s{ecc} × {efficiency:.0%}"
     sent = counted(inf.concurrent, "request")
@@ -1324,7 +1324,7 @@ def _formula(
         )
     )
     cpu = (
-        f" + {what} ÷ {plan.inference.host_bandwidth_gb_s:g} GB/s of host memory ({host_read * 1e3:.2f} ms)"
+        f" + {what} ÷ {plan.inference.host_bandwidth_gb_s:g} GB/s of host memory ({duration(host_read)})"
         if host_read
         else ""
     )
@@ -1333,16 +1333,16 @@ def _formula(
     # Hugging Face generate: the host's rules are the plan's transformers release's
     release = f"transformers {inf.transformers_version.value}"
     if host_s > 0 and model.host_serial:  # fine-grained FP8: the host waits for each product
-        device = f"{device} + layers × {host_s * 1e3:.2f} ms of {release} host time (synchronised)"
+        device = f"{device} + layers × {duration(host_s)} of {release} host time (synchronised)"
     elif host_s > 0:  # the host's Python loop, overlapped by the GPU
-        device = f"max({device}, layers × {host_s * 1e3:.2f} ms of {release} host time)"
+        device = f"max({device}, layers × {duration(host_s)} of {release} host time)"
     output = model.output_seconds(running)
     body = f"{device}{tp}"
     if output > 0 and output >= step - model.step_host_s:  # V0's output processing outlasts the device's step
-        body = f"V0's output processing of the step before {output * 1e3:.2f} ms (longer than the device's {body})"
+        body = f"V0's output processing of the step before {duration(output)} (longer than the device's {body})"
     return (
         f"step at {counted(running, 'request')} = {body}"
-        f"{v0} = {step * 1e3:.2f} ms; TTFT alone {latency(alone)}, "
+        f"{v0} = {duration(step)}; TTFT alone {latency(alone)}, "
         f"with {sent} sent together {latency(here.ttft_s)} (waiting for a slot {latency(here.wait_s)}); "
-        f"time per output token {here.token_latency_s * 1e3:.2f} ms"
+        f"time per output token {duration(here.token_latency_s)}"
     )

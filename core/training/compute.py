@@ -261,7 +261,7 @@ def _parts(work: Work, plan: Plan) -> tuple[ComputePart, ...]:
 def _part_formula(seconds: float, k: float, name: str, method: MethodWork | None) -> str:
     """A compute part's arithmetic: ``seconds`` of feature ``name`` at the ideal rate × its coefficient ``k``; a PEFT
     method's parts say what its step runs and where that was read and counted (core.training.flops.method_work)."""
-    formula = f"{seconds:.3g} s at the ideal rate × {k:.3g} ({name})"
+    formula = f"{duration(seconds)} at the ideal rate × {k:.3g} ({name})"
     if method is not None and name.startswith("adapter_bytes:"):
         formula += (
             f": {method.label}, {method.bytes_forward:.3g} B forward + {method.bytes_backward:.3g} B backward a "
@@ -334,7 +334,7 @@ def host_pace(work: Work, timing: _Timing, bubble: float, step: float) -> str:
     if floor <= 0 or floor < step:
         return ""
     bubbled = f" × (1 + {bubble:.3g} bubble)" if bubble else ""
-    return f"paced by the host: {_host_words(work)}{bubbled} + the optimizer step = {floor:.3g} s a step"
+    return f"paced by the host: {_host_words(work)}{bubbled} + the optimizer step = {duration(floor)} a step"
 
 
 # The step's fixed part is said where it is at least a tenth of the step: below that the micro-batches' work
@@ -371,8 +371,8 @@ def _host_words(work: Work) -> str:
     if work.host_kernels:
         parts.append(f"{work.host_kernels:,.0f} kernels × {EAGER_KERNEL_HOST_S * 1e6:.1f} µs")
     if work.host_floor - eager > 1e-12:
-        parts.append(f"{work.host_floor - eager:.3g} s to issue the MoE layers")
-    return " + ".join(parts) + (f" = {work.host_floor:.3g} s" if len(parts) > 1 or work.host_kernels else "")
+        parts.append(f"{duration(work.host_floor - eager)} to issue the MoE layers")
+    return " + ".join(parts) + (f" = {duration(work.host_floor)}" if len(parts) > 1 or work.host_kernels else "")
 
 
 _SECONDS: Final = attrgetter("seconds")  # ComputePart.seconds, read in C by map() (_timing)
@@ -453,7 +453,7 @@ def _solve_calibration(
         raise PlanError(
             field,
             value,
-            f"a speed the card can reach (at most {tokens_per_s(per_gpu)} per GPU, {fastest:.3g} s per step)",
+            f"a speed the card can reach (at most {tokens_per_s(per_gpu)} per GPU, {duration(fastest)} per step)",
             "faster than 100 % of the card's peak with this plan's communication",
         )
     low, high = math.log(1e-6), math.log(top)
@@ -610,18 +610,18 @@ def _formula(
     # stood beside "20,000,000 tokens": docs/GUI.md, 2026-12-07, left 2)
     text = f"FLOPs = [{how}] per token × {tokens:,.0f} tokens = {scientific(flops)}"
     text += (
-        f"; per step {timing.compute:.3g} s compute ({utilisation:.1%} of {peak:g} TFLOP/s per GPU, "
+        f"; per step {duration(timing.compute)} compute ({utilisation:.1%} of {peak:g} TFLOP/s per GPU, "
         f"{_source_words(timing)})"
     )
     if comm.bubble_fraction or comm.exposed_seconds:
-        text += f" × (1 + {comm.bubble_fraction:.3g} bubble) + {comm.exposed_seconds:.3g} s exposed communication"
+        text += f" × (1 + {comm.bubble_fraction:.3g} bubble) + {duration(comm.exposed_seconds)} exposed communication"
     pace, fixed = said
     if pace:
         text += f", but {pace}"
     if host:
-        text += f" + {host.seconds:.3g} s optimizer step on the host"
+        text += f" + {duration(host.seconds)} optimizer step on the host"
     steps = tokens / (plan.effective_batch * plan.workload.seq_len) if plan.effective_batch else 0.0
-    text += f" = {step:.3g} s" + (f" ({fixed})" if fixed else "")
+    text += f" = {duration(step)}" + (f" ({fixed})" if fixed else "")
     whole = steps == int(steps)  # 78,125 steps, not 78,125.0; a budget that ends mid-step keeps its tenth
     text += f"; {steps:,.0f} steps" if whole else f"; {steps:,.1f} steps"
     text += f" = {format_hours(steps * step / 3600)}"

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from core.breakdown import Term
-from core.format import gb, sci
+from core.format import duration, gb, sci
 from core.memo import fills_fields
 from core.parallel.layout import Layout, layout
 from core.params import ParamCounts
@@ -218,11 +218,11 @@ def host_step(plan: Plan, counts: ParamCounts) -> HostStep | None:
         advice = (
             f"the ranks' threads bound it: {needed} threads a rank (Host threads per rank, "
             f"OMP_NUM_THREADS={needed}: {ranks * needed} cores on the node) would let the node's DRAM bound it, "
-            f"{node / (dram * 1e9):.3g} s instead of {seconds:.3g} s"
+            f"{duration(node / (dram * 1e9))} instead of {duration(seconds)}"
         )
     else:
         limit = f"{par.host_memory_gbs:g} GB/s × {HOST_STREAM_SHARE:.3g} STREAM share"
-    formula = f"{ranks} ranks × ({' + '.join(parts)}) = {_gb_text(node)} ÷ ({limit}) = {seconds:.3g} s"
+    formula = f"{ranks} ranks × ({' + '.join(parts)}) = {_gb_text(node)} ÷ ({limit}) = {duration(seconds)}"
     return HostStep(seconds, node, "optimizer step on the host (CPU)", formula, advice)
 
 

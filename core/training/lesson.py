@@ -1,9 +1,10 @@
 """The lesson's accounting (LM8-T3): four buckets with a typed activation allowance.
 
 Weights P·b_w, gradients T·b_g, optimizer state T·b_o (+ a float32 master copy in mixed
-precision), activations as typed. With adapters the adapter itself is kept in float32 and
-counts 16 bytes per parameter (4 weight + 4 gradient + 8 Adam). No overhead bucket: the
-lesson keeps 10-20 % headroom instead.
+precision), activations as typed. b_w is the dtype each weight is loaded in: the routed experts
+a bitsandbytes base keeps in 16 bits count 2 B (:func:`weight_terms`). With adapters the
+adapter itself is kept in float32 and counts 16 bytes per parameter (4 weight + 4 gradient +
+8 Adam). No overhead bucket: the lesson keeps 10-20 % headroom instead.
 
 On several GPUs the state is divided the way ZeRO divides it (Rajbhandari et al. 2020,
 arXiv:1910.02054, Figure 1, the paper the lesson cites): with N_d data-parallel GPUs stage 1
@@ -19,7 +20,7 @@ from typing import Final
 from core.breakdown import Breakdown, Bucket, BucketKey, Phase, StepPhase, Term, make_bucket
 from core.dtypes import ELEMENT_BYTES
 from core.format import gb, sci
-from core.params import ParamCounts
+from core.params import ParamCounts, bnb_16bit_experts
 from core.plan import Optimizer, Plan, Precision, Strategy
 from core.units import GB
 
@@ -81,11 +82,15 @@ LESSON_OPTIMIZER_BYTES: Final = {
 MASTER_COPY_BYTES: Final = ELEMENT_BYTES["fp32"]  # float32 master weight in mixed precision
 ADAPTER_BYTES: Final = ELEMENT_BYTES["fp32"]  # the lesson keeps adapters, and their gradients, in float32
 MIXED: Final = (Precision.BF16_MIXED, Precision.FP16_MIXED)
+# The routed experts a bitsandbytes base leaves in the model's 16-bit dtype (Plan.bnb_16bit_experts): the lesson's
+# b_w for a 16-bit weight, 2 B (LM8-T3: "bytes per stored weight: ... 2 (bf16/fp16)").
+EXPERT_BYTES: Final = ELEMENT_BYTES["bf16"]
 
 
 def weight_bytes(plan: Plan) -> float:
     """b_w: 4 (float32), 2 (16-bit), 1 (int8), 0.5 (4-bit) bytes per stored weight, without
-    the block scales the detailed accounting adds."""
+    the block scales the detailed accounting adds. On a quantised base whose routed experts stay in 16 bits
+    (:func:`weight_terms`), b_w of every other weight."""
     if plan.quantised_base:
         return ELEMENT_BYTES[plan.quant.value]
     return ELEMENT_BYTES["fp32"] if plan.precision is _PRECISION_FP32 else ELEMENT_BYTES["bf16"]
@@ -101,6 +106,25 @@ SHARDED_BUCKETS: Final = {
 }
 
 
+def weight_terms(plan: Plan, p: int, bw: float) -> list[Term]:
+    """The lesson's weights term, P × b_w, applied to what the run loads: on a bitsandbytes MoE base under
+    transformers 5 the routed experts are 3-D parameters it does not quantise (Plan.bnb_16bit_experts,
+    core.params.bnb_16bit_experts; measured in tests/data/moe_bnb), so E of the P weights are held in 16 bits,
+    (P − E) × b_w + E × 2 B. A dense model, or experts the base quantises, keeps the lesson's one product."""
+    experts = bnb_16bit_experts(plan)
+    if not experts:
+        return [Term("stored weights", f"P × b_w = {sci(p)} × {bw:g} B", p * bw)]
+    rest = p - experts
+    return [
+        Term("stored weights (quantised)", f"(P − E) × b_w = {sci(rest)} × {bw:g} B", rest * bw),
+        Term(
+            "routed experts in 16 bits (3-D parameters; bitsandbytes quantises nn.Linear only)",
+            f"E × {EXPERT_BYTES:g} B = {sci(experts)} × {EXPERT_BYTES:g} B",
+            experts * EXPERT_BYTES,
+        ),
+    ]
+
+
 def _split(terms: list[Term], key: BucketKey, plan: Plan) -> list[Term]:
     gpus = plan.parallel.data_parallel
     if gpus == 1 or key not in SHARDED_BUCKETS[plan.parallel.strategy]:
@@ -113,7 +137,8 @@ def training_breakdown(plan: Plan, counts: ParamCounts) -> Breakdown:
     bw = weight_bytes(plan)
     bo = LESSON_OPTIMIZER_BYTES[plan.optimizer]
     mixed = plan.precision in MIXED
-    weights = [Term("stored weights", f"P × b_w = {sci(p)} × {bw:g} B", p * bw)]
+    weights = weight_terms(plan, p, bw)
+    stored = [t.bytes for t in weights]
     grads: list[Term] = []
     optim: list[Term] = []
     if plan.adapter_based:
@@ -139,7 +164,7 @@ def training_breakdown(plan: Plan, counts: ParamCounts) -> Breakdown:
     total = sum(b.bytes for b in buckets)
     if plan.adapter_based and plan.parallel.data_parallel == 1:
         adapter_total = t * (ADAPTER_BYTES * 2 + bo)
-        parts = [gb(p * bw), gb(adapter_total)]
+        parts = [*map(gb, stored), gb(adapter_total)]
     else:
         parts = [gb(t.bytes) for t in (*weights, *grads, *optim)]
     parts.append(f"{plan.lesson.activations_gb:g}")

@@ -10,7 +10,7 @@ from PySide6.QtWidgets import QFormLayout, QStackedLayout, QWidget
 
 from core.estimate import MFU_CONVENTION, Estimate, UtilisationSource
 from core.format import TOTAL_RATE_BASIS, tokens_per_s
-from gui.format import hours, latency, money, plain_number
+from gui.format import duration, hours, latency, money, plain_number
 from gui.panels.figures import FiguresPanel
 from gui.plotstyle import OKABE_ITO
 
@@ -215,7 +215,7 @@ class ServingSpeedPanel(FiguresPanel):
         v = self.values
         v["ttft"].setText(latency(speed.ttft_s))
         v["running"].setText(f"{speed.running:,}")
-        v["step"].setText(f"{speed.token_latency_s * 1e3:,.1f} ms (decode step {speed.step_s * 1e3:,.1f} ms)")
+        v["step"].setText(f"{duration(speed.token_latency_s)} (decode step {duration(speed.step_s)})")
         # The words of the CLI's and the report's speed line (ServingSpeed.rates_sentence), for every engine:
         # "Per request: 53 tokens/s" over "In total: 38 tokens/s" read as a contradiction (docs/GUI.md, 2026-12-07).
         v["per_request"].setText(speed.per_request_rate)

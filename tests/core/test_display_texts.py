@@ -35,6 +35,17 @@ def test_a_wait_reads_in_seconds_past_ten(seconds: float, text: str) -> None:
         (0.0, "0 s"),
         (0.0009996, "1 ms"),
         (1234.6, "1,235 s"),
+        # the extremes the Compute formula and the collectives' latency wrote in e-notation (docs/GUI.md,
+        # 2026-12-07, left 3: "3.92e-05 s", "1e+03 s", "1.07e+03 ms")
+        (3.92e-05, "39.2 µs"),
+        (1e3, "1,000 s"),
+        (1.07, "1.07 s"),
+        # below a microsecond in ns, and no exponent however small (.3g wrote "1e-04 µs"); a negative time signed
+        (1.2345e-9, "1.23 ns"),
+        (1.23e-10, "0.123 ns"),
+        (1e-13, "< 0.001 ns"),
+        (-0.002, "−2 ms"),
+        (float("nan"), "—"),
     ],
 )
 def test_a_step_part_reads_in_the_unit_of_its_size(seconds: float, text: str) -> None:

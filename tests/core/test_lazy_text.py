@@ -11,7 +11,7 @@ import pytest
 
 from core.catalogue import find_model
 from core.estimate import estimate
-from core.format import scientific
+from core.format import duration, scientific
 from core.plan import Accounting, Method, Plan, Workload
 from core.training.compute import Compute
 from core.training.efficiency import coefficient
@@ -41,11 +41,11 @@ def test_a_text_says_its_own_figures() -> None:
         compute = estimate(_plan(method)).compute
         # The run's FLOPs and the step's seconds as _formula writes them (this Compute's figures, not another's).
         assert f"tokens = {scientific(compute.flops)};" in compute.formula
-        assert f"= {compute.step_seconds:.3g} s" in compute.formula
+        assert f"= {duration(compute.step_seconds)}" in compute.formula
         for part in compute.compute_parts:
             name = part.formula.split(" (", 1)[1].split(")", 1)[0]  # "… × k (feature)": the feature it times
             ideal = part.seconds / coefficient(name)
-            assert part.formula.startswith(f"{ideal:.3g} s at the ideal rate × {coefficient(name):.3g} ({name})")
+            assert part.formula.startswith(f"{duration(ideal)} at the ideal rate × {coefficient(name):.3g} ({name})")
         block = next(t for t in compute.flop_terms if t.label == "block matmuls")
         assert "W = " in block.formula
     lesson = estimate(_plan(accounting=Accounting.LESSON)).compute

@@ -13,7 +13,17 @@ import pytest
 from core.catalogue import find_model
 from core.dtypes import Quant
 from core.estimate import Verdict, estimate
-from core.plan import Accounting, Hardware, LessonSettings, LoraSettings, Method, Plan, Precision, Workload
+from core.plan import (
+    Accounting,
+    Hardware,
+    LessonSettings,
+    LoraSettings,
+    Method,
+    Plan,
+    Precision,
+    TransformersLoss,
+    Workload,
+)
 from core.presets import lesson_plan
 from core.serving.inference import lesson_kv_cache_bytes
 from core.units import GB
@@ -169,3 +179,31 @@ def test_the_lesson_sum_is_named_as_such_not_as_nvidia_smi() -> None:
     assert lesson.judged_figure == "lesson sum" and "nvidia-smi" not in lesson.judged_why
     detailed = estimate(replace(lesson_plan(Method.FULL, Precision.BF16), accounting=Accounting.DETAILED))
     assert detailed.judged_figure == "nvidia-smi"
+
+
+def test_moe_qlora_weights_apply_the_formula_to_the_experts_transformers_5_keeps_in_16_bits() -> None:
+    # The lesson's weight term is P × b_w of the dtype each weight is loaded in. Qwen3-30B-A3B (Qwen/Qwen3-30B-A3B
+    # config.json: hidden 2048, moe_intermediate_size 768, 128 experts, 48 layers, SwiGLU's three matrices) holds
+    # E = 48 × 128 × 3 × 2048 × 768 routed expert weights, which transformers 5 loads as 3-D bf16 parameters that
+    # bitsandbytes does not quantise (tests/data/moe_bnb/bnb_transformers_5.25.0.json): b_w = 2 B for them (the
+    # lesson's "2 (bf16/fp16)"), 0.5 B (NF4) or 1 B (int8) for the rest.
+    experts = 48 * 128 * 3 * 2048 * 768
+    spec = find_model("qwen3-30b-a3b").spec
+    for quant, bw in ((Quant.NF4, 0.5), (Quant.INT8, 1.0)):
+        plan = Plan(model=spec, method=Method.QLORA, quant=quant, accounting=Accounting.LESSON)
+        est = estimate(plan)
+        p = est.params.total
+        rest, held = est.buckets[0].terms[:2]
+        assert rest.bytes == (p - experts) * bw and rest.formula.startswith("(P − E) × b_w = ")
+        assert held.bytes == experts * 2 and held.formula == "E × 2 B = 2.899 × 10¹⁰ × 2 B"
+        # the sum lists both: "0.77 + 58.0 + 0.05 + 1.5 = 60.3 GB" under NF4 (was "15.3 + 0.05 + 1.5 = 16.8 GB")
+        assert est.summary_formula.startswith(f"{(p - experts) * bw / GB:.2f} + 58.0 + ")
+    # Under 4.49-4.57 the family's experts are nn.Linear modules, quantised: the lesson's one product P × b_w.
+    v4 = Plan(
+        model=spec,
+        method=Method.QLORA,
+        accounting=Accounting.LESSON,
+        training_transformers=TransformersLoss.V4_49_TO_4_57,
+    )
+    (weights, *_) = estimate(v4).buckets[0].terms
+    assert weights.formula.startswith("P × b_w = ") and weights.bytes == estimate(v4).params.total * 0.5

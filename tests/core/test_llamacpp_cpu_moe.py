@@ -26,6 +26,7 @@ from core.files.launch.llamacpp import (
 )
 from core.files.launch.ollama import export_ollama
 from core.files.planfile import dumps, loads
+from core.format import duration
 from core.inputs import HOST_BANDWIDTH_GB_S, input_at
 from core.plan import Engine, OllamaVersion, Plan
 from core.presets import default_plan
@@ -135,8 +136,8 @@ def test_decode_reads_the_routed_experts_from_host_memory_and_prompts_copy_them_
     ram = estimate(_plan("gpt-oss-120b", gpu="h100-sxm", cpu_moe_layers=36)).inference.speed
     assert ram.per_request_tokens_per_s < gpu.per_request_tokens_per_s
     # One token routes to 4 of 128 experts a layer: 36 x 1,696,481,280 x 4 / 128 bytes at the host's bandwidth.
-    host_ms = 36 * GPT_OSS_LAYER_EXPERTS * 4 / 128 / (HOST_BANDWIDTH_GB_S * 1e9) * 1e3
-    assert f"({host_ms:.2f} ms)" in ram.formula
+    host_s = 36 * GPT_OSS_LAYER_EXPERTS * 4 / 128 / (HOST_BANDWIDTH_GB_S * 1e9)
+    assert f"({duration(host_s)})" in ram.formula  # "(37.3 ms)", core.format.duration's form
     assert ram.ttft_alone_s > gpu.ttft_alone_s  # each 512-token micro-batch copies its experts to the GPU
 
 
@@ -146,8 +147,8 @@ def test_the_host_bandwidth_input_sets_the_host_reads() -> None:
     plan = _plan("gpt-oss-120b", gpu="h100-sxm", cpu_moe_layers=36)
     slow = estimate(plan).inference.speed
     fast = estimate(plan.with_inference(host_bandwidth_gb_s=89.6)).inference.speed
-    host_ms = 36 * GPT_OSS_LAYER_EXPERTS * 4 / 128 / (89.6 * 1e9) * 1e3
-    assert f"({host_ms:.2f} ms)" in fast.formula and "89.6 GB/s of host memory" in fast.formula
+    host_s = 36 * GPT_OSS_LAYER_EXPERTS * 4 / 128 / (89.6 * 1e9)
+    assert f"({duration(host_s)})" in fast.formula and "89.6 GB/s of host memory" in fast.formula
     assert fast.per_request_tokens_per_s > slow.per_request_tokens_per_s
     # With every weight on the GPU the input changes nothing (and the form hides it).
     whole = _plan("gpt-oss-120b", gpu="h200-sxm")

@@ -27,6 +27,7 @@ import pytest
 
 from core.cli.render import compute_to_json, render_estimate
 from core.estimate import estimate
+from core.format import duration
 from core.inputs import Preset
 from core.params import param_counts
 from core.plan import Hardware, Method, Offload, Plan, Strategy, Workload
@@ -103,8 +104,9 @@ def test_a_thread_bound_host_step_says_how_many_threads_would_let_dram_bound_it(
     c = est.compute
     assert "3 threads a rank (Host threads per rank, OMP_NUM_THREADS=3: 24 cores on the node)" in c.host_step_advice
     dram = estimate(plan.with_parallel(host_threads_per_rank=3)).compute
-    assert (
-        f"{dram.host_step_seconds_per_step:.3g} s instead of {c.host_step_seconds_per_step:.3g} s" in c.host_step_advice
+    # each time in core.format.duration's form ("337 ms instead of 781 ms")
+    assert f"{duration(dram.host_step_seconds_per_step)} instead of {duration(c.host_step_seconds_per_step)}" in (
+        c.host_step_advice
     )
     assert dram.host_step_advice == ""  # DRAM bounds it: nothing to advise
     assert estimate(_offloaded(Strategy.FSDP, Offload.PARAMS)).compute.host_step_advice == ""  # 16 threads

@@ -25,6 +25,7 @@ import pytest
 from core.catalogue import find_gpu, find_link, find_model
 from core.dtypes import GgmlType, GgufQuant, LlamaCppBackend
 from core.estimate import estimate
+from core.format import duration
 from core.params import param_counts
 from core.plan import Attention, Hardware, Plan, TransformersVersion
 from core.serving.engines import rank_layout, vllm_pool
@@ -1014,7 +1015,8 @@ def test_hf_generate_at_batch_1_takes_the_hosts_time_per_layer_when_it_is_longer
     )
     speed = estimate(plan).inference.speed
     assert 1.0 / speed.per_request_tokens_per_s == pytest.approx(24 * host, rel=0.01)
-    assert "ms of transformers 5.25 host time" in speed.formula  # the default release names itself
+    # the default release names itself, its time in core.format.duration's form ("layers × 728 µs of …")
+    assert f"layers × {duration(host)} of transformers 5.25 host time" in speed.formula
     # A 72B model's reads take longer than its 80 layers' host time: the reads decide.
     big = find_model("qwen2.5-72b")
     plan72 = Plan(model=big.spec, model_id=big.id, hardware=Hardware(gpu="a100-80gb-sxm")).with_inference(

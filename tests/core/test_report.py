@@ -18,7 +18,7 @@ from core.estimate import VERDICT_LABELS, estimate
 from core.files.comparison import save as save_comparison
 from core.files.planfile import save as save_plan
 from core.files.report import build_report, caption, chart_svg, md_cell, to_csv, to_html, to_markdown
-from core.format import memory
+from core.format import duration, memory
 from core.plan import Engine, Method, Plan, Precision
 from core.presets import default_plan, lesson_plan
 from core.units import GB, GiB
@@ -151,7 +151,7 @@ def test_a_multi_gpu_report_carries_each_collective_with_its_arithmetic() -> Non
     assert len(terms) == 2  # the FSDP2 all-gather and reduce-scatter
     markdown, html = to_markdown(report), to_html(report)
     for term in terms:
-        assert f"| {md_cell(term.label)} | {term.seconds:.3g} |" in markdown
+        assert f"| {md_cell(term.label)} | {duration(term.seconds)} |" in markdown  # "262 ms"
         assert term.formula in html
 
 

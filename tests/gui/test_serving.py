@@ -13,7 +13,7 @@ from core.cli.render import render_serving
 from core.plan import Engine, Hardware, OllamaVersion, Plan, PrefixCaching, TransformersVersion, VllmVersion
 from core.serving.text_only import tower_line
 from core.serving.vllm_rules import VLLM_CUDA_GRAPH_BYTES
-from gui.format import latency, memory
+from gui.format import duration, latency, memory
 from gui.main_window import MainWindow
 
 
@@ -98,7 +98,7 @@ def test_llama_cpp_on_the_serving_tab_and_banner(window: MainWindow) -> None:
     assert "at most 1 request of 8,192 tokens at once" in window.verdict.detail.text()
     window.tabs.setCurrentWidget(window.compute_panel)
     speed = window.controller.estimate.inference.speed
-    assert window.compute_panel.serving.values["step"].text().startswith(f"{speed.token_latency_s * 1e3:,.1f} ms")
+    assert window.compute_panel.serving.values["step"].text().startswith(duration(speed.token_latency_s))  # "45 ms"
 
 
 def test_the_llama_cpp_picker_serves_a_latent_attention_model_and_names_its_cache(window: MainWindow) -> None:
