@@ -27,6 +27,7 @@ from typing import Any, Final
 from benchmarks.realgpu import throughput as tput
 from core.training import compute as training_compute
 from core.training import efficiency
+from core.training import speed as training_speed
 from core.training.gemm_shape import shape_efficiency
 from core.training.speed import Work
 
@@ -180,6 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rows", action="store_true", help="print every held-out figure")
     parser.add_argument("--verbose", action="store_true", help="say how far each fit's last refit moved")
     args = parser.parse_args(argv)
+    training_speed.RECORD_KERNELS = True  # step_work keeps each matmul kernel only when asked
     global VERBOSE
     VERBOSE = args.verbose
     fitted, held = prepared_cases()

@@ -782,6 +782,12 @@ def _recomputed_blocks(plan: Plan, rank: _Rank) -> float:
     return rank.backward_layers * min(1.0, plan.checkpointed_blocks(plan.model.num_layers) / plan.model.num_layers)
 
 
+# Whether step_work keeps each matmul kernel (Work.kernels). Nothing in the app reads them, and recording costs
+# about 10 % of an estimate's instructions, so only benchmarks/realgpu/gemm_roofline.py (the roofline experiment of
+# docs/TRAINING_TIME.md) and its tests switch it on.
+RECORD_KERNELS = False
+
+
 @dataclass
 class _Tally:
     flops: float = 0.0  # matmul FLOPs
@@ -831,7 +837,7 @@ def _matmul(
     moved = (m * k + k * n) * inputs + m * n * 2.0
     tally.bytes += moved * (forward + dgrad + wgrad)
     for copies, (rows, cols) in zip((forward, dgrad, wgrad), ((m, n), (m, k), (k, n)), strict=True):
-        if copies:
+        if copies and RECORD_KERNELS:
             tally.kernels.append((kind, flops * copies / shape_efficiency(rows, cols, sms), moved * copies))
     return padded
 

@@ -17,7 +17,7 @@ from core.catalogue import find_gpu
 from core.params import param_counts
 from core.plan import Float8, Hardware, Method, Plan, Workload
 from core.presets import plan_for_model
-from core.training import efficiency
+from core.training import efficiency, speed
 from core.training.speed import Work, step_work
 
 
@@ -32,6 +32,12 @@ PLANS = {
     "full, float8 rowwise, H100": _plan("h100-sxm", Method.FULL).with_changes(float8=Float8.ROWWISE),
     "full, float8 rowwise_with_gw_hp, H100": _plan("h100-sxm", Method.FULL).with_changes(float8=Float8.ROWWISE_GW_HP),
 }
+
+
+@pytest.fixture(autouse=True)
+def _record_kernels(monkeypatch: pytest.MonkeyPatch) -> None:
+    """step_work keeps each matmul kernel only when asked (core.training.speed.RECORD_KERNELS), as the script does."""
+    monkeypatch.setattr(speed, "RECORD_KERNELS", True)
 
 
 def _work(plan: Plan) -> Work:
