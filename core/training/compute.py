@@ -325,16 +325,19 @@ def host_floor_step(work: Work, bubble: float, optimizer: float) -> float:
     return work.host_floor * (1.0 + bubble) + optimizer if work.host_floor > 0 else 0.0
 
 
-def host_pace(work: Work, timing: _Timing, bubble: float, step: float) -> str:
+def host_pace(work: Work, timing: _Timing, bubble: float, step: float) -> tuple[str, str]:
     """The host's pace in words where it sets the step (``step``: the step without a host optimizer
-    step), else "": only a modelled compute is held to it."""
+    step), else ("", ""): only a modelled compute is held to it. Two forms: the sum with its total
+    ("… + the optimizer step = X a step", Compute.host_pace, said on its own) and the sum alone, for the
+    formula, which gives the step's total itself (it said the step twice: "= 24.5 ms a step = 24.5 ms")."""
     if timing.source is not UtilisationSource.MODELLED:
-        return ""
+        return "", ""
     floor = host_floor_step(work, bubble, timing.optimizer)
     if floor <= 0 or floor < step:
-        return ""
+        return "", ""
     bubbled = f" × (1 + {bubble:.3g} bubble)" if bubble else ""
-    return f"paced by the host: {_host_words(work)}{bubbled} + the optimizer step = {duration(floor)} a step"
+    summed = f"paced by the host: {_host_words(work)}{bubbled} + the optimizer step"
+    return f"{summed} = {duration(floor)} a step", summed
 
 
 # The step's fixed part is said where it is at least a tenth of the step: below that the micro-batches' work
@@ -496,9 +499,9 @@ def compute_estimate(plan: Plan, counts: ParamCounts, gpu: GpuSpec) -> Compute:
     per_gpu = tokens_per_second / gpus
     utilisation = step_flops / (gemm_peak * 1e12 * timing.compute) if timing.compute > 0 and gemm_peak else 0.0
     modelled_util = step_flops / (gemm_peak * 1e12 * timing.modelled) if timing.modelled and gemm_peak else 0.0
-    pace = host_pace(work, timing, comm.bubble_fraction, step - (host.seconds if host else 0.0))
+    pace, summed = host_pace(work, timing, comm.bubble_fraction, step - (host.seconds if host else 0.0))
     fixed = fixed_part(work, timing, step)
-    text = (plan, flops.terms, per_token, tokens, timing, step, comm, utilisation, gemm_peak, host, (pace, fixed))
+    text = (plan, flops.terms, per_token, tokens, timing, step, comm, utilisation, gemm_peak, host, (summed, fixed))
     return Compute(
         flops_per_token=per_token,
         flops=per_token * tokens,
@@ -600,8 +603,9 @@ def _formula(
     host: HostStep | None = None,
     said: tuple[str, str] = ("", ""),
 ) -> str:
-    """The arithmetic as one line of text: FLOPs, then the step, then the time; ``said``: the host's pace and the
-    step's fixed part as the Compute record gives them (host_pace, fixed_part), worked out once."""
+    """The arithmetic as one line of text: FLOPs, then the step, then the time; ``said``: the host's pace (its sum
+    without the total, which the formula's " = step" gives) and the step's fixed part (host_pace, fixed_part),
+    worked out once."""
     # Each term in the one form FLOPs take everywhere (core.format.scientific, as the window's per-token row);
     # lesson accounting's one term keeps the lesson's own formula.
     how = " + ".join(f"{scientific(t.per_token)} ({t.label})" for t in terms) if len(terms) > 1 else terms[0].formula

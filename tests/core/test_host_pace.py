@@ -8,6 +8,7 @@ import pytest
 
 from core.catalogue import find_gpu, find_model
 from core.estimate import estimate
+from core.format import duration
 from core.params import param_counts
 from core.plan import Attention, Method, Plan, Quant, Stack, TransformersLoss
 from core.presets import default_plan
@@ -74,7 +75,12 @@ def test_a_short_sequence_small_model_lora_step_is_paced_by_the_host() -> None:
     floor = (24 * 213 + 40) * EAGER_KERNEL_HOST_S
     assert c.step_seconds == pytest.approx(floor + c.optimizer_seconds_per_step)
     assert c.host_pace.startswith("paced by the host: 5,152 kernels × 15.5 µs")
-    assert "paced by the host" in c.formula
+    assert c.host_pace.endswith(f"+ the optimizer step = {duration(c.step_seconds)} a step")
+    # The formula gives the step once, as its own total ("= 79.9 ms a step = 79.9 ms" said it twice); the
+    # default 20,000,000 tokens at 1 × 256 a step: 78,125 steps.
+    assert f"paced by the host: 5,152 kernels × 15.5 µs = {duration(floor)} + the optimizer step = " in c.formula
+    assert f"+ the optimizer step = {duration(c.step_seconds)}; 78,125 steps" in c.formula
+    assert "a step" not in c.formula
     # The device's own work is shorter: the modelled compute alone would be faster.
     assert c.compute_seconds_per_step < floor
 
