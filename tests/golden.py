@@ -632,6 +632,16 @@ CLI_RUNS: tuple[tuple[str, ...], ...] = (
             "--micro-batch 4 --seq 768 --gpu l40s"
         )
     ),
+    # Lesson accounting on a MoE QLoRA (branch h85lesson): under transformers 5 bitsandbytes leaves Qwen3-30B-A3B's
+    # 3-D routed experts in bf16 (tests/data/moe_bnb/bnb_transformers_5.25.0.json), so the weights are
+    # (P − E) × b_w + E × 2 B ("0.77 + 58.0 + 0.05 + 1.5 = 60.3 GB"), not P × 0.5 B. The stored lesson plans on MoE
+    # models (gen/plan-050 frozen, gen/plan-365 LoRA) load 16-bit bases: P × b_w, no split.
+    tuple(
+        shlex.split(
+            "estimate --json --lesson --model qwen3-30b-a3b --method qlora --quant nf4 --training-transformers 5.0+ "
+            "--gpu h100-sxm"
+        )
+    ),
 )
 
 
