@@ -222,23 +222,44 @@ _SWATCH: Final = 14  # a swatch (10 px) and the space before its text
 _ENTRY_GAP: Final = 16  # px between one legend entry and the next
 
 
+@dataclass(frozen=True)
+class ChartInk:
+    """The colours of the chart's text and gridlines; the bars, the capacity dashes and the swatches keep theirs
+    (Okabe-Ito, legible on a light and a dark base). A report's chart is printed on white: text in the SVG's
+    default black, gridlines colours.GRIDLINE. The Compare tab passes its palette's, so the chart follows a dark
+    theme (it was black text on a white block there: docs/GUI.md, 2026-12-07)."""
+
+    text: str = ""  # "": the SVG's default fill, black
+    gridline: str = colours.GRIDLINE
+
+
+REPORT_INK: Final = ChartInk()
+
+
 # One bar: (bucket key, bytes) from the bottom up.
 _Stack = list[tuple[str, float]]
 
 
-def chart_svg(comparison: Comparison, unit: str = "GB", width: int = CHART_WIDTH, height: int = CHART_HEIGHT) -> str:
+def chart_svg(
+    comparison: Comparison,
+    unit: str = "GB",
+    width: int = CHART_WIDTH,
+    height: int = CHART_HEIGHT,
+    ink: ChartInk = REPORT_INK,
+) -> str:
     """Grouped bars: one group per phase, one stacked bar per plan, on one axis. The legend wraps into
     as many rows as its entries need, a phase name wider than its group into two lines, and the SVG grows
-    by those rows (:func:`chart_size`)."""
+    by those rows (:func:`chart_size`). ``ink``: the text's and gridlines' colours (a report's by default)."""
     phases = comparison.phase_names()
     stacks = _bar_stacks(comparison, phases)
     legend, names, extra = _layout(comparison, width)
     frame = _frame(comparison, stacks, unit, width, height + extra, extra)
+    fill = f' fill="{escape(ink.text)}"' if ink.text else ""  # every shape sets its own fill: this colours the text
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{frame.height}" '
         f'viewBox="0 0 {width} {frame.height}" role="img" aria-label="Memory by phase and plan" '
-        f'font-family="sans-serif" font-size="{FONT_PX}">',
-        *_value_axis(frame),
+        f'font-family="sans-serif" font-size="{FONT_PX}"{fill}>',
+        *_value_axis(frame, ink.gridline),
     ]
     for g, (name, lines, row) in enumerate(zip(phases, names, stacks, strict=True)):
         parts += _phase_group(frame, comparison, g, name, lines, row)
@@ -247,14 +268,22 @@ def chart_svg(comparison: Comparison, unit: str = "GB", width: int = CHART_WIDTH
     return "".join(parts)
 
 
-def chart_svg_sized(comparison: Comparison, unit: str, width: int, height: int) -> str:
+def chart_svg_sized(
+    comparison: Comparison, unit: str, width: int, height: int, ink: ChartInk = REPORT_INK
+) -> str:
     """The chart drawn for a box of ``width`` × ``height`` px (the Compare tab's), legend rows included, so a
     viewer shows it at its own size: its text stays FONT_PX where the 760 × 320 chart scaled into a 1366 × 768
     window's dock read ~6 px (docs/GUI.md, 2026-12-07, left 1). Never smaller than CHART_MIN_WIDTH ×
-    CHART_MIN_HEIGHT plus the legend: a smaller box scales that down."""
+    :func:`chart_least_height`: a viewer keeps its box at least that big (the Compare tab scrolls)."""
     width = max(CHART_MIN_WIDTH, width)
     extra = _layout(comparison, width)[2]  # the legend's rows past the first, a phase name's second line
-    return chart_svg(comparison, unit, width, max(CHART_MIN_HEIGHT, height - extra))
+    return chart_svg(comparison, unit, width, max(CHART_MIN_HEIGHT, height - extra), ink)
+
+
+def chart_least_height(comparison: Comparison, width: int) -> int:
+    """The least height in px :func:`chart_svg_sized` draws for a box ``width`` px wide: CHART_MIN_HEIGHT and the
+    legend's rows and phase names' lines that width wraps into."""
+    return CHART_MIN_HEIGHT + _layout(comparison, max(CHART_MIN_WIDTH, width))[2]
 
 
 def chart_size(comparison: Comparison, width: int = CHART_WIDTH, height: int = CHART_HEIGHT) -> tuple[int, int]:
@@ -353,14 +382,14 @@ def _frame(
     return _Frame(unit, scale, step, top, width, height, len(stacks), len(plans), bottom=_BOTTOM + legend_extra)
 
 
-def _value_axis(f: _Frame) -> list[str]:
-    """Gridlines with their values, and the axis title."""
+def _value_axis(f: _Frame, gridline: str) -> list[str]:
+    """Gridlines (in ``gridline``) with their values, and the axis title."""
     parts = []
     for i in range(round(f.top / f.step) + 1):
         value = f.step * i
         parts.append(
             f'<line x1="{f.left}" x2="{f.width - f.right}" y1="{f.y(value):.1f}" y2="{f.y(value):.1f}" '
-            f'stroke="{colours.GRIDLINE}"/>'
+            f'stroke="{escape(gridline)}"/>'
             f'<text x="{f.left - 4}" y="{f.y(value) + 4:.1f}" text-anchor="end">{value / f.scale:,.0f}</text>'
         )
     middle = f.head + f.plot_h / 2

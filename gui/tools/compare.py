@@ -13,7 +13,7 @@ import re
 import textwrap
 from collections.abc import Callable
 
-from PySide6.QtCore import QByteArray, QRectF, QSize, Qt, QTimer, Signal
+from PySide6.QtCore import QByteArray, QEvent, QRectF, QSize, Qt, QTimer, Signal
 from PySide6.QtGui import (
     QBrush,
     QColor,
@@ -21,6 +21,7 @@ from PySide6.QtGui import (
     QFontMetrics,
     QPainter,
     QPaintEvent,
+    QPalette,
     QResizeEvent,
     QShowEvent,
     QUndoCommand,
@@ -29,9 +30,11 @@ from PySide6.QtSvg import QSvgRenderer
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QCheckBox,
+    QFrame,
     QHeaderView,
     QLabel,
     QPushButton,
+    QScrollArea,
     QSizePolicy,
     QSplitter,
     QTableWidget,
@@ -47,8 +50,11 @@ from core.estimate import Estimate, gpu_for
 from core.files import comparison as comparison_file
 from core.files.report import (
     CHART_HEIGHT,
+    CHART_MIN_WIDTH,
     CHART_WIDTH,
+    ChartInk,
     Report,
+    chart_least_height,
     chart_svg_sized,
     report_for_comparison,
     verdict_colour,
@@ -59,6 +65,7 @@ from gui.display_state import Display
 from gui.format import Unit, hours, memory, money
 from gui.layout import FlowLayout
 from gui.panels.verdict import text_colour
+from gui.plotstyle import chart_ink
 from gui.tools import report_export
 from gui.tools.context import ToolContext
 from gui.worker.runner import JobFailed
@@ -77,44 +84,59 @@ NOTHING_PINNED_TIP = "No plan is pinned yet: pin the current plan or open plan f
 
 class SvgView(QWidget):
     """Paints an SVG document scaled to the widget, keeping its aspect ratio (QtSvg only). A chart set with
-    :meth:`set_chart` is drawn again for each size the widget takes, so it shows at its own size."""
+    :meth:`set_chart` is drawn again for each size the widget takes and each palette, so it shows at its own
+    size in the window's theme; the widget keeps the chart's least size (its scroll area scrolls below it)."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.renderer = QSvgRenderer(self)
         self.setMinimumHeight(200)
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
-        self._draw: Callable[[int, int], str] | None = None
+        self._draw: Callable[[int, int, ChartInk], str] | None = None
+        self._least_height: Callable[[int], int] | None = None
         self._drawn_at = QSize()
 
     def set_svg(self, svg: str) -> None:
-        self._draw = None
+        self._draw = self._least_height = None
+        self.setMinimumSize(0, 200)
         self.renderer.load(QByteArray(svg.encode("utf-8")))
         self.update()
 
-    def set_chart(self, draw: Callable[[int, int], str]) -> None:
-        """``draw(width, height)``: the SVG for a box of that size (core.files.report.chart_svg_sized)."""
-        self._draw = draw
+    def set_chart(self, draw: Callable[[int, int, ChartInk], str], least_height: Callable[[int], int]) -> None:
+        """``draw(width, height, ink)``: the SVG for a box of that size in the palette's colours
+        (core.files.report.chart_svg_sized); ``least_height(width)``: the least box it draws for that width
+        (chart_least_height). The widget is held at CHART_MIN_WIDTH × that: docked at ~375 px in a 768 px
+        window the splitter gave it 200 px, and the 333 px chart was scaled to 0.6 (its 11 px text ~6.6 px)."""
+        self._draw, self._least_height = draw, least_height
+        self.setMinimumWidth(CHART_MIN_WIDTH)
         self._drawn_at = QSize()
         self._redraw()
 
     def _redraw(self) -> None:
         if self._draw is None or self.size() == self._drawn_at:
             return
+        if self._least_height is not None:
+            self.setMinimumHeight(self._least_height(self.width()))
         self._drawn_at = self.size()
-        self.renderer.load(QByteArray(self._draw(self.width(), self.height()).encode("utf-8")))
+        self.renderer.load(QByteArray(self._draw(self.width(), self.height(), chart_ink(self.palette())).encode()))
         self.update()
 
     def resizeEvent(self, event: QResizeEvent) -> None:
         super().resizeEvent(event)
         self._redraw()
 
+    def changeEvent(self, event: QEvent) -> None:
+        if event.type() in (QEvent.Type.PaletteChange, QEvent.Type.ApplicationPaletteChange):
+            self._drawn_at = QSize()  # drawn again in the new palette's colours
+            self._redraw()
+        super().changeEvent(event)
+
     def sizeHint(self) -> QSize:
         return QSize(CHART_WIDTH, CHART_HEIGHT)
 
     def paintEvent(self, event: QPaintEvent) -> None:
         painter = QPainter(self)
-        painter.fillRect(self.rect(), QColor("white"))
+        painter.fillRect(self.rect(), self.palette().color(QPalette.ColorRole.Base))
         size = self.renderer.defaultSize()
         if size.isEmpty():
             return
@@ -195,7 +217,12 @@ class ComparePanel(QWidget):
         self.splitter = splitter = QSplitter(Qt.Orientation.Vertical)
         self.chart = SvgView()
         self.chart.setObjectName("compareChart")
-        splitter.addWidget(self.chart)
+        # Scrolled where the splitter's pane is smaller than the chart's least size, never scaled below it.
+        self.chart_scroll = QScrollArea()
+        self.chart_scroll.setWidgetResizable(True)
+        self.chart_scroll.setFrameShape(QFrame.Shape.NoFrame)
+        self.chart_scroll.setWidget(self.chart)
+        splitter.addWidget(self.chart_scroll)
         self.table = QTableWidget(0, 0)
         self.table.setObjectName("compareTable")
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
@@ -467,5 +494,8 @@ class ComparePanel(QWidget):
             f"Cheapest that fits: {names[best]}" if best is not None else "None of these plans fits its card."
         )
         unit = self.unit
-        self.chart.set_chart(lambda width, height: chart_svg_sized(comparison, unit, width, height))
+        self.chart.set_chart(
+            lambda width, height, ink: chart_svg_sized(comparison, unit, width, height, ink),
+            lambda width: chart_least_height(comparison, width),
+        )
         table.setUpdatesEnabled(True)

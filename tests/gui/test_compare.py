@@ -6,14 +6,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from PySide6.QtCore import Qt
 
 from core.files import comparison as comparison_file
 from core.files.planfile import save as save_plan
-from core.files.report import chart_svg_sized
+from core.files.report import CHART_MIN_WIDTH, chart_least_height, chart_svg, chart_svg_sized
 from core.plan import Method
 from core.presets import plan_for_model
-from gui import dialogs
+from gui import dialogs, theme
 from gui.main_window import MainWindow
+from gui.plotstyle import chart_ink
 from gui.tools.compare import CURRENT, ComparePanel
 from tests.core.test_compare import four_plans
 
@@ -227,7 +229,51 @@ def test_the_chart_is_drawn_at_the_tab_s_own_size(qtbot: Any, window: MainWindow
         qtbot.waitUntil(lambda: panel.chart.renderer.defaultSize() == panel.chart.size())
         assert panel.chart.width() >= 360  # core.files.report.CHART_MIN_WIDTH: drawn 1:1 above it
     panel.chart._drawn_at = panel.chart.size()  # as if drawn; a box below the least size is drawn at it
-    panel.chart.set_chart(lambda w, h: chart_svg_sized(panel.comparison, "GB", 300, 150))  # type: ignore[arg-type]
+    panel.chart.set_chart(
+        lambda w, h, ink: chart_svg_sized(panel.comparison, "GB", 300, 150, ink),  # type: ignore[arg-type]
+        lambda w: 240,
+    )
     drawn = panel.chart.renderer.defaultSize()
     assert drawn.width() == 360 and drawn.height() >= 240  # CHART_MIN_WIDTH, CHART_MIN_HEIGHT
+    window.controller.undo_stack.setClean()
+
+
+def test_the_chart_follows_a_dark_palette_and_a_report_keeps_its_own(qtbot: Any, window: MainWindow) -> None:
+    # docs/GUI.md, 2026-12-07: in the dark theme the chart was a white block with black text. The view now paints
+    # the palette's Base and draws the SVG in its Text and Mid colours (gui.theme.dark_palette: #1f2023, #e6e6e6,
+    # #4a4d52); a report's chart (printed on white) keeps black text and colours.GRIDLINE (#ddd).
+    window.show()
+    panel = window.plan_tools.show_compare()
+    panel.include_current.setChecked(False)
+    assert panel.add_plans(four_plans(), "Compare")  # type: ignore[arg-type]
+    panel.setPalette(theme.dark_palette())
+    chart = panel.chart
+    qtbot.waitUntil(lambda: chart.renderer.defaultSize() == chart.size())
+    svg = chart._draw(chart.width(), chart.height(), chart_ink(chart.palette()))  # type: ignore[misc]
+    assert 'font-size="11" fill="#e6e6e6">' in svg and 'stroke="#4a4d52"' in svg and 'stroke="#ddd"' not in svg
+    assert chart.grab().toImage().pixelColor(2, 2).name() == "#1f2023"
+    report = chart_svg(panel.comparison)  # type: ignore[arg-type]
+    assert 'font-size="11">' in report and 'stroke="#ddd"' in report and "#e6e6e6" not in report
+    window.controller.undo_stack.setClean()
+
+
+def test_docked_at_375_px_the_chart_scrolls_rather_than_shrink(qtbot: Any, window: MainWindow) -> None:
+    # At 1366 × 768 with the Compare tab docked ~375 px wide the splitter gave the chart 200 px and the 360 × 333 px
+    # chart (four plans: its legend wraps) was scaled to 0.6, its 11 px text ~6.6 px. The view now keeps the chart's
+    # least size (CHART_MIN_WIDTH × chart_least_height) and its scroll area scrolls: drawn 1:1.
+    window.resize(1366, 768)
+    window.show()
+    panel = window.plan_tools.show_compare()
+    panel.include_current.setChecked(False)
+    assert panel.add_plans(four_plans(), "Compare")  # type: ignore[arg-type]
+    dock = window.plan_tools.docks["compare"]
+    qtbot.waitUntil(dock.isVisible)
+    qtbot.wait(20)  # the window lays its docks out first; resizeDocks then narrows this one
+    window.resizeDocks([dock], [375], Qt.Orientation.Horizontal)
+    qtbot.waitUntil(lambda: dock.width() <= 400)
+    chart = panel.chart
+    qtbot.waitUntil(lambda: chart.renderer.defaultSize() == chart.size())
+    assert chart.width() >= CHART_MIN_WIDTH
+    assert chart.height() >= chart_least_height(panel.comparison, chart.width()) > 240  # type: ignore[arg-type]
+    assert panel.chart_scroll.viewport().height() < chart.height()  # the pane is smaller: it scrolls
     window.controller.undo_stack.setClean()
