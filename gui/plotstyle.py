@@ -6,13 +6,12 @@ from typing import Any
 
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QColor, QPalette
+from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QWidget
 
-from core.files.report import ChartInk
 from gui.colours import OKABE_ITO
 
-__all__ = ["OKABE_ITO", "band_alpha", "chart_ink", "contrast", "style_plot"]
+__all__ = ["OKABE_ITO", "band_alpha", "contrast", "style_plot"]
 
 # The headroom band is the limit's colour, faint: alpha 40 of 255 on a light base (a pale
 # peach). On the dark theme's base the same alpha gave a brown at 1.2 : 1, nearly invisible
@@ -82,12 +81,3 @@ def style_plot(
     band_colour.setAlpha(band_alpha(limit, background))
     band.setBrush(pg.mkBrush(band_colour))
     return background, foreground, band_colour
-
-
-def chart_ink(palette: QPalette) -> ChartInk:
-    """The report chart's text and gridlines in the window's palette (the Compare tab): its text colour, and its
-    Mid role for the gridlines (#b8b8b8 on Fusion's white base, #4a4d52 on gui.theme's dark one)."""
-    return ChartInk(
-        text=palette.color(QPalette.ColorRole.Text).name(),
-        gridline=palette.color(QPalette.ColorRole.Mid).name(),
-    )

@@ -65,7 +65,6 @@ from gui.display_state import Display
 from gui.format import Unit, hours, memory, money
 from gui.layout import FlowLayout
 from gui.panels.verdict import text_colour
-from gui.plotstyle import chart_ink
 from gui.tools import report_export
 from gui.tools.context import ToolContext
 from gui.worker.runner import JobFailed
@@ -80,6 +79,16 @@ FULL_TIP = f"{MAX_PLANS} plans are compared at most: remove one to pin another"
 REMOVE_TIP = "Remove the selected plan (a column of the table)"
 USE_TIP = "Make the selected pinned plan the current plan"
 NOTHING_PINNED_TIP = "No plan is pinned yet: pin the current plan or open plan files"
+
+
+def chart_ink(palette: QPalette) -> ChartInk:
+    """The report chart's text and gridlines in the window's palette: its text colour, and its Mid role for the
+    gridlines (#b8b8b8 on Fusion's white base, #4a4d52 on gui.theme's dark one). Here, not in gui.plotstyle: the
+    window's chart loads that at start-up, and core.files.report brings the diagnosis with it."""
+    return ChartInk(
+        text=palette.color(QPalette.ColorRole.Text).name(),
+        gridline=palette.color(QPalette.ColorRole.Mid).name(),
+    )
 
 
 class SvgView(QWidget):

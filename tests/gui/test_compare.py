@@ -15,8 +15,7 @@ from core.plan import Method
 from core.presets import plan_for_model
 from gui import dialogs, theme
 from gui.main_window import MainWindow
-from gui.plotstyle import chart_ink
-from gui.tools.compare import CURRENT, ComparePanel
+from gui.tools.compare import CURRENT, ComparePanel, chart_ink
 from tests.core.test_compare import four_plans
 
 
