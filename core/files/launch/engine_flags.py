@@ -24,6 +24,10 @@ from __future__ import annotations
 
 from typing import Final
 
+# Why a word of a pasted command is left out of the plan when nothing more specific applies: the readers of every
+# engine (serve_command, gguf_command) list it so, and FlagNote.ignored_line strips it to show the reason alone.
+NO_EFFECT: Final = "no effect on memory or speed"
+
 
 def flag_names(text: str) -> frozenset[str]:
     """The flags of a table written as words, a few to a line."""

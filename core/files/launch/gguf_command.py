@@ -33,6 +33,7 @@ from core.files.launch.engine_flags import (
     LLAMACPP_SWITCHES,
     LLAMACPP_TWO_VALUES,
     LLAMACPP_VALUED,
+    NO_EFFECT,
     flag_names,
     llamacpp_takes,
 )
@@ -48,7 +49,6 @@ if TYPE_CHECKING:
 # ---- the llama.cpp programs --------------------------------------------------------------------------
 LLAMACPP_PROGRAMS: Final = frozenset({"llama-server", "llama-cli", "llama-completion"})
 OLD_PROGRAMS: Final = frozenset({"main", "server"})  # before PR #7809 (June 2024) renamed them llama-cli / -server
-NO_EFFECT: Final = "no effect on memory or speed"
 
 # common/arg.cpp 145b6280: the server's address, keys, logs, the web UI, chat templates, prompts and sampling, CPU
 # threads and their placement, RoPE overrides of the model's own (no buffer changes size) and the model file's

@@ -36,6 +36,7 @@ from core.files.launch import gguf_command as gguf
 from core.files.launch import sglang as sg
 from core.files.launch import vllm as vl
 from core.files.launch.engine_flags import (
+    NO_EFFECT,
     SGLANG_CONFIG_REFUSED,
     SGLANG_SWITCHES,
     SGLANG_VALUED,
@@ -52,7 +53,6 @@ from core.serving.ollama import ollama_defaults
 MAX_COMMAND_CHARS: Final = 64_000  # a launch line is a few hundred characters; vLLM's JSON flags a few thousand
 MAX_WORDS: Final = 2_000
 WHERE: Final = "the launch command"
-NO_EFFECT: Final = "no effect on memory or speed"
 NOT_MODELLED: Final = (
     "changes what the engine holds or how fast it runs, but the plan has no setting for it: the estimate takes "
     "the engine's default"
