@@ -53,3 +53,88 @@ def test_no_function_in_core_or_gui_runs_past_80_lines() -> None:
                 if lines > MAX_FUNCTION_LINES and name not in LONG_FUNCTIONS:
                     long[name] = lines
     assert long == {}
+
+
+# ---- docs/ARCHITECTURE.md against the code (issue 25: a house a newcomer can walk) ------------
+ARCHITECTURE = CORE.parent / "docs" / "ARCHITECTURE.md"
+MAPPED = ("core", "gui", "packaging")
+DOTTED = re.compile(r"\b((?:core|gui|packaging)(?:\.\w+)+)")
+PATH = re.compile(r"\b((?:core|gui|packaging|tests|benchmarks|tools|resources|docs)/[\w./-]*\w)")
+
+
+def _names_defined(body: list[ast.stmt]) -> dict[str, ast.stmt]:
+    """What a module or class body defines: functions, classes, assigned names, imported names."""
+    found: dict[str, ast.stmt] = {}
+    for node in body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            found[node.name] = node
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            found.update((n.id, node) for t in targets for n in ast.walk(t) if isinstance(n, ast.Name))
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            found.update(((a.asname or a.name).split(".")[0], node) for a in node.names)
+        elif isinstance(node, ast.If | ast.Try):
+            found.update(_names_defined(node.body))
+    return found
+
+
+def resolves(dotted: str) -> bool:
+    """Whether ``core.a.b.name.attr`` names a module of the tree and, after it, a name defined in
+    it (and an attribute of a class there), read from the source: no import, so gui needs no Qt."""
+    parts = dotted.split(".")
+    for cut in range(len(parts), 0, -1):
+        base = CORE.parent.joinpath(*parts[:cut])
+        source = base / "__init__.py" if base.is_dir() else base.with_suffix(".py")
+        if source.is_file():
+            break
+    else:
+        return False
+    body = ast.parse(source.read_text(encoding="utf-8")).body
+    for name in parts[cut:]:
+        node = _names_defined(body).get(name)
+        if node is None:
+            return False
+        if not isinstance(node, ast.ClassDef):
+            return True  # a function's or a constant's own attributes are not followed
+        body = node.body
+    return True
+
+
+def test_architecture_names_every_module() -> None:
+    text = ARCHITECTURE.read_text(encoding="utf-8")
+    missing = []
+    for top in MAPPED:
+        for path in sorted((CORE.parent / top).rglob("*.py")):
+            rel = path.relative_to(CORE.parent)
+            named = f"{rel.parent.as_posix()}/" if path.name == "__init__.py" else rel.as_posix()
+            if f"`{named}`" not in text:
+                missing.append(named)
+    assert missing == []
+
+
+def test_architecture_names_nothing_that_is_gone() -> None:
+    text = ARCHITECTURE.read_text(encoding="utf-8")
+    gone = [p for p in sorted(set(PATH.findall(text))) if not (CORE.parent / p).exists()]
+    gone += [d for d in sorted(set(DOTTED.findall(text))) if not resolves(d)]
+    assert gone == []
+
+
+def _where_table() -> list[tuple[str, str]]:
+    text = ARCHITECTURE.read_text(encoding="utf-8")
+    section = text[text.index("## Where a rule lives") :]
+    return re.findall(r"^\| ([^|`][^|]*?) \| `([\w.]+)` \|", section, flags=re.MULTILINE)
+
+
+def test_where_a_rule_lives_names_functions_that_exist() -> None:
+    rows = _where_table()
+    asked = ("caching allocator's reserve", "LoRA", "vLLM's KV pool", "TFLOP/s", "banner", "plan files")
+    assert all(any(word in question for question, _ in rows) for word in asked)
+    assert [name for _, name in rows if not resolves(name)] == []
+
+
+def test_the_resolver_tells_a_gone_name() -> None:
+    """The checks above are only as good as the resolver: it must refuse what does not exist."""
+    assert resolves("core.model.ModelSpec.adapted_rows") and resolves("gui.panels.verdict.VerdictPanel")
+    assert resolves("core.files.launch") and resolves("core.runtime.CUDA_CONTEXT_BYTES")
+    assert not resolves("core.model.ModelSpec.no_such_rule")
+    assert not resolves("core.no_such_module.f") and not resolves("gui.chart.geometry.no_such_bars")
