@@ -1,6 +1,8 @@
 """Rules of the house a machine checks (issue 25): every colour core draws with has one home,
-core/colours.py; no function in core or gui runs past 80 lines, so each can be read at once
-(read as text: no Qt needed)."""
+core/colours.py; no function in core or gui runs past 80 lines, so each can be read at once; and
+docs/ARCHITECTURE.md, a newcomer's map, names every module of core, gui and packaging, names nothing
+that is gone, and answers each "where does rule X live?" with a function that exists (read as text:
+no Qt needed)."""
 
 from __future__ import annotations
 
