@@ -11,6 +11,7 @@ makes that its logged time. The script prints, as markdown:
 - the implied utilisation by card, file type and model (8B-class against 70B), beside the prefill matmuls'
   tile- and wave-quantized share (core.training.gemm_shape, the training time model's rule) for each;
 - the same card, model and file on one and on several GPUs: what one more GPU of the layer split costs;
+- per card, the fixed cost per layer and the utilisation that would give both its 8B and its 70B F16 times;
 - a size rule, ``u = 0.4 × (hidden / 4096) ** alpha`` on the compute part, and the shape rule,
   ``u = base × shape efficiency``, each scored leave one source out (alpha or base set without the scored
   source, as serving.py sets its constants), against today's flat 0.4.
@@ -177,6 +178,29 @@ def gpu_count_table(rows: tuple[Split, ...]) -> str:
     return "\n".join(lines)
 
 
+def layer_cost_table(rows: tuple[Split, ...]) -> str:
+    """XiongjieDai's F16 rows, per card: the utilisation and the fixed seconds per layer (beyond what the model
+    charges) that together give both its 8B rows' median time (32 layers) and its 70B row's (80 layers)."""
+    groups: dict[str, dict[bool, list[Split]]] = {}
+    for row in rows:
+        if row.case.source == "xiongjiedai-gpu-benchmarks" and _quant(row) == "F16":
+            groups.setdefault(row.gpu.id, {}).setdefault(row.hidden >= 8192, []).append(row)
+    lines = ["| card | utilisation | fixed ms per layer | of the 8B prompt's time |", "|---|---:|---:|---:|"]
+    for card, by in sorted(groups.items()):
+        if not (by.get(True) and by.get(False)):
+            continue
+        small, big = by[False], by[True]
+        layers_small, layers_big = small[0].plan.model.num_layers, big[0].plan.model.num_layers
+        a = statistics.median(r.case.logged - r.rest_s for r in small)
+        b = statistics.median(r.case.logged - r.rest_s for r in big)
+        ratio = layers_big / layers_small
+        inverse = (b - ratio * a) / (big[0].compute_s - ratio * small[0].compute_s)
+        per_layer = (a - small[0].compute_s * inverse) / layers_small
+        share = per_layer * layers_small / statistics.median(r.case.logged for r in small)
+        lines.append(f"| {card} | {1 / inverse:.3f} | {per_layer * 1e3:.2f} | {share:.0%} |")
+    return "\n".join(lines)
+
+
 # ---- the candidate rules, leave one source out ----------------------------------------------------------------
 Rule = Callable[[Split, tuple[Split, ...]], float]  # (row, the rows its constant may be set from) -> utilisation
 
@@ -262,6 +286,8 @@ def report() -> str:
             utilisation_table(rows),
             "### One card, model and file on several GPUs (layer split)",
             gpu_count_table(rows),
+            "### A fixed cost per layer that would reconcile 8B and 70B F16 on one card",
+            layer_cost_table(rows),
             "### Candidate rules, leave one source out",
             "size exponent set without each source: "
             + ", ".join(f"{s} {a:.3f}" for s, a in alphas.items())
