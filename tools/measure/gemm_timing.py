@@ -380,7 +380,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reps", type=int, default=REPS)
     args = parser.parse_args(argv)
     return run_tool(
-        "gemm_timing", args, sweep_lines, lambda lines: time_report.render_gemm(time_report.gemm_kernels(lines))
+        "gemm_timing", args, sweep_lines, lambda lines: time_report.render_gemm(time_report.gemm_kernels(lines), False)
     )
 
 
@@ -391,7 +391,7 @@ def run_tool(
     summary: Callable[[list[dict[str, Any]]], str],
 ) -> int:
     """Runs a timing tool's sweep into its output; bad input (an unknown --gpu, a foreign --out, no CUDA) is one line
-    and exit status 2. Without --out the summary is printed last (with it, time_report reads the file)."""
+    and exit status 2. The summary (verdicts) is printed last, on stderr."""
     try:
         find_gpu(args.gpu)
         out = Output(args.out)
@@ -400,8 +400,7 @@ def run_tool(
     except (ValueError, NoCuda) as error:  # core.errors.PlanError and PlanFileError are ValueErrors
         print(f"{name}: {error}", file=sys.stderr)
         return 2
-    if args.out is None:
-        print(summary(lines), file=sys.stderr)
+    print(summary(lines), file=sys.stderr)
     return 0
 
 

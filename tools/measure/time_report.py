@@ -195,12 +195,13 @@ def gemm_groups(kernels: Sequence[Kernel]) -> dict[str, list[Kernel]]:
     return groups
 
 
-def render_gemm(kernels: Sequence[Kernel]) -> str:
+def render_gemm(kernels: Sequence[Kernel], table: bool = True) -> str:
+    """Each kernel's row (``table``), then each group's rule scores and verdict."""
     if not kernels:
         return "matmuls: no timed kernel (a dry run, or none ran)"
     head = f"{'kernel':44} {'card ms':>9} {'sum ms':>9} {'max ms':>9} {'sum err':>8} {'max err':>8}"
     lines = ["Matmuls: the card's median against the app's kernel time (shipped coefficients)", head, "-" * len(head)]
-    for k in kernels:
+    for k in kernels if table else ():
         total, larger = k.predicted(1.0), k.predicted(math.inf)
         lines.append(
             f"{k.label[:44]:44} {k.measured * 1e3:9.4f} {total * 1e3:9.4f} {larger * 1e3:9.4f} "
