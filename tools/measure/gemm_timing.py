@@ -232,6 +232,9 @@ class Card:
 
     def header(self) -> dict[str, Any]:
         t = self.torch
+        one = t.ones(16, 16, dtype=t.bfloat16, device="cuda")
+        t.matmul(one, one)  # loads cuBLAS(Lt), whose version _cublas_versions reads from the process
+        t.cuda.synchronize()
         return {
             "card": self.name,
             "catalogue": self.spec.id if self.spec else None,

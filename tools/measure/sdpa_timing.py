@@ -10,7 +10,7 @@ the default call and each of flash, memory-efficient and cuDNN forced alone (``t
 The calls are the ones transformers' sdpa path makes in a causal training step (transformers
 integrations/sdpa_attention.py: q, k, v transposed views of the (B, S, heads, D) projections): without a padding mask
 ``is_causal=True`` and grouped-query k / v at their own heads with ``enable_gqa``; with one (padded samples in the
-batch) a 4-D boolean mask (causal and the keys' padding; the odd rows' last eighth padded), ``is_causal=False`` and k /
+batch) a 4-D boolean mask (causal and the keys' padding; the even rows' last eighth padded), ``is_causal=False`` and k /
 v repeated to every head (repeat_kv). Models: Llama 3.2 1B (head dim 64, 32 / 8 heads) and Llama 3.1 8B (head dim
 128, 32 / 8 heads), bf16, lengths 2k to 32k (doubling), batch 1 / 8 (a padded 8 × 32k, 8 GiB of mask, left out).
 Forward and backward (``torch.autograd.grad``, no accumulation) are timed apart with CUDA events, median of N.
@@ -190,7 +190,7 @@ class Inputs:
             self.leaves += [torch.randn(b, kv, s, d, **opts), torch.randn(b, kv, s, d, **opts)]
             self.q, self.k, self.v = self.leaves[0].transpose(1, 2), self.leaves[1], self.leaves[2]
             valid = torch.full((b,), s, device="cuda")
-            valid[1::2] = s - s // 8  # the odd rows' last eighth padded (right padding: no row attends to nothing)
+            valid[::2] = s - s // 8  # the even rows' last eighth padded (right padding: no row attends to nothing)
             keys = torch.arange(s, device="cuda")[None, :] < valid[:, None]
             causal = torch.ones(s, s, dtype=torch.bool, device="cuda").tril()
             self.mask = causal[None, None] & keys[:, None, None, :]
@@ -259,7 +259,7 @@ def time_backend(torch: Any, inputs: Inputs, backend: str, reps: int) -> dict[st
             torch.cuda.synchronize()
     except RuntimeError as error:  # no kernel for these inputs (the warnings say why), or out of memory
         torch.cuda.empty_cache()
-        why = [str(w.message).splitlines()[0] for w in said][:2] or [str(error).splitlines()[0]]
+        why = [str(w.message).splitlines()[0] for w in said][:4] or [str(error).splitlines()[0]]
         return {"refused": " | ".join(why)[:300]}
     forward = [a.elapsed_time(b) for a, b, _ in marks]
     backward = [b.elapsed_time(c) for _, b, c in marks]
