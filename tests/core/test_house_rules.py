@@ -53,3 +53,19 @@ def test_no_function_in_core_or_gui_runs_past_80_lines() -> None:
                 if lines > MAX_FUNCTION_LINES and name not in LONG_FUNCTIONS:
                     long[name] = lines
     assert long == {}
+
+
+# The measuring libraries are the tools' (tools/measure, benchmarks), never the app's: the app runs and its tests pass
+# where none is installed (pyproject.toml keeps them in the optional "measure" extra).
+MEASURING_ONLY = frozenset({"torch", "transformers", "peft", "safetensors", "triton", "bitsandbytes"})
+
+
+def test_no_module_in_core_or_gui_imports_a_measuring_library() -> None:
+    offenders = []
+    for path in sorted([*CORE.rglob("*.py"), *(CORE.parent / "gui").rglob("*.py")]):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            offenders += [f"{path.relative_to(CORE.parent)}: {n}" for n in names if n.split(".")[0] in MEASURING_ONLY]
+    assert offenders == []
