@@ -5,12 +5,14 @@ model (core.training.speed ``_matmul`` / ``step_work``) times each pass of each 
 ``gemm:<family>/<kind>`` × its padded FLOPs (whole tiles and waves, core.training.gemm_shape) at the dtype's peak
 *plus* ``gemm_bytes`` × its operand bytes ((m·k + k·n) in the operand dtype + m·n in 2 bytes) at the bandwidth. At
 256-2,048 rows × 4,096² the two terms are of one size and the sum and the roofline's max(compute, traffic) differ
-most; the corpus could not tell them apart (that section's tables). This script times the kernels themselves.
+most; the corpus did not settle it (that section's tables: no rule won on every table). This script times the
+kernels themselves.
 
 The sweep (``shapes()``): nn.Linear's three passes (forward x·Wᵀ, input gradient dy·W, weight gradient dyᵀ·x, each
 with the operand layouts autograd hands cuBLAS) of a 4,096 × 4,096 weight at 256-2,048 rows and, as anchors where
 compute rules, 4,096-16,384 rows, in bf16 and fp16 (``torch.matmul``) and, on a card with fp8 tensor cores, fp8
-(``torch._scaled_mm`` with per-tensor scales, e4m3 activations and weights, e5m2 gradients: torchao's tensorwise
+(``torch._scaled_mm`` with per-tensor scales, e4m3 activations and weights, e5m2 gradients as torchao's float8
+training casts grad_output, pytorch/ao torchao/float8/float8_linear.py ``NoopFwToFloat8E5M2Bw*``: the tensorwise
 recipe, the app's ``fp8-tensorwise``); and LoRA's two matmuls (rank 8-64 × 4,096) at 256-8,192 rows in bf16.
 Each kernel: operands of random values, warm-up, then N runs each after a write of 256 MiB (past any card's L2, so
 no run reads the last one's operands from it), CUDA events around the kernel alone; the median is reported.
