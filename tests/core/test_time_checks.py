@@ -135,8 +135,9 @@ def test_the_verdict_names_the_rule_the_times_follow(tmp_path: Path, power: floa
     assert best.fitted[0] == pytest.approx(1.4, rel=0.01) and best.fitted[1] == pytest.approx(0.9, rel=0.01)
     other = {s.rule: s for s in scores}["max" if power == 1 else "sum"]
     assert other.fitted_median > best.fitted_median + time_report.CLEAR_POINTS / 100
+    assert best.small_median is not None and best.small_median < 0.005  # the open shapes alone, fitted alike
     text = time_report.render_gemm(kernels)
-    assert f"verdict: {said}" in text
+    assert f"verdict: {said}" in text and "256-2,048 rows" in text
 
 
 def test_launch_bound_kernels_are_listed_but_left_out_of_the_fits(tmp_path: Path) -> None:

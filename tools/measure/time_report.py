@@ -33,6 +33,7 @@ from typing import Any, Final
 GEMM_TOOL: Final = "gemm_timing"
 SDPA_TOOL: Final = "sdpa_timing"
 RULES: Final = {"sum": 1.0, "p 2": 2.0, "max": math.inf}
+SMALL_MAX_ROWS: Final = 2048  # docs/TRAINING_TIME.md, h84roof: "256-2,048 rows x 4,096²", the open shapes
 # A rule "fits better" when its fitted median error is under the other's by this much, both absolute (percentage
 # points) and relative: a smaller gap is inside what repeated runs of one kernel move (NVIDIA's guide puts run-to-run
 # GEMM variation at a few per cent; the tool's own median-of-N spread is printed with each row).
@@ -97,6 +98,7 @@ class Kernel:
     moved: float  # operand bytes at the bandwidth, seconds
     k_compute: float  # the app's coefficients
     k_bytes: float
+    small: bool = False  # a dense kernel of 256-2,048 rows: the shapes the question is about
 
     def predicted(self, power: float, k_compute: float | None = None, k_bytes: float | None = None) -> float:
         kc = self.k_compute if k_compute is None else k_compute
@@ -121,6 +123,7 @@ def gemm_kernels(records: Sequence[Mapping[str, Any]]) -> list[Kernel]:
                 p["bytes_at_bandwidth_ms"] / 1e3,
                 p["k_compute"],
                 p["k_bytes"],
+                r["case"] == "dense" and r["m"] <= SMALL_MAX_ROWS,
             )
         )
     return out
@@ -159,6 +162,7 @@ class RuleScore:
     fitted: tuple[float, float]  # the rule's own best coefficients on these kernels
     fitted_median: float  # median |error| with them
     fitted_worst: float
+    small_median: float | None  # of which the 256-2,048-row dense kernels' (None: the group has none)
 
 
 def score_rules(kernels: Sequence[Kernel]) -> list[RuleScore]:
@@ -167,7 +171,17 @@ def score_rules(kernels: Sequence[Kernel]) -> list[RuleScore]:
         kc, kb = fit(kernels, power)
         shipped = [abs(e) for e in _errors(kernels, lambda k, p=power: k.predicted(p))]
         fitted = [abs(e) for e in _errors(kernels, lambda k, p=power, c=kc, b=kb: k.predicted(p, c, b))]
-        scores.append(RuleScore(rule, statistics.median(shipped), (kc, kb), statistics.median(fitted), max(fitted)))
+        small = [e for e, k in zip(fitted, kernels, strict=True) if k.small]
+        scores.append(
+            RuleScore(
+                rule,
+                statistics.median(shipped),
+                (kc, kb),
+                statistics.median(fitted),
+                max(fitted),
+                statistics.median(small) if small else None,
+            )
+        )
     return scores
 
 
@@ -221,7 +235,9 @@ def render_gemm(kernels: Sequence[Kernel], table: bool = True) -> str:
         for s in scores:
             lines.append(
                 f"  {s.rule:4}: shipped {s.shipped_median * 100:5.1f} %   fitted {s.fitted_median * 100:5.1f} % "
-                f"(worst {s.fitted_worst * 100:5.1f} %) at compute {s.fitted[0]:.3f}, bytes {s.fitted[1]:.3f}"
+                f"(worst {s.fitted_worst * 100:5.1f} %"
+                + ("" if s.small_median is None else f", 256-2,048 rows {s.small_median * 100:5.1f} %")
+                + f") at compute {s.fitted[0]:.3f}, bytes {s.fitted[1]:.3f}"
             )
         lines.append(f"  verdict: {verdict(scores)}")
     return "\n".join(lines)
