@@ -171,3 +171,18 @@ def test_the_resolver_tells_a_gone_name() -> None:
     members = _class_members()
     assert {"update", "_show"} <= members["PlanController"] and "micro_batch" in members["WorkloadForm"]
     assert "no_such_method" not in members["PlanController"]
+
+# The measuring libraries are the tools' (tools/measure, benchmarks), never the app's: the app runs and its tests pass
+# where none is installed (pyproject.toml keeps them in the optional "measure" extra).
+MEASURING_ONLY = frozenset({"torch", "transformers", "peft", "safetensors", "triton", "bitsandbytes"})
+
+
+def test_no_module_in_core_or_gui_imports_a_measuring_library() -> None:
+    offenders = []
+    for path in sorted([*CORE.rglob("*.py"), *(CORE.parent / "gui").rglob("*.py")]):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            offenders += [f"{path.relative_to(CORE.parent)}: {n}" for n in names if n.split(".")[0] in MEASURING_ONLY]
+    assert offenders == []

@@ -7,10 +7,36 @@
 # /tmp/measured-gpu) and prints, per training case, the card's allocated and reserved peaks beside
 # the estimate's and the committed fake-CUDA peak (tools/measure/gpu_report.py); per serving case,
 # the card's peak beside the fake-CUDA one.
+#
+# `gpu_check.sh time` runs only the two timing checks of issue 24 (docs/TRAINING_TIME.md, "A matmul's compute and
+# its traffic" and "Which backend PyTorch's SDPA runs"): small cuBLAS matmuls against the app's sum and max, and
+# SDPA's backends on the card; any CUDA build of torch, no transformers or peft (tools/measure/README.md, "Timing
+# checks on a lent card"). `memory` runs only the cases above; no argument runs both, memory first.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 OUT="${OUT:-/tmp/measured-gpu}"
 PY="${PY:-python}"
+PART="${1:-all}"
+case "$PART" in
+  all | memory | time) ;;
+  *) echo "gpu_check.sh: the part must be all, memory or time, not '$PART'" >&2; exit 2 ;;
+esac
+
+# Issue 24's time questions: each tool first prints its expected seconds on the card (its kernels or calls x the app's
+# predicted time: expected_seconds in gemm_timing.py and sdpa_timing.py) and stops starting new ones past its budget;
+# together under 5 minutes on one H100 (about 10 s of matmuls and 80 s of SDPA predicted, plus torch's start).
+# The JSON lines go to $OUT/time (stdout is dropped: the files hold it), the report to the terminal and report.txt.
+time_checks() {
+  mkdir -p "$OUT/time"
+  # One tool failing leaves the other to run; the report reads what either wrote (a stopped run's .partial too).
+  $PY -m tools.measure.gemm_timing --out "$OUT/time/gemm.jsonl" --budget-s 90 >/dev/null || echo "gemm_timing failed" >&2
+  $PY -m tools.measure.sdpa_timing --out "$OUT/time/sdpa.jsonl" --budget-s 180 >/dev/null || echo "sdpa_timing failed" >&2
+  $PY -m tools.measure.time_report "$OUT/time" | tee "$OUT/time/report.txt"
+}
+if [ "$PART" = time ]; then
+  time_checks
+  exit 0
+fi
 $PY -m tools.measure benchmarks/accuracy/cases.json --backend cuda --out "$OUT/accuracy" \
   --only llama32-1b-dora-r16-trainerbf16-adamw-sdpa-b4-s2048 \
   --only llama32-1b-lora-r16-trainerbf16-adamw-sdpa-b4-s2048 \
@@ -46,3 +72,6 @@ PYEOF
 # merges at CP 1 / 2 / 4 / 8 with Llama 3.1 8B's shapes, eager and with the merge compiled, beside
 # the step seconds the model and the published rows give attention (about 1 minute on an H100).
 $PY -m tools.measure.ring_step_check --compile --out "$OUT/ring"
+if [ "$PART" = all ]; then
+  time_checks
+fi
