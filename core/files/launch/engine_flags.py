@@ -22,6 +22,7 @@ parser is a plain ``argparse.ArgumentParser``): ``--tp`` is SGLang's ``--tp-size
 
 from __future__ import annotations
 
+import functools
 from typing import Final
 
 # Why a word of a pasted command is left out of the plan when nothing more specific applies: the readers of every
@@ -32,6 +33,38 @@ NO_EFFECT: Final = "no effect on memory or speed"
 def flag_names(text: str) -> frozenset[str]:
     """The flags of a table written as words, a few to a line."""
     return frozenset(text.split())
+
+
+# The option strings ``vllm serve`` accepts in each release line the planner covers (core.inputs VllmVersion): read
+# from each line's last wheel by tools/engine_flags/vllm_serve_flags.py, whose docstring says how; the file's header
+# names each wheel and its commit. One option a line, with the lines that take it ("--swap-space 0.6-0.17").
+VLLM_SERVE_FLAGS_FILE: Final = "engine_flags/vllm_serve.txt"
+
+
+@functools.lru_cache(maxsize=1)
+def _vllm_serve_flags() -> dict[str, frozenset[str]]:
+    """Release line ("0.19") -> the option strings its ``vllm serve`` parser has."""
+    from core.resources import resource_path
+
+    lines: list[str] = []
+    out: dict[str, set[str]] = {}
+    for row in resource_path(VLLM_SERVE_FLAGS_FILE).read_text(encoding="utf-8").splitlines():
+        if row.startswith("# lines "):
+            lines = row.split()[2:]
+            out = {line: set() for line in lines}
+        elif row and not row.startswith("#"):
+            flag, spans = row.split()
+            for span in spans.split(","):
+                first, _, last = span.partition("-")
+                for line in lines[lines.index(first) : lines.index(last or first) + 1]:
+                    out[line].add(flag)
+    return {line: frozenset(flags) for line, flags in out.items()}
+
+
+def vllm_release_flags(line: str) -> frozenset[str]:
+    """The option strings ``vllm serve`` of release line ``line`` ("0.19", or a VllmVersion) accepts; empty for a
+    line the file does not hold."""
+    return _vllm_serve_flags().get(str(line), frozenset())
 
 
 VLLM_SWITCHES: Final = flag_names(

@@ -43,6 +43,7 @@ from core.files.launch.engine_flags import (
     VLLM_SWITCHES,
     VLLM_VALUED,
     flag_names,
+    vllm_release_flags,
 )
 from core.files.runconfig import ModelChoice, model_choice
 from core.format import counted
@@ -1205,10 +1206,16 @@ def _with_config(
     return [*args[:model], *words, *args[model:at], *args[end:]], f"--config {path}"
 
 
-def read_command(text: str, where: str = WHERE, load_config: ConfigLoader | None = None) -> CommandRead:
+def read_command(
+    text: str,
+    where: str = WHERE,
+    load_config: ConfigLoader | None = None,
+    vllm_version: VllmVersion | None = None,
+) -> CommandRead:
     """The serving fields of a pasted launch command and what was not used of it; a PlanFileError, one line,
     for a text that is not one. ``load_config`` reads a vLLM ``--config`` file the command names (without it
-    the flag is listed as not read)."""
+    the flag is listed as not read). ``vllm_version``: the release line a vLLM command's flags are checked
+    against where the text names none (an image's tag does): the plan's; None, the default line."""
     text = command_text(text, where)
     if gguf.is_ollama(text):
         return _read_ollama(text, where)
@@ -1251,6 +1258,9 @@ def read_command(text: str, where: str = WHERE, load_config: ConfigLoader | None
         else:
             reader.cannot(flag, why.get(base, NOT_MODELLED))
     versions, version_notes = _version_fields(text, start, start.engine)
+    if start.engine is Engine.VLLM:
+        line = versions.get("inference.vllm_version") or vllm_version or BY_PATH["inference.vllm_version"].default
+        _release_refuses(VllmVersion(line), start.args, reader, stopped)
     _environment(start, reader, stopped)
     fields = dict(reader.fields)
     dtype_given = bool(fields.pop("_dtype_given", True))
@@ -1280,6 +1290,39 @@ def read_command(text: str, where: str = WHERE, load_config: ConfigLoader | None
         stops=_stops(start, args, refused, stopped),
     )
     return read if start.gpus is None else _with_gpus(read, start.gpus)
+
+
+def _release_refuses(line: VllmVersion, words: list[str], reader: _Reader, stopped: list[str]) -> None:
+    """The flags of ``words`` release ``line``'s ``vllm serve`` parser has no option for (engine_flags
+    .vllm_release_flags: read from that release's wheel), said in ``stopped`` as argparse stops on them; a word the
+    reader's own tables do not know but the release takes is moved from not understood to not expressed."""
+    flags = vllm_release_flags(line)
+    if not flags:
+        return
+    refused: list[str] = []
+    ambiguous: list[str] = []
+    for word in words:
+        if not word.startswith("-") or word == "-" or _is_number(word):
+            continue
+        name = _flag_name(Engine.VLLM, word.partition("=")[0]).partition(".")[0]
+        if name.startswith("-O") and not name.startswith("--"):
+            name = "-O"  # -O3: FlexibleArgumentParser's spelling of -O 3
+        if _resolve(name, flags) is not None:
+            continue
+        prefixed = [f for f in flags if name.startswith("--") and f.startswith(name)]
+        (ambiguous if len(prefixed) > 1 else refused).append(name)
+    for entry in list(reader.unknown):
+        name = _flag_name(Engine.VLLM, entry.split(" ")[0].partition("=")[0]).partition(".")[0]
+        if name.startswith("-") and " (" not in entry and _resolve(name, flags) is not None:
+            reader.unknown.remove(entry)
+            reader.unexpressed.append(
+                FlagNote(entry, f"an option of vLLM {line.value} the planner does not read: its effect is not modelled")
+            )
+    label = f"vLLM {line.value} would not start: 'vllm serve: error:"
+    if refused:
+        stopped.append(f"{label} unrecognized arguments: {' '.join(dict.fromkeys(refused))}'")
+    elif ambiguous:
+        stopped.append(f"{label} ambiguous option: {ambiguous[0]} could match more than one of its options'")
 
 
 def _stops(start: _Start, args: _Args, refused: list[str], stopped: list[str]) -> str:
