@@ -573,9 +573,18 @@ LLAMACPP_TAKEN_BY: Final = {
 }
 
 
-def llamacpp_takes(program: str, flag: str) -> bool:
-    """Whether llama.cpp's ``program`` has the option ``flag`` (any spelling); an older build's ``main`` / ``server``
-    and an unknown program take them all."""
+# The first llama.cpp build with the per-program option sets: #9308 ("common : refactor arg parser") is merge commit
+# 1b9ae5189cd279c6b45e36d43e4f9ccae628d02f (2024-09-07), and the ggml-ci run of that commit prints
+# "main: build = 3683 (1b9ae518)" (LLAMA_BUILD_NUMBER, `git rev-list --count`, the number its release tag b3683
+# carries). The repository (1.4 GB) was over what could be fetched here, so `git tag --contains` was not run.
+LLAMACPP_PER_PROGRAM_FROM: Final = 3683
+
+
+def llamacpp_takes(program: str, flag: str, build: int | None = None) -> bool:
+    """Whether llama.cpp's ``program`` has the option ``flag`` (any spelling); an older build's ``main`` / ``server``,
+    an unknown program and any program of a ``build`` before the per-program sets take them all."""
+    if build is not None and build < LLAMACPP_PER_PROGRAM_FROM:
+        return True
     taken = LLAMACPP_TAKEN_BY.get(flag)
     return taken is None or program not in ("llama-server", "llama-cli", "llama-completion") or program in taken
 

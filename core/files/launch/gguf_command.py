@@ -163,7 +163,7 @@ def not_an_option(program: str, name: str) -> str:
     return f"not an option of {program}: it stops, 'error: invalid argument: {name}'"
 
 
-def parse_llamacpp(words: list[str], out: _Args, program: str = "") -> _Args:
+def parse_llamacpp(words: list[str], out: _Args, program: str = "", build: int | None = None) -> _Args:
     """llama.cpp's arguments into ``out``: names exact (``_`` as ``-`` in a ``--`` flag), a switch's value never
     taken, a valued flag's next word always (as ``common_params_parse_ex`` does), ``-fa`` / ``--color`` bare in
     older builds. A flag ``program`` does not take (another program's) is not understood, its value with it."""
@@ -173,7 +173,7 @@ def parse_llamacpp(words: list[str], out: _Args, program: str = "") -> _Args:
         word = words[i]
         i += 1
         name = "--" + word[2:].replace("_", "-") if word.startswith("--") else word
-        if name in known and not llamacpp_takes(program, name):
+        if name in known and not llamacpp_takes(program, name, build):
             count = 0 if name in LLAMACPP_SWITCHES else 2 if name in LLAMACPP_TWO_VALUES else 1
             if name in LLAMACPP_OPTIONAL_VALUE and (i >= len(words) or words[i].lower() not in LLAMACPP_ON_OFF):
                 count = 0
@@ -225,7 +225,7 @@ def _spelling(word: str) -> str:
     return "--" + word[2:].replace("_", "-") if word.startswith("--") else word
 
 
-def env_flags(env: dict[str, str], args: list[str], program: str = "") -> EnvFlags:
+def env_flags(env: dict[str, str], args: list[str], program: str = "", build: int | None = None) -> EnvFlags:
     """``env``'s llama.cpp variables as flags, as ``common_params_parse_ex`` reads them (arg.cpp 145b6280): each
     option's variable first, its flag on the command line (``args``) over it; the variable of an option ``program``
     does not have is never read (ignored)."""
@@ -243,7 +243,7 @@ def env_flags(env: dict[str, str], args: list[str], program: str = "") -> EnvFla
         shown = f"{key}={one_line(value)[:60]}"
         on, _, off = " ".join(LLAMACPP_ENV[option]).partition(" / ")
         spellings = on.split() + off.split()
-        if not llamacpp_takes(program, spellings[0]):
+        if not llamacpp_takes(program, spellings[0], build):
             out.ignored.append((shown, f"not an option of {program}: it never reads the variable (common/arg.cpp)"))
             continue
         winner = next((w for w in args if _spelling(w) in spellings), None) if given & set(spellings) else None

@@ -458,7 +458,50 @@ def _docker(words: list[str], start: _Start) -> None:
         start.notes.append(f"docker run's own options, {NO_EFFECT}: {one_line(' '.join(own))[:120]}")
 
 
+def _docker_image_at(words: list[str]) -> tuple[int, str] | None:
+    """Where ``docker run``'s (or podman's) image is in ``words`` and the ``--entrypoint`` given before it ("" for
+    none): the first word after run's own options (docker run reference: ``docker run [OPTIONS] IMAGE [ARG...]``)."""
+    at = next((i for i, w in enumerate(words[1:], 1) if w == "run" and words[i - 1].endswith(("docker", "podman"))), 0)
+    if not at:
+        return None
+    i, entrypoint = at + 1, ""
+    while i < len(words) and words[i].startswith("-"):
+        name, eq, value = words[i].partition("=")
+        if name in _DOCKER_VALUED and not eq:
+            value, i = (words[i + 1] if i + 1 < len(words) else ""), i + 1
+        if name == "--entrypoint":
+            entrypoint = value
+        i += 1
+    return (i, entrypoint) if i < len(words) else None
+
+
+def _entrypoint_start(words: list[str]) -> _Start | None:
+    """``docker run ... --entrypoint PROGRAM IMAGE ARGS``: PROGRAM run with ARGS, whatever the image, where PROGRAM
+    (and the words after the image) start an engine; the image's tag names the release where the reader knows it."""
+    image = _docker_image_at(words)
+    if image is None or not image[1]:
+        return None
+    at, entrypoint = image
+    program = [*shell_words(entrypoint), *words[at + 1 :]]
+    inner = _engine_at(program)
+    if inner is None:
+        return None
+    engine, first = inner
+    start = _Start(engine, program[first:])
+    start.program = gguf.llamacpp_program(program[first - 1]) or "" if engine is Engine.LLAMACPP else ""
+    match = _LLAMACPP_IMAGE.search(words[at]) or _VLLM_IMAGE.search(words[at]) or _SGLANG_IMAGE.search(words[at])
+    start.image_version = (match.group("tag") if match and _image_engine(words[at]) is engine else "") or ""
+    _docker(words[:at], start)
+    start.notes.append(f"docker image {one_line(words[at])[:80]}: runs the --entrypoint program, the words after it")
+    if engine is Engine.SGLANG and program[first - 1] == "serve":
+        _sglang_serve(start)
+    return start
+
+
 def _find_start(words: list[str]) -> _Start:
+    entrypoint = _entrypoint_start(words)
+    if entrypoint is not None:
+        return _finish_start(entrypoint)
     found = _engine_at(words)
     head = unwrap(words, {}, [])[:1]  # the program the line runs, past KEY=VALUE words and wrappers
     tool = head[0].rsplit("/", 1)[-1] if head and head[0].rsplit("/", 1)[-1].startswith("llama-") else ""
@@ -512,11 +555,16 @@ def _find_start(words: list[str]) -> _Start:
             skipped.append(word)
     if skipped:
         start.notes.append(f"before the command, not read: {one_line(' '.join(skipped))[:120]}")
+    if start.engine is Engine.SGLANG and words[first - 1] == "serve":
+        _sglang_serve(start)
+    return _finish_start(start)
+
+
+def _finish_start(start: _Start) -> _Start:
+    """The GPUs CUDA_VISIBLE_DEVICES leaves the launch."""
     visible = start.env.get("CUDA_VISIBLE_DEVICES")
     if visible is not None:
         start.gpus = visible_gpus(visible) if visible.strip() else 0
-    if start.engine is Engine.SGLANG and words[first - 1] == "serve":
-        _sglang_serve(start)
     return start
 
 
@@ -644,11 +692,11 @@ class _Args:
     refused: list[str] = field(default_factory=list)  # flags the program refuses to start with (llama.cpp's)
 
 
-def _parse(engine: Engine, words: list[str], env: gguf.EnvFlags, program: str = "") -> _Args:
+def _parse(engine: Engine, words: list[str], env: gguf.EnvFlags, program: str = "", build: int | None = None) -> _Args:
     if engine is Engine.LLAMACPP:  # the variables' flags first, each shown as its variable; the command's after
-        out = gguf.parse_llamacpp(env.words, _Args(), program)
+        out = gguf.parse_llamacpp(env.words, _Args(), program, build)
         out.written.update({flag: shown for flag, shown in env.shown.items() if flag in out.written})
-        return gguf.parse_llamacpp(words, out, program)
+        return gguf.parse_llamacpp(words, out, program, build)
     switches, valued = (VLLM_SWITCHES, VLLM_VALUED) if engine is Engine.VLLM else (SGLANG_SWITCHES, SGLANG_VALUED)
     known = switches | valued
     out = _Args()
@@ -929,11 +977,10 @@ def _version_fields(text: str, start: _Start, engine: Engine) -> tuple[dict[str,
     notes: list[str] = []
     tag = start.image_version.removeprefix("v")
     if engine is Engine.LLAMACPP:
-        build = re.search(r"(?:^|-)b(\d+)$", tag)
-        if build and 0 < int(build.group(1)) <= MAX_LLAMACPP_BUILD:
-            found["inference.llamacpp_build"] = int(build.group(1))
-        elif tag:
-            notes.append(f"llama.cpp image {one_line(tag)[:40]}: names no build (bN); the plan's build is kept")
+        build, why = _llamacpp_build(text, start)
+        if build is not None:
+            found["inference.llamacpp_build"] = build
+        notes += [why] if why else []
         return found, notes
     if engine is Engine.SGLANG:
         header = next((line for line in text.splitlines() if line.startswith(f"# {sg.PIP_MARK}")), "")
@@ -950,6 +997,26 @@ def _version_fields(text: str, start: _Start, engine: Engine) -> tuple[dict[str,
         else:
             notes.append(f"vLLM {one_line(tag)[:40]}: not a release line the planner has rules for; the plan's is kept")
     return found, notes
+
+
+# llama.cpp's --version output (common/arg.cpp's --version: fprintf(stderr, "version: %d (%s)\n", LLAMA_BUILD_NUMBER,
+# LLAMA_COMMIT), "version: 4589 (eb7cf15a)".
+_LLAMACPP_VERSION_LINE: Final = re.compile(r"^\s*version: (\d+) \(\w+\)\s*$", re.MULTILINE)
+
+
+def _llamacpp_build(text: str, start: _Start) -> tuple[int | None, str]:
+    """The llama.cpp build the text names, an image tag's ``bN`` or a pasted ``--version`` line's number, and a note
+    where a tag names none."""
+    tag = start.image_version.removeprefix("v")
+    build = re.search(r"(?:^|-)b(\d+)$", tag)
+    if build and 0 < int(build.group(1)) <= MAX_LLAMACPP_BUILD:
+        return int(build.group(1)), ""
+    printed = _LLAMACPP_VERSION_LINE.search(text)
+    if printed and 0 < int(printed.group(1)) <= MAX_LLAMACPP_BUILD:
+        return int(printed.group(1)), f"build {printed.group(1)}: the pasted --version output's"
+    if tag:
+        return None, f"llama.cpp image {one_line(tag)[:40]}: names no build (bN); the plan's build is kept"
+    return None, ""
 
 
 # Environment variables a launch line sets in front that no engine reads for what it holds or how fast it runs, by
@@ -1228,8 +1295,13 @@ def read_command(
     if start.engine in (Engine.VLLM, Engine.SGLANG):
         start.args, config = _with_config(start.args, load_config, notes, start.engine, refused, entry, stopped)
     llama: gguf.GgufRead | None = None
-    env = gguf.env_flags(start.env, start.args, start.program) if start.engine is Engine.LLAMACPP else gguf.EnvFlags()
-    args = _parse(start.engine, start.args, env, start.program)
+    build = _llamacpp_build(text, start)[0] if start.engine is Engine.LLAMACPP else None
+    env = (
+        gguf.env_flags(start.env, start.args, start.program, build)
+        if start.engine is Engine.LLAMACPP
+        else gguf.EnvFlags()
+    )
+    args = _parse(start.engine, start.args, env, start.program, build)
     if start.serve_model and args.written.get("--model-path") == f"--model-path {start.serve_model}":
         args.written["--model-path"] = start.serve_model  # shown as written
     if start.engine is Engine.LLAMACPP:
