@@ -8,9 +8,11 @@ per-program options by build.
 
 from __future__ import annotations
 
+from core.dtypes import WeightFormat
 from core.files.launch.engine_flags import LLAMACPP_PER_PROGRAM_FROM
-from core.files.launch.serve_command import read_command
+from core.files.launch.serve_command import plan_from_command, read_command
 from core.plan import Engine
+from core.presets import default_plan
 
 GGUF = "/models/Qwen3-8B-Q4_K_M.gguf"
 
@@ -63,3 +65,70 @@ def test_pasted_version_output_names_the_build() -> None:
     read = read_command(text)
     assert read.fields["inference.llamacpp_build"] == 3500
     assert (read.unknown, read.stops) == ((), "")
+
+
+# ---- found by reading real pasted commands (tests/data/launch_commands/public.json) ----------------------------
+def test_a_vllm_serve_word_no_flag_takes_stops_vllm() -> None:
+    # vllm-project/vllm issue #22303 (vllm 0.9.2): `--enforce_eager true`. vllm serve's one positional, model_tag
+    # (nargs="?", vllm/entrypoints/openai/cli_args.py make_arg_parser), holds the model already, so argparse leaves
+    # `true` over: "unrecognized arguments: true".
+    read = read_command("vllm serve /models/Qwen3-30B-A3B --max-model-len 64000 --enforce_eager true")
+    assert read.unknown == ("true (a word no flag takes)",)
+    assert read.fields["inference.cuda_graphs"] is False  # the switch itself is read
+    assert read.stops == "vLLM 0.19 would not start: 'vllm serve: error: unrecognized arguments: true'"
+
+
+def test_a_windows_path_keeps_its_backslashes() -> None:
+    # ggml-org/llama.cpp issue #9030, pasted from cmd.exe: a backslash is a path separator there, not an escape.
+    text = r'llama-cli -m E:\projects\hf-repos\madlad400-10b-mt-q8_0.gguf --n-gpu-layers 1000 -p "<2sk> Hi" --temp 0'
+    read = read_command(text)
+    assert read.model_ref == r"E:\projects\hf-repos\madlad400-10b-mt-q8_0.gguf"
+    assert read.model_name == "madlad400-10b-mt"
+    exe = read_command(r"C:\llama\llama-server.exe -m C:\models\Qwen3-8B-Q4_K_M.gguf -c 4096")
+    assert (exe.program, exe.model_name, exe.fields["inference.context"]) == ("llama-server", "Qwen3-8B", 4096)
+    # A POSIX line keeps its escapes.
+    assert read_command(r"llama-server -m /m/Qwen3-8B-Q4_K_M.gguf -a my\ model").unknown == ()
+
+
+def test_sglang_s_deprecated_switches_take_no_value() -> None:
+    # sglang 0.4.6 server_args.py line 850: "--enable-flashmla", action=DeprecatedAction, whose __init__ (line 1348)
+    # sets nargs=0; 0.5.11 lines 5137 and 6145: --prefill-round-robin-balance and --enable-piecewise-cuda-graph the
+    # same. A switch: the next flag is not its value (sgl-project/sglang PR #5190's command).
+    read = read_command(
+        "python -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V3-0324 --tp 16 --enable-flashmla "
+        "--disable-radix-cache --enable-piecewise-cuda-graph --prefill-round-robin-balance --context-length 4096"
+    )
+    assert read.unknown == ()
+    assert read.fields["inference.context"] == 4096
+
+
+def test_a_latent_attention_model_is_planned_from_the_window_s_first_plan() -> None:
+    # sgl-project/sglang issue #2585 (v0.4.1 release note's command). The window's first plan trains LoRA on q_proj and
+    # v_proj, which DeepSeek-V3's latent attention has not: the command's plan failed on those training targets.
+    read = read_command("python3 -m sglang.launch_server --model deepseek-ai/DeepSeek-V3-Base --tp 8")
+    built = plan_from_command(read, default_plan())
+    assert (built.plan.model_id, built.plan.inference.tensor_parallel) == ("deepseek-v3", 8)
+
+
+def test_quantised_and_dated_checkpoint_names_find_their_model() -> None:
+    # sgl-project/sglang issue #4895: a folder named gemma-3-27b-it-int4-awq/ (AWQ int4, trailing slash);
+    # sgl-project/sglang PR #5190: deepseek-ai/DeepSeek-V3-0324 (DeepSeek's month-day re-release, the same shapes).
+    gemma = read_command("python3 -m sglang.launch_server --model-path /llm/model/google/gemma-3-27b-it-int4-awq/")
+    built = plan_from_command(gemma, default_plan())
+    assert (built.plan.model_id, built.plan.inference.weight_dtype) == ("gemma-3-27b", WeightFormat.AWQ_INT4)
+    dated = read_command("python -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V3-0324 --tp 8")
+    assert plan_from_command(dated, default_plan()).plan.model_id == "deepseek-v3"
+
+
+def test_sglang_s_dp_attention_splits_the_tp_group_instead_of_adding_replicas() -> None:
+    # sgl-project/sglang PR #5190: --tp 16 --dp 16 --enable-dp-attention on two nodes of 8. sglang 0.4.6
+    # server_args.py lines 290-295: with enable_dp_attention, "1 < dp-size <= tp-size" and tp_size % dp_size == 0;
+    # the attention's data parallel ranks are the TP group's own GPUs (help text, line 996: "data parallelism for
+    # attention and tensor parallelism for FFN"), so 16 GPUs in all, not 16 replicas of 16.
+    read = read_command(
+        "python -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V3-0324 --tp 16 --dp 16 --enable-dp-attention"
+    )
+    assert (read.fields["inference.tensor_parallel"], read.fields["inference.replicas"]) == (16, 1)
+    assert any(n.words == "--dp 16" and "inside the tensor-parallel group" in n.why for n in read.unexpressed)
+    plain = read_command("python -m sglang.launch_server --model-path Qwen/Qwen3-8B --tp 2 --dp 2")
+    assert plain.fields["inference.replicas"] == 2  # without it, --dp-size is replicas as before

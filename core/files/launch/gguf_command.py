@@ -144,8 +144,9 @@ LLAMACPP_WHY: Final = {
 
 def llamacpp_program(word: str) -> str | None:
     """The llama.cpp program a word starts (``!./main`` in a notebook cell too), or None."""
-    name = word.removeprefix("!").rsplit("/", 1)[-1]
-    if name in LLAMACPP_PROGRAMS or (name in OLD_PROGRAMS and "/" in word):
+    name = re.split(r"[/\\]", word.removeprefix("!"))[-1]
+    name = name[:-4] if name.lower().endswith(".exe") else name  # llama-server.exe on Windows
+    if name in LLAMACPP_PROGRAMS or (name in OLD_PROGRAMS and ("/" in word or "\\" in word)):
         return name
     return None
 
@@ -290,7 +291,7 @@ _OLLAMA_SIZE: Final = re.compile(r"^(e?\d+(?:\.\d+)?[bm])(?:-|$)", re.I)
 def gguf_name(ref: str) -> tuple[str, str]:
     """The model's name in a GGUF file's or repository's name (less the type, ``.gguf``, ``-GGUF``, a shard, a
     ``ggml-model`` file's own name: its folder's then) and the type word as written ("" when none)."""
-    path = ref.strip().rstrip("/")
+    path = ref.strip().replace("\\", "/").rstrip("/")  # a Windows path's separators as /
     name = path.rsplit("/", 1)[-1]
     name = _SHARD.sub("", re.sub(r"\.gguf$", "", name, flags=re.I))
     quant = ""

@@ -214,6 +214,7 @@ def command_text(raw: bytes | str, where: str = WHERE) -> str:
     return raw
 
 
+_NO_FLAG: Final = " (a word no flag takes)"  # a positional word the engine has no place for, as listed
 _CONTINUATION: Final = re.compile(r"\\[ \t]*\r?\n")
 _PYTHON: Final = re.compile(r"^(.*/)?python[0-9.]*$")  # python, python3, python3.12, /usr/bin/python3
 _ENV_WORD: Final = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
@@ -221,7 +222,16 @@ _SHELL_BREAKS: Final = frozenset({"&&", "||", ";", "|", "&"})
 _REDIRECT: Final = re.compile(r"^([0-9&]?>|<$)")  # > log.txt, 2>&1, >>out, &>log; "<PATH>/m" is a placeholder
 
 
+# A line pasted from Windows (cmd.exe, PowerShell): a drive's or the current folder's path with backslashes, which are
+# separators there, not escapes; cmd's ^ and PowerShell's ` end a continued line.
+_WINDOWS_PATH: Final = re.compile(r"""(?:^|[\s"'=])(?:[A-Za-z]:|\.{1,2})\\[^\s\\]""")
+_WINDOWS_CONTINUATION: Final = re.compile(r"[\^`][ \t]*\r?\n")
+
+
 def _words(text: str, where: str) -> list[str]:
+    windows = bool(_WINDOWS_PATH.search(text))
+    if windows:
+        text = _WINDOWS_CONTINUATION.sub(" ", text)
     lines = []
     for line in _CONTINUATION.sub(" ", text).splitlines():
         stripped = line.strip()
@@ -229,7 +239,7 @@ def _words(text: str, where: str) -> list[str]:
             continue  # an export's header, a comment line
         lines.append(_subshell(stripped.removeprefix("$ ")))
     try:
-        words = inline_shells(shell_words("\n".join(lines)))
+        words = inline_shells(shell_words("\n".join(lines), keep_backslash=windows))
     except ValueError as exc:  # an unterminated quote, a backslash at the end
         raise PlanFileError(where, f"cannot be split into words as a shell would: {exc}") from None
     return words
@@ -271,9 +281,10 @@ _TOKEN: Final = re.compile(
 _DOUBLE_ESCAPE: Final = re.compile(r'\\([\\"$`\n])')
 
 
-def shell_words(text: str, limit: int = MAX_WORDS) -> list[str]:
+def shell_words(text: str, limit: int = MAX_WORDS, keep_backslash: bool = False) -> list[str]:
     """``text`` split into words as ``sh`` splits them (quotes removed, escapes applied, comments dropped); raises
-    ValueError for an unterminated quote, a backslash with nothing after it, or more than ``limit`` words."""
+    ValueError for an unterminated quote, a backslash with nothing after it, or more than ``limit`` words.
+    ``keep_backslash``: a backslash outside quotes is kept as written (a Windows path's separator)."""
     words: list[str] = []
     word: list[str] = []
     started = False  # a word is open (an empty quoted word counts)
@@ -307,7 +318,7 @@ def shell_words(text: str, limit: int = MAX_WORDS) -> list[str]:
         elif kind == "double":
             word.append(_DOUBLE_ESCAPE.sub(lambda m: "" if m.group(1) == "\n" else m.group(1), token[1:-1]))
         elif kind == "escape":
-            word.append(token[1])
+            word.append(token if keep_backslash else token[1])
         else:
             word.append(token)
     if started:
@@ -926,7 +937,7 @@ def _vllm(args: _Args, entry: str = "serve") -> tuple[_Reader, str]:
         reader.read.append(FlagNote(model, "the model"))
     elif model:
         reader.read.append(FlagNote(args.written["--model"], "the model"))
-    reader.unknown += [f"{p} (a word no flag takes)" for p in positional]
+    reader.unknown += [f"{p}{_NO_FLAG}" for p in positional]
     _weights(reader, vl.QUANTIZATION, lambda v: v.startswith("fp8"))
     _context_and_layout(
         reader, "--max-model-len", human_int, (("--tensor-parallel-size", "-tp"), ("--pipeline-parallel-size", "-pp"))
@@ -953,7 +964,7 @@ def _sglang(args: _Args) -> tuple[_Reader, str]:
     reader = _Reader(Engine.SGLANG, args)
     model = reader.value("--model-path", "--model") or ""
     reader.read += [FlagNote(args.written[f], "the model") for f in ("--model", "--model-path") if f in args.written]
-    reader.unknown += [f"{p} (a word no flag takes)" for p in args.positional]
+    reader.unknown += [f"{p}{_NO_FLAG}" for p in args.positional]
     _weights(reader, sg.QUANTIZATION, lambda v: v.startswith("fp8"))
     _context_and_layout(
         reader,
@@ -961,7 +972,21 @@ def _sglang(args: _Args) -> tuple[_Reader, str]:
         int,
         (("--tp-size", "--tensor-parallel-size"), ("--pp-size", "--pipeline-parallel-size")),
     )
-    reader.number("inference.replicas", ("--dp-size", "--data-parallel-size"), int, 1)
+    dp = ("--dp-size", "--data-parallel-size")
+    if "--enable-dp-attention" in args.switches and any(f in args.values for f in dp):
+        # sglang 0.4.6 server_args.py 290-295: with DP attention 1 < dp-size <= tp-size, tp-size % dp-size == 0; the
+        # attention's data-parallel ranks are the TP group's GPUs ("data parallelism for attention and tensor
+        # parallelism for FFN"): no replica more
+        reader.value(*dp)
+        reader.fields["inference.replicas"] = 1
+        for flag in (f for f in dp if f in args.values):
+            reader.cannot(
+                flag,
+                "with --enable-dp-attention the attention's data parallel ranks split inside the "
+                "tensor-parallel group (tp-size GPUs in all): no replicas; DP attention is not modelled",
+            )
+    else:
+        reader.number("inference.replicas", dp, int, 1)
     reader.number("inference.mem_fraction_static", ("--mem-fraction-static",), float, 0.0)
     graphs_off = reader.switch(sg.DISABLE_CUDA_GRAPH)
     reader.set("inference.cuda_graphs", not graphs_off, (sg.DISABLE_CUDA_GRAPH,) if graphs_off else ())
@@ -1311,7 +1336,7 @@ def read_command(
         for key in env.used:
             del start.env[key]
         llama = gguf.read_llamacpp(reader, start.program, start.gpus)
-        reader.unknown += [f"{p} (a word no flag takes)" for p in args.positional]
+        reader.unknown += [f"{p}{_NO_FLAG}" for p in args.positional]
         model = llama.model_ref
         ignored_set, why = gguf.LLAMACPP_IGNORED, gguf.LLAMACPP_WHY
     else:
@@ -1383,6 +1408,8 @@ def _release_refuses(line: VllmVersion, words: list[str], reader: _Reader, stopp
             continue
         prefixed = [f for f in flags if name.startswith("--") and f.startswith(name)]
         (ambiguous if len(prefixed) > 1 else refused).append(name)
+    # a word no option takes: vllm serve's one positional (model_tag, nargs="?") holds the model, argparse leaves it
+    refused += [e.removesuffix(_NO_FLAG) for e in reader.unknown if e.endswith(_NO_FLAG)]
     for entry in list(reader.unknown):
         name = _flag_name(Engine.VLLM, entry.split(" ")[0].partition("=")[0]).partition(".")[0]
         if name.startswith("-") and " (" not in entry and _resolve(name, flags) is not None:
@@ -1464,14 +1491,15 @@ def _with_gpus(read: CommandRead, visible: int) -> CommandRead:
 # -bnb-4bit): the engine reads the format from the checkpoint's config, so a command without --quantization serves
 # them quantised. Read from the name only where the command does not say.
 _NAME_FORMATS: Final = (
-    (re.compile(r"[-_.]awq$", re.I), WeightFormat.AWQ_INT4),
+    (re.compile(r"[-_.](int4[-_.])?awq([-_.]int4)?$", re.I), WeightFormat.AWQ_INT4),  # gemma-3-27b-it-int4-awq
     (re.compile(r"[-_.]gptq[-_.]int4$", re.I), WeightFormat.GPTQ_INT4),
     (re.compile(r"[-_.]gptq[-_.]int8$", re.I), WeightFormat.GPTQ_INT8),
     (re.compile(r"[-_.]fp8(-dynamic)?$", re.I), WeightFormat.FP8),
     (re.compile(r"[-_.]bnb[-_.]4bit$", re.I), WeightFormat.NF4),
 )
 _OTHER_QUANT: Final = re.compile(r"[-_.](quantized[-_.])?(w8a8|w4a16|w8a16|int4|int8|nvfp4|fp4|gguf)$", re.I)
-_DATE: Final = re.compile(r"-(2\d{3})$")  # Qwen's -2507 re-release: the same shapes
+# A dated re-release, the same shapes: Qwen's -2507 (year, month), DeepSeek's -0324 / -0528 (month, day).
+_DATE: Final = re.compile(r"-(2\d{3}|[01]\d[0-3]\d)$")
 
 
 def _checkpoint_name(ref: str) -> tuple[str, WeightFormat | None, str]:
@@ -1604,10 +1632,14 @@ def plan_from_command(
             base.hardware, **{n.partition(".")[2]: v for n, v in fields.items() if n.startswith("hardware.")}
         )
         frozen = min(base.frozen_layers, spec.num_layers)
-        plan = replace(
-            base, model=spec, model_id=choice.model_id, frozen_layers=frozen, inference=inference, hardware=hardware
+        plan = replace(  # the adapter targets as the model has them before it is checked (MLA: no q_proj / v_proj)
+            base.targets_for(spec),
+            model=spec,
+            model_id=choice.model_id,
+            frozen_layers=frozen,
+            inference=inference,
+            hardware=hardware,
         )
-        plan = plan.targets_for(spec)
         if read.program == "ollama":
             plan = ollama_defaults(plan, gpu_for(plan), frozenset(read.fields))
             if plan.inference.new_tokens >= plan.inference.context:
