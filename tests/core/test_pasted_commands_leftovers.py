@@ -132,3 +132,15 @@ def test_sglang_s_dp_attention_splits_the_tp_group_instead_of_adding_replicas() 
     assert any(n.words == "--dp 16" and "inside the tensor-parallel group" in n.why for n in read.unexpressed)
     plain = read_command("python -m sglang.launch_server --model-path Qwen/Qwen3-8B --tp 2 --dp 2")
     assert plain.fields["inference.replicas"] == 2  # without it, --dp-size is replicas as before
+
+
+def test_numactl_in_front_is_a_wrapper() -> None:
+    # ggml-org/llama.cpp issue #14201: numactl(8) pins the CPU threads and host memory; the GPU's share is the plan's.
+    text = (
+        'CUDA_VISIBLE_DEVICES="0," numactl --physcpubind="8,10, 9,11" --membind=1 -N 1 /opt/llama.cpp/build/bin/'
+        f"llama-server --model {GGUF} --n-gpu-layers 99 --ctx-size 32768"
+    )
+    read = read_command(text)
+    assert (read.program, read.unknown, read.fields["inference.context"]) == ("llama-server", (), 32768)
+    assert "run through numactl: no effect on memory or speed" in read.notes
+    assert not any(n.startswith("before the command, not read") for n in read.notes)

@@ -581,8 +581,8 @@ def _finish_start(start: _Start) -> _Start:
 
 _CLIS: Final = frozenset({"vllm", "sglang"})  # the console scripts of `vllm serve` and `sglang serve`
 # Programs that run the command after them, with their options that take a value: POSIX nohup, env, time, nice and the
-# shell's exec / command; sudo(8) ("-u user", "-g group", ...). None changes what the engine holds. `export` is here
-# for its KEY=VALUE words (`export K=V; vllm serve ...`).
+# shell's exec / command; numactl(8); sudo(8) ("-u user", "-g group", ...). None changes what the engine holds.
+# `export` is here for its KEY=VALUE words (`export K=V; vllm serve ...`).
 _WRAPPERS: Final = {
     "export": frozenset(),
     "nohup": frozenset(),
@@ -590,6 +590,8 @@ _WRAPPERS: Final = {
     "time": frozenset(),
     "command": frozenset(),
     "nice": frozenset({"-n", "--adjustment"}),
+    # numactl(8): CPU and host-memory placement; its options that take a value as a separate word
+    "numactl": frozenset({"-C", "-N", "-m", "-p", "-i", "--physcpubind", "--cpunodebind", "--membind", "--preferred"}),
     "env": frozenset({"-u", "--unset", "-C", "--chdir", "-S", "--split-string"}),
     "sudo": frozenset(
         {
