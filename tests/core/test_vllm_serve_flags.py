@@ -90,3 +90,11 @@ def test_the_command_line_checks_the_flags_against_the_plan_s_release_line(capsy
     assert document["from_command"]["would_not_start"] == (
         "vLLM 0.19 would not start: 'vllm serve: error: unrecognized arguments: --swap-space'"
     )
+
+
+def test_minus_o_is_taken_by_every_line_in_its_own_spelling() -> None:
+    # FlexibleArgumentParser.parse_args rewrites -O3 before argparse sees it: vllm 0.19.1 vllm/utils/argparse_utils.py
+    # lines 256-259 (-O3 -> --optimization-level 3; the data file: -O itself only to 0.11); 0.6.6.post1 vllm/utils.py
+    # line 1147 keeps -O, the compilation-config option of those lines (argparse reads -O3 as -O 3).
+    for line in (VllmVersion.V0_6, VllmVersion.V0_19, VllmVersion.V0_34):
+        assert read_command(f"vllm serve {MODEL} -O3", vllm_version=line).stops == "", line

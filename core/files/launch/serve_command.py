@@ -1405,7 +1405,8 @@ def _release_refuses(line: VllmVersion, words: list[str], reader: _Reader, stopp
             continue
         name = _flag_name(Engine.VLLM, word.partition("=")[0]).partition(".")[0]
         if name.startswith("-O") and not name.startswith("--"):
-            name = "-O"  # -O3: FlexibleArgumentParser's spelling of -O 3
+            continue  # -O, -O3, -O.x: FlexibleArgumentParser rewrites each into an option its line has (-O to 0.11,
+            # --optimization-level / -cc from 0.12: vllm/utils/argparse_utils.py parse_args)
         if _resolve(name, flags) is not None:
             continue
         prefixed = [f for f in flags if name.startswith("--") and f.startswith(name)]
