@@ -40,6 +40,7 @@ from core.files.launch.serve_command import (
 )
 from core.files.planfile import save as save_plan
 from core.files.runconfig.reading import MAX_CONFIG_BYTES
+from core.inputs import VllmVersion
 from core.verdict import Mode
 
 DEFAULT_MODEL: Final = "llama-2-7b"  # base_plan's model; the command's replaces it
@@ -74,10 +75,13 @@ def run(args: argparse.Namespace) -> str:
     if args.save and os.path.lexists(args.save) and not args.force:
         raise UsageError(f"--save: {one_line(args.save)} exists; --force replaces it")
     folder = Path(args.command_file).parent if args.command_file not in (None, "-") else Path.cwd()
-    read = read_command(text, load_config=config_loader(folder))
     args.mode = Mode.INFERENCE.value
     keep_model = any(getattr(args, name, None) is not None for name in ("model", "config", "model.params_override"))
     base = base_plan(args if keep_model or args.plan else argparse.Namespace(**{**vars(args), "model": DEFAULT_MODEL}))
+    # the flags are checked against the plan's vLLM line (--vllm-version, else --plan's) where the text names none
+    given = getattr(args, "inference.vllm_version", None)
+    line = VllmVersion(given) if given is not None else base.inference.vllm_version
+    read = read_command(text, load_config=config_loader(folder), vllm_version=line)
     built = plan_from_command(read, base, keep_model=keep_model)
     plan = plan_from_args(without_model(args), built.plan)  # the options override the command
     result = estimate(plan)

@@ -192,7 +192,11 @@ class PasteCommandDialog(QDialog):
             self.apply_button.setEnabled(False)
             return
         try:
-            self.read = read_command(text, load_config=self._load_config if self.config_name else None)
+            self.read = read_command(
+                text,
+                load_config=self._load_config if self.config_name else None,
+                vllm_version=self.base.inference.vllm_version,  # the plan's line, where the text names none
+            )
         except PlanFileError as error:
             self.read = None
             self.found.setPlainText("")

@@ -22,6 +22,7 @@ parser is a plain ``argparse.ArgumentParser``): ``--tp`` is SGLang's ``--tp-size
 
 from __future__ import annotations
 
+import functools
 from typing import Final
 
 # Why a word of a pasted command is left out of the plan when nothing more specific applies: the readers of every
@@ -32,6 +33,38 @@ NO_EFFECT: Final = "no effect on memory or speed"
 def flag_names(text: str) -> frozenset[str]:
     """The flags of a table written as words, a few to a line."""
     return frozenset(text.split())
+
+
+# The option strings ``vllm serve`` accepts in each release line the planner covers (core.inputs VllmVersion): read
+# from each line's last wheel by tools/engine_flags/vllm_serve_flags.py, whose docstring says how; the file's header
+# names each wheel and its commit. One option a line, with the lines that take it ("--swap-space 0.6-0.17").
+VLLM_SERVE_FLAGS_FILE: Final = "engine_flags/vllm_serve.txt"
+
+
+@functools.lru_cache(maxsize=1)
+def _vllm_serve_flags() -> dict[str, frozenset[str]]:
+    """Release line ("0.19") -> the option strings its ``vllm serve`` parser has."""
+    from core.resources import resource_path
+
+    lines: list[str] = []
+    out: dict[str, set[str]] = {}
+    for row in resource_path(VLLM_SERVE_FLAGS_FILE).read_text(encoding="utf-8").splitlines():
+        if row.startswith("# lines "):
+            lines = row.split()[2:]
+            out = {line: set() for line in lines}
+        elif row and not row.startswith("#"):
+            flag, spans = row.split()
+            for span in spans.split(","):
+                first, _, last = span.partition("-")
+                for line in lines[lines.index(first) : lines.index(last or first) + 1]:
+                    out[line].add(flag)
+    return {line: frozenset(flags) for line, flags in out.items()}
+
+
+def vllm_release_flags(line: str) -> frozenset[str]:
+    """The option strings ``vllm serve`` of release line ``line`` ("0.19", or a VllmVersion) accepts; empty for a
+    line the file does not hold."""
+    return _vllm_serve_flags().get(str(line), frozenset())
 
 
 VLLM_SWITCHES: Final = flag_names(
@@ -122,6 +155,9 @@ VLLM_VALUED: Final = flag_names(
     """
 )
 
+# The last line: DeprecatedAction (nargs=0) flags, switches wherever read, once listed as taking a value:
+# --enable-flashmla (sglang 0.4.6 server_args.py line 850, the action's __init__ at line 1348),
+# --prefill-round-robin-balance and --enable-piecewise-cuda-graph (0.5.11 lines 5137, 6145).
 SGLANG_SWITCHES: Final = flag_names(
     """
     --abort-on-priority-when-disabled --allow-auto-truncate --checkpoint-engine-wait-weights-before-ready
@@ -180,7 +216,8 @@ SGLANG_SWITCHES: Final = flag_names(
     --strip-thinking-cache --triton-attention-reduce-in-fp32 --trust-mm-content-hashes --trust-remote-code
     --trust-request-chat-template --use-ray --weight-loader-disable-mmap --weight-loader-drop-cache-after-load
     --weight-loader-prefetch-checkpoints
-    """
+    --enable-flashmla --enable-piecewise-cuda-graph --prefill-round-robin-balance
+"""
 )
 
 SGLANG_VALUED: Final = flag_names(
@@ -211,7 +248,7 @@ SGLANG_VALUED: Final = flag_names(
     --dsa-topk-backend --dsa-triton-union --dsv4-attn-backend --dsv4-prefill-backend --dtype --dwdp-size
     --dynamic-batch-tokenizer-batch-size --dynamic-batch-tokenizer-batch-timeout --elastic-ep-backend
     --elastic-ep-initial-size --elastic-ep-join-mode --elastic-ep-join-rank-offset --elastic-ep-scale-timeout
-    --enable-flashmla --enable-piecewise-cuda-graph --encoder-bootstrap-port --encoder-register-urls
+      --encoder-bootstrap-port --encoder-register-urls
     --encoder-transfer-backend --encoder-urls --engine-info-bootstrap-port --ep --ep-dispatch-algorithm
     --ep-num-redundant-experts --ep-size --eplb-algorithm --eplb-min-rebalancing-utilization-threshold
     --eplb-rebalance-layers-per-chunk --eplb-rebalance-num-iterations --expert-balancedness-report-mode
@@ -257,7 +294,7 @@ SGLANG_VALUED: Final = flag_names(
     --prefill-delayer-forward-passes-buckets --prefill-delayer-max-delay-ms --prefill-delayer-max-delay-passes
     --prefill-delayer-queue-min-ratio --prefill-delayer-token-usage-low-watermark
     --prefill-delayer-wait-seconds-buckets --prefill-kv-cache-dequant-dtype --prefill-max-requests
-    --prefill-round-robin-balance --priority-scheduling-preemption-threshold --prompt-tokens-buckets
+     --priority-scheduling-preemption-threshold --prompt-tokens-buckets
     --qsa-indexer-dtype --quantization --quantization-param-path --radix-cache-backend --radix-eviction-policy
     --radix-eviction-policy-config --random-seed --reasoning-parser --remote-instance-weight-loader-backend
     --remote-instance-weight-loader-seed-instance-ip --remote-instance-weight-loader-seed-instance-service-port
@@ -540,9 +577,18 @@ LLAMACPP_TAKEN_BY: Final = {
 }
 
 
-def llamacpp_takes(program: str, flag: str) -> bool:
-    """Whether llama.cpp's ``program`` has the option ``flag`` (any spelling); an older build's ``main`` / ``server``
-    and an unknown program take them all."""
+# The first llama.cpp build with the per-program option sets: #9308 ("common : refactor arg parser") is merge commit
+# 1b9ae5189cd279c6b45e36d43e4f9ccae628d02f (2024-09-07), and the ggml-ci run of that commit prints
+# "main: build = 3683 (1b9ae518)" (LLAMA_BUILD_NUMBER, `git rev-list --count`, the number its release tag b3683
+# carries). The repository (1.4 GB) was over what could be fetched here, so `git tag --contains` was not run.
+LLAMACPP_PER_PROGRAM_FROM: Final = 3683
+
+
+def llamacpp_takes(program: str, flag: str, build: int | None = None) -> bool:
+    """Whether llama.cpp's ``program`` has the option ``flag`` (any spelling); an older build's ``main`` / ``server``,
+    an unknown program and any program of a ``build`` before the per-program sets take them all."""
+    if build is not None and build < LLAMACPP_PER_PROGRAM_FROM:
+        return True
     taken = LLAMACPP_TAKEN_BY.get(flag)
     return taken is None or program not in ("llama-server", "llama-cli", "llama-completion") or program in taken
 

@@ -144,8 +144,9 @@ LLAMACPP_WHY: Final = {
 
 def llamacpp_program(word: str) -> str | None:
     """The llama.cpp program a word starts (``!./main`` in a notebook cell too), or None."""
-    name = word.removeprefix("!").rsplit("/", 1)[-1]
-    if name in LLAMACPP_PROGRAMS or (name in OLD_PROGRAMS and "/" in word):
+    name = re.split(r"[/\\]", word.removeprefix("!"))[-1]
+    name = name[:-4] if name.lower().endswith(".exe") else name  # llama-server.exe on Windows
+    if name in LLAMACPP_PROGRAMS or (name in OLD_PROGRAMS and ("/" in word or "\\" in word)):
         return name
     return None
 
@@ -163,7 +164,7 @@ def not_an_option(program: str, name: str) -> str:
     return f"not an option of {program}: it stops, 'error: invalid argument: {name}'"
 
 
-def parse_llamacpp(words: list[str], out: _Args, program: str = "") -> _Args:
+def parse_llamacpp(words: list[str], out: _Args, program: str = "", build: int | None = None) -> _Args:
     """llama.cpp's arguments into ``out``: names exact (``_`` as ``-`` in a ``--`` flag), a switch's value never
     taken, a valued flag's next word always (as ``common_params_parse_ex`` does), ``-fa`` / ``--color`` bare in
     older builds. A flag ``program`` does not take (another program's) is not understood, its value with it."""
@@ -173,7 +174,7 @@ def parse_llamacpp(words: list[str], out: _Args, program: str = "") -> _Args:
         word = words[i]
         i += 1
         name = "--" + word[2:].replace("_", "-") if word.startswith("--") else word
-        if name in known and not llamacpp_takes(program, name):
+        if name in known and not llamacpp_takes(program, name, build):
             count = 0 if name in LLAMACPP_SWITCHES else 2 if name in LLAMACPP_TWO_VALUES else 1
             if name in LLAMACPP_OPTIONAL_VALUE and (i >= len(words) or words[i].lower() not in LLAMACPP_ON_OFF):
                 count = 0
@@ -225,7 +226,7 @@ def _spelling(word: str) -> str:
     return "--" + word[2:].replace("_", "-") if word.startswith("--") else word
 
 
-def env_flags(env: dict[str, str], args: list[str], program: str = "") -> EnvFlags:
+def env_flags(env: dict[str, str], args: list[str], program: str = "", build: int | None = None) -> EnvFlags:
     """``env``'s llama.cpp variables as flags, as ``common_params_parse_ex`` reads them (arg.cpp 145b6280): each
     option's variable first, its flag on the command line (``args``) over it; the variable of an option ``program``
     does not have is never read (ignored)."""
@@ -243,7 +244,7 @@ def env_flags(env: dict[str, str], args: list[str], program: str = "") -> EnvFla
         shown = f"{key}={one_line(value)[:60]}"
         on, _, off = " ".join(LLAMACPP_ENV[option]).partition(" / ")
         spellings = on.split() + off.split()
-        if not llamacpp_takes(program, spellings[0]):
+        if not llamacpp_takes(program, spellings[0], build):
             out.ignored.append((shown, f"not an option of {program}: it never reads the variable (common/arg.cpp)"))
             continue
         winner = next((w for w in args if _spelling(w) in spellings), None) if given & set(spellings) else None
@@ -290,7 +291,7 @@ _OLLAMA_SIZE: Final = re.compile(r"^(e?\d+(?:\.\d+)?[bm])(?:-|$)", re.I)
 def gguf_name(ref: str) -> tuple[str, str]:
     """The model's name in a GGUF file's or repository's name (less the type, ``.gguf``, ``-GGUF``, a shard, a
     ``ggml-model`` file's own name: its folder's then) and the type word as written ("" when none)."""
-    path = ref.strip().rstrip("/")
+    path = ref.strip().replace("\\", "/").rstrip("/")  # a Windows path's separators as /
     name = path.rsplit("/", 1)[-1]
     name = _SHARD.sub("", re.sub(r"\.gguf$", "", name, flags=re.I))
     quant = ""

@@ -43,6 +43,7 @@ from core.files.launch.engine_flags import (
     VLLM_SWITCHES,
     VLLM_VALUED,
     flag_names,
+    vllm_release_flags,
 )
 from core.files.runconfig import ModelChoice, model_choice
 from core.format import counted
@@ -213,6 +214,7 @@ def command_text(raw: bytes | str, where: str = WHERE) -> str:
     return raw
 
 
+_NO_FLAG: Final = " (a word no flag takes)"  # a positional word the engine has no place for, as listed
 _CONTINUATION: Final = re.compile(r"\\[ \t]*\r?\n")
 _PYTHON: Final = re.compile(r"^(.*/)?python[0-9.]*$")  # python, python3, python3.12, /usr/bin/python3
 _ENV_WORD: Final = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
@@ -220,7 +222,16 @@ _SHELL_BREAKS: Final = frozenset({"&&", "||", ";", "|", "&"})
 _REDIRECT: Final = re.compile(r"^([0-9&]?>|<$)")  # > log.txt, 2>&1, >>out, &>log; "<PATH>/m" is a placeholder
 
 
+# A line pasted from Windows (cmd.exe, PowerShell): a drive's or the current folder's path with backslashes, which are
+# separators there, not escapes; cmd's ^ and PowerShell's ` end a continued line.
+_WINDOWS_PATH: Final = re.compile(r"""(?:^|[\s"'=])(?:[A-Za-z]:|\.{1,2})\\[^\s\\]""")
+_WINDOWS_CONTINUATION: Final = re.compile(r"[\^`][ \t]*\r?\n")
+
+
 def _words(text: str, where: str) -> list[str]:
+    windows = bool(_WINDOWS_PATH.search(text))
+    if windows:
+        text = _WINDOWS_CONTINUATION.sub(" ", text)
     lines = []
     for line in _CONTINUATION.sub(" ", text).splitlines():
         stripped = line.strip()
@@ -228,7 +239,7 @@ def _words(text: str, where: str) -> list[str]:
             continue  # an export's header, a comment line
         lines.append(_subshell(stripped.removeprefix("$ ")))
     try:
-        words = inline_shells(shell_words("\n".join(lines)))
+        words = inline_shells(shell_words("\n".join(lines), keep_backslash=windows))
     except ValueError as exc:  # an unterminated quote, a backslash at the end
         raise PlanFileError(where, f"cannot be split into words as a shell would: {exc}") from None
     return words
@@ -270,9 +281,10 @@ _TOKEN: Final = re.compile(
 _DOUBLE_ESCAPE: Final = re.compile(r'\\([\\"$`\n])')
 
 
-def shell_words(text: str, limit: int = MAX_WORDS) -> list[str]:
+def shell_words(text: str, limit: int = MAX_WORDS, keep_backslash: bool = False) -> list[str]:
     """``text`` split into words as ``sh`` splits them (quotes removed, escapes applied, comments dropped); raises
-    ValueError for an unterminated quote, a backslash with nothing after it, or more than ``limit`` words."""
+    ValueError for an unterminated quote, a backslash with nothing after it, or more than ``limit`` words.
+    ``keep_backslash``: a backslash outside quotes is kept as written (a Windows path's separator)."""
     words: list[str] = []
     word: list[str] = []
     started = False  # a word is open (an empty quoted word counts)
@@ -306,7 +318,7 @@ def shell_words(text: str, limit: int = MAX_WORDS) -> list[str]:
         elif kind == "double":
             word.append(_DOUBLE_ESCAPE.sub(lambda m: "" if m.group(1) == "\n" else m.group(1), token[1:-1]))
         elif kind == "escape":
-            word.append(token[1])
+            word.append(token if keep_backslash else token[1])
         else:
             word.append(token)
     if started:
@@ -457,7 +469,50 @@ def _docker(words: list[str], start: _Start) -> None:
         start.notes.append(f"docker run's own options, {NO_EFFECT}: {one_line(' '.join(own))[:120]}")
 
 
+def _docker_image_at(words: list[str]) -> tuple[int, str] | None:
+    """Where ``docker run``'s (or podman's) image is in ``words`` and the ``--entrypoint`` given before it ("" for
+    none): the first word after run's own options (docker run reference: ``docker run [OPTIONS] IMAGE [ARG...]``)."""
+    at = next((i for i, w in enumerate(words[1:], 1) if w == "run" and words[i - 1].endswith(("docker", "podman"))), 0)
+    if not at:
+        return None
+    i, entrypoint = at + 1, ""
+    while i < len(words) and words[i].startswith("-"):
+        name, eq, value = words[i].partition("=")
+        if name in _DOCKER_VALUED and not eq:
+            value, i = (words[i + 1] if i + 1 < len(words) else ""), i + 1
+        if name == "--entrypoint":
+            entrypoint = value
+        i += 1
+    return (i, entrypoint) if i < len(words) else None
+
+
+def _entrypoint_start(words: list[str]) -> _Start | None:
+    """``docker run ... --entrypoint PROGRAM IMAGE ARGS``: PROGRAM run with ARGS, whatever the image, where PROGRAM
+    (and the words after the image) start an engine; the image's tag names the release where the reader knows it."""
+    image = _docker_image_at(words)
+    if image is None or not image[1]:
+        return None
+    at, entrypoint = image
+    program = [*shell_words(entrypoint), *words[at + 1 :]]
+    inner = _engine_at(program)
+    if inner is None:
+        return None
+    engine, first = inner
+    start = _Start(engine, program[first:])
+    start.program = gguf.llamacpp_program(program[first - 1]) or "" if engine is Engine.LLAMACPP else ""
+    match = _LLAMACPP_IMAGE.search(words[at]) or _VLLM_IMAGE.search(words[at]) or _SGLANG_IMAGE.search(words[at])
+    start.image_version = (match.group("tag") if match and _image_engine(words[at]) is engine else "") or ""
+    _docker(words[:at], start)
+    start.notes.append(f"docker image {one_line(words[at])[:80]}: runs the --entrypoint program, the words after it")
+    if engine is Engine.SGLANG and program[first - 1] == "serve":
+        _sglang_serve(start)
+    return start
+
+
 def _find_start(words: list[str]) -> _Start:
+    entrypoint = _entrypoint_start(words)
+    if entrypoint is not None:
+        return _finish_start(entrypoint)
     found = _engine_at(words)
     head = unwrap(words, {}, [])[:1]  # the program the line runs, past KEY=VALUE words and wrappers
     tool = head[0].rsplit("/", 1)[-1] if head and head[0].rsplit("/", 1)[-1].startswith("llama-") else ""
@@ -511,18 +566,23 @@ def _find_start(words: list[str]) -> _Start:
             skipped.append(word)
     if skipped:
         start.notes.append(f"before the command, not read: {one_line(' '.join(skipped))[:120]}")
+    if start.engine is Engine.SGLANG and words[first - 1] == "serve":
+        _sglang_serve(start)
+    return _finish_start(start)
+
+
+def _finish_start(start: _Start) -> _Start:
+    """The GPUs CUDA_VISIBLE_DEVICES leaves the launch."""
     visible = start.env.get("CUDA_VISIBLE_DEVICES")
     if visible is not None:
         start.gpus = visible_gpus(visible) if visible.strip() else 0
-    if start.engine is Engine.SGLANG and words[first - 1] == "serve":
-        _sglang_serve(start)
     return start
 
 
 _CLIS: Final = frozenset({"vllm", "sglang"})  # the console scripts of `vllm serve` and `sglang serve`
 # Programs that run the command after them, with their options that take a value: POSIX nohup, env, time, nice and the
-# shell's exec / command; sudo(8) ("-u user", "-g group", ...). None changes what the engine holds. `export` is here
-# for its KEY=VALUE words (`export K=V; vllm serve ...`).
+# shell's exec / command; numactl(8); sudo(8) ("-u user", "-g group", ...). None changes what the engine holds.
+# `export` is here for its KEY=VALUE words (`export K=V; vllm serve ...`).
 _WRAPPERS: Final = {
     "export": frozenset(),
     "nohup": frozenset(),
@@ -530,6 +590,8 @@ _WRAPPERS: Final = {
     "time": frozenset(),
     "command": frozenset(),
     "nice": frozenset({"-n", "--adjustment"}),
+    # numactl(8): CPU and host-memory placement; its options that take a value as a separate word
+    "numactl": frozenset({"-C", "-N", "-m", "-p", "-i", "--physcpubind", "--cpunodebind", "--membind", "--preferred"}),
     "env": frozenset({"-u", "--unset", "-C", "--chdir", "-S", "--split-string"}),
     "sudo": frozenset(
         {
@@ -643,11 +705,11 @@ class _Args:
     refused: list[str] = field(default_factory=list)  # flags the program refuses to start with (llama.cpp's)
 
 
-def _parse(engine: Engine, words: list[str], env: gguf.EnvFlags, program: str = "") -> _Args:
+def _parse(engine: Engine, words: list[str], env: gguf.EnvFlags, program: str = "", build: int | None = None) -> _Args:
     if engine is Engine.LLAMACPP:  # the variables' flags first, each shown as its variable; the command's after
-        out = gguf.parse_llamacpp(env.words, _Args(), program)
+        out = gguf.parse_llamacpp(env.words, _Args(), program, build)
         out.written.update({flag: shown for flag, shown in env.shown.items() if flag in out.written})
-        return gguf.parse_llamacpp(words, out, program)
+        return gguf.parse_llamacpp(words, out, program, build)
     switches, valued = (VLLM_SWITCHES, VLLM_VALUED) if engine is Engine.VLLM else (SGLANG_SWITCHES, SGLANG_VALUED)
     known = switches | valued
     out = _Args()
@@ -877,7 +939,7 @@ def _vllm(args: _Args, entry: str = "serve") -> tuple[_Reader, str]:
         reader.read.append(FlagNote(model, "the model"))
     elif model:
         reader.read.append(FlagNote(args.written["--model"], "the model"))
-    reader.unknown += [f"{p} (a word no flag takes)" for p in positional]
+    reader.unknown += [f"{p}{_NO_FLAG}" for p in positional]
     _weights(reader, vl.QUANTIZATION, lambda v: v.startswith("fp8"))
     _context_and_layout(
         reader, "--max-model-len", human_int, (("--tensor-parallel-size", "-tp"), ("--pipeline-parallel-size", "-pp"))
@@ -904,7 +966,7 @@ def _sglang(args: _Args) -> tuple[_Reader, str]:
     reader = _Reader(Engine.SGLANG, args)
     model = reader.value("--model-path", "--model") or ""
     reader.read += [FlagNote(args.written[f], "the model") for f in ("--model", "--model-path") if f in args.written]
-    reader.unknown += [f"{p} (a word no flag takes)" for p in args.positional]
+    reader.unknown += [f"{p}{_NO_FLAG}" for p in args.positional]
     _weights(reader, sg.QUANTIZATION, lambda v: v.startswith("fp8"))
     _context_and_layout(
         reader,
@@ -912,7 +974,21 @@ def _sglang(args: _Args) -> tuple[_Reader, str]:
         int,
         (("--tp-size", "--tensor-parallel-size"), ("--pp-size", "--pipeline-parallel-size")),
     )
-    reader.number("inference.replicas", ("--dp-size", "--data-parallel-size"), int, 1)
+    dp = ("--dp-size", "--data-parallel-size")
+    if "--enable-dp-attention" in args.switches and any(f in args.values for f in dp):
+        # sglang 0.4.6 server_args.py 290-295: with DP attention 1 < dp-size <= tp-size, tp-size % dp-size == 0; the
+        # attention's data-parallel ranks are the TP group's GPUs ("data parallelism for attention and tensor
+        # parallelism for FFN"): no replica more
+        reader.value(*dp)
+        reader.fields["inference.replicas"] = 1
+        for flag in (f for f in dp if f in args.values):
+            reader.cannot(
+                flag,
+                "with --enable-dp-attention the attention's data parallel ranks split inside the "
+                "tensor-parallel group (tp-size GPUs in all): no replicas; DP attention is not modelled",
+            )
+    else:
+        reader.number("inference.replicas", dp, int, 1)
     reader.number("inference.mem_fraction_static", ("--mem-fraction-static",), float, 0.0)
     graphs_off = reader.switch(sg.DISABLE_CUDA_GRAPH)
     reader.set("inference.cuda_graphs", not graphs_off, (sg.DISABLE_CUDA_GRAPH,) if graphs_off else ())
@@ -928,11 +1004,10 @@ def _version_fields(text: str, start: _Start, engine: Engine) -> tuple[dict[str,
     notes: list[str] = []
     tag = start.image_version.removeprefix("v")
     if engine is Engine.LLAMACPP:
-        build = re.search(r"(?:^|-)b(\d+)$", tag)
-        if build and 0 < int(build.group(1)) <= MAX_LLAMACPP_BUILD:
-            found["inference.llamacpp_build"] = int(build.group(1))
-        elif tag:
-            notes.append(f"llama.cpp image {one_line(tag)[:40]}: names no build (bN); the plan's build is kept")
+        build, why = _llamacpp_build(text, start)
+        if build is not None:
+            found["inference.llamacpp_build"] = build
+        notes += [why] if why else []
         return found, notes
     if engine is Engine.SGLANG:
         header = next((line for line in text.splitlines() if line.startswith(f"# {sg.PIP_MARK}")), "")
@@ -949,6 +1024,26 @@ def _version_fields(text: str, start: _Start, engine: Engine) -> tuple[dict[str,
         else:
             notes.append(f"vLLM {one_line(tag)[:40]}: not a release line the planner has rules for; the plan's is kept")
     return found, notes
+
+
+# llama.cpp's --version output (common/arg.cpp's --version: fprintf(stderr, "version: %d (%s)\n", LLAMA_BUILD_NUMBER,
+# LLAMA_COMMIT), "version: 4589 (eb7cf15a)".
+_LLAMACPP_VERSION_LINE: Final = re.compile(r"^\s*version: (\d+) \(\w+\)\s*$", re.MULTILINE)
+
+
+def _llamacpp_build(text: str, start: _Start) -> tuple[int | None, str]:
+    """The llama.cpp build the text names, an image tag's ``bN`` or a pasted ``--version`` line's number, and a note
+    where a tag names none."""
+    tag = start.image_version.removeprefix("v")
+    build = re.search(r"(?:^|-)b(\d+)$", tag)
+    if build and 0 < int(build.group(1)) <= MAX_LLAMACPP_BUILD:
+        return int(build.group(1)), ""
+    printed = _LLAMACPP_VERSION_LINE.search(text)
+    if printed and 0 < int(printed.group(1)) <= MAX_LLAMACPP_BUILD:
+        return int(printed.group(1)), f"build {printed.group(1)}: the pasted --version output's"
+    if tag:
+        return None, f"llama.cpp image {one_line(tag)[:40]}: names no build (bN); the plan's build is kept"
+    return None, ""
 
 
 # Environment variables a launch line sets in front that no engine reads for what it holds or how fast it runs, by
@@ -1205,10 +1300,16 @@ def _with_config(
     return [*args[:model], *words, *args[model:at], *args[end:]], f"--config {path}"
 
 
-def read_command(text: str, where: str = WHERE, load_config: ConfigLoader | None = None) -> CommandRead:
+def read_command(
+    text: str,
+    where: str = WHERE,
+    load_config: ConfigLoader | None = None,
+    vllm_version: VllmVersion | None = None,
+) -> CommandRead:
     """The serving fields of a pasted launch command and what was not used of it; a PlanFileError, one line,
     for a text that is not one. ``load_config`` reads a vLLM ``--config`` file the command names (without it
-    the flag is listed as not read)."""
+    the flag is listed as not read). ``vllm_version``: the release line a vLLM command's flags are checked
+    against where the text names none (an image's tag does): the plan's; None, the default line."""
     text = command_text(text, where)
     if gguf.is_ollama(text):
         return _read_ollama(text, where)
@@ -1221,8 +1322,13 @@ def read_command(text: str, where: str = WHERE, load_config: ConfigLoader | None
     if start.engine in (Engine.VLLM, Engine.SGLANG):
         start.args, config = _with_config(start.args, load_config, notes, start.engine, refused, entry, stopped)
     llama: gguf.GgufRead | None = None
-    env = gguf.env_flags(start.env, start.args, start.program) if start.engine is Engine.LLAMACPP else gguf.EnvFlags()
-    args = _parse(start.engine, start.args, env, start.program)
+    build = _llamacpp_build(text, start)[0] if start.engine is Engine.LLAMACPP else None
+    env = (
+        gguf.env_flags(start.env, start.args, start.program, build)
+        if start.engine is Engine.LLAMACPP
+        else gguf.EnvFlags()
+    )
+    args = _parse(start.engine, start.args, env, start.program, build)
     if start.serve_model and args.written.get("--model-path") == f"--model-path {start.serve_model}":
         args.written["--model-path"] = start.serve_model  # shown as written
     if start.engine is Engine.LLAMACPP:
@@ -1232,7 +1338,7 @@ def read_command(text: str, where: str = WHERE, load_config: ConfigLoader | None
         for key in env.used:
             del start.env[key]
         llama = gguf.read_llamacpp(reader, start.program, start.gpus)
-        reader.unknown += [f"{p} (a word no flag takes)" for p in args.positional]
+        reader.unknown += [f"{p}{_NO_FLAG}" for p in args.positional]
         model = llama.model_ref
         ignored_set, why = gguf.LLAMACPP_IGNORED, gguf.LLAMACPP_WHY
     else:
@@ -1251,6 +1357,9 @@ def read_command(text: str, where: str = WHERE, load_config: ConfigLoader | None
         else:
             reader.cannot(flag, why.get(base, NOT_MODELLED))
     versions, version_notes = _version_fields(text, start, start.engine)
+    if start.engine is Engine.VLLM:
+        line = versions.get("inference.vllm_version") or vllm_version or BY_PATH["inference.vllm_version"].default
+        _release_refuses(VllmVersion(line), start.args, reader, stopped)
     _environment(start, reader, stopped)
     fields = dict(reader.fields)
     dtype_given = bool(fields.pop("_dtype_given", True))
@@ -1280,6 +1389,42 @@ def read_command(text: str, where: str = WHERE, load_config: ConfigLoader | None
         stops=_stops(start, args, refused, stopped),
     )
     return read if start.gpus is None else _with_gpus(read, start.gpus)
+
+
+def _release_refuses(line: VllmVersion, words: list[str], reader: _Reader, stopped: list[str]) -> None:
+    """The flags of ``words`` release ``line``'s ``vllm serve`` parser has no option for (engine_flags
+    .vllm_release_flags: read from that release's wheel), said in ``stopped`` as argparse stops on them; a word the
+    reader's own tables do not know but the release takes is moved from not understood to not expressed."""
+    flags = vllm_release_flags(line)
+    if not flags:
+        return
+    refused: list[str] = []
+    ambiguous: list[str] = []
+    for word in words:
+        if not word.startswith("-") or word == "-" or _is_number(word):
+            continue
+        name = _flag_name(Engine.VLLM, word.partition("=")[0]).partition(".")[0]
+        if name.startswith("-O") and not name.startswith("--"):
+            continue  # -O, -O3, -O.x: FlexibleArgumentParser rewrites each into an option its line has (-O to 0.11,
+            # --optimization-level / -cc from 0.12: vllm/utils/argparse_utils.py parse_args)
+        if _resolve(name, flags) is not None:
+            continue
+        prefixed = [f for f in flags if name.startswith("--") and f.startswith(name)]
+        (ambiguous if len(prefixed) > 1 else refused).append(name)
+    # a word no option takes: vllm serve's one positional (model_tag, nargs="?") holds the model, argparse leaves it
+    refused += [e.removesuffix(_NO_FLAG) for e in reader.unknown if e.endswith(_NO_FLAG)]
+    for entry in list(reader.unknown):
+        name = _flag_name(Engine.VLLM, entry.split(" ")[0].partition("=")[0]).partition(".")[0]
+        if name.startswith("-") and " (" not in entry and _resolve(name, flags) is not None:
+            reader.unknown.remove(entry)
+            reader.unexpressed.append(
+                FlagNote(entry, f"an option of vLLM {line.value} the planner does not read: its effect is not modelled")
+            )
+    label = f"vLLM {line.value} would not start: 'vllm serve: error:"
+    if refused:
+        stopped.append(f"{label} unrecognized arguments: {' '.join(dict.fromkeys(refused))}'")
+    elif ambiguous:
+        stopped.append(f"{label} ambiguous option: {ambiguous[0]} could match more than one of its options'")
 
 
 def _stops(start: _Start, args: _Args, refused: list[str], stopped: list[str]) -> str:
@@ -1349,14 +1494,15 @@ def _with_gpus(read: CommandRead, visible: int) -> CommandRead:
 # -bnb-4bit): the engine reads the format from the checkpoint's config, so a command without --quantization serves
 # them quantised. Read from the name only where the command does not say.
 _NAME_FORMATS: Final = (
-    (re.compile(r"[-_.]awq$", re.I), WeightFormat.AWQ_INT4),
+    (re.compile(r"[-_.](int4[-_.])?awq([-_.]int4)?$", re.I), WeightFormat.AWQ_INT4),  # gemma-3-27b-it-int4-awq
     (re.compile(r"[-_.]gptq[-_.]int4$", re.I), WeightFormat.GPTQ_INT4),
     (re.compile(r"[-_.]gptq[-_.]int8$", re.I), WeightFormat.GPTQ_INT8),
     (re.compile(r"[-_.]fp8(-dynamic)?$", re.I), WeightFormat.FP8),
     (re.compile(r"[-_.]bnb[-_.]4bit$", re.I), WeightFormat.NF4),
 )
 _OTHER_QUANT: Final = re.compile(r"[-_.](quantized[-_.])?(w8a8|w4a16|w8a16|int4|int8|nvfp4|fp4|gguf)$", re.I)
-_DATE: Final = re.compile(r"-(2\d{3})$")  # Qwen's -2507 re-release: the same shapes
+# A dated re-release, the same shapes: Qwen's -2507 (year, month), DeepSeek's -0324 / -0528 (month, day).
+_DATE: Final = re.compile(r"-(2\d{3}|[01]\d[0-3]\d)$")
 
 
 def _checkpoint_name(ref: str) -> tuple[str, WeightFormat | None, str]:
@@ -1489,10 +1635,14 @@ def plan_from_command(
             base.hardware, **{n.partition(".")[2]: v for n, v in fields.items() if n.startswith("hardware.")}
         )
         frozen = min(base.frozen_layers, spec.num_layers)
-        plan = replace(
-            base, model=spec, model_id=choice.model_id, frozen_layers=frozen, inference=inference, hardware=hardware
+        plan = replace(  # the adapter targets as the model has them before it is checked (MLA: no q_proj / v_proj)
+            base.targets_for(spec),
+            model=spec,
+            model_id=choice.model_id,
+            frozen_layers=frozen,
+            inference=inference,
+            hardware=hardware,
         )
-        plan = plan.targets_for(spec)
         if read.program == "ollama":
             plan = ollama_defaults(plan, gpu_for(plan), frozenset(read.fields))
             if plan.inference.new_tokens >= plan.inference.context:

@@ -1,0 +1,1 @@
+"""Tools that read the engines' released code for the flag tables of core.files.launch."""
