@@ -1345,17 +1345,7 @@ def read_command(
         reader, model = _vllm(args, entry) if start.engine is Engine.VLLM else _sglang(args)
         reader.unknown += refused
         ignored_set, why = (VLLM_IGNORED, VLLM_WHY) if start.engine is Engine.VLLM else (SGLANG_IGNORED, SGLANG_WHY)
-    ignored: list[FlagNote] = []
-    for flag in [f for f in args.written if f in args.switches or f in args.values]:  # the command's word order
-        if flag in reader.used:
-            continue
-        base = flag.partition(".")[0] if start.engine is Engine.VLLM else flag
-        if base in ignored_set:
-            ignored.append(FlagNote(args.written[flag], NO_EFFECT))
-        elif base in ("--model", "--model-path"):
-            continue
-        else:
-            reader.cannot(flag, why.get(base, NOT_MODELLED))
+    ignored = _not_used(start.engine, args, reader, ignored_set, why)
     versions, version_notes = _version_fields(text, start, start.engine)
     if start.engine is Engine.VLLM:
         line = versions.get("inference.vllm_version") or vllm_version or BY_PATH["inference.vllm_version"].default
@@ -1389,6 +1379,23 @@ def read_command(
         stops=_stops(start, args, refused, stopped),
     )
     return read if start.gpus is None else _with_gpus(read, start.gpus)
+
+
+def _not_used(
+    engine: Engine, args: _Args, reader: _Reader, ignored_set: frozenset[str], why: dict[str, str]
+) -> list[FlagNote]:
+    """The command's flags the reader did not use, in its word order: those the engine's table says change
+    nothing returned as ignored, the rest said to the reader as not modelled (the model's own flag skipped)."""
+    ignored: list[FlagNote] = []
+    for flag in [f for f in args.written if f in args.switches or f in args.values]:
+        if flag in reader.used:
+            continue
+        base = flag.partition(".")[0] if engine is Engine.VLLM else flag
+        if base in ignored_set:
+            ignored.append(FlagNote(args.written[flag], NO_EFFECT))
+        elif base not in ("--model", "--model-path"):
+            reader.cannot(flag, why.get(base, NOT_MODELLED))
+    return ignored
 
 
 def _release_refuses(line: VllmVersion, words: list[str], reader: _Reader, stopped: list[str]) -> None:
