@@ -7,10 +7,14 @@ each named with its commit.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from core.catalogue import find_gpu, find_link, find_model
-from core.errors import PlanError
+from core.cli.app import main
+from core.errors import PlanError, PlanFileError
+from core.files.runconfig import ConfigKind, load_run_config
 
 
 @pytest.mark.parametrize(
@@ -48,3 +52,30 @@ def test_a_pasted_paragraph_is_refused_at_once_and_cut() -> None:
     with pytest.raises(PlanError) as refused:
         find_model("llama-3.1-8b " * 1_600)
     assert len(str(refused.value)) < 400
+
+
+RUNCONFIGS = Path(__file__).parent.parent / "data" / "runconfigs"
+
+
+@pytest.mark.parametrize("name", ["llamafactory_v1_train_lora_sft.yaml", "llamafactory_v1_train_full_fsdp2.yaml"])
+def test_a_llamafactory_v1_config_is_refused_not_estimated_as_another_run(name: str) -> None:
+    # hiyouga/LLaMA-Factory ff6d4d1, examples/v1/: `model: Qwen/Qwen3-4B` with `peft_config: {name: lora, r: 16}`.
+    # Before: read as axolotl (its micro_batch_size), "model: not named in the file", method full, fp32:
+    # Llama 3.1 8B full training in fp32 (129 GB) for a LoRA run on Qwen3-4B.
+    with pytest.raises(PlanFileError) as refused:
+        load_run_config(RUNCONFIGS / name)
+    assert "LLaMA-Factory v1 config" in str(refused.value)
+    assert "\n" not in str(refused.value)
+
+
+def test_a_llamafactory_v1_config_is_refused_on_the_command_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["estimate", "--from", str(RUNCONFIGS / "llamafactory_v1_train_lora_sft.yaml")]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert "LLaMA-Factory v1 config" in captured.err and "Traceback" not in captured.err
+
+
+def test_the_llamafactory_configs_of_the_cli_kind_still_read() -> None:
+    # hiyouga/LLaMA-Factory e8e6af2, examples/train_lora/llama3_lora_sft.yaml (tests/data/runconfigs/SOURCES.md).
+    run = load_run_config(RUNCONFIGS / "llamafactory_llama3_lora_sft.yaml")
+    assert run.kind is ConfigKind.LLAMA_FACTORY

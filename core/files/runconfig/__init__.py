@@ -109,6 +109,21 @@ def _is_megatron_bridge(document: Mapping[str, Any]) -> bool:
     )
 
 
+# LLaMA-Factory v1 (hiyouga/LLaMA-Factory ff6d4d1, src/llamafactory/v1/config/model_args.py and
+# training_args.py; examples/v1/): the model is a top-level string ``model`` and the method, sharding,
+# kernels and quantisation are plugin tables. Its ``micro_batch_size`` made it read as axolotl, which
+# found no model, no adapter and no bf16 in it: a LoRA run on Qwen3-4B was estimated as full fp32
+# training of the plan's model.
+_LLAMAFACTORY_V1_KEYS: Final = (
+    "model_class", "peft_config", "dist_config", "kernel_config", "quant_config", "init_config",
+    "optim_config", "train_dataset", "batching_strategy", "cp_mode",
+)  # fmt: skip
+
+
+def _is_llamafactory_v1(document: Mapping[str, Any]) -> bool:
+    return isinstance(document.get("model"), str) and any(key in document for key in _LLAMAFACTORY_V1_KEYS)
+
+
 def detect_kind(document: Mapping[str, Any]) -> ConfigKind | None:
     if any(isinstance(document.get(t), Mapping) for t in _TORCHTITAN_TABLES):
         return ConfigKind.TORCHTITAN
@@ -125,6 +140,13 @@ def detect_kind(document: Mapping[str, Any]) -> ConfigKind | None:
 
 
 def parse_run_config(document: dict[str, Any], where: str, kind: ConfigKind | None = None) -> RunConfig:
+    if kind is None and _is_llamafactory_v1(document):
+        raise PlanFileError(
+            where,
+            "is a LLaMA-Factory v1 config (a top-level `model` with plugin tables such as `peft_config` and "
+            "`dist_config`), which the planner does not read yet: open a LLaMA-Factory config of the "
+            "`llamafactory-cli train` kind (`model_name_or_path`, `finetuning_type`), or set the plan by hand",
+        )
     found = kind or detect_kind(document)
     if found is None:
         raise PlanFileError(
