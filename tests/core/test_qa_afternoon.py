@@ -79,3 +79,42 @@ def test_the_llamafactory_configs_of_the_cli_kind_still_read() -> None:
     # hiyouga/LLaMA-Factory e8e6af2, examples/train_lora/llama3_lora_sft.yaml (tests/data/runconfigs/SOURCES.md).
     run = load_run_config(RUNCONFIGS / "llamafactory_llama3_lora_sft.yaml")
     assert run.kind is ConfigKind.LLAMA_FACTORY
+
+
+def test_a_deepspeed_config_alone_says_what_it_is_and_the_settings_that_match() -> None:
+    # hiyouga/LLaMA-Factory e64f558, examples/deepspeed/ds_z3_config.json (SOURCES.md): stage 3 and
+    # "gradient_accumulation_steps": "auto", which DeepSpeed takes from the Trainer.
+    # Before: read as TrainingArguments and refused with "gradient_accumulation_steps: 'auto' is not allowed".
+    with pytest.raises(PlanFileError) as refused:
+        load_run_config(RUNCONFIGS / "examples" / "deepspeed" / "ds_z3_config.json")
+    message = str(refused.value)
+    assert "is a DeepSpeed config (ZeRO stage 3)" in message
+    assert message.endswith("the plan settings that match it: --strategy zero3")
+    assert "'auto'" not in message
+
+
+def test_the_deepspeed_config_the_app_exports_is_named_when_read_back(tmp_path: Path) -> None:
+    # Before: "bf16: {'enabled': True} is not allowed; expected true or false" for the app's own file.
+    out = tmp_path / "ds.json"
+    assert main(["export", "-m", "llama-3.1-8b", "--strategy", "zero3", "--gpus", "8", "--micro-batch", "4",
+                 "--to", "deepspeed", "--out", str(out)]) == 0  # fmt: skip
+    with pytest.raises(PlanFileError) as refused:
+        load_run_config(out)
+    assert "--strategy zero3 --micro-batch 4 --accum 1" in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    ("name", "settings"),
+    [
+        # huggingface/trl f2cd577, examples/accelerate_configs/: distributed_type DEEPSPEED, zero_stage 3,
+        # num_processes 8; and distributed_type FSDP, fsdp_offload_params false, num_processes 8.
+        ("trl_accelerate_deepspeed_zero3.yaml", "--strategy zero3 --gpus 8"),
+        ("trl_accelerate_fsdp2.yaml", "--strategy fsdp --gpus 8"),
+    ],
+)
+def test_an_accelerate_config_says_what_it_is_and_the_settings_that_match(name: str, settings: str) -> None:
+    # Before: "is not a training config the planner reads (PEFT adapter_config.json, ...)", nothing on what it is.
+    with pytest.raises(PlanFileError) as refused:
+        load_run_config(RUNCONFIGS / name)
+    assert "is an accelerate config" in str(refused.value)
+    assert str(refused.value).endswith(f"the plan settings that match it: {settings}")

@@ -24,6 +24,7 @@ from core.files.importer import _read_config, import_model
 from core.files.model_source import cached_how, is_hub_id
 from core.files.runconfig.axolotl import read_axolotl
 from core.files.runconfig.hf import read_hf
+from core.files.runconfig.launchers import launcher_config_reason
 from core.files.runconfig.llamafactory import read_llamafactory
 from core.files.runconfig.mapping import DTYPES, apply_settings
 from core.files.runconfig.megatron import read_megatron_bridge
@@ -140,6 +141,9 @@ def detect_kind(document: Mapping[str, Any]) -> ConfigKind | None:
 
 
 def parse_run_config(document: dict[str, Any], where: str, kind: ConfigKind | None = None) -> RunConfig:
+    launcher = launcher_config_reason(document) if kind is None else None
+    if launcher is not None:
+        raise PlanFileError(where, launcher)
     if kind is None and _is_llamafactory_v1(document):
         raise PlanFileError(
             where,
