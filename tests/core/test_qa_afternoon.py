@@ -118,3 +118,16 @@ def test_an_accelerate_config_says_what_it_is_and_the_settings_that_match(name: 
         load_run_config(RUNCONFIGS / name)
     assert "is an accelerate config" in str(refused.value)
     assert str(refused.value).endswith(f"the plan settings that match it: {settings}")
+
+
+def test_axolotl_fsdp_words_keep_the_tables_cpu_offload() -> None:
+    # axolotl-ai-cloud/axolotl 067b021, examples/llama-3/qlora-fsdp-70b.yaml: `fsdp: [full_shard, auto_wrap]` and
+    # `fsdp_config: {fsdp_offload_params: true, fsdp_cpu_ram_efficient_loading: true, ...}`; axolotl strips the
+    # prefix (utils/schemas/validation.py) and sets FSDP_OFFLOAD_PARAMS (utils/trainer.py setup_fsdp_envs).
+    # Before: the word list was read and the table skipped whole: no offload, no FSDP1 wrap, "not understood: none".
+    run = load_run_config(RUNCONFIGS / "axolotl_llama3_qlora_fsdp_70b.yaml")
+    assert run.settings.sharding == "fsdp"
+    assert run.settings.offload == "params"
+    assert run.settings.fsdp1_wrap is True  # no fsdp_version: accelerate's FSDP1
+    sources = {f.setting: f.source for f in run.fields}
+    assert sources["offload"] == "fsdp_config.fsdp_offload_params"

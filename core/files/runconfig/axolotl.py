@@ -73,6 +73,21 @@ def _fsdp_config(taker: Taker) -> dict[str, Any]:
     return found
 
 
+def _fsdp_table_offload(taker: Taker) -> dict[str, Any]:
+    """``fsdp_config.offload_params`` (or ``fsdp_offload_params``) beside the ``fsdp`` word list: axolotl
+    067b021 hands it to accelerate whichever way FSDP was turned on (utils/trainer.py ``setup_fsdp_envs``:
+    ``FSDP_OFFLOAD_PARAMS``), as examples/llama-3/qlora-fsdp-70b.yaml does. The word list's reader skipped the
+    table, and its ``irrelevant`` dropped the offload unsaid."""
+    table = taker.raw("fsdp_config")
+    if not isinstance(table, dict):
+        return {}
+    key = "offload_params" if "offload_params" in table else "fsdp_offload_params"
+    if not taker.flag(f"fsdp_config.{key}"):
+        return {}
+    taker.record("offload", "params", f"fsdp_config.{key}")
+    return {"offload": "params"}
+
+
 def _fsdp_checkpointing(taker: Taker, s: dict[str, Any]) -> None:
     """``fsdp_config.activation_checkpointing`` (or ``fsdp_activation_checkpointing``): checkpointing
     of every wrapped block, whatever ``gradient_checkpointing`` says. axolotl 067b021:
@@ -161,6 +176,8 @@ def read_axolotl(document: dict[str, Any], where: str) -> RunConfig:
     s.update(sharding(taker, odd))
     if "sharding" not in s:
         s.update(_fsdp_config(taker))
+    elif s["sharding"] == "fsdp" and "offload" not in s:
+        s.update(_fsdp_table_offload(taker))
     _fsdp_checkpointing(taker, s)
     s.update(accelerate_grad_sync(taker, s))
     taker.irrelevant("fsdp_config", "fsdp_version")
