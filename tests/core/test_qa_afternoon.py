@@ -131,3 +131,12 @@ def test_axolotl_fsdp_words_keep_the_tables_cpu_offload() -> None:
     assert run.settings.fsdp1_wrap is True  # no fsdp_version: accelerate's FSDP1
     sources = {f.setting: f.source for f in run.fields}
     assert sources["offload"] == "fsdp_config.fsdp_offload_params"
+
+
+def test_an_axolotl_preference_run_is_noted_not_dropped() -> None:
+    # axolotl-ai-cloud/axolotl 067b021, examples/qwen2/dpo.yaml: `rl: dpo`. Before: "rl" was in the reader's
+    # list of keys with no effect on memory, so a DPO run read as a plain supervised step with nothing said.
+    run = load_run_config(RUNCONFIGS / "axolotl_qwen2_dpo.yaml")
+    notes = [n for n in run.notes if n.source.startswith("rl: ")]
+    assert len(notes) == 1 and notes[0].value == "dpo"
+    assert "not modelled" in notes[0].source

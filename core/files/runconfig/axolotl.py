@@ -39,7 +39,7 @@ IRRELEVANT: Final = (
     "eval_steps", "save_strategy", "eval_strategy", "adam_beta1", "adam_beta2", "adam_epsilon",
     "lr_scheduler_kwargs", "cosine_min_lr_ratio", "gradient_checkpointing_kwargs", "dataset_processes",
     "shuffle_merged_datasets", "tokens", "auto_resume_from_checkpoints", "save_safetensors",
-    "hub_strategy", "use_wandb", "mlflow_experiment_name", "default_system_message", "rl",
+    "hub_strategy", "use_wandb", "mlflow_experiment_name", "default_system_message",
 )  # fmt: skip
 
 
@@ -182,6 +182,12 @@ def read_axolotl(document: dict[str, Any], where: str) -> RunConfig:
     s.update(accelerate_grad_sync(taker, s))
     taker.irrelevant("fsdp_config", "fsdp_version")
     taker.note("plugins", "plugins may change memory; only Cut Cross Entropy's default and the loss flags are read")
+    # Was listed as irrelevant: a DPO / ORPO / KTO / GRPO run is not the supervised step the plan models (TRL
+    # f2cd577, trl/trainer/dpo_trainer.py: the collator stacks each row's chosen and rejected sequences, and
+    # without PEFT or precompute_ref_log_probs the trainer loads a frozen reference model), as LLaMA-Factory's
+    # `stage` says.
+    taker.note("rl", "preference and RL trainers run more than the supervised step the plan models (chosen and "
+               "rejected sequences, a reference or reward model, generation): not modelled")
     taker.note("unfrozen_parameters", "partly frozen training by parameter name is not modelled")
     taker.irrelevant(*IRRELEVANT)
     return finish(ConfigKind.AXOLOTL, taker, odd, model_ref, s)
