@@ -14,6 +14,7 @@ import pytest
 from core.catalogue import find_gpu, find_link, find_model
 from core.cli.app import main
 from core.errors import PlanError, PlanFileError
+from core.files.importer import import_model
 from core.files.runconfig import ConfigKind, load_run_config
 
 
@@ -140,3 +141,52 @@ def test_an_axolotl_preference_run_is_noted_not_dropped() -> None:
     notes = [n for n in run.notes if n.source.startswith("rl: ")]
     assert len(notes) == 1 and notes[0].value == "dpo"
     assert "not modelled" in notes[0].source
+
+
+@pytest.fixture
+def own_files(tmp_path: Path) -> dict[str, Path]:
+    """A plan, a comparison, Markdown / CSV reports and an axolotl export, each written by the app itself."""
+    plan = tmp_path / "p.json"
+    assert main(["estimate", "-m", "llama-3.1-8b", "--save", str(plan)]) == 0
+    files = {"plan": plan}
+    for name, argv in (
+        ("comparison", ["compare", str(plan), str(plan), "--save", str(tmp_path / "c.json")]),
+        ("report.md", ["report", "--md", str(tmp_path / "r.md"), str(plan)]),
+        ("report.csv", ["report", "--csv", str(tmp_path / "r.csv"), str(plan)]),
+        ("axolotl", ["export", "--plan", str(plan), "--to", "axolotl", "--out", str(tmp_path / "ax.yaml")]),
+    ):
+        assert main(argv) == 0
+    files.update(comparison=tmp_path / "c.json", md=tmp_path / "r.md", csv=tmp_path / "r.csv", ax=tmp_path / "ax.yaml")
+    return files
+
+
+@pytest.mark.parametrize(
+    ("flag", "which", "says"),
+    [
+        # Before: "is not valid JSON (Expecting value: line 1 column 1 (char 0))".
+        ("--plan", "md", "is a VRAM Planner report, not a plan"),
+        ("--plan", "csv", "is a VRAM Planner report, not a plan"),
+        ("--plan", "ax", "is a VRAM Planner launch config, not a plan: a training config is read with"),
+        # Before: "format: 'vramplan-comparison' is not allowed; expected 'vramplan-plan' (not a VRAM Planner plan)".
+        ("--plan", "comparison", "is a VRAM Planner comparison, not a plan: open it as a comparison"),
+        # Before: "is not a training config the planner reads (PEFT adapter_config.json, ...)".
+        ("--from", "plan", "is a VRAM Planner plan, not a training config: open it as a plan"),
+        # Before: "config.model_type: None is not allowed; expected one of gpt2, llama, ..." (38 architectures).
+        ("--config", "plan", "is a VRAM Planner plan, not a model's config.json: open it as a plan"),
+    ],
+)
+def test_the_apps_own_file_by_the_wrong_door_names_the_right_one(
+    own_files: dict[str, Path], capsys: pytest.CaptureFixture[str], flag: str, which: str, says: str
+) -> None:
+    capsys.readouterr()
+    assert main(["estimate", flag, str(own_files[which])]) == 2
+    err = capsys.readouterr().err
+    assert says in err and err.count("\n") == 1
+
+
+def test_a_peft_adapter_config_given_as_the_models_config_names_the_right_door(tmp_path: Path) -> None:
+    # tests/data/runconfigs/peft_llama3.2_3b_adapter_config.json (SOURCES.md): an adapter_config.json, no model_type.
+    # Before: "config.model_type: None is not allowed; expected one of gpt2, llama, ...".
+    with pytest.raises(PlanFileError) as refused:
+        import_model(RUNCONFIGS / "peft_llama3.2_3b_adapter_config.json")
+    assert "is a PEFT adapter_config.json, not a model's config.json" in str(refused.value)

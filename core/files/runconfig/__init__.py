@@ -19,6 +19,7 @@ from typing import Any, Final
 
 from core.catalogue import CatalogueModel, load_models
 from core.errors import PlanError, PlanFileError
+from core.files.fileio import other_door_of
 from core.files.hfcache import CachedModel, resolve_hub_id
 from core.files.importer import _read_config, import_model
 from core.files.model_source import cached_how, is_hub_id
@@ -152,6 +153,9 @@ def parse_run_config(document: dict[str, Any], where: str, kind: ConfigKind | No
             "`llamafactory-cli train` kind (`model_name_or_path`, `finetuning_type`), or set the plan by hand",
         )
     found = kind or detect_kind(document)
+    mine = other_door_of(document, "a training config") if found is None else ""  # `estimate --from plan.json`
+    if mine:
+        raise PlanFileError(where, mine)
     if found is None:
         raise PlanFileError(
             where,
