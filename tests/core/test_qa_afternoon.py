@@ -148,15 +148,15 @@ def own_files(tmp_path: Path) -> dict[str, Path]:
     """A plan, a comparison, Markdown / CSV reports and an axolotl export, each written by the app itself."""
     plan = tmp_path / "p.json"
     assert main(["estimate", "-m", "llama-3.1-8b", "--save", str(plan)]) == 0
-    files = {"plan": plan}
-    for name, argv in (
-        ("comparison", ["compare", str(plan), str(plan), "--save", str(tmp_path / "c.json")]),
-        ("report.md", ["report", "--md", str(tmp_path / "r.md"), str(plan)]),
-        ("report.csv", ["report", "--csv", str(tmp_path / "r.csv"), str(plan)]),
-        ("axolotl", ["export", "--plan", str(plan), "--to", "axolotl", "--out", str(tmp_path / "ax.yaml")]),
+    files = {"plan": plan, "comparison": tmp_path / "c.json", "md": tmp_path / "r.md", "csv": tmp_path / "r.csv",
+             "ax": tmp_path / "ax.yaml"}  # fmt: skip
+    for argv in (
+        ["compare", str(plan), str(plan), "--save", str(files["comparison"])],
+        ["report", "--md", str(files["md"]), str(plan)],
+        ["report", "--csv", str(files["csv"]), str(plan)],
+        ["export", "--plan", str(plan), "--to", "axolotl", "--out", str(files["ax"])],
     ):
         assert main(argv) == 0
-    files.update(comparison=tmp_path / "c.json", md=tmp_path / "r.md", csv=tmp_path / "r.csv", ax=tmp_path / "ax.yaml")
     return files
 
 
