@@ -190,3 +190,17 @@ def test_a_peft_adapter_config_given_as_the_models_config_names_the_right_door(t
     with pytest.raises(PlanFileError) as refused:
         import_model(RUNCONFIGS / "peft_llama3.2_3b_adapter_config.json")
     assert "is a PEFT adapter_config.json, not a model's config.json" in str(refused.value)
+
+
+def test_torchtitans_cpu_offload_is_read_back_from_the_apps_own_export(tmp_path: Path) -> None:
+    # torchtitan b5bcd76c, torchtitan/config/configs.py: training.enable_cpu_offload, "CPU offloading of
+    # parameters, gradients, and optimizer states in FSDP"; the app's torchtitan export writes it.
+    # Before: listed as not understood with training.dtype and training.mixed_precision_reduce, and the plan
+    # read back kept every parameter on the GPU.
+    out = tmp_path / "offload.toml"
+    assert main(["export", "-m", "llama-3.2-3b", "--gpus", "4", "--strategy", "fsdp", "--offload", "params",
+                 "--to", "torchtitan", "--out", str(out)]) == 0  # fmt: skip
+    run = load_run_config(out)
+    assert run.settings.offload == "params"
+    assert not run.unknown
+    assert {n.source.split(":")[0] for n in run.notes} >= {"training.dtype", "training.mixed_precision_reduce"}
