@@ -204,3 +204,18 @@ def test_torchtitans_cpu_offload_is_read_back_from_the_apps_own_export(tmp_path:
     assert run.settings.offload == "params"
     assert not run.unknown
     assert {n.source.split(":")[0] for n in run.notes} >= {"training.dtype", "training.mixed_precision_reduce"}
+
+
+def test_a_torchtune_distributed_config_shards_with_fsdp2_and_offloads_as_it_says() -> None:
+    # pytorch/torchtune bd2a0fc, recipes/configs/llama3_1/70B_full.yaml: `fsdp_cpu_offload: True`, run by
+    # recipes/full_finetune_distributed.py, which shards with FSDP2 (training.shard_model, cpu_offload from the key).
+    # Before: the offload was noted as "not modelled" and no sharding was read: on 8 GPUs each held a whole replica.
+    run = load_run_config(RUNCONFIGS / "torchtune_llama3_1_70B_full.yaml")
+    assert (run.settings.sharding, run.settings.offload) == ("fsdp", "params")
+    assert not any(n.source.startswith("fsdp_cpu_offload") for n in run.notes)
+
+
+def test_a_torchtune_single_device_config_keeps_the_plans_sharding() -> None:
+    # tests/data/runconfigs/torchtune_llama3_1_8B_lora_single_device.yaml (SOURCES.md): no fsdp_ key.
+    run = load_run_config(RUNCONFIGS / "torchtune_llama3_1_8B_lora_single_device.yaml")
+    assert run.settings.sharding is None and run.settings.offload is None
