@@ -525,7 +525,7 @@ class _Named(Protocol):  # a catalogue entry: CatalogueModel, GpuSpec, LinkSpec 
 
 
 def _closest(wanted: str, entries: Sequence[_Named]) -> str:
-    """"closest: a, b" — the ids of up to three entries near ``wanted``, for the refusal's reason: first those
+    """ "closest: a, b" — the ids of up to three entries near ``wanted``, for the refusal's reason: first those
     whose id or name holds it whole (``a100``, ``qwen3-30b``, ``4090``), then difflib's nearest (a typo such as
     ``llama3.1-8b`` or ``h100sxm``); "" when none is near. Only a refusal pays for it."""
     names: dict[str, str] = {}
@@ -555,6 +555,12 @@ def find_model(model_id: str) -> CatalogueModel:
         if model.id == wanted or model.name.lower() == wanted or model.hf_repo.lower() == wanted:
             return model
     raise PlanError("model", model_id, "a model id from `vramplan models`", _closest(wanted, load_models()))
+
+
+def closest_models(hub_id: str) -> str:
+    """The catalogue models near a Hub id's repository name (``meta-llama/Meta-Llama-3-8B``: "closest:
+    llama-3.1-8b, …"), "" when none is near: what the refusal of a Hub id neither cache nor catalogue has adds."""
+    return _closest(hub_id.strip().rstrip("/").rsplit("/", 1)[-1], load_models())
 
 
 # ---- which catalogue model a plan's model is --------------------------------------------------

@@ -219,3 +219,14 @@ def test_a_torchtune_single_device_config_keeps_the_plans_sharding() -> None:
     # tests/data/runconfigs/torchtune_llama3_1_8B_lora_single_device.yaml (SOURCES.md): no fsdp_ key.
     run = load_run_config(RUNCONFIGS / "torchtune_llama3_1_8B_lora_single_device.yaml")
     assert run.settings.sharding is None and run.settings.offload is None
+
+
+def test_a_hub_id_neither_cached_nor_catalogued_names_the_catalogue_models_near_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before: "meta-llama/Meta-Llama-3-8B: not in the Hugging Face cache at ...; nor is it a catalogue model
+    # (see `vramplan models`)", while the catalogue's llama-3.1-8b has its shapes (resources/models.json).
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))  # an empty cache
+    assert main(["estimate", "-m", "meta-llama/Meta-Llama-3-8B"]) == 2
+    err = capsys.readouterr().err
+    assert "nor is it a catalogue model" in err and "closest: llama-3.1-8b" in err
