@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import difflib
 import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVar
 
 from core.errors import PlanError, PlanFileError
 from core.hfconfig import model_from_hf_config
@@ -516,6 +517,28 @@ def intra_link_of(link_id: str, gpu_id: str) -> LinkSpec:
     return find_link(card.intra_link if card is not None else "pcie4-x16", "parallel.intra_link")
 
 
+class _Named(Protocol):  # a catalogue entry: CatalogueModel, GpuSpec, LinkSpec (frozen: read-only)
+    @property
+    def id(self) -> str: ...
+    @property
+    def name(self) -> str: ...
+
+
+def _closest(wanted: str, entries: Sequence[_Named]) -> str:
+    """ "closest: a, b" — the ids of up to three entries near ``wanted``, for the refusal's reason: first those
+    whose id or name holds it whole (``a100``, ``qwen3-30b``, ``4090``), then difflib's nearest (a typo such as
+    ``llama3.1-8b`` or ``h100sxm``); "" when none is near. Only a refusal pays for it."""
+    names: dict[str, str] = {}
+    for entry in entries:
+        names.setdefault(entry.id, entry.id)
+        names.setdefault(entry.name.lower(), entry.id)
+    key = wanted.strip().lower()[:100]  # difflib is quadratic in the length: a pasted paragraph stays cheap
+    holding = [names[n] for n in names if len(key) >= 2 and key in n]
+    near = [names[n] for n in difflib.get_close_matches(key, list(names), n=6, cutoff=0.6)]
+    ids = list(dict.fromkeys(holding + near))[:3]
+    return f"closest: {', '.join(ids)}" if ids else ""
+
+
 @lru_cache(maxsize=64)
 def find_link(link_id: str, field: str = "parallel.intra_link") -> LinkSpec:
     """The catalogue link ``link_id``; a PlanError naming ``field`` when there is none."""
@@ -523,7 +546,7 @@ def find_link(link_id: str, field: str = "parallel.intra_link") -> LinkSpec:
     for link in load_links():
         if link.id == wanted or link.name.lower() == wanted:
             return link
-    raise PlanError(field, link_id, "a link id from `vramplan links`")
+    raise PlanError(field, link_id, "a link id from `vramplan links`", _closest(wanted, load_links()))
 
 
 def find_model(model_id: str) -> CatalogueModel:
@@ -531,7 +554,13 @@ def find_model(model_id: str) -> CatalogueModel:
     for model in load_models():
         if model.id == wanted or model.name.lower() == wanted or model.hf_repo.lower() == wanted:
             return model
-    raise PlanError("model", model_id, "a model id from `vramplan models`")
+    raise PlanError("model", model_id, "a model id from `vramplan models`", _closest(wanted, load_models()))
+
+
+def closest_models(hub_id: str) -> str:
+    """The catalogue models near a Hub id's repository name (``meta-llama/Meta-Llama-3-8B``: "closest:
+    llama-3.1-8b, …"), "" when none is near: what the refusal of a Hub id neither cache nor catalogue has adds."""
+    return _closest(hub_id.strip().rstrip("/").rsplit("/", 1)[-1], load_models())
 
 
 # ---- which catalogue model a plan's model is --------------------------------------------------
@@ -575,7 +604,8 @@ def find_gpu(gpu_id: str) -> GpuSpec:
     """The catalogue's card whose id or name (any case) is ``gpu_id``: the first in the catalogue."""
     found = _gpu_index(load_gpus()).get(gpu_id.strip().lower())
     if found is None:
-        raise PlanError("hardware.gpu", gpu_id, "a GPU id from `vramplan gpus` or 'custom'")
+        allowed = "a GPU id from `vramplan gpus` or 'custom'"
+        raise PlanError("hardware.gpu", gpu_id, allowed, _closest(gpu_id, load_gpus()))
     return found
 
 

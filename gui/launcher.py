@@ -64,7 +64,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
     if args and args[0] in CLI_COMMANDS:
         from core.cli.app import main as cli_main
 
-        if args[0] == "report" and "--pdf" in args:
+        if args[0] == "report" and any(_names_pdf(arg) for arg in args[1:]):
             register_pdf_writer()
         return cli_main(args)
     refusal = not_a_command(args[0]) if args and args[0] != SELF_TEST else None
@@ -88,6 +88,12 @@ def _main(argv: Sequence[str] | None = None) -> int:
     from gui.app import main as gui_main  # Qt is imported only when the window is wanted
 
     return gui_main(args)
+
+
+def _names_pdf(arg: str) -> bool:
+    """``--pdf``, ``--pdf=OUT`` or a prefix argparse takes for it (``--pd``, ``--p``: no other option of
+    ``report`` starts so): the spellings ``report`` accepts, each of which once said Qt was missing."""
+    return arg.split("=", 1)[0] in ("--p", "--pd", "--pdf")
 
 
 def register_pdf_writer() -> None:

@@ -90,6 +90,10 @@ DETAILS_MIN_WIDTH_FONT_PT = 9.0
 SHORT_TAB_NAMES = {"Arithmetic": "Sums", "Compute && time": "Time"}
 DOCK_SHARES = (0.25, 0.35)
 CHART_SHARE = 0.36
+# Below this width left to the chart between the two side docks' least widths (800 × 600: 110 px, the bars
+# a sliver, their labels piled up), a first start stacks Details as a tab beside the Plan. 1024 × 700 leaves
+# 334 px; 1366 × 768 at the largest OS text ~350 px (tests/gui/test_large_font.py): both keep three columns.
+CHART_LEAST_BESIDE_DOCKS = 200
 FIRST_LEAST = QSize(1024, 700)  # the smallest window the layout is checked at (tests/gui/test_window_layout.py)
 FIRST_SHARE = 0.8  # of the screen's free area, at a first start
 # How long the edits pause before the verdict's banner gives back room it no longer needs.
@@ -811,6 +815,7 @@ class MainWindow(QMainWindow):
 
     def show_diagnosis(self) -> None:
         self.details_dock.show()
+        self.details_dock.raise_()  # above the Plan where a narrow first start stacked them as tabs
         self.tabs.setCurrentWidget(self.diagnosis)
         self.diagnosis.setFocus()
 
@@ -841,6 +846,10 @@ class MainWindow(QMainWindow):
             details = max(self.details_least_width, min(round(width * DOCK_SHARES[1]), room))
             wanted = {self.plan_dock: plan, self.details_dock: details}
             docks = self._side_docks()
+            if width - plan - self.details_least_width < CHART_LEAST_BESIDE_DOCKS and len(docks) == 2:
+                self.tabifyDockWidget(self.plan_dock, self.details_dock)
+                self.plan_dock.raise_()
+                docks = [self.plan_dock]
             self.resizeDocks(docks, [wanted[d] for d in docks], Qt.Orientation.Horizontal)
 
     def resizeEvent(self, event: QResizeEvent) -> None:
@@ -887,6 +896,7 @@ class MainWindow(QMainWindow):
 
     def _bucket_clicked(self, key: str) -> None:
         self.display.select_bucket(key)
+        self.details_dock.raise_()  # above the Plan where a narrow first start stacked them as tabs
         self.tabs.setCurrentWidget(self.arithmetic)
 
     def _lesson_toggled(self, on: bool) -> None:

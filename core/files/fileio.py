@@ -127,6 +127,28 @@ def vramplan_kind(head: bytes, tail: bytes = b"") -> str | None:
     return None
 
 
+# The door each of the app's own documents opens by, for a reader handed one meant for another
+# (`estimate --plan report.md`, `--from plan.json`, `--config plan.json` each named only the parse error).
+DOORS: Final = {
+    "plan": "open it as a plan (`vramplan estimate --plan FILE`, File → Open)",
+    "comparison": "open it as a comparison (`vramplan compare FILE`, Compare plans → Open)",
+    "report": "a report is made from plans; open the plan it was made from",
+    "chart": "a chart is made from plans; open the plan it was made from",
+    "launch config": "a training config is read with `vramplan estimate --from FILE` (File → Open training config)",
+}
+
+
+def other_door(kind: str | None, not_a: str) -> str:
+    """ "is a VRAM Planner report, not a plan: <where it opens>", or "" when ``kind`` is none of ours."""
+    return f"is a VRAM Planner {kind}, not {not_a}: {DOORS[kind]}" if kind in DOORS else ""
+
+
+def other_door_of(document: object, not_a: str) -> str:
+    """:func:`other_door` for a parsed JSON document, by its ``"format": "vramplan-…"`` key."""
+    own = document.get("format") if isinstance(document, dict) else None
+    return other_door(own.removeprefix("vramplan-"), not_a) if isinstance(own, str) else ""
+
+
 def written_by_vramplan(head: bytes, tail: bytes = b"") -> bool:
     """Whether a file whose first and last bytes are these is one VRAM Planner wrote
     (an empty file counts: replacing it loses nothing)."""

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, Final
 
 from core.errors import ImportCancelled, PlanError, PlanFileError
-from core.files.fileio import open_regular, read_regular_file
+from core.files.fileio import DOORS, open_regular, other_door_of, read_regular_file
 from core.hfconfig import model_from_hf_config
 from core.model import MAX_NAME_CHARS, ModelSpec, parse_skip_modules
 
@@ -262,6 +262,13 @@ def _read_config(path: Path) -> dict[str, Any]:
         raise PlanFileError(where, f"is not valid JSON ({exc})") from None
     if not isinstance(config, dict):
         raise PlanFileError(where, "is not a JSON object")
+    mine = other_door_of(config, "a model's config.json")  # `--config plan.json`: "config.model_type: None ..."
+    if mine:
+        raise PlanFileError(where, mine)
+    if "peft_type" in config and "model_type" not in config:  # an adapter's config, by the model's door
+        raise PlanFileError(
+            where, f"is a PEFT adapter_config.json, not a model's config.json: {DOORS['launch config']}"
+        )
     return config
 
 

@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass
 from typing import Final
 
-from core.catalogue import find_model
+from core.catalogue import closest_models, find_model
 from core.errors import PlanFileError, one_line
 from core.files.hfcache import CachedModel, NotCached, resolve_hub_id
 from core.model import ModelSpec
@@ -69,7 +69,10 @@ def model_named(text: str, cache: str | os.PathLike[str] | None = None, *, heade
         return NamedModel(found.spec, "", found.repo_id, cached_how(found), "; ".join(found.notes), found)
     if found.catalogue_id is None:
         why = not_cached_text(found).removeprefix(found.hub_id).strip().removeprefix("is ")
-        raise PlanFileError(name, f"{why}; nor is it a catalogue model (see `vramplan models`)")
+        near = closest_models(name)  # `-m meta-llama/Meta-Llama-3-8B`: the catalogue's Llama 3.1 8B is near
+        raise PlanFileError(
+            name, f"{why}; nor is it a catalogue model (see `vramplan models`)" + (f"; {near}" if near else "")
+        )
     entry = find_model(found.catalogue_id)
     note = f"{not_cached_text(found)}: the catalogue's {entry.id} ({entry.name}) is used"
     return NamedModel(entry.spec, entry.id, entry.hf_repo, f"catalogue: {entry.name}", note)

@@ -32,10 +32,18 @@ from typing import Any, Final, get_type_hints
 
 from core.catalogue import load_models
 from core.errors import PlanError, PlanFileError
+from core.files.fileio import (
+    DOORS,
+    SIGNATURE_SPAN,
+    other_door,
+    other_door_of,
+    read_regular_file,
+    vramplan_kind,
+    write_file,
+)
 from core.files.fileio import STALE_TEMP_SECONDS as STALE_TEMP_SECONDS  # the writer's names,
 from core.files.fileio import TEMP_MARK as TEMP_MARK  # where earlier callers import them
 from core.files.fileio import atomic_write_text as atomic_write_text
-from core.files.fileio import read_regular_file, write_file
 from core.files.fileio import remove_stale_temporaries as remove_stale_temporaries
 from core.model import ModelSpec, model_from_dict, spelled_targets
 from core.plan import (
@@ -513,10 +521,12 @@ def loads(text: str | bytes, where: str = "(text)") -> Plan:
 def loads_saved(text: str | bytes, where: str = "(text)") -> SavedPlan:
     """The plan and its mode from a plan file's text; every failure is a PlanFileError."""
     if isinstance(text, bytes):
+        raw = text
         try:
-            text = text.decode("utf-8-sig")  # a byte-order mark, as some Windows editors write, is harmless
+            text = raw.decode("utf-8-sig")  # a byte-order mark, as some Windows editors write, is harmless
         except UnicodeDecodeError:
-            raise PlanFileError(where, "is not UTF-8 text (is it a plan file?)") from None
+            why = other_door(vramplan_kind(raw[:SIGNATURE_SPAN], raw[-SIGNATURE_SPAN:]), "a plan")  # a PDF, a PNG
+            raise PlanFileError(where, why or "is not UTF-8 text (is it a plan file?)") from None
     elif text.startswith("\ufeff"):
         text = text[1:]
     try:
@@ -524,13 +534,31 @@ def loads_saved(text: str | bytes, where: str = "(text)") -> SavedPlan:
     except RecursionError:
         raise PlanFileError(where, "is nested too deeply to be a plan") from None
     except (json.JSONDecodeError, ValueError) as exc:
-        raise PlanFileError(where, f"is not valid JSON ({exc})") from None
+        raise PlanFileError(where, _not_json(text, where, exc)) from None
     if _depth(document) > MAX_DEPTH:
         raise PlanFileError(where, "is nested too deeply to be a plan")
+    mine = other_door_of(document, "a plan") if isinstance(document, dict) and document.get("format") != FORMAT else ""
+    if mine:  # a comparison: "format: 'vramplan-comparison' is not allowed; ... (not a VRAM Planner plan)"
+        raise PlanFileError(where, mine)
     try:
         return saved_from_dict(document)
     except PlanError as exc:
         raise PlanFileError(where, str(exc)) from None
+
+
+_CONFIG_SUFFIXES: Final = (".yaml", ".yml", ".toml")
+
+
+def _not_json(text: str, where: str, error: Exception) -> str:
+    """Why a plan file that is not JSON was refused, naming the door it belongs to where that is known
+    (`estimate --plan report.md` said only "is not valid JSON (Expecting value: line 1 column 1 (char 0))")."""
+    data = text.encode("utf-8", "replace")
+    mine = other_door(vramplan_kind(data[:SIGNATURE_SPAN], data[-SIGNATURE_SPAN:]), "a plan")
+    if mine:
+        return mine
+    if where.lower().endswith(_CONFIG_SUFFIXES):
+        return f"is not valid JSON ({error}); {DOORS['launch config']}"
+    return f"is not valid JSON ({error})"
 
 
 def _reject_constant(name: str) -> Any:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 from PySide6.QtGui import QGuiApplication
 
 from core.advice.compare import compare
@@ -96,3 +97,22 @@ def test_inference_mode_exports_the_serving_report(
     assert "Serving speed" in text and inference.summary_formula in text and "Time and cost" not in text
     window.plan_tools.copy_markdown_action.trigger()
     assert "Serving speed" in QGuiApplication.clipboard().text()
+
+
+@pytest.mark.parametrize("spelling", [["--pdf=OUT"], ["--pd", "OUT"], ["--p=OUT"]])
+def test_launcher_writes_pdf_however_the_option_is_spelled(
+    qapp: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spelling: list[str]
+) -> None:
+    """argparse takes `--pdf=OUT` and the prefixes `--pd` / `--p` (no other option of `report` starts so);
+    the launcher handed Qt's PDF writer over only for a separate `--pdf`, so these said "PDF reports are drawn
+    with the app's Qt (PySide6), which is not available here" and exited 2 (branch h87qa)."""
+    from core.cli import report as cli_report
+    from core.files.planfile import save
+    from gui.launcher import main
+
+    monkeypatch.setattr(cli_report, "_pdf_writer", [])  # as in a fresh process: no writer handed over yet
+    plan_path = tmp_path / "plan.json"
+    save(four_plans()[1][1], plan_path)  # type: ignore[arg-type]
+    out = tmp_path / "plan.pdf"
+    assert main(["report", str(plan_path), *(a.replace("OUT", str(out)) for a in spelling)]) == 0
+    assert out.read_bytes().startswith(b"%PDF-")

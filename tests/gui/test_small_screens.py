@@ -322,3 +322,32 @@ def test_bar_names_that_fit_their_slot_are_never_cut(qtbot: Any, window: MainWin
     names = [name for _, name in window.chart.plot.getAxis("bottom")._tickLevels[0]]
     assert not any("…" in name for name in names), names
     assert window.chart.plot.getAxis("bottom").toolTip() == ""
+
+
+def _first_start(qtbot: Any, settings: Any, width: int, height: int) -> MainWindow:
+    main = MainWindow(settings=settings)
+    qtbot.addWidget(main)
+    main.resize(width, height)
+    main.show()
+    qtbot.waitExposed(main)
+    qtbot.wait(50)  # the docks are sized once the window is shown
+    return main
+
+
+def test_at_800_by_600_the_details_stack_under_the_plan_and_the_chart_keeps_its_room(
+    qtbot: Any, settings: Any
+) -> None:
+    """Branch h87qa: at 800 × 600 the Plan dock (its least width, ~420 px) and the Details (270 px) left the
+    chart ~80 px, the bars a sliver. A first start that narrow stacks the Details as a tab beside the Plan;
+    a click on the verdict or a bar still brings the Details up."""
+    main = _first_start(qtbot, settings, 800, 600)
+    assert main.details_dock in main.tabifiedDockWidgets(main.plan_dock)
+    assert main.chart.width() >= 300
+    main.show_diagnosis()
+    qtbot.wait(20)
+    assert not main.details_dock.visibleRegion().isEmpty() and main.tabs.currentWidget() is main.diagnosis
+
+
+def test_at_1024_by_700_the_three_columns_stay(qtbot: Any, settings: Any) -> None:
+    main = _first_start(qtbot, settings, 1024, 700)
+    assert main.tabifiedDockWidgets(main.plan_dock) == []

@@ -19,11 +19,13 @@ from typing import Any, Final
 
 from core.catalogue import CatalogueModel, load_models
 from core.errors import PlanError, PlanFileError
+from core.files.fileio import other_door_of
 from core.files.hfcache import CachedModel, resolve_hub_id
 from core.files.importer import _read_config, import_model
 from core.files.model_source import cached_how, is_hub_id
 from core.files.runconfig.axolotl import read_axolotl
 from core.files.runconfig.hf import read_hf
+from core.files.runconfig.launchers import launcher_config_reason
 from core.files.runconfig.llamafactory import read_llamafactory
 from core.files.runconfig.mapping import DTYPES, apply_settings
 from core.files.runconfig.megatron import read_megatron_bridge
@@ -109,6 +111,21 @@ def _is_megatron_bridge(document: Mapping[str, Any]) -> bool:
     )
 
 
+# LLaMA-Factory v1 (hiyouga/LLaMA-Factory ff6d4d1, src/llamafactory/v1/config/model_args.py and
+# training_args.py; examples/v1/): the model is a top-level string ``model`` and the method, sharding,
+# kernels and quantisation are plugin tables. Its ``micro_batch_size`` made it read as axolotl, which
+# found no model, no adapter and no bf16 in it: a LoRA run on Qwen3-4B was estimated as full fp32
+# training of the plan's model.
+_LLAMAFACTORY_V1_KEYS: Final = (
+    "model_class", "peft_config", "dist_config", "kernel_config", "quant_config", "init_config",
+    "optim_config", "train_dataset", "batching_strategy", "cp_mode",
+)  # fmt: skip
+
+
+def _is_llamafactory_v1(document: Mapping[str, Any]) -> bool:
+    return isinstance(document.get("model"), str) and any(key in document for key in _LLAMAFACTORY_V1_KEYS)
+
+
 def detect_kind(document: Mapping[str, Any]) -> ConfigKind | None:
     if any(isinstance(document.get(t), Mapping) for t in _TORCHTITAN_TABLES):
         return ConfigKind.TORCHTITAN
@@ -125,7 +142,20 @@ def detect_kind(document: Mapping[str, Any]) -> ConfigKind | None:
 
 
 def parse_run_config(document: dict[str, Any], where: str, kind: ConfigKind | None = None) -> RunConfig:
+    launcher = launcher_config_reason(document) if kind is None else None
+    if launcher is not None:
+        raise PlanFileError(where, launcher)
+    if kind is None and _is_llamafactory_v1(document):
+        raise PlanFileError(
+            where,
+            "is a LLaMA-Factory v1 config (a top-level `model` with plugin tables such as `peft_config` and "
+            "`dist_config`), which the planner does not read yet: open a LLaMA-Factory config of the "
+            "`llamafactory-cli train` kind (`model_name_or_path`, `finetuning_type`), or set the plan by hand",
+        )
     found = kind or detect_kind(document)
+    mine = other_door_of(document, "a training config") if found is None else ""  # `estimate --from plan.json`
+    if mine:
+        raise PlanFileError(where, mine)
     if found is None:
         raise PlanFileError(
             where,

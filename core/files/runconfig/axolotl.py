@@ -39,7 +39,7 @@ IRRELEVANT: Final = (
     "eval_steps", "save_strategy", "eval_strategy", "adam_beta1", "adam_beta2", "adam_epsilon",
     "lr_scheduler_kwargs", "cosine_min_lr_ratio", "gradient_checkpointing_kwargs", "dataset_processes",
     "shuffle_merged_datasets", "tokens", "auto_resume_from_checkpoints", "save_safetensors",
-    "hub_strategy", "use_wandb", "mlflow_experiment_name", "default_system_message", "rl",
+    "hub_strategy", "use_wandb", "mlflow_experiment_name", "default_system_message",
 )  # fmt: skip
 
 
@@ -71,6 +71,21 @@ def _fsdp_config(taker: Taker) -> dict[str, Any]:
         found["offload"] = "params"
         taker.record("offload", "params", key("offload_params"))
     return found
+
+
+def _fsdp_table_offload(taker: Taker) -> dict[str, Any]:
+    """``fsdp_config.offload_params`` (or ``fsdp_offload_params``) beside the ``fsdp`` word list: axolotl
+    067b021 hands it to accelerate whichever way FSDP was turned on (utils/trainer.py ``setup_fsdp_envs``:
+    ``FSDP_OFFLOAD_PARAMS``), as examples/llama-3/qlora-fsdp-70b.yaml does. The word list's reader skipped the
+    table, and its ``irrelevant`` dropped the offload unsaid."""
+    table = taker.raw("fsdp_config")
+    if not isinstance(table, dict):
+        return {}
+    key = "offload_params" if "offload_params" in table else "fsdp_offload_params"
+    if not taker.flag(f"fsdp_config.{key}"):
+        return {}
+    taker.record("offload", "params", f"fsdp_config.{key}")
+    return {"offload": "params"}
 
 
 def _fsdp_checkpointing(taker: Taker, s: dict[str, Any]) -> None:
@@ -161,10 +176,18 @@ def read_axolotl(document: dict[str, Any], where: str) -> RunConfig:
     s.update(sharding(taker, odd))
     if "sharding" not in s:
         s.update(_fsdp_config(taker))
+    elif s["sharding"] == "fsdp" and "offload" not in s:
+        s.update(_fsdp_table_offload(taker))
     _fsdp_checkpointing(taker, s)
     s.update(accelerate_grad_sync(taker, s))
     taker.irrelevant("fsdp_config", "fsdp_version")
     taker.note("plugins", "plugins may change memory; only Cut Cross Entropy's default and the loss flags are read")
+    # Was listed as irrelevant: a DPO / ORPO / KTO / GRPO run is not the supervised step the plan models (TRL
+    # f2cd577, trl/trainer/dpo_trainer.py: the collator stacks each row's chosen and rejected sequences, and
+    # without PEFT or precompute_ref_log_probs the trainer loads a frozen reference model), as LLaMA-Factory's
+    # `stage` says.
+    taker.note("rl", "preference and RL trainers run more than the supervised step the plan models (chosen and "
+               "rejected sequences, a reference or reward model, generation): not modelled")
     taker.note("unfrozen_parameters", "partly frozen training by parameter name is not modelled")
     taker.irrelevant(*IRRELEVANT)
     return finish(ConfigKind.AXOLOTL, taker, odd, model_ref, s)

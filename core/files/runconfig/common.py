@@ -267,7 +267,14 @@ def _fsdp1_wrap(taker: Taker) -> dict[str, Any]:
     if not isinstance(config, dict):
         return {}
     version = config.get("version", config.get("fsdp_version", 1))
-    loading = [k for k in ("cpu_ram_efficient_loading", "sync_module_states") if _true_word(config.get(k))]
+    # Either spelling: transformers' TrainingArguments.__post_init__ and axolotl (067b021,
+    # utils/schemas/validation.py, "the `fsdp_` prefix is deprecated") drop the ``fsdp_`` prefix of each key.
+    loading = [
+        key
+        for name in ("cpu_ram_efficient_loading", "sync_module_states")
+        for key in (name, f"fsdp_{name}")
+        if _true_word(config.get(key))
+    ]
     if str(version).strip() != "1" or not loading:
         return {}
     taker.record("fsdp1_wrap", True, f"fsdp_config: version 1 with {loading[0]}")

@@ -170,6 +170,16 @@ def _checkpointing(taker: Taker) -> dict[str, Any]:
     return {"checkpointing": True, "checkpoint_policy": "layer", "checkpoint_every": int(text)}
 
 
+def _cpu_offload(taker: Taker) -> dict[str, Any]:
+    """``training.enable_cpu_offload``: "CPU offloading of parameters, gradients, and optimizer states in
+    FSDP" (torchtitan b5bcd76c, torchtitan/config/configs.py), the plan's parameter offload. The app's own
+    torchtitan export writes the key; the reader listed it as not understood."""
+    if not taker.flag("training.enable_cpu_offload"):
+        return {}
+    taker.record("offload", "params", "training.enable_cpu_offload")
+    return {"offload": "params"}
+
+
 def read_torchtitan(document: dict[str, Any], where: str) -> RunConfig:
     taker = Taker(document, where)
     odd = OddValues()
@@ -227,7 +237,11 @@ def read_torchtitan(document: dict[str, Any], where: str) -> RunConfig:
         hsdp = shard is not None and shard != 1  # replicas of FSDP2's shards (torchtitan b5bcd76 fsdp.py)
         why = "HSDP: set the GPU count, then HSDP replicas in the Parallelism section" if hsdp else ""
         taker.note("parallelism.data_parallel_replicate_degree", why or "set the GPU count in the Parallelism section")
+    s.update(_cpu_offload(taker))
     taker.note("training.mixed_precision_param", "FSDP2's parameter dtype: set it in the Parallelism section")
+    taker.note("training.mixed_precision_reduce", "FSDP2's reduce dtype: set it in the Parallelism section")
+    taker.note("training.dtype", "bfloat16 keeps parameters, gradients and optimizer states in bf16 with no "
+               "float32 copy: set the precision (pure bf16) in the Method section")  # fmt: skip
     taker.note("training.global_batch_size", "gradient accumulation follows from it and the data-parallel degree")
     if taker.flag("compile.enable"):  # torch.compile: the blocks save less (core.training.activations)
         s["stack"] = "compile"

@@ -139,6 +139,28 @@ def _memory_savers(taker: Taker) -> dict[str, Any]:
     return s
 
 
+def _fsdp_keys(taker: Taker) -> dict[str, Any]:
+    """``fsdp_cpu_offload`` and ``fsdp_reshard_after_forward``: only the distributed recipes' configs carry
+    them, and those recipes shard with FSDP2 (pytorch/torchtune bd2a0fc, recipes/full_finetune_distributed.py:
+    ``cfg.get("fsdp_cpu_offload", False)``, ``reshard_after_forward=cfg.get("fsdp_reshard_after_forward",
+    True)`` into ``training.shard_model``). The offload was noted as "not modelled" though the plan models
+    FSDP2's CPU offload of parameters, gradients and optimizer state."""
+    offload = taker.flag("fsdp_cpu_offload")
+    reshard = taker.flag("fsdp_reshard_after_forward")
+    if offload is None and reshard is None:
+        return {}
+    key = "fsdp_cpu_offload" if offload is not None else "fsdp_reshard_after_forward"
+    s: dict[str, Any] = {"sharding": "fsdp"}
+    taker.record("sharding", "fsdp", f"{key}: a distributed recipe's key (FSDP2)")
+    if reshard is not None:
+        s["reshard_after_forward"] = reshard
+        taker.record("reshard_after_forward", reshard, "fsdp_reshard_after_forward")
+    if offload:
+        s["offload"] = "params"
+        taker.record("offload", "params", "fsdp_cpu_offload")
+    return s
+
+
 def read_torchtune(document: dict[str, Any], where: str) -> RunConfig:
     taker = Taker(document, where)
     odd = OddValues()
@@ -213,7 +235,7 @@ def read_torchtune(document: dict[str, Any], where: str) -> RunConfig:
                 )
     s.update(_memory_savers(taker))
     taker.note("dataset.packed", "packing fills every sequence to max_seq_len")
-    taker.note("fsdp_cpu_offload", "parameters offloaded to CPU are not modelled")
+    s.update(_fsdp_keys(taker))
     model_dir = taker.text("checkpointer.checkpoint_dir")
     taker.irrelevant(*IRRELEVANT)
     return finish(ConfigKind.TORCHTUNE, taker, odd, model_ref, s, model_dir=model_dir)
