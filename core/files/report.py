@@ -154,7 +154,7 @@ def _verdict_line(est: Estimate, unit: str, mode: Mode = Mode.TRAINING) -> str:
     judged = est.judgement(mode)
     where = (
         f"{counted(plan.inference.concurrent, 'request')} × {plan.inference.context:,} tokens, "
-        f"{est.inference.limits_sentence(plan.inference.concurrent, plan.inference.context)}"
+        f"{est.inference.limits_sentence(plan)}"
         if mode is Mode.INFERENCE
         else f"peak at the {est.peak_phase}"
     )
