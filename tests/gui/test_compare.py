@@ -6,9 +6,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QSize, Qt
 
 from core.files import comparison as comparison_file
+from core.files import report
 from core.files.planfile import save as save_plan
 from core.files.report import CHART_MIN_WIDTH, chart_least_height, chart_svg, chart_svg_sized
 from core.plan import Method
@@ -275,4 +276,33 @@ def test_docked_at_375_px_the_chart_scrolls_rather_than_shrink(qtbot: Any, windo
     assert chart.width() >= CHART_MIN_WIDTH
     assert chart.height() >= chart_least_height(panel.comparison, chart.width()) > 240  # type: ignore[arg-type]
     assert panel.chart_scroll.viewport().height() < chart.height()  # the pane is smaller: it scrolls
+    window.controller.undo_stack.setClean()
+
+
+def test_one_redraw_lays_the_chart_out_once(qtbot: Any, window: MainWindow, monkeypatch: pytest.MonkeyPatch) -> None:
+    # SvgView._redraw asks the chart's least height, then the sized chart, which asks the chart: each called
+    # core.files.report._layout (the legend flowed into rows, the phase names into lines) for the same comparison
+    # and width, 3 times a redraw before. Now once.
+    window.show()
+    panel = window.plan_tools.show_compare()
+    panel.include_current.setChecked(False)
+    assert panel.add_plans(four_plans(), "Compare")  # type: ignore[arg-type]
+    chart = panel.chart
+    qtbot.waitUntil(lambda: chart.renderer.defaultSize() == chart.size())
+    calls: list[int] = []
+    layout = report._layout
+
+    def counted(comparison: Any, width: int) -> Any:
+        calls.append(width)
+        return layout(comparison, width)
+
+    monkeypatch.setattr(report, "_layout", counted)
+    monkeypatch.setattr(report, "_LAST_LAYOUT", [None], raising=False)  # as after another comparison was drawn
+    chart._drawn_at = QSize()  # as a resize or a palette change does
+    chart._redraw()
+    assert calls == [chart.width()]
+    chart._drawn_at = QSize()  # the same box drawn again (a palette change): nothing laid out again
+    chart._redraw()
+    assert calls == [chart.width()]
+    # A new width or a new comparison lays it out again: tests/core/test_report.py.
     window.controller.undo_stack.setClean()
