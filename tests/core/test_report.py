@@ -285,9 +285,8 @@ def test_money_in_the_table_carries_its_plans_currency() -> None:
     assert "| 2.00 |" in markdown  # the typed price, bare
 
 
-def test_the_chart_is_laid_out_once_for_a_comparison_and_a_width(monkeypatch: pytest.MonkeyPatch) -> None:
-    # The Compare tab's redraw asks chart_least_height, then chart_svg_sized, which draws with chart_svg: each laid
-    # the legend and the phase names out again (core.files.report._layout, 3 times a redraw before).
+def count_layouts(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The widths core.files.report._layout is called for from now on, its last answer forgotten."""
     calls: list[int] = []
     layout = report_module._layout
 
@@ -296,7 +295,14 @@ def test_the_chart_is_laid_out_once_for_a_comparison_and_a_width(monkeypatch: py
         return layout(comparison, width)
 
     monkeypatch.setattr(report_module, "_layout", counted)
-    monkeypatch.setattr(report_module, "_LAST_LAYOUT", [None], raising=False)
+    monkeypatch.setattr(report_module, "_LAST_LAYOUT", [None], raising=False)  # as after another comparison
+    return calls
+
+
+def test_the_chart_is_laid_out_once_for_a_comparison_and_a_width(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The Compare tab's redraw asks chart_least_height, then chart_svg_sized, which draws with chart_svg: each laid
+    # the legend and the phase names out again (core.files.report._layout, 3 times a redraw before).
+    calls = count_layouts(monkeypatch)
     comparison = report_of_four().comparison
     least = report_module.chart_least_height(comparison, 500)
     svg = report_module.chart_svg_sized(comparison, "GB", 500, least)

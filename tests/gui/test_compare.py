@@ -9,7 +9,6 @@ import pytest
 from PySide6.QtCore import QSize, Qt
 
 from core.files import comparison as comparison_file
-from core.files import report
 from core.files.planfile import save as save_plan
 from core.files.report import CHART_MIN_WIDTH, chart_least_height, chart_svg, chart_svg_sized
 from core.plan import Method
@@ -18,6 +17,7 @@ from gui import dialogs, theme
 from gui.main_window import MainWindow
 from gui.tools.compare import CURRENT, ComparePanel, chart_ink
 from tests.core.test_compare import four_plans
+from tests.core.test_report import count_layouts
 
 
 def rows_of(panel: ComparePanel) -> dict[str, list[str]]:
@@ -289,15 +289,7 @@ def test_one_redraw_lays_the_chart_out_once(qtbot: Any, window: MainWindow, monk
     assert panel.add_plans(four_plans(), "Compare")  # type: ignore[arg-type]
     chart = panel.chart
     qtbot.waitUntil(lambda: chart.renderer.defaultSize() == chart.size())
-    calls: list[int] = []
-    layout = report._layout
-
-    def counted(comparison: Any, width: int) -> Any:
-        calls.append(width)
-        return layout(comparison, width)
-
-    monkeypatch.setattr(report, "_layout", counted)
-    monkeypatch.setattr(report, "_LAST_LAYOUT", [None], raising=False)  # as after another comparison was drawn
+    calls = count_layouts(monkeypatch)
     chart._drawn_at = QSize()  # as a resize or a palette change does
     chart._redraw()
     assert calls == [chart.width()]
