@@ -210,3 +210,83 @@ def _times_ten(value: float, digits: int) -> str:
         exponent, mantissa = exponent + 1, mantissa / 10
     text = f"{mantissa:.2f}" if digits == 3 else f"{mantissa:.{digits}g}"
     return f"{text} × 10{str(exponent).translate(_SUPERSCRIPTS)}"
+
+
+_TIMES_TEN: Final = re.compile(r"(\d+(?:\.\d+)?) × 10([⁰¹²³⁴⁵⁶⁷⁸⁹⁻]+)")
+_RAISED: Final = re.compile(r"[⁰¹²³⁴⁵⁶⁷⁸⁹⁻ⁿᵀ]+")
+_UNRAISED: Final = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹⁻ⁿᵀ", "0123456789-nT")
+# The ASCII forms of the characters this program's own texts use (format, the formulas, the
+# verdicts and the diagnosis); a character from a file (a model's name) has none and is left to the
+# stream's own escape.
+_ASCII_FORMS: Final = {
+    "×": "x",
+    "·": "*",
+    "÷": "/",
+    "−": "-",
+    "–": "-",
+    "—": "--",
+    "→": "->",
+    "←": "<-",
+    "↔": "<->",
+    "…": "...",
+    "≈": "~",
+    "≤": "<=",
+    "≥": ">=",
+    "≠": "!=",
+    "“": '"',
+    "”": '"',
+    "‘": "'",
+    "’": "'",
+    "µ": "u",
+    "½": "1/2",
+    "Σ": "sum ",
+    "Δ": "delta ",
+    "√": "sqrt",
+    "⌈": "ceil(",
+    "⌉": ")",
+    "‖": "||",
+    "₁": "1",
+    "＝": "=",
+    "α": "alpha",
+    "β": "beta",
+    "γ": "gamma",
+    "λ": "lambda",
+    "§": "section ",
+    "\u00a0": " ",
+    "\u202f": " ",
+}
+
+
+@lru_cache(maxsize=4096)
+def _encodes(text: str, encoding: str) -> bool:
+    try:
+        text.encode(encoding)
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def for_encoding(text: str, encoding: str) -> str:
+    """``text`` as a stream in ``encoding`` can take it (a Windows console redirected to a cp1252
+    file, an ASCII locale): unchanged where it encodes; otherwise a count m × 10ⁿ reads 8.03e9, another
+    raised figure ^2, and each of our own symbols that does not encode its ASCII form (× x, − -, … ...,
+    ≈ ~, ≤ <=). The one place the command line's fallback lives; what is left (a model's name in another
+    script) is the stream's to escape. An encoding Python does not know leaves the text as it is."""
+    try:
+        text.encode(encoding)
+        return text
+    except LookupError:
+        return text
+    except UnicodeEncodeError:
+        pass
+
+    def exponent(match: re.Match[str]) -> str:
+        if _encodes(match[0], encoding):
+            return match[0]
+        return f"{match[1]}e{match[2].translate(_UNRAISED)}"
+
+    def raised(match: re.Match[str]) -> str:
+        return match[0] if _encodes(match[0], encoding) else "^" + match[0].translate(_UNRAISED)
+
+    text = _RAISED.sub(raised, _TIMES_TEN.sub(exponent, text))
+    return "".join(ch if ch < "\x80" or _encodes(ch, encoding) else _ASCII_FORMS.get(ch, ch) for ch in text)

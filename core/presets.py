@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
+from typing import Final
 
 from core.catalogue import find_model
 from core.dtypes import Quant
@@ -48,10 +49,29 @@ def default_plan() -> Plan:
     )
 
 
+# The lesson's models' names, as the model picker, the reports and the command line show them.
+LESSON_7B_NAME: Final = "Lesson's 7B model (6.7 billion parameters)"
+LESSON_GPT2_NAME: Final = "Lesson's GPT-2 small (124.4 million parameters)"
+
+
 def lesson_7b_model() -> ModelSpec:
     """The lesson's '7B model': P = 6.7·10⁹ as the lesson rounds it, on Llama-2-7B's shape
     (32 blocks of width 4,096)."""
-    return replace(find_model("llama-2-7b").spec, name="7B model (lesson, P = 6.7e9)", params_override=6_700_000_000)
+    return replace(find_model("llama-2-7b").spec, name=LESSON_7B_NAME, params_override=6_700_000_000)
+
+
+def lesson_gpt2_model() -> ModelSpec:
+    """The lesson's GPT-2 small: P = 124.4·10⁶ as the lesson rounds it, on GPT-2's shape."""
+    return replace(find_model("gpt2").spec, name=LESSON_GPT2_NAME, params_override=124_400_000)
+
+
+# The names the lesson's models had until 2026-12 ("P = 6.7e9" read as a formula, not a name), which plan files
+# written then hold: core.files.planfile reads a model of such a name, equal in every other field it stores, as
+# the lesson's model of today.
+FORMER_LESSON_NAMES: Final[Mapping[str, Callable[[], ModelSpec]]] = {
+    "7B model (lesson, P = 6.7e9)": lesson_7b_model,
+    "GPT-2 small (lesson, P = 124.4e6)": lesson_gpt2_model,
+}
 
 
 def lesson_plan(method: Method, precision: Precision, *, quant: Quant = Quant.NF4, gpu: str = DEFAULT_GPU) -> Plan:
@@ -73,9 +93,8 @@ def lesson_plan(method: Method, precision: Precision, *, quant: Quant = Quant.NF
 
 def lesson_gpt2_plan() -> Plan:
     """The lesson's GPT-2 small example: P = 124.4·10⁶, float32, full fine-tuning, Adam."""
-    spec = replace(find_model("gpt2").spec, name="GPT-2 small (lesson, P = 124.4e6)", params_override=124_400_000)
     return Plan(
-        model=spec,
+        model=lesson_gpt2_model(),
         model_id="gpt2",
         method=Method.FULL,
         **precision_fields(Precision.FP32),

@@ -242,8 +242,7 @@ def render_comparison(path: str, width: int = 1300, height: int = 1060) -> None:
         panel.add_plans(issue_plans(), "Compare")  # type: ignore[arg-type]
         dock = window.plan_tools.docks["compare"]
         dock.setFloating(True)
-        dock.resize(width, height)
-        panel.splitter.setSizes([370, height - 370])
+        dock.resize(width, height)  # the panel gives the chart its first share (ComparePanel._share_chart)
         for _ in range(5):
             app.processEvents()
         if not panel.grab().save(path):

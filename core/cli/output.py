@@ -8,6 +8,7 @@ import sys
 from typing import TextIO
 
 from core.errors import escape_controls, one_line
+from core.format import for_encoding
 
 
 class OutputError(Exception):
@@ -28,13 +29,18 @@ def write_output(text: str, stream: TextIO | None) -> None:
     - no stream (a windowed Windows build has ``sys.stdout is None``): nothing is written;
     - control and format characters (ESC, BEL, CR, bidi overrides from a model's name) are
       escaped, so nothing read from a file can drive the terminal;
-    - a stream that cannot encode a character (an ASCII or Latin-1 locale) gets it as an
+    - a stream whose encoding cannot take the text (an ASCII locale, a Windows console redirected
+      to a cp1252 file) gets our own symbols in ASCII (8.03e9 for 8.03 × 10⁹, x, -, ...:
+      :func:`core.format.for_encoding`) and anything else (a model's name in another script) as an
       escape instead of a UnicodeEncodeError;
     - a failed write (``> /dev/full``, a closed pipe) raises :class:`OutputError`.
     """
     if stream is None:
         return
     safe = "\n".join(escape_controls(line) for line in text.split("\n"))
+    encoding = getattr(stream, "encoding", None)
+    if isinstance(encoding, str):
+        safe = for_encoding(safe, encoding)
     try:
         try:
             stream.write(safe)

@@ -266,7 +266,7 @@ def render_serving(est: Estimate, gib: bool = False) -> str:
     lines += [
         "",
         verdict_line(est.judgement(Mode.INFERENCE), est.plan.hardware.headroom, gib),
-        f"  {inf.limits_sentence(plan.concurrent, plan.context)}",
+        f"  {inf.limits_sentence(est.plan)}",
     ]
     if inf.queued and inf.max_concurrent:
         lines.append(
@@ -424,7 +424,7 @@ def render_estimate(est: Estimate, gib: bool = False) -> str:
         f"  serving  {fmt(est.inference.total_bytes, gib)} for {plan.inference.concurrent} × "
         f"{plan.inference.context:,} tokens (KV cache {fmt(est.inference.kv_cache_bytes, gib)}, "
         f"{est.inference.kv_bytes_per_token:,.0f} B/token); "
-        + est.inference.limits_sentence(plan.inference.concurrent, plan.inference.context),
+        + est.inference.limits_sentence(plan),
     ]
     if est.compute.dtype_problem:
         lines.append(f"  warning: {est.compute.dtype_problem}")

@@ -62,6 +62,7 @@ from core.plan import (
     SglangVersion,
     Workload,
 )
+from core.presets import FORMER_LESSON_NAMES
 from core.units import finite_number
 from core.verdict import Mode
 
@@ -328,7 +329,7 @@ def _build(cls: type, data: Any, where: str) -> Any:
             continue  # an optional key: the field's default; a derived one: read below
         path = f"{where}.{name}"
         if name == "model":
-            kwargs[name] = _as_catalogue(model_from_dict(data[name], path), data[name])
+            kwargs[name] = _as_lesson(_as_catalogue(model_from_dict(data[name], path), data[name]), data[name])
         elif name in _NESTED:
             kwargs[name] = _build(_NESTED[name], data[name], path)
         else:
@@ -356,6 +357,17 @@ def _as_catalogue(model: ModelSpec, stored: Mapping[str, Any]) -> ModelSpec:
         if spec.name == model.name and all(getattr(spec, key) == getattr(model, key) for key in stored):
             return spec
     return model
+
+
+def _as_lesson(model: ModelSpec, stored: Mapping[str, Any]) -> ModelSpec:
+    """A lesson's model under the name it had until 2026-12 ("7B model (lesson, P = 6.7e9)"): when every other
+    field the file holds equals that model's, it is the lesson's model, under today's name
+    (core.presets.FORMER_LESSON_NAMES); a model edited since keeps the name it was saved with."""
+    make = FORMER_LESSON_NAMES.get(model.name)
+    if make is None:
+        return model
+    lesson = make()
+    return lesson if all(getattr(lesson, key) == getattr(model, key) for key in stored if key != "name") else model
 
 
 def _with_file_precision(plan: Plan, word: Precision, where: str) -> Plan:

@@ -154,7 +154,7 @@ def _verdict_line(est: Estimate, unit: str, mode: Mode = Mode.TRAINING) -> str:
     judged = est.judgement(mode)
     where = (
         f"{counted(plan.inference.concurrent, 'request')} × {plan.inference.context:,} tokens, "
-        f"{est.inference.limits_sentence(plan.inference.concurrent, plan.inference.context)}"
+        f"{est.inference.limits_sentence(plan)}"
         if mode is Mode.INFERENCE
         else f"peak at the {est.peak_phase}"
     )
@@ -252,7 +252,7 @@ def chart_svg(
     by those rows (:func:`chart_size`). ``ink``: the text's and gridlines' colours (a report's by default)."""
     phases = comparison.phase_names()
     stacks = _bar_stacks(comparison, phases)
-    legend, names, extra = _layout(comparison, width)
+    legend, names, extra = _chart_layout(comparison, width)
     frame = _frame(comparison, stacks, unit, width, height + extra, extra)
     fill = f' fill="{escape(ink.text)}"' if ink.text else ""  # every shape sets its own fill: this colours the text
     parts = [
@@ -276,40 +276,59 @@ def chart_svg_sized(
     window's dock read ~6 px (docs/GUI.md, 2026-12-07, left 1). Never smaller than CHART_MIN_WIDTH ×
     :func:`chart_least_height`: a viewer keeps its box at least that big (the Compare tab scrolls)."""
     width = max(CHART_MIN_WIDTH, width)
-    extra = _layout(comparison, width)[2]  # the legend's rows past the first, a phase name's second line
+    extra = _chart_layout(comparison, width)[2]  # the legend's rows past the first, a phase name's second line
     return chart_svg(comparison, unit, width, max(CHART_MIN_HEIGHT, height - extra), ink)
 
 
 def chart_least_height(comparison: Comparison, width: int) -> int:
     """The least height in px :func:`chart_svg_sized` draws for a box ``width`` px wide: CHART_MIN_HEIGHT and the
     legend's rows and phase names' lines that width wraps into."""
-    return CHART_MIN_HEIGHT + _layout(comparison, max(CHART_MIN_WIDTH, width))[2]
+    return CHART_MIN_HEIGHT + _chart_layout(comparison, max(CHART_MIN_WIDTH, width))[2]
 
 
 def chart_size(comparison: Comparison, width: int = CHART_WIDTH, height: int = CHART_HEIGHT) -> tuple[int, int]:
     """The chart's width and height in px: ``height`` plus a row for each legend row past the first and one
     for phase names on two lines."""
-    return width, height + _layout(comparison, width)[2]
+    return width, height + _chart_layout(comparison, width)[2]
 
 
-def _layout(comparison: Comparison, width: int) -> tuple[list[_LegendEntry], list[list[str]], int]:
+# The legend's entries, each phase's name in lines, and the px they add under the plot.
+_Layout = tuple[tuple["_LegendEntry", ...], tuple[tuple[str, ...], ...], int]
+# _chart_layout's last answer: (the comparison, the width, its layout), replaced whole.
+_LAST_LAYOUT: list[tuple[Comparison, int, _Layout] | None] = [None]
+
+
+def _chart_layout(comparison: Comparison, width: int) -> _Layout:
+    """:func:`_layout`, kept for the last comparison (by identity: it is frozen, and the Compare tab makes a new
+    one for each change) and width. One redraw of the Compare tab asks it three times, for the same box:
+    its least height (:func:`chart_least_height`), the sized chart and the chart itself; each laid the legend
+    out again."""
+    kept = _LAST_LAYOUT[0]
+    if kept is not None and kept[0] is comparison and kept[1] == width:
+        return kept[2]
+    layout = _layout(comparison, width)
+    _LAST_LAYOUT[0] = (comparison, width, layout)
+    return layout
+
+
+def _layout(comparison: Comparison, width: int) -> _Layout:
     """The legend's entries, each phase's name in lines, and the px they add under the plot."""
     legend = _legend_entries(comparison, width)
     room = (width - _Frame.left - _Frame.right) / len(comparison.phase_names()) - _NAME_GAP
-    names = [_name_lines(name, room) for name in comparison.phase_names()]
+    names = tuple(_name_lines(name, room) for name in comparison.phase_names())
     extra = (_legend_rows(legend) - 1) * LEGEND_ROW + (max(map(len, names)) - 1) * _NAME_LINE
-    return legend, names, extra
+    return tuple(legend), names, extra
 
 
-def _name_lines(name: str, room: float) -> list[str]:
+def _name_lines(name: str, room: float) -> tuple[str, ...]:
     """A phase's name in one line, or two split at the space nearest its middle where one is wider than its
     group ("nvidia-smi (judged)" touched "optimizer step" at 480 px); a line still too wide cut with an
     ellipsis (the bar's tooltip names the phase whole)."""
     if _text_px(name) <= room or " " not in name:
-        return [_clipped(name, room)]
+        return (_clipped(name, room),)
     spaces = [i for i, c in enumerate(name) if c == " "]
     cut = min(spaces, key=lambda i: abs(_text_px(name[:i]) - _text_px(name[i + 1 :])))
-    return [_clipped(name[:cut], room), _clipped(name[cut + 1 :], room)]
+    return _clipped(name[:cut], room), _clipped(name[cut + 1 :], room)
 
 
 def _bar_stacks(comparison: Comparison, phases: tuple[str, ...]) -> list[list[_Stack]]:
@@ -415,7 +434,7 @@ def _number_y(top: float, capacity: float) -> float:
 
 
 def _phase_group(
-    f: _Frame, comparison: Comparison, g: int, name: str, lines: list[str], row: list[_Stack]
+    f: _Frame, comparison: Comparison, g: int, name: str, lines: tuple[str, ...], row: list[_Stack]
 ) -> list[str]:
     """One phase: a stacked bar per plan with its card's capacity across it, and the phase's name in ``lines``."""
     plans = comparison.plans
@@ -526,11 +545,11 @@ def _legend_entries(comparison: Comparison, width: int) -> list[_LegendEntry]:
     return placed
 
 
-def _legend_rows(entries: list[_LegendEntry]) -> int:
+def _legend_rows(entries: Sequence[_LegendEntry]) -> int:
     return max((e.row for e in entries), default=0) + 1
 
 
-def _legend(f: _Frame, entries: list[_LegendEntry]) -> list[str]:
+def _legend(f: _Frame, entries: Sequence[_LegendEntry]) -> list[str]:
     """The legend's entries, each row LEGEND_ROW px under the one before, the last at the foot."""
     rows = _legend_rows(entries)
     parts = ['<g class="legend">']

@@ -178,15 +178,24 @@ class InferenceEstimate:
             return "the weights alone do not fit"
         return "not at this context: its KV cache and working memory do not fit beside the weights"
 
-    def limits_sentence(self, concurrent: int, context: int) -> str:
+    def at_model_limit(self, plan: Plan) -> bool:
+        """The longest context (:attr:`max_context`) is the model's own limit, its ``max_position_embeddings``
+        (every engine caps it there: core.serving.engines, core.serving.llamacpp), not what the memory allows."""
+        return bool(self.max_context) and self.max_context == plan.model.max_position_embeddings
+
+    def limits_sentence(self, plan: Plan) -> str:
         """What fits at once, in the words the banner, the CLI and the report share: the most
-        requests of the plan's context, and the longest context at the plan's concurrency."""
+        requests of the plan's context, and the longest context at the plan's concurrency, said to be the
+        model's own limit where that, not the memory, stops it (and left out where it is the plan's context)."""
+        concurrent, context = plan.inference.concurrent, plan.inference.context
         requests = counted(concurrent, "request")
         if self.max_concurrent and self.max_context:
-            return (
-                f"at most {counted(self.max_concurrent, 'request')} of {context:,} tokens at once, or "
-                f"{self.max_context:,} tokens each at {requests}"
-            )
+            at_most = f"at most {counted(self.max_concurrent, 'request')} of {context:,} tokens"
+            if not self.at_model_limit(plan):
+                return f"{at_most} at once, or {self.max_context:,} tokens each at {requests}"
+            if self.max_context == context:  # "or 4,096 tokens each at 1 request" would say nothing
+                return f"{at_most} (the model's limit) at once"
+            return f"{at_most} at once, or {self.max_context:,} tokens each (the model's limit) at {requests}"
         if self.max_context:
             return f"no request of {context:,} tokens fits; {self.max_context:,} tokens each at {requests}"
         if self.max_concurrent:

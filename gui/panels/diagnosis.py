@@ -647,8 +647,10 @@ class DiagnosisPanel(QScrollArea):
             else f"none: {d.estimate.inference.none_served}"
         )
         requests = counted(serving.concurrent, "request")
+        # the model's own limit, not the memory, where the banner says so (InferenceEstimate.limits_sentence)
+        cap = ", the model's limit" if d.estimate.inference.at_model_limit(d.estimate.plan) else ""
         self.limits["context"].setText(
-            f"<b>{limits.max_context:,}</b> tokens at {requests} (now {serving.context:,})"
+            f"<b>{limits.max_context:,}</b> tokens at {requests}{cap} (now {serving.context:,})"
             if limits.max_context
             else f"none at {requests}"
         )

@@ -132,7 +132,9 @@ class InferencePanel(FiguresPanel):
         v["scheduler"].setText(
             f"{inf.max_num_seqs:,} sequences, {inf.max_num_batched_tokens:,} tokens per step" if vllm else ""
         )
-        v["max_context"].setText(f"{inf.max_context:,} tokens" if inf.max_context else "none")
+        # "(the model's limit)" where the banner says it (InferenceEstimate.limits_sentence)
+        limit = " (the model's limit)" if inf.at_model_limit(estimate.plan) else ""
+        v["max_context"].setText(f"{inf.max_context:,} tokens{limit}" if inf.max_context else "none")
         assert self.headline is not None
         self.headline.setText(_headline(estimate, u))
         self.formula.setText(inf.formula)

@@ -259,7 +259,7 @@ class VerdictPanel(QFrame):
         others = f" ({memory(held, u)} held by other processes)" if held else ""
         self.detail.setText(
             f"{counted(plan.concurrent, 'request')} × {plan.context:,} tokens · "
-            f"{inf.limits_sentence(plan.concurrent, plan.context)} · {estimate.gpu.name}{others}{queue}"
+            f"{inf.limits_sentence(estimate.plan)} · {estimate.gpu.name}{others}{queue}"
         )
         self._describe(f"{SERVING_LABELS[verdict]}. {memory(judged.total_bytes, u)}; {margin}.")
 

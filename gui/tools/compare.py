@@ -171,6 +171,8 @@ class PinnedEdit(QUndoCommand):
         self.panel._set_pinned(self.before)
 
 
+FIRST_SHARE = (320, 420)  # the chart's and the table's parts of a tall dock, before the handle is moved
+TABLE_FIRST_ROWS = 2  # the table's rows under its header the chart's first share leaves in sight
 HEADER_PADDING_PX = 12  # the header section's own margins around its text
 HEADER_LINE_CHARS = 18  # a quarter of the dialog's least width, in an average character's width
 
@@ -207,8 +209,13 @@ class ComparePanel(QWidget):
         self.comparison: Comparison | None = None
         self._pin_count = 0
 
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(8, 8, 8, 8)
+        # The chart and the table take the dock's whole width (a scroll area's edge needs no margin): docked at
+        # 375 px, 8 px each side left the chart's pane 359 px, under its 360 px least width, so it scrolled sideways.
+        outer = QVBoxLayout(self)
+        outer.setContentsMargins(0, 8, 0, 8)
+        layout = QVBoxLayout()
+        layout.setContentsMargins(8, 0, 8, 0)
+        outer.addLayout(layout)
         layout.addLayout(self._build_buttons())
         self.include_current = QCheckBox("Include the current plan, live")
         self.include_current.setChecked(True)
@@ -240,8 +247,11 @@ class ComparePanel(QWidget):
         self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Stretch)
         self.table.verticalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         splitter.addWidget(self.table)
-        splitter.setSizes([320, 420])
-        layout.addWidget(splitter, 1)
+        splitter.setSizes(list(FIRST_SHARE))
+        # Until the handle is moved by hand the chart's pane is sized by _share_chart; then it stays where put.
+        self._split_by_hand = False
+        splitter.splitterMoved.connect(self._handle_moved)
+        outer.addWidget(splitter, 1)
 
         self._timer = QTimer(self)
         self._timer.setSingleShot(True)
@@ -250,6 +260,39 @@ class ComparePanel(QWidget):
         controller.estimateChanged.connect(self._estimate_changed)
         context.display.changed.connect(self._display_changed)
         self.refresh()
+
+    def _handle_moved(self) -> None:
+        self._split_by_hand = True
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)  # the layout has set the splitter's new size
+        self._share_chart()
+
+    def _share_chart(self) -> None:
+        """The splitter's first share, until the handle is moved: the chart's pane as tall as the chart's least
+        height (core.files.report.chart_least_height, a horizontal scroll bar's height more where the pane is
+        narrower than CHART_MIN_WIDTH), or FIRST_SHARE's part where that is more, the table keeping its header,
+        TABLE_FIRST_ROWS rows and its own scroll bar. The proportional 320 : 420 gave the chart 162 px of 375 at
+        1024 × 768 (its least 333 px: it started scrolled); docked at 375 px, 180 of 417 px, and the vertical
+        scroll bar narrowed its pane further below the chart's least width, so it scrolled sideways as well."""
+        splitter, comparison, table = self.splitter, self.comparison, self.table
+        total = sum(splitter.sizes())
+        if self._split_by_hand or comparison is None or total <= 0:
+            return
+        # At the width the chart keeps beside a vertical scroll bar: the least height at the pane's whole width
+        # left it a few px short, and the bar that showed narrowed it to the taller least height.
+        scroll = self.chart_scroll
+        width = scroll.width() - scroll.verticalScrollBar().sizeHint().width()
+        want = chart_least_height(comparison, width)
+        if width < CHART_MIN_WIDTH:
+            want += scroll.horizontalScrollBar().sizeHint().height()
+        rows = sum(table.rowHeight(r) for r in range(min(TABLE_FIRST_ROWS, table.rowCount())))
+        keep = table.horizontalHeader().sizeHint().height() + rows + 2 * table.frameWidth()
+        if table.horizontalHeader().length() > table.viewport().width():  # the table scrolls sideways too
+            keep += table.horizontalScrollBar().sizeHint().height()
+        chart = max(0, min(max(want, total * FIRST_SHARE[0] // sum(FIRST_SHARE)), total - keep))
+        if splitter.sizes() != [chart, total - chart]:
+            splitter.setSizes([chart, total - chart])
 
     def _build_buttons(self) -> FlowLayout:
         buttons = FlowLayout()
@@ -508,3 +551,4 @@ class ComparePanel(QWidget):
             lambda width: chart_least_height(comparison, width),
         )
         table.setUpdatesEnabled(True)
+        self._share_chart()

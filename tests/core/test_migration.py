@@ -15,6 +15,7 @@ import pytest
 
 from core.dtypes import Autocast, Dtype
 from core.errors import PlanError, PlanFileError
+from core.estimate import estimate
 from core.files import planfile
 from core.plan import (
     PRESET_ROLES,
@@ -28,7 +29,14 @@ from core.plan import (
     SglangVersion,
     Strategy,
 )
-from core.presets import default_plan, plan_for_model
+from core.presets import (
+    LESSON_7B_NAME,
+    LESSON_GPT2_NAME,
+    default_plan,
+    lesson_gpt2_plan,
+    lesson_plan,
+    plan_for_model,
+)
 
 V1_EXAMPLE = Path(__file__).resolve().parent.parent / "data" / "plans" / "v1_example.json"
 
@@ -274,3 +282,38 @@ def test_atomic_write_to_a_new_file_that_fails_creates_nothing(tmp_path: Path, m
 def test_save_into_a_missing_folder_is_a_file_error(tmp_path: Path) -> None:
     with pytest.raises(PlanFileError, match="cannot be written"):
         planfile.save(default_plan(), tmp_path / "absent" / "plan.json")
+
+
+@pytest.mark.parametrize(
+    ("former", "make"),
+    [
+        ("7B model (lesson, P = 6.7e9)", lambda: lesson_plan(Method.FULL, Precision.BF16)),
+        ("GPT-2 small (lesson, P = 124.4e6)", lesson_gpt2_plan),
+    ],
+)
+def test_a_file_naming_a_lesson_model_by_its_former_name_loads_as_that_model(
+    tmp_path: Path, former: str, make: Any
+) -> None:
+    # Until 2026-12 the lesson's models were named "7B model (lesson, P = 6.7e9)" and "GPT-2 small (lesson,
+    # P = 124.4e6)" (core/presets.py at de597f18), and plan files hold the model's name. Such a file loads as
+    # the lesson's model under today's name, the same plan and the same figures.
+    plan = make()
+    document = json.loads(planfile.dumps(plan))
+    document["plan"]["model"]["name"] = former
+    path = tmp_path / "lesson.json"
+    path.write_text(json.dumps(document))
+    loaded = planfile.load(path)
+    assert loaded == plan and loaded.model.name in (LESSON_7B_NAME, LESSON_GPT2_NAME)
+    assert estimate(loaded).summary_formula == estimate(plan).summary_formula
+    # A model edited since (one layer fewer) keeps the name it was saved with: it is not the lesson's.
+    document["plan"]["model"]["num_layers"] -= 1
+    path.write_text(json.dumps(document))
+    assert planfile.load(path).model.name == former
+
+
+def test_the_bundled_version_1_file_names_the_lesson_model_as_today() -> None:
+    # packaging/selftest_plan.json, a version-1 file the frozen app's self-test opens, names "7B model (lesson,
+    # P = 6.7e9)"; gui/selftest.py compares it with lesson_plan(QLORA, BF16), name included.
+    path = Path(__file__).resolve().parents[2] / "packaging" / "selftest_plan.json"
+    assert json.loads(path.read_text())["plan"]["model"]["name"] == "7B model (lesson, P = 6.7e9)"
+    assert planfile.load(path).model == lesson_plan(Method.QLORA, Precision.BF16).model

@@ -8,6 +8,7 @@ import json
 import re
 from html.parser import HTMLParser
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,6 +16,7 @@ from core import __version__
 from core.advice.compare import compare
 from core.cli.app import main
 from core.estimate import VERDICT_LABELS, estimate
+from core.files import report as report_module
 from core.files.comparison import save as save_comparison
 from core.files.planfile import save as save_plan
 from core.files.report import build_report, caption, chart_svg, md_cell, to_csv, to_html, to_markdown
@@ -281,3 +283,34 @@ def test_money_in_the_table_carries_its_plans_currency() -> None:
     for text in (f"${cost.price_per_gpu_hour:,.2f}", f"${cost.cost:,.2f}"):
         assert text in html and text in markdown
     assert "| 2.00 |" in markdown  # the typed price, bare
+
+
+def count_layouts(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The widths core.files.report._layout is called for from now on, its last answer forgotten."""
+    calls: list[int] = []
+    layout = report_module._layout
+
+    def counted(comparison: Any, width: int) -> Any:
+        calls.append(width)
+        return layout(comparison, width)
+
+    monkeypatch.setattr(report_module, "_layout", counted)
+    monkeypatch.setattr(report_module, "_LAST_LAYOUT", [None], raising=False)  # as after another comparison
+    return calls
+
+
+def test_the_chart_is_laid_out_once_for_a_comparison_and_a_width(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The Compare tab's redraw asks chart_least_height, then chart_svg_sized, which draws with chart_svg: each laid
+    # the legend and the phase names out again (core.files.report._layout, 3 times a redraw before).
+    calls = count_layouts(monkeypatch)
+    comparison = report_of_four().comparison
+    least = report_module.chart_least_height(comparison, 500)
+    svg = report_module.chart_svg_sized(comparison, "GB", 500, least)
+    assert calls == [500]
+    assert f'height="{least}"' in svg  # drawn at the least height it asked for: the same layout
+    report_module.chart_svg_sized(comparison, "GB", 620, 400)  # a new width: laid out for it
+    assert calls == [500, 620]
+    again = report_of_four().comparison  # a new comparison (the tab makes one for each change), same width
+    report_module.chart_svg_sized(again, "GB", 620, 400)
+    assert calls == [500, 620, 620]
+    assert report_module.chart_svg(again, width=620) == chart_svg(report_of_four().comparison, width=620)

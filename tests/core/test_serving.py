@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 import math
 import re
+from pathlib import Path
 
 import pytest
 
 from core.breakdown import BucketKey
 from core.catalogue import find_gpu, find_model
+from core.cli.app import main
 from core.dtypes import (
     KV_BYTES,
     KvDtype,
@@ -37,7 +39,7 @@ from core.serving.vllm_rules import (
 )
 from core.training.detailed import weight_terms
 from core.units import GiB
-from core.verdict import Verdict
+from core.verdict import Mode, Verdict
 
 LLAMA_8B = find_model("llama-3.1-8b").spec
 
@@ -457,11 +459,45 @@ def test_the_limits_sentence_says_no_request_fits_rather_than_at_most_0() -> Non
     # where nothing fits (Llama 3.1 70B in bf16, 141 GB, on one 24 GB RTX 4090).
     plan = Plan(model=find_model("llama-3.1-70b").spec, model_id="llama-3.1-70b", hardware=Hardware(gpu="rtx-4090"))
     served = estimate(plan.with_inference(engine=Engine.HF)).inference
-    assert served.limits_sentence(1, 4096) == "no request fits: the weights alone do not fit"
+    assert served.limits_sentence(plan) == "no request fits: the weights alone do not fit"
     # Llama 3.1 8B, 4 × 131,072 tokens: none of that context, a shorter one for each of the 4.
     small = Plan(model=find_model("llama-3.1-8b").spec, model_id="llama-3.1-8b", hardware=Hardware(gpu="rtx-4090"))
-    long = estimate(small.with_inference(engine=Engine.HF, context=131072, concurrent=4)).inference
-    assert long.limits_sentence(4, 131072).startswith(
+    long_plan = small.with_inference(engine=Engine.HF, context=131072, concurrent=4)
+    long = estimate(long_plan).inference
+    assert long.limits_sentence(long_plan).startswith(
         f"no request of 131,072 tokens fits; {long.max_context:,} tokens each"
     )
-    assert "at most 0" not in long.limits_sentence(4, 131072)
+    assert "at most 0" not in long.limits_sentence(long_plan)
+
+
+def test_the_limits_sentence_names_the_models_limit_instead_of_repeating_the_context(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Llama 2 7B reads 4,096 positions (max_position_embeddings 4096, its config.json:
+    # https://huggingface.co/meta-llama/Llama-2-7b-hf/blob/main/config.json); served one request of 4,096 tokens
+    # on the default A100 80GB, the memory allows longer but the model does not: the banner read "at most 26
+    # requests of 4,096 tokens at once, or 4,096 tokens each at 1 request", which says nothing.
+    plan = Plan(model=find_model("llama-2-7b").spec, model_id="llama-2-7b").with_inference(engine=Engine.HF)
+    served = estimate(plan).inference
+    assert served.at_model_limit(plan) and served.max_context == 4096 == plan.inference.context
+    sentence = served.limits_sentence(plan)
+    assert sentence == f"at most {served.max_concurrent} requests of 4,096 tokens (the model's limit) at once"
+    # Llama 3.1 8B reads 131,072 (its config.json: https://huggingface.co/meta-llama/Llama-3.1-8B): one request
+    # of that many fits beside the weights, so the clause stays and says why it stops there.
+    longer_plan = Plan(model=find_model("llama-3.1-8b").spec, model_id="llama-3.1-8b").with_inference()
+    longer = estimate(longer_plan).inference.limits_sentence(longer_plan)
+    assert longer.endswith(", or 131,072 tokens each (the model's limit) at 1 request")
+    # Four requests of 8,192 tokens on a 24 GB RTX 4090: the memory, not the model, sets the longest context.
+    small = Plan(model=find_model("llama-3.1-8b").spec, model_id="llama-3.1-8b", hardware=Hardware(gpu="rtx-4090"))
+    tight_plan = small.with_inference(engine=Engine.HF, context=8192, concurrent=4)
+    tight = estimate(tight_plan).inference
+    assert not tight.at_model_limit(tight_plan) and "model's limit" not in tight.limits_sentence(tight_plan)
+    assert f", or {tight.max_context:,} tokens each at 4 requests" in tight.limits_sentence(tight_plan)
+    # The command line and the report say the same words (the window's banner: tests/gui/test_serving.py).
+    path = tmp_path / "llama2.json"
+    path.write_text(planfile.dumps(plan, Mode.INFERENCE))
+    assert main(["estimate", "--plan", str(path)]) == 0
+    assert sentence in capsys.readouterr().out
+    report = tmp_path / "llama2.md"
+    assert main(["report", str(path), "--md", str(report)]) == 0
+    assert sentence in report.read_text()

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QSize, Qt
 
 from core.files import comparison as comparison_file
 from core.files.planfile import save as save_plan
@@ -17,6 +17,7 @@ from gui import dialogs, theme
 from gui.main_window import MainWindow
 from gui.tools.compare import CURRENT, ComparePanel, chart_ink
 from tests.core.test_compare import four_plans
+from tests.core.test_report import count_layouts
 
 
 def rows_of(panel: ComparePanel) -> dict[str, list[str]]:
@@ -256,23 +257,92 @@ def test_the_chart_follows_a_dark_palette_and_a_report_keeps_its_own(qtbot: Any,
     window.controller.undo_stack.setClean()
 
 
-def test_docked_at_375_px_the_chart_scrolls_rather_than_shrink(qtbot: Any, window: MainWindow) -> None:
-    # At 1366 × 768 with the Compare tab docked ~375 px wide the splitter gave the chart 200 px and the 360 × 333 px
-    # chart (four plans: its legend wraps) was scaled to 0.6, its 11 px text ~6.6 px. The view now keeps the chart's
-    # least size (CHART_MIN_WIDTH × chart_least_height) and its scroll area scrolls: drawn 1:1.
-    window.resize(1366, 768)
+def _docked(qtbot: Any, window: MainWindow, size: tuple[int, int], dock_width: int = 0) -> ComparePanel:
+    """The window at ``size`` with the Compare tab docked (``dock_width`` px wide, where given) on four plans."""
+    window.resize(*size)
     window.show()
     panel = window.plan_tools.show_compare()
     panel.include_current.setChecked(False)
     assert panel.add_plans(four_plans(), "Compare")  # type: ignore[arg-type]
     dock = window.plan_tools.docks["compare"]
     qtbot.waitUntil(dock.isVisible)
-    qtbot.wait(20)  # the window lays its docks out first; resizeDocks then narrows this one
-    window.resizeDocks([dock], [375], Qt.Orientation.Horizontal)
-    qtbot.waitUntil(lambda: dock.width() <= 400)
+    if dock_width:
+        qtbot.wait(20)  # the window lays its docks out first; resizeDocks then narrows this one
+        window.resizeDocks([dock], [dock_width], Qt.Orientation.Horizontal)
+        qtbot.waitUntil(lambda: dock.width() <= dock_width + 25)
     chart = panel.chart
     qtbot.waitUntil(lambda: chart.renderer.defaultSize() == chart.size())
+    return panel
+
+
+def test_docked_at_375_px_the_chart_shows_whole_and_scrolls_rather_than_shrink(qtbot: Any, window: MainWindow) -> None:
+    # At 1366 × 768 with the Compare tab docked ~375 px wide the splitter gave the chart 200 px and the 360 × 333 px
+    # chart (four plans: its legend wraps) was scaled to 0.6, its 11 px text ~6.6 px. The view keeps the chart's
+    # least size (CHART_MIN_WIDTH × chart_least_height) and its scroll area scrolls: drawn 1:1. Then the first
+    # share gave it 180 of 417 px and its pane, 8 px in from each side, was 359 px: it scrolled down 167 px and
+    # sideways 15 px. The first share is now its least height, across the dock's whole width: no scrolling.
+    panel = _docked(qtbot, window, (1366, 768), 375)
+    chart, scroll = panel.chart, panel.chart_scroll
     assert chart.width() >= CHART_MIN_WIDTH
     assert chart.height() >= chart_least_height(panel.comparison, chart.width()) > 240  # type: ignore[arg-type]
-    assert panel.chart_scroll.viewport().height() < chart.height()  # the pane is smaller: it scrolls
+    table = panel.table
+    two_rows = table.rowHeight(0) + table.rowHeight(1)
+    assert scroll.horizontalScrollBar().maximum() == 0 and table.viewport().height() >= two_rows
+    # Down only where the table's two rows leave the chart short (0 px run alone here, 4 px after the whole suite)
+    assert scroll.verticalScrollBar().maximum() == 0 or table.viewport().height() < two_rows + table.rowHeight(2)
+    # The handle moved by hand: the pane stays where put, and a pane smaller than the chart scrolls, down only.
+    total = sum(panel.splitter.sizes())
+    panel.splitter.splitterMoved.emit(150, 1)
+    panel.splitter.setSizes([150, total - 150])
+    window.resize(1366, 760)
+    qtbot.waitUntil(lambda: chart.renderer.defaultSize() == chart.size())
+    assert panel.splitter.sizes()[0] <= 150
+    assert scroll.viewport().height() < chart.height()  # the pane is smaller: it scrolls
+    assert scroll.horizontalScrollBar().maximum() == 0  # beside the vertical bar the chart keeps its least width
+    window.controller.undo_stack.setClean()
+
+
+@pytest.mark.parametrize(("width", "height"), [(1024, 768), (1280, 720), (1920, 1080)])
+def test_the_first_split_gives_the_chart_its_least_height_where_the_table_keeps_two_rows(
+    qtbot: Any, window: MainWindow, width: int, height: int
+) -> None:
+    # The splitter's 320 : 420 gave the chart 162 px at 1024 × 768 and 160 at 1280 × 720 (its least 333 px): it
+    # started scrolled. Now the chart's pane takes its least height where the table keeps its header and two rows,
+    # and the table takes the rest: a tall dock keeps the old share (327 px of 757 at 1920 × 1080).
+    panel = _docked(qtbot, window, (width, height))
+    chart, scroll, table = panel.chart, panel.chart_scroll, panel.table
+    pane, rest = panel.splitter.sizes()
+    two_rows = table.rowHeight(0) + table.rowHeight(1)
+    least = chart_least_height(panel.comparison, chart.width())  # type: ignore[arg-type]
+    assert table.viewport().height() >= two_rows
+    if scroll.verticalScrollBar().maximum():  # the chart scrolls: only because the table would lose its two rows
+        assert pane > (pane + rest) * 320 // 740 and table.viewport().height() < two_rows + table.rowHeight(2)
+    else:
+        assert pane >= least and pane >= (pane + rest) * 320 // 740
+    window.controller.undo_stack.setClean()
+
+
+def test_one_redraw_lays_the_chart_out_once(qtbot: Any, window: MainWindow, monkeypatch: pytest.MonkeyPatch) -> None:
+    # SvgView._redraw asks the chart's least height, then the sized chart, which asks the chart: each called
+    # core.files.report._layout (the legend flowed into rows, the phase names into lines) for the same comparison
+    # and width, 3 times a redraw before. Now once.
+    window.show()
+    panel = window.plan_tools.show_compare()
+    panel.include_current.setChecked(False)
+    assert panel.add_plans(four_plans(), "Compare")  # type: ignore[arg-type]
+    chart = panel.chart
+    qtbot.waitUntil(lambda: chart.renderer.defaultSize() == chart.size())
+    calls = count_layouts(monkeypatch)
+    chart._drawn_at = QSize()  # as a resize or a palette change does
+    chart._redraw()
+    assert calls == [chart.width()]
+    chart._drawn_at = QSize()  # the same box drawn again (a palette change): nothing laid out again
+    chart._redraw()
+    assert calls == [chart.width()]
+    # A refresh (a new comparison) lays it out once for each width asked, the splitter's share included
+    # (ComparePanel._share_chart asks at the width beside a vertical scroll bar). New widths: tests/core/test_report.py.
+    calls.clear()
+    panel.refresh()
+    qtbot.waitUntil(lambda: chart.renderer.defaultSize() == chart.size())
+    assert calls and len(calls) == len(set(calls)), calls
     window.controller.undo_stack.setClean()

@@ -448,6 +448,11 @@ def test_each_mode_shows_its_own_limits(qtbot: Any, shown: MainWindow) -> None:
     most, context = inference.max_concurrent, shown.controller.plan.inference.context
     assert most > 1
     assert panel.limits["concurrent"].text() == f"<b>{most:,}</b> requests of {context:,} tokens (now 1)"
+    # The lesson's model reads 4,096 positions (core.presets: Llama 2 7B's shape, max_position_embeddings 4096 in
+    # https://huggingface.co/meta-llama/Llama-2-7b-hf/blob/main/config.json) and one request of them fits: the
+    # longest context is the model's limit, as the banner says (InferenceEstimate.limits_sentence).
+    assert inference.max_context == context == 4096
+    assert panel.limits["context"].text() == "<b>4,096</b> tokens at 1 request, the model's limit (now 4,096)"
 
 
 def test_inference_mode_draws_no_training_memory_curve(qtbot: Any, shown: MainWindow) -> None:

@@ -616,3 +616,26 @@ def test_the_serving_tab_s_rows_read_as_the_banner_and_the_other_rows(window: Ma
     assert rows["concurrency"].text() == f"at most {inf.max_concurrent:,} requests of 4,096 tokens at once"
     assert rows["concurrency"].text()[len("at most ") :] in window.verdict.detail.text()
     assert rows["kv_per_token"].text() == memory(inf.kv_bytes_per_token) == f"{inf.kv_bytes_per_token:,.0f} B"
+
+
+def test_the_banner_and_the_longest_context_row_name_the_models_limit(window: MainWindow) -> None:
+    # Llama 2 7B reads 4,096 positions (its config.json's max_position_embeddings); served 1 × 4,096 tokens the
+    # banner said "... or 4,096 tokens each at 1 request". It now says the words the command line and the report
+    # say (InferenceEstimate.limits_sentence; tests/core/test_serving.py checks those two).
+    window.show()
+    window.inference_action.trigger()
+    plan = Plan(model=find_model("llama-2-7b").spec, model_id="llama-2-7b").with_inference(engine=Engine.HF)
+    window.controller.reset(plan)
+    window.settle_banner()
+    inf = window.controller.estimate.inference
+    detail = window.verdict.detail.text()
+    assert inf.limits_sentence(plan) in detail and "(the model's limit) at once" in detail
+    assert "tokens each" not in detail
+    window.tabs.setCurrentWidget(window.inference_panel)
+    assert window.inference_panel.values["max_context"].text() == "4,096 tokens (the model's limit)"
+    # On a 24 GB card with 32 requests of 4,096 tokens the memory sets it: no such words.
+    window.controller.reset(plan.with_input("hardware.gpu", "rtx-4090").with_inference(concurrent=32))
+    window.settle_banner()
+    assert "tokens each at 32 requests" in window.verdict.detail.text()
+    assert "model's limit" not in window.verdict.detail.text()
+    assert "model's limit" not in window.inference_panel.values["max_context"].text()
