@@ -39,32 +39,58 @@ def flag_names(text: str) -> frozenset[str]:
 # from each line's last wheel by tools/engine_flags/vllm_serve_flags.py, whose docstring says how; the file's header
 # names each wheel and its commit. One option a line, with the lines that take it ("--swap-space 0.6-0.17").
 VLLM_SERVE_FLAGS_FILE: Final = "engine_flags/vllm_serve.txt"
+# The same for ``python -m sglang.launch_server`` in each SGLang release the planner covers (core.inputs
+# SglangVersion): read by tools/engine_flags/sglang_server_flags.py from each release's own wheel (X.Y.Z, the one an
+# export's ``pip install sglang==X.Y.Z`` installs) and its last .postN (0.4.6.post5 has 22 flags 0.4.6 has not,
+# --pp-size among them); the header names each wheel and its parser's name (``prog``). Columns are wheel versions.
+SGLANG_SERVER_FLAGS_FILE: Final = "engine_flags/sglang_server.txt"
 
 
-@functools.lru_cache(maxsize=1)
-def _vllm_serve_flags() -> dict[str, frozenset[str]]:
-    """Release line ("0.19") -> the option strings its ``vllm serve`` parser has."""
+@functools.lru_cache(maxsize=2)
+def _release_table(name: str) -> tuple[dict[str, frozenset[str]], dict[str, str]]:
+    """Release line ("0.19", "0.5.10") -> the option strings its parser has, and -> its parser's ``prog`` where the
+    header names one (``# sglang 0.5.23 wheel W prog sglang serve``)."""
     from core.resources import resource_path
 
     lines: list[str] = []
     out: dict[str, set[str]] = {}
-    for row in resource_path(VLLM_SERVE_FLAGS_FILE).read_text(encoding="utf-8").splitlines():
+    progs: dict[str, str] = {}
+    for row in resource_path(name).read_text(encoding="utf-8").splitlines():
         if row.startswith("# lines "):
             lines = row.split()[2:]
             out = {line: set() for line in lines}
+        elif row.startswith("# sglang ") and " prog " in row:
+            progs[row.split()[2]] = row.partition(" prog ")[2]
         elif row and not row.startswith("#"):
             flag, spans = row.split()
             for span in spans.split(","):
                 first, _, last = span.partition("-")
                 for line in lines[lines.index(first) : lines.index(last or first) + 1]:
                     out[line].add(flag)
-    return {line: frozenset(flags) for line, flags in out.items()}
+    return {line: frozenset(flags) for line, flags in out.items()}, progs
 
 
 def vllm_release_flags(line: str) -> frozenset[str]:
     """The option strings ``vllm serve`` of release line ``line`` ("0.19", or a VllmVersion) accepts; empty for a
     line the file does not hold."""
-    return _vllm_serve_flags().get(str(line), frozenset())
+    return _release_table(VLLM_SERVE_FLAGS_FILE)[0].get(str(line), frozenset())
+
+
+def sglang_release_flags(version: str, every_patch: bool = False) -> frozenset[str]:
+    """The option strings ``python -m sglang.launch_server`` of wheel ``version`` ("0.5.10", "0.4.6.post5", or a
+    SglangVersion) accepts; with ``every_patch``, those any wheel read of its release (X.Y.Z and its last .postN)
+    accepts: a command that names no .postN. Empty for a release the file does not hold."""
+    table = _release_table(SGLANG_SERVER_FLAGS_FILE)[0]
+    if not every_patch:
+        return table.get(str(version), frozenset())
+    release = str(version).partition(".post")[0]
+    return frozenset().union(*(f for v, f in table.items() if v.partition(".post")[0] == release))
+
+
+def sglang_prog(version: str) -> str:
+    """The name SGLang's argparse gives itself in its error line: ``launch_server.py`` (``ArgumentParser()`` under
+    ``python -m``), ``sglang serve`` where the release names it (0.5.10 on)."""
+    return _release_table(SGLANG_SERVER_FLAGS_FILE)[1].get(str(version), "launch_server.py")
 
 
 VLLM_SWITCHES: Final = flag_names(
