@@ -23,6 +23,7 @@ parser is a plain ``argparse.ArgumentParser``): ``--tp`` is SGLang's ``--tp-size
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable, Iterable
 from typing import Final
 
 # Why a word of a pasted command is left out of the plan when nothing more specific applies: the readers of every
@@ -639,3 +640,29 @@ SGLANG_CONFIG_REFUSED: Final = {
     "enable_dp_attention": "DeprecatedStoreTrueAction",
     "lora_paths": "LoRAPathAction",
 }
+
+
+def refused_options(flags: list[str], accepted: frozenset[str]) -> tuple[list[str], list[str]]:
+    """An export's option words less those ``accepted`` (a release's parser, above) lacks, each with its value (the
+    next word, where it is no option), and the options left out, in order. Nothing is left out where ``accepted``
+    is empty (a release the tables do not hold)."""
+    if not accepted:
+        return list(flags), []
+    kept: list[str] = []
+    refused: list[str] = []
+    skip = False
+    for i, word in enumerate(flags):
+        if skip:
+            skip = False
+            continue
+        if word.startswith("-") and word.partition("=")[0] not in accepted:
+            refused.append(word.partition("=")[0])
+            skip = "=" not in word and i + 1 < len(flags) and not flags[i + 1].startswith("-")
+            continue
+        kept.append(word)
+    return kept, refused
+
+
+def first_release_with(flag: str, releases: Iterable[str], flags_of: Callable[[str], frozenset[str]]) -> str:
+    """The first of ``releases`` (oldest first) whose parser takes ``flag``; "" where none does."""
+    return next((r for r in releases if flag in flags_of(r)), "")
