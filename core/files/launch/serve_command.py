@@ -1357,8 +1357,7 @@ def read_command(
     ignored = _not_used(start.engine, args, reader, ignored_set, why)
     versions, version_notes = _version_fields(text, start, start.engine)
     if start.engine in (Engine.VLLM, Engine.SGLANG):
-        plan_line = vllm_version if start.engine is Engine.VLLM else sglang_version
-        release = _checked_release(start.engine, text, start, versions, plan_line)
+        release = _checked_release(start.engine, text, start, versions, (vllm_version, sglang_version))
         _release_refuses(start.engine, release, start.args, reader, stopped)
     _environment(start, reader, stopped)
     fields = dict(reader.fields)
@@ -1455,22 +1454,26 @@ def _release_refuses(engine: Engine, release: _Release, words: list[str], reader
         stopped.append(f"{label} ambiguous option: {ambiguous[0]} could match more than one of its options'")
 
 
-def _checked_release(engine: Engine, text: str, start: _Start, fields: dict[str, Any], plan_line: Any) -> _Release:
-    """vLLM: the line the image's tag names, else the plan's (``plan_line``), else the default. SGLang: the wheel an
+def _checked_release(
+    engine: Engine,
+    text: str,
+    start: _Start,
+    fields: dict[str, Any],
+    plan: tuple[VllmVersion | None, SglangVersion | None],
+) -> _Release:
+    """vLLM: the line the image's tag names, else the plan's (``plan``'s first), else the default. SGLang: the wheel an
     image tag or an export's ``pip install sglang==`` names exactly (``v0.4.6.post5``), else every wheel read of
     the release it names, else of the plan's release: a command that names no .postN is refused only what none of
     its release's wheels read takes."""
     if engine is Engine.VLLM:
-        line = VllmVersion(
-            fields.get("inference.vllm_version") or plan_line or BY_PATH["inference.vllm_version"].default
-        )
+        line = VllmVersion(fields.get("inference.vllm_version") or plan[0] or BY_PATH["inference.vllm_version"].default)
         return _Release(f"vLLM {line.value}", vllm_release_flags(line), "vllm serve")
     named = _sglang_tag(text, start)
     exact = re.match(r"\d+\.\d+\.\d+(?:\.post\d+)?", named)
     if exact and sglang_release_flags(exact.group(0)):
         return _Release(f"SGLang {exact.group(0)}", sglang_release_flags(exact.group(0)), sglang_prog(exact.group(0)))
     release = SglangVersion(
-        fields.get("inference.sglang_version") or plan_line or BY_PATH["inference.sglang_version"].default
+        fields.get("inference.sglang_version") or plan[1] or BY_PATH["inference.sglang_version"].default
     )
     return _Release(
         f"SGLang {release.value}", sglang_release_flags(release, every_patch=True), sglang_prog(release.value)
