@@ -91,6 +91,17 @@ def test_a_newer_release_s_flag_is_its_option_not_a_word_nobody_knows() -> None:
     assert "unrecognized arguments: --no-enable-tf32-matmul" in old.stops
 
 
+def test_a_flag_a_release_split_in_two_is_ambiguous_there() -> None:
+    # --cuda-graph-max-bs: an option to 0.5.19 (sglang_server.txt); 0.5.20's wheel has only --cuda-graph-max-bs-decode
+    # and --cuda-graph-max-bs-prefill (both from 0.5.14), so argparse's prefix matching finds two.
+    cmd = f"{LAUNCH} --cuda-graph-max-bs 8"
+    assert read_command(cmd, sglang_version=SglangVersion.V0_5_19).stops == ""
+    assert read_command(cmd, sglang_version=SglangVersion.V0_5_20).stops == (
+        "SGLang 0.5.20 would not start: 'sglang serve: error: ambiguous option: --cuda-graph-max-bs could match "
+        "--cuda-graph-max-bs-decode, --cuda-graph-max-bs-prefill'"
+    )
+
+
 def test_an_export_s_header_names_the_release_checked() -> None:
     text = f"# pip install sglang==0.4.5  (the release whose rules the estimate followed)\n{LAUNCH} --pp-size 2\n"
     assert "SGLang 0.4.5 would not start" in read_command(text, sglang_version=SglangVersion.V0_5_23).stops

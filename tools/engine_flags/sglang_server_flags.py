@@ -12,11 +12,12 @@ word. What ``add_cli_args`` adds is read from its source:
 * every ``parser.add_argument`` call of ``ServerArgs.add_cli_args`` (and of any other function of server_args.py
   it calls with the parser): its option strings, those of a loop over a literal list included; an
   ``action=argparse.BooleanOptionalAction`` adds argparse's ``--no-`` spelling;
-* from the releases that build flags from dataclass fields (``add_cli_args_from_dataclass(parser, ServerArgs)``,
-  ``sglang/srt/arg_groups/arg_utils.py``): every field of ServerArgs and, where ServerArgs is assembled from
-  namespace classes (``_INPUT_NAMESPACES`` of ``sglang/srt/arg_groups/fields/*.py``, 0.5.22 on), of those classes,
-  annotated ``A[T, "help"]`` or ``A[T, Arg(...)]``: ``Arg.cli_name`` or ``--field-name``, its ``aliases``, none for
-  ``no_cli=True``, ``--no-`` for ``action=argparse.BooleanOptionalAction``.
+* from the releases that build flags from dataclass fields (0.5.14 on:
+  ``add_cli_args_from_dataclass(parser, ServerArgs)``, ``sglang/srt/arg_groups/arg_utils.py``): every field of
+  ServerArgs and, where ServerArgs is assembled from namespace classes (``_INPUT_NAMESPACES`` of
+  ``sglang/srt/arg_groups/fields/*.py``, 0.5.20 on), of those classes, annotated ``A[T, "help"]`` or
+  ``A[T, Arg(...)]``: ``Arg.cli_name`` or ``--field-name``, its ``aliases``, none for ``no_cli=True``, ``--no-``
+  for ``action=argparse.BooleanOptionalAction``.
 
 The parser's name in argparse's error line: ``ArgumentParser()`` is named after ``sys.argv[0]``, launch_server.py's
 path under ``python -m``; ``ArgumentParser(prog="sglang serve")`` where a release names it.

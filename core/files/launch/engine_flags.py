@@ -15,6 +15,10 @@ strings of every ``add_argument`` call, a dataclass-built flag's switch-ness fro
   ``aliases`` and ``cli_name``, that ``arg_groups/arg_utils.py`` ``add_cli_args_from_dataclass`` turns into flags,
   plus the ones ``server_args.py`` still adds by hand). A flag that was a switch in any release read is a switch.
 
+These tables say whether a flag is the engine's at all and whether it takes a value. Which release takes it is
+the per-release sets below (``vllm_release_flags``, ``sglang_release_flags``), read from every covered release's
+wheels by tools/engine_flags/.
+
 Neither engine turns argparse's prefix matching off (vLLM's ``FlexibleArgumentParser`` in
 ``vllm/utils/argparse_utils.py`` 0.19.0 and ``vllm/utils/__init__.py`` 0.10.2 pass no ``allow_abbrev``; SGLang's
 parser is a plain ``argparse.ArgumentParser``): ``--tp`` is SGLang's ``--tp-size``.

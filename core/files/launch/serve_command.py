@@ -1451,7 +1451,10 @@ def _release_refuses(engine: Engine, release: _Release, words: list[str], reader
     if refused:
         stopped.append(f"{label} unrecognized arguments: {' '.join(dict.fromkeys(refused))}'")
     elif ambiguous:
-        stopped.append(f"{label} ambiguous option: {ambiguous[0]} could match more than one of its options'")
+        # argparse's _parse_optional: "ambiguous option: %(option)s could match %(matches)s", the matches joined with
+        # ", " in the order the parser registered them (sorted here: the tables keep no order)
+        matches = ", ".join(sorted(f for f in release.flags if f.startswith(ambiguous[0])))
+        stopped.append(f"{label} ambiguous option: {ambiguous[0]} could match {matches}'")
 
 
 def _checked_release(
