@@ -3,8 +3,9 @@ and a set of plans, every option the command holds is one that release's parser 
 vllm_serve.txt and sglang_server.txt, read from the wheels by tools/engine_flags/). A flag the release has not is
 left out and named among what the export cannot say.
 
-* ``--data-parallel-size``: no such option in vllm 0.7.3 ``vllm/engine/arg_utils.py`` (the data file: 0.8-0.34);
-  0.8.5.post1's ``EngineArgs.add_cli_args`` adds it. Before 0.8 one server is one replica.
+* ``--data-parallel-size``: vllm_serve.txt's row ``--data-parallel-size 0.8-0.34`` (read by
+  tools/engine_flags/vllm_serve_flags.py from the 0.7.3 and 0.8.5.post1 wheels, among others: no ``add_argument``
+  of it in 0.7.3's ``vllm/engine/arg_utils.py``). Before 0.8 one server is one replica.
 * ``--pp-size``: sglang 0.4.6's ``server_args.py`` has none (0.4.6.post5's line 705 adds it; the export pins
   ``pip install sglang==0.4.6``, the release's own wheel).
 """
