@@ -18,7 +18,10 @@ the commit it was built from: 0.4.x has no ``_version.py``, 0.5.23's has ``commi
   every release has (e4m3 wants scaling factors, ``--quantization-param-path``).
 * ``--quantization``: fp8 (in flight), awq, gptq (the checkpoint must be one), bitsandbytes in
   every release read; mxfp4 from 0.5.1 (0.4.10's choices lack it). An 8-bit GPTQ plan writes
-  gptq_marlin (vLLM's name, which SGLang's choices carry beside gptq; not re-read in every release).
+  gptq_marlin (vLLM's name, which SGLang's choices carry beside gptq). Re-read in all 55 wheels of
+  resources/engine_flags/sglang_server.txt (h88sgl): fp8, awq, gptq, gptq_marlin and bitsandbytes in every one, mxfp4
+  from 0.5.1 (the ``--quantization`` choices: inline to 0.5.1.post3, ``QUANTIZATION_CHOICES`` in server_args.py
+  0.5.2 - 0.5.19, in ``arg_groups/choices.py`` from 0.5.20); ``fp8_e5m2`` among ``--kv-cache-dtype``'s in every one.
 * ``--context-length`` past the model's own: ``ModelConfig`` (``sglang/srt/configs/model_config.py``,
   0.4.0 ``__init__``, 0.5.23 ``_derive_context_length``) raises unless
   ``SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1``, which is then written in front.
