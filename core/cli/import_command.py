@@ -40,7 +40,7 @@ from core.files.launch.serve_command import (
 )
 from core.files.planfile import save as save_plan
 from core.files.runconfig.reading import MAX_CONFIG_BYTES
-from core.inputs import VllmVersion
+from core.inputs import SglangVersion, VllmVersion
 from core.verdict import Mode
 
 DEFAULT_MODEL: Final = "llama-2-7b"  # base_plan's model; the command's replaces it
@@ -78,10 +78,14 @@ def run(args: argparse.Namespace) -> str:
     args.mode = Mode.INFERENCE.value
     keep_model = any(getattr(args, name, None) is not None for name in ("model", "config", "model.params_override"))
     base = base_plan(args if keep_model or args.plan else argparse.Namespace(**{**vars(args), "model": DEFAULT_MODEL}))
-    # the flags are checked against the plan's vLLM line (--vllm-version, else --plan's) where the text names none
+    # the flags are checked against the plan's release (--vllm-version / --sglang-version, else --plan's) where the
+    # text names none
     given = getattr(args, "inference.vllm_version", None)
     line = VllmVersion(given) if given is not None else base.inference.vllm_version
-    read = read_command(text, load_config=config_loader(folder), vllm_version=line)
+    given_sglang = getattr(args, "inference.sglang_version", None)
+    release = SglangVersion(given_sglang) if given_sglang is not None else base.inference.sglang_version
+    read = read_command(text, load_config=config_loader(folder), vllm_version=line, sglang_version=release)
+    read = replace(read, notes=(*read.notes, *_release_notes(read, given, given_sglang)))
     built = plan_from_command(read, base, keep_model=keep_model)
     plan = plan_from_args(without_model(args), built.plan)  # the options override the command
     result = estimate(plan)
@@ -93,6 +97,23 @@ def run(args: argparse.Namespace) -> str:
         return json.dumps(document, indent=2, allow_nan=False) + "\n"
     saved = f"\nSaved the plan to {one_line(args.save)}\n" if args.save else ""
     return render_command(read, built) + "\n\n" + render_serving(result, gib=args.gib) + "\n" + saved
+
+
+def _release_notes(read: CommandRead, vllm: str | None, sglang: str | None) -> list[str]:
+    """Where the text names a release (an image's tag, an export's header) and the option another: the flags were
+    checked against the text's, the plan takes the option's (the options override the command), said once."""
+    notes = []
+    for key, given, label, option in (
+        ("inference.vllm_version", vllm, "vLLM", "--vllm-version"),
+        ("inference.sglang_version", sglang, "SGLang", "--sglang-version"),
+    ):
+        named = read.fields.get(key)
+        if given is not None and named is not None and str(named) != given:
+            notes.append(
+                f"{label} {named}, the release the command names, is the one its flags were checked against; "
+                f"the plan follows {option} {given}"
+            )
+    return notes
 
 
 def config_loader(folder: Path) -> ConfigLoader:

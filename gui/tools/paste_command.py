@@ -196,6 +196,7 @@ class PasteCommandDialog(QDialog):
                 text,
                 load_config=self._load_config if self.config_name else None,
                 vllm_version=self.base.inference.vllm_version,  # the plan's line, where the text names none
+                sglang_version=self.base.inference.sglang_version,  # the plan's release, likewise
             )
         except PlanFileError as error:
             self.read = None

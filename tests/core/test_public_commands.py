@@ -18,7 +18,7 @@ import pytest
 
 from core.errors import PlanFileError
 from core.files.launch.serve_command import read_command
-from core.inputs import VllmVersion
+from core.inputs import SglangVersion, VllmVersion
 
 CASES: list[dict[str, Any]] = json.loads(
     (Path(__file__).parents[1] / "data" / "launch_commands" / "public.json").read_text(encoding="utf-8")
@@ -35,12 +35,13 @@ def test_thirty_commands_from_public_sources_each_with_its_url() -> None:
 @pytest.mark.parametrize("case", CASES, ids=[f"{i}-{c['url'].rsplit('/', 3)[-3]}" for i, c in enumerate(CASES)])
 def test_a_public_command_reads_as_pinned(case: dict[str, Any]) -> None:
     line = VllmVersion(case["vllm_version"]) if "vllm_version" in case else None
+    release = SglangVersion(case["sglang_version"]) if "sglang_version" in case else None
     if "refused" in case:
         with pytest.raises(PlanFileError) as refused:
             read_command(case["command"], vllm_version=line)
         assert refused.value.reason.startswith(case["refused"])
         return
-    read = read_command(case["command"], vllm_version=line)
+    read = read_command(case["command"], vllm_version=line, sglang_version=release)
     expect = case["expect"]
     assert (read.engine.value, read.program, read.model_ref) == (expect["engine"], expect["program"], expect["model"])
     fields = {k: v.value if isinstance(v, Enum) else v for k, v in read.fields.items() if k in expect["read"]}

@@ -283,3 +283,18 @@ def test_the_dialog_and_the_cli_give_one_answer_for_an_ignored_entry(window: Mai
         "PATH=/usr/bin — the shell's and Python's own",
         "--port 8000",
     ]
+
+
+def test_dialog_checks_sglang_flags_against_the_plan_s_release(window: MainWindow, qtbot: Any) -> None:
+    # --pp-size: no wheel of SGLang 0.4.5 takes it (resources/engine_flags/sglang_server.txt: 0.4.6.post5 on)
+    plan = window.controller.plan.with_inference(engine="sglang", sglang_version="0.4.5")
+    dialog = PasteCommandDialog(plan, window)
+    qtbot.addWidget(dialog)
+    dialog.editor.setPlainText("python -m sglang.launch_server --model-path Qwen/Qwen3-8B --pp-size 2")
+    assert dialog.problem.text() == (
+        "SGLang 0.4.5 would not start: 'launch_server.py: error: unrecognized arguments: --pp-size'"
+    )
+    later = PasteCommandDialog(plan.with_inference(sglang_version="0.4.7"), window)
+    qtbot.addWidget(later)
+    later.editor.setPlainText("python -m sglang.launch_server --model-path Qwen/Qwen3-8B --pp-size 2")
+    assert later.problem.text() == ""

@@ -148,13 +148,7 @@ class _Release:
                     cls = arg.id if isinstance(arg, ast.Name) else getattr(arg, "attr", "")
                     if isinstance(target, ast.Name):
                         kwargs_of[target.id] = owner if cls == "cls" else cls
-        loops = {
-            id(call): loop
-            for loop in ast.walk(function)
-            if isinstance(loop, ast.For)
-            for call in ast.walk(loop)
-            if isinstance(call, ast.Call)
-        }
+        loops = call_loops(function)
         for node in ast.walk(function):
             if not (isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "add_argument"):
                 continue
@@ -235,6 +229,17 @@ class _Release:
         return [n for base in names for n in (base, *self._bases(base))]
 
 
+def call_loops(function: ast.FunctionDef) -> dict[int, ast.For]:
+    """The ``for`` loop each call of ``function`` is in, by the call node's id."""
+    return {
+        id(call): loop
+        for loop in ast.walk(function)
+        if isinstance(loop, ast.For)
+        for call in ast.walk(loop)
+        if isinstance(call, ast.Call)
+    }
+
+
 def _functions(tree: ast.Module) -> Iterable[tuple[ast.FunctionDef, str]]:
     for node in tree.body:
         if isinstance(node, ast.FunctionDef):
@@ -303,15 +308,19 @@ def main(argv: list[str]) -> int:
         version, commit = release_of(wheel, sources)
         per_line[line_of(version)] = serve_flags(sources)
         header.append(f"# vllm {version} commit {commit} {wheel.name}")
-    lines = list(per_line)
-    every = sorted(set().union(*per_line.values()))
     print("# The option strings `vllm serve` accepts, by release line: python -m tools.engine_flags.vllm_serve_flags")
     print("# (tools/engine_flags/vllm_serve_flags.py) over these wheels, one per line, read from their source:")
     print("\n".join(header))
-    print(f"# lines {' '.join(lines)}")
-    for flag in every:
-        print(flag, ranges([flag in per_line[line] for line in lines], lines))
+    print_table(per_line)
     return 0
+
+
+def print_table(per_line: Mapping[str, set[str]]) -> None:
+    """The ``# lines`` row, then each option once with the lines (in ``per_line``'s order) that take it."""
+    lines = list(per_line)
+    print(f"# lines {' '.join(lines)}")
+    for flag in sorted(set().union(*per_line.values())):
+        print(flag, ranges([flag in per_line[line] for line in lines], lines))
 
 
 if __name__ == "__main__":

@@ -15,6 +15,10 @@ strings of every ``add_argument`` call, a dataclass-built flag's switch-ness fro
   ``aliases`` and ``cli_name``, that ``arg_groups/arg_utils.py`` ``add_cli_args_from_dataclass`` turns into flags,
   plus the ones ``server_args.py`` still adds by hand). A flag that was a switch in any release read is a switch.
 
+These tables say whether a flag is the engine's at all and whether it takes a value. Which release takes it is
+the per-release sets below (``vllm_release_flags``, ``sglang_release_flags``), read from every covered release's
+wheels by tools/engine_flags/.
+
 Neither engine turns argparse's prefix matching off (vLLM's ``FlexibleArgumentParser`` in
 ``vllm/utils/argparse_utils.py`` 0.19.0 and ``vllm/utils/__init__.py`` 0.10.2 pass no ``allow_abbrev``; SGLang's
 parser is a plain ``argparse.ArgumentParser``): ``--tp`` is SGLang's ``--tp-size``.
@@ -23,6 +27,7 @@ parser is a plain ``argparse.ArgumentParser``): ``--tp`` is SGLang's ``--tp-size
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable, Iterable
 from typing import Final
 
 # Why a word of a pasted command is left out of the plan when nothing more specific applies: the readers of every
@@ -39,32 +44,58 @@ def flag_names(text: str) -> frozenset[str]:
 # from each line's last wheel by tools/engine_flags/vllm_serve_flags.py, whose docstring says how; the file's header
 # names each wheel and its commit. One option a line, with the lines that take it ("--swap-space 0.6-0.17").
 VLLM_SERVE_FLAGS_FILE: Final = "engine_flags/vllm_serve.txt"
+# The same for ``python -m sglang.launch_server`` in each SGLang release the planner covers (core.inputs
+# SglangVersion): read by tools/engine_flags/sglang_server_flags.py from each release's own wheel (X.Y.Z, the one an
+# export's ``pip install sglang==X.Y.Z`` installs) and its last .postN (0.4.6.post5 has 22 flags 0.4.6 has not,
+# --pp-size among them); the header names each wheel and its parser's name (``prog``). Columns are wheel versions.
+SGLANG_SERVER_FLAGS_FILE: Final = "engine_flags/sglang_server.txt"
 
 
-@functools.lru_cache(maxsize=1)
-def _vllm_serve_flags() -> dict[str, frozenset[str]]:
-    """Release line ("0.19") -> the option strings its ``vllm serve`` parser has."""
+@functools.lru_cache(maxsize=2)
+def _release_table(name: str) -> tuple[dict[str, frozenset[str]], dict[str, str]]:
+    """Release line ("0.19", "0.5.10") -> the option strings its parser has, and -> its parser's ``prog`` where the
+    header names one (``# sglang 0.5.23 wheel W prog sglang serve``)."""
     from core.resources import resource_path
 
     lines: list[str] = []
     out: dict[str, set[str]] = {}
-    for row in resource_path(VLLM_SERVE_FLAGS_FILE).read_text(encoding="utf-8").splitlines():
+    progs: dict[str, str] = {}
+    for row in resource_path(name).read_text(encoding="utf-8").splitlines():
         if row.startswith("# lines "):
             lines = row.split()[2:]
             out = {line: set() for line in lines}
+        elif row.startswith("# sglang ") and " prog " in row:
+            progs[row.split()[2]] = row.partition(" prog ")[2]
         elif row and not row.startswith("#"):
             flag, spans = row.split()
             for span in spans.split(","):
                 first, _, last = span.partition("-")
                 for line in lines[lines.index(first) : lines.index(last or first) + 1]:
                     out[line].add(flag)
-    return {line: frozenset(flags) for line, flags in out.items()}
+    return {line: frozenset(flags) for line, flags in out.items()}, progs
 
 
 def vllm_release_flags(line: str) -> frozenset[str]:
     """The option strings ``vllm serve`` of release line ``line`` ("0.19", or a VllmVersion) accepts; empty for a
     line the file does not hold."""
-    return _vllm_serve_flags().get(str(line), frozenset())
+    return _release_table(VLLM_SERVE_FLAGS_FILE)[0].get(str(line), frozenset())
+
+
+def sglang_release_flags(version: str, every_patch: bool = False) -> frozenset[str]:
+    """The option strings ``python -m sglang.launch_server`` of wheel ``version`` ("0.5.10", "0.4.6.post5", or a
+    SglangVersion) accepts; with ``every_patch``, those any wheel read of its release (X.Y.Z and its last .postN)
+    accepts: a command that names no .postN. Empty for a release the file does not hold."""
+    table = _release_table(SGLANG_SERVER_FLAGS_FILE)[0]
+    if not every_patch:
+        return table.get(str(version), frozenset())
+    release = str(version).partition(".post")[0]
+    return frozenset().union(*(f for v, f in table.items() if v.partition(".post")[0] == release))
+
+
+def sglang_prog(version: str) -> str:
+    """The name SGLang's argparse gives itself in its error line: ``launch_server.py`` (``ArgumentParser()`` under
+    ``python -m``), ``sglang serve`` where the release names it (0.5.10 on)."""
+    return _release_table(SGLANG_SERVER_FLAGS_FILE)[1].get(str(version), "launch_server.py")
 
 
 VLLM_SWITCHES: Final = flag_names(
@@ -613,3 +644,29 @@ SGLANG_CONFIG_REFUSED: Final = {
     "enable_dp_attention": "DeprecatedStoreTrueAction",
     "lora_paths": "LoRAPathAction",
 }
+
+
+def refused_options(flags: list[str], accepted: frozenset[str]) -> tuple[list[str], list[str]]:
+    """An export's option words less those ``accepted`` (a release's parser, above) lacks, each with its value (the
+    next word, where it is no option), and the options left out, in order. Nothing is left out where ``accepted``
+    is empty (a release the tables do not hold)."""
+    if not accepted:
+        return list(flags), []
+    kept: list[str] = []
+    refused: list[str] = []
+    skip = False
+    for i, word in enumerate(flags):
+        if skip:
+            skip = False
+            continue
+        if word.startswith("-") and word.partition("=")[0] not in accepted:
+            refused.append(word.partition("=")[0])
+            skip = "=" not in word and i + 1 < len(flags) and not flags[i + 1].startswith("-")
+            continue
+        kept.append(word)
+    return kept, refused
+
+
+def first_release_with(flag: str, releases: Iterable[str], flags_of: Callable[[str], frozenset[str]]) -> str:
+    """The first of ``releases`` (oldest first) whose parser takes ``flag``; "" where none does."""
+    return next((r for r in releases if flag in flags_of(r)), "")

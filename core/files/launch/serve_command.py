@@ -43,6 +43,8 @@ from core.files.launch.engine_flags import (
     VLLM_SWITCHES,
     VLLM_VALUED,
     flag_names,
+    sglang_prog,
+    sglang_release_flags,
     vllm_release_flags,
 )
 from core.files.runconfig import ModelChoice, model_choice
@@ -1010,8 +1012,7 @@ def _version_fields(text: str, start: _Start, engine: Engine) -> tuple[dict[str,
         notes += [why] if why else []
         return found, notes
     if engine is Engine.SGLANG:
-        header = next((line for line in text.splitlines() if line.startswith(f"# {sg.PIP_MARK}")), "")
-        tag = header.removeprefix(f"# {sg.PIP_MARK}").split()[0] if header.split() else tag
+        tag = _sglang_tag(text, start)
         release = re.match(r"\d+\.\d+\.\d+", tag)
         if release and release.group(0) in {v.value for v in SglangVersion}:
             found["inference.sglang_version"] = SglangVersion(release.group(0))
@@ -1024,6 +1025,13 @@ def _version_fields(text: str, start: _Start, engine: Engine) -> tuple[dict[str,
         else:
             notes.append(f"vLLM {one_line(tag)[:40]}: not a release line the planner has rules for; the plan's is kept")
     return found, notes
+
+
+def _sglang_tag(text: str, start: _Start) -> str:
+    """The SGLang version an export's ``# pip install sglang==X`` header names, else the image's tag (no ``v``)."""
+    header = next((line for line in text.splitlines() if line.startswith(f"# {sg.PIP_MARK}")), "")
+    tag = start.image_version.removeprefix("v")
+    return header.removeprefix(f"# {sg.PIP_MARK}").split()[0] if header.split() else tag
 
 
 # llama.cpp's --version output (common/arg.cpp's --version: fprintf(stderr, "version: %d (%s)\n", LLAMA_BUILD_NUMBER,
@@ -1305,11 +1313,12 @@ def read_command(
     where: str = WHERE,
     load_config: ConfigLoader | None = None,
     vllm_version: VllmVersion | None = None,
+    sglang_version: SglangVersion | None = None,
 ) -> CommandRead:
     """The serving fields of a pasted launch command and what was not used of it; a PlanFileError, one line,
     for a text that is not one. ``load_config`` reads a vLLM ``--config`` file the command names (without it
-    the flag is listed as not read). ``vllm_version``: the release line a vLLM command's flags are checked
-    against where the text names none (an image's tag does): the plan's; None, the default line."""
+    the flag is listed as not read). ``vllm_version`` / ``sglang_version``: the release a vLLM / SGLang command's
+    flags are checked against where the text names none (an image's tag does): the plan's; None, the default."""
     text = command_text(text, where)
     if gguf.is_ollama(text):
         return _read_ollama(text, where)
@@ -1347,9 +1356,9 @@ def read_command(
         ignored_set, why = (VLLM_IGNORED, VLLM_WHY) if start.engine is Engine.VLLM else (SGLANG_IGNORED, SGLANG_WHY)
     ignored = _not_used(start.engine, args, reader, ignored_set, why)
     versions, version_notes = _version_fields(text, start, start.engine)
-    if start.engine is Engine.VLLM:
-        line = versions.get("inference.vllm_version") or vllm_version or BY_PATH["inference.vllm_version"].default
-        _release_refuses(VllmVersion(line), start.args, reader, stopped)
+    if start.engine in (Engine.VLLM, Engine.SGLANG):
+        release = _checked_release(start.engine, text, start, versions, (vllm_version, sglang_version))
+        _release_refuses(start.engine, release, start.args, reader, stopped)
     _environment(start, reader, stopped)
     fields = dict(reader.fields)
     dtype_given = bool(fields.pop("_dtype_given", True))
@@ -1398,40 +1407,80 @@ def _not_used(
     return ignored
 
 
-def _release_refuses(line: VllmVersion, words: list[str], reader: _Reader, stopped: list[str]) -> None:
-    """The flags of ``words`` release ``line``'s ``vllm serve`` parser has no option for (engine_flags
-    .vllm_release_flags: read from that release's wheel), said in ``stopped`` as argparse stops on them; a word the
-    reader's own tables do not know but the release takes is moved from not understood to not expressed."""
-    flags = vllm_release_flags(line)
-    if not flags:
+@dataclass(frozen=True)
+class _Release:
+    """The release a pasted command's flags are checked against: its name as said, its parser's option strings
+    and the name argparse gives itself in an error."""
+
+    name: str  # "vLLM 0.19", "SGLang 0.4.6.post5"
+    flags: frozenset[str]
+    prog: str
+
+
+def _release_refuses(engine: Engine, release: _Release, words: list[str], reader: _Reader, stopped: list[str]) -> None:
+    """The flags of ``words`` the release's parser has no option for (engine_flags.vllm_release_flags /
+    sglang_release_flags: read from that release's wheel), said in ``stopped`` as argparse stops on them, in its own
+    words; a word the reader's own tables do not know but the release takes is moved from not understood to not
+    expressed."""
+    if not release.flags:
         return
     refused: list[str] = []
     ambiguous: list[str] = []
     for word in words:
         if not word.startswith("-") or word == "-" or _is_number(word):
             continue
-        name = _flag_name(Engine.VLLM, word.partition("=")[0]).partition(".")[0]
-        if name.startswith("-O") and not name.startswith("--"):
+        name = _flag_name(engine, word.partition("=")[0]).partition(".")[0]
+        if engine is Engine.VLLM and name.startswith("-O") and not name.startswith("--"):
             continue  # -O, -O3, -O.x: FlexibleArgumentParser rewrites each into an option its line has (-O to 0.11,
             # --optimization-level / -cc from 0.12: vllm/utils/argparse_utils.py parse_args)
-        if _resolve(name, flags) is not None:
+        if _resolve(name, release.flags) is not None:
             continue
-        prefixed = [f for f in flags if name.startswith("--") and f.startswith(name)]
+        prefixed = [f for f in release.flags if name.startswith("--") and f.startswith(name)]
         (ambiguous if len(prefixed) > 1 else refused).append(name)
-    # a word no option takes: vllm serve's one positional (model_tag, nargs="?") holds the model, argparse leaves it
+    # a word no option takes: vllm serve's one positional (model_tag, nargs="?") holds the model, argparse leaves it;
+    # SGLang's parser has no positional at all
     refused += [e.removesuffix(_NO_FLAG) for e in reader.unknown if e.endswith(_NO_FLAG)]
     for entry in list(reader.unknown):
-        name = _flag_name(Engine.VLLM, entry.split(" ")[0].partition("=")[0]).partition(".")[0]
-        if name.startswith("-") and " (" not in entry and _resolve(name, flags) is not None:
+        name = _flag_name(engine, entry.split(" ")[0].partition("=")[0]).partition(".")[0]
+        if name.startswith("-") and " (" not in entry and _resolve(name, release.flags) is not None:
             reader.unknown.remove(entry)
             reader.unexpressed.append(
-                FlagNote(entry, f"an option of vLLM {line.value} the planner does not read: its effect is not modelled")
+                FlagNote(entry, f"an option of {release.name} the planner does not read: its effect is not modelled")
             )
-    label = f"vLLM {line.value} would not start: 'vllm serve: error:"
+    label = f"{release.name} would not start: '{release.prog}: error:"
     if refused:
         stopped.append(f"{label} unrecognized arguments: {' '.join(dict.fromkeys(refused))}'")
     elif ambiguous:
-        stopped.append(f"{label} ambiguous option: {ambiguous[0]} could match more than one of its options'")
+        # argparse's _parse_optional: "ambiguous option: %(option)s could match %(matches)s", the matches joined with
+        # ", " in the order the parser registered them (sorted here: the tables keep no order)
+        matches = ", ".join(sorted(f for f in release.flags if f.startswith(ambiguous[0])))
+        stopped.append(f"{label} ambiguous option: {ambiguous[0]} could match {matches}'")
+
+
+def _checked_release(
+    engine: Engine,
+    text: str,
+    start: _Start,
+    fields: dict[str, Any],
+    plan: tuple[VllmVersion | None, SglangVersion | None],
+) -> _Release:
+    """vLLM: the line the image's tag names, else the plan's (``plan``'s first), else the default. SGLang: the wheel an
+    image tag or an export's ``pip install sglang==`` names exactly (``v0.4.6.post5``), else every wheel read of
+    the release it names, else of the plan's release: a command that names no .postN is refused only what none of
+    its release's wheels read takes."""
+    if engine is Engine.VLLM:
+        line = VllmVersion(fields.get("inference.vllm_version") or plan[0] or BY_PATH["inference.vllm_version"].default)
+        return _Release(f"vLLM {line.value}", vllm_release_flags(line), "vllm serve")
+    named = _sglang_tag(text, start)
+    exact = re.match(r"\d+\.\d+\.\d+(?:\.post\d+)?", named)
+    if exact and sglang_release_flags(exact.group(0)):
+        return _Release(f"SGLang {exact.group(0)}", sglang_release_flags(exact.group(0)), sglang_prog(exact.group(0)))
+    release = SglangVersion(
+        fields.get("inference.sglang_version") or plan[1] or BY_PATH["inference.sglang_version"].default
+    )
+    return _Release(
+        f"SGLang {release.value}", sglang_release_flags(release, every_patch=True), sglang_prog(release.value)
+    )
 
 
 def _stops(start: _Start, args: _Args, refused: list[str], stopped: list[str]) -> str:

@@ -18,7 +18,10 @@ the commit it was built from: 0.4.x has no ``_version.py``, 0.5.23's has ``commi
   every release has (e4m3 wants scaling factors, ``--quantization-param-path``).
 * ``--quantization``: fp8 (in flight), awq, gptq (the checkpoint must be one), bitsandbytes in
   every release read; mxfp4 from 0.5.1 (0.4.10's choices lack it). An 8-bit GPTQ plan writes
-  gptq_marlin (vLLM's name, which SGLang's choices carry beside gptq; not re-read in every release).
+  gptq_marlin (vLLM's name, which SGLang's choices carry beside gptq). Re-read in all 55 wheels of
+  resources/engine_flags/sglang_server.txt (h88sgl): fp8, awq, gptq, gptq_marlin and bitsandbytes in every one, mxfp4
+  from 0.5.1 (the ``--quantization`` choices: inline to 0.5.1.post3, ``QUANTIZATION_CHOICES`` in server_args.py
+  0.5.2 - 0.5.19, in ``arg_groups/choices.py`` from 0.5.20); ``fp8_e5m2`` among ``--kv-cache-dtype``'s in every one.
 * ``--context-length`` past the model's own: ``ModelConfig`` (``sglang/srt/configs/model_config.py``,
   0.4.0 ``__init__``, 0.5.23 ``_derive_context_length``) raises unless
   ``SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1``, which is then written in front.
@@ -27,6 +30,10 @@ the commit it was built from: 0.4.x has no ``_version.py``, 0.5.23's has ``commi
 served with images (core.inputs.sglang_multimodal_opt_in); for any other model it does nothing, as its help says.
 Where the plan leaves it off, the header says that this launch takes no images, in the words of the window
 (core.serving.text_only.tower_line).
+
+Every option is checked against the release's own wheel, the one the header's ``pip install sglang==X`` installs
+(core.files.launch.engine_flags ``sglang_release_flags``): one its parser has not is left out and said among what
+the export cannot say, never written for the server to stop on.
 
 ``--mem-fraction-static`` is always written for a plan judged under SGLang's rules: the plan's own
 or the default the estimate took for the plan's release, card and layout
@@ -55,7 +62,8 @@ from core.files.launch.common import (
     header,
     model_reference,
 )
-from core.files.launch.vllm import KV_DTYPES, compute_dtype
+from core.files.launch.engine_flags import sglang_release_flags
+from core.files.launch.vllm import KV_DTYPES, compute_dtype, leave_out_refused
 from core.inputs import SglangVersion, input_at, sglang_multimodal_asked
 from core.plan import ENGINE_LABELS, Engine, Plan
 from core.serving.engines import sglang_flag_fraction
@@ -86,6 +94,20 @@ DISABLE_CUDA_GRAPH: Final = "--disable-cuda-graph"
 ENABLE_MULTIMODAL: Final = "--enable-multimodal"
 SWITCHES: Final = (DISABLE_CUDA_GRAPH, ENABLE_MULTIMODAL)  # flags with no value: written last, read first
 CLIENT_WHY: Final = "the clients' (requests at once, max_new_tokens per answer), not the server's"
+# The plan field each written option carries, named where a release's parser has not the option.
+FLAG_FIELDS: Final = {
+    "--model-path": "model",
+    "--dtype": "inference.weight_dtype",
+    "--quantization": "inference.weight_dtype",
+    "--kv-cache-dtype": "inference.kv_dtype",
+    "--context-length": "inference.context",
+    "--tp-size": "inference.tensor_parallel",
+    "--pp-size": "inference.pipeline_parallel",
+    "--dp-size": "inference.replicas",
+    "--mem-fraction-static": "inference.mem_fraction_static",
+    ENABLE_MULTIMODAL: "inference.sglang_enable_multimodal",
+    DISABLE_CUDA_GRAPH: "inference.cuda_graphs",
+}
 
 
 def _weights(draft: Draft, version: SglangVersion) -> list[str]:
@@ -162,6 +184,15 @@ def export_sglang(plan: Plan, model_ref: str | None = None) -> Export:
         argv.append(ENABLE_MULTIMODAL)
     if not inf.cuda_graphs:  # (read_sglang takes them out first)
         argv.append(DISABLE_CUDA_GRAPH)
+    start = argv.index("sglang.launch_server") + 1  # every option checked against the wheel the header pins
+    argv[start:], left_out = leave_out_refused(
+        draft,
+        argv[start:],
+        (f"SGLang {version.value}", sglang_release_flags(version)),
+        ([v.value for v in SglangVersion], sglang_release_flags),
+        FLAG_FIELDS,
+        {},
+    )
     if inf.engine is not Engine.SGLANG:
         draft.cannot(
             "inference.engine", f"the plan was judged under {ENGINE_LABELS[inf.engine]}'s memory rules, not SGLang's"
@@ -179,6 +210,7 @@ def export_sglang(plan: Plan, model_ref: str | None = None) -> Export:
     lines = [
         f"python -m sglang.launch_server written by VRAM Planner (flags of SGLang {version.value})",
         f"{PIP_MARK}{version.value}  (the release whose rules the estimate followed)",
+        *left_out,
     ]
     if note:
         lines.append(note)

@@ -11,6 +11,10 @@ text-only plan ``--limit-mm-per-prompt`` with 0 for every modality the tower ser
 ``'{"image":0,"video":0}'`` for Qwen-VL; core.serving.vllm_versions.limit_mm_json), and last, only where the plan
 leaves the engine's default, ``--enforce-eager`` (CUDA graphs off) and ``--enable-prefix-caching`` /
 ``--no-enable-prefix-caching``.
+Each is checked against the plan's release line (``inference.vllm_version``; core.files.launch.engine_flags
+``vllm_release_flags``, read from each line's wheel): one the line's parser has not is left out and said among what
+the export cannot say (``--data-parallel-size`` before 0.8: one server per replica), never written for the server to
+stop on ("unrecognized arguments").
 How many requests arrive at once, and how long each answer may be, are the clients'.
 """
 
@@ -18,6 +22,7 @@ from __future__ import annotations
 
 import json
 import shlex
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
 
 from core.dtypes import KvDtype, WeightFormat
@@ -30,7 +35,8 @@ from core.files.launch.common import (
     header,
     model_reference,
 )
-from core.plan import ENGINE_LABELS, Engine, Plan, PrefixCaching
+from core.files.launch.engine_flags import first_release_with, refused_options, vllm_release_flags
+from core.plan import ENGINE_LABELS, Engine, Plan, PrefixCaching, VllmVersion
 from core.serving.vllm_versions import limit_mm_json
 
 # Switches with no value, written after every flag with one (read_vllm pairs the others).
@@ -52,6 +58,22 @@ QUANTIZATION: Final = {
     WeightFormat.MXFP4: "mxfp4",  # vllm/model_executor/layers/quantization/mxfp4.py, get_name()
 }
 CLIENT_WHY: Final = "the clients' (requests at once, max_tokens per answer), not the server's"
+# The plan field each written option carries, named where a release's parser has not the option.
+FLAG_FIELDS: Final = {
+    "--dtype": "inference.weight_dtype",
+    "--quantization": "inference.weight_dtype",
+    "--kv-cache-dtype": "inference.kv_dtype",
+    "--max-model-len": "inference.context",
+    "--tensor-parallel-size": "inference.tensor_parallel",
+    "--pipeline-parallel-size": "inference.pipeline_parallel",
+    "--data-parallel-size": "inference.replicas",
+    "--gpu-memory-utilization": "inference.gpu_memory_utilization",
+    "--max-num-seqs": "inference.max_num_seqs",
+    "--max-num-batched-tokens": "inference.max_num_batched_tokens",
+    "--limit-mm-per-prompt": "inference.text_only",
+    ENFORCE_EAGER: "inference.cuda_graphs",
+    **{flag: "inference.prefix_caching" for flag in PREFIX_CACHING_FLAGS.values()},
+}
 
 
 def compute_dtype(draft: Draft, int8_why: str) -> str:
@@ -102,19 +124,53 @@ def export_vllm(plan: Plan, model_ref: str | None = None) -> Export:
         argv.append(ENFORCE_EAGER)
     if inf.prefix_caching in PREFIX_CACHING_FLAGS:
         argv.append(PREFIX_CACHING_FLAGS[inf.prefix_caching])
+    line = inf.vllm_version
+    replicas = f"run {inf.replicas} servers, one per replica, behind a load balancer"
+    argv[3:], left_out = leave_out_refused(
+        draft,
+        argv[3:],
+        (f"vLLM {line.value}", vllm_release_flags(line)),
+        ([v.value for v in VllmVersion], vllm_release_flags),
+        FLAG_FIELDS,
+        {"--data-parallel-size": replicas},
+    )
     if inf.engine is not Engine.VLLM:
         draft.cannot(
             "inference.engine", f"the plan was judged under {ENGINE_LABELS[inf.engine]}'s memory rules, not vLLM's"
         )
     draft.outside(["inference.concurrent", "inference.new_tokens"], CLIENT_WHY)
     draft.outside(["inference.mem_fraction_static"], "SGLang's, not vLLM's")
-    lines = ["vllm serve written by VRAM Planner (flags of vLLM 0.19)"]
+    lines = [f"vllm serve written by VRAM Planner (flags of vLLM {line.value})", *left_out]
     if inf.weight_dtype in (WeightFormat.AWQ_INT4, WeightFormat.GPTQ_INT4):
         lines.append(
             f"Serve an {QUANTIZATION[inf.weight_dtype].upper()} checkpoint of the model: the weights come from it."
         )
     lines += gptq_int8_header(draft, "vLLM")
     return draft.finish(Target.VLLM, header(lines) + " ".join(shlex.quote(w) for w in argv) + "\n")
+
+
+def leave_out_refused(
+    draft: Draft,
+    flags: list[str],
+    release: tuple[str, frozenset[str]],
+    history: tuple[Iterable[str], Callable[[str], frozenset[str]]],
+    fields: Mapping[str, str],
+    hints: Mapping[str, str],
+) -> tuple[list[str], list[str]]:
+    """``flags`` less the options the plan's release (its label and its parser's option strings) has not, each said
+    on the plan field it carries: "vLLM 0.7 has no --data-parallel-size (0.8 on): left out; HINT". ``history``:
+    the covered releases oldest first and their option strings, to name the first that has it. Returned with the
+    kept options: the same words as header lines, so the command says them wherever it is pasted."""
+    label, accepted = release
+    kept, refused = refused_options(flags, accepted)
+    said = []
+    for flag in refused:
+        first = first_release_with(flag, *history)
+        since = f" ({first} on)" if first else ""
+        hint = f"; {hints[flag]}" if flag in hints else ""
+        said.append(f"{label} has no {flag}{since}: left out{hint}")
+        draft.cannot(fields.get(flag, "inference.engine"), said[-1])
+    return kept, said
 
 
 def read_vllm(text: str) -> tuple[str, dict[str, Any]]:
