@@ -719,6 +719,7 @@ def _experts(plan: Plan, ctx: _Ctx) -> list[Term]:
     # The busiest expert-parallel rank's experts keep expert_load × the N·k routed rows (the plan's routing
     # imbalance, capped or padded by a capacity factor; 1.0 balanced).
     load = expert_load(plan)
+    nk = "N·k" if load == 1.0 else f"{load:.4g} × N·k"  # the formulas say the busiest rank's share
     if load != 1.0:
         pairs *= load
     if plan.experts_loop:
@@ -727,13 +728,13 @@ def _experts(plan: Plan, ctx: _Ctx) -> list[Term]:
         items.append(
             Term(
                 "experts: gate|up output and act(gate)",
-                f"N·k·3I × {w:g} = {sci(pairs * 3 * i)} × {w:g}",
+                f"{nk}·3I × {w:g} = {sci(pairs * 3 * i)} × {w:g}",
                 pairs * 3 * i * w,
             )
         )
-    items.append(Term("experts: output kept for the routing weights", f"N·k·d × {w:g}", pairs * d * w))
+    items.append(Term("experts: output kept for the routing weights", f"{nk}·d × {w:g}", pairs * d * w))
     if ctx.trainable:
-        items.append(Term("experts: gathered input and down input", f"N·k·(d + I) × {w:g}", pairs * (d + i) * w))
+        items.append(Term("experts: gathered input and down input", f"{nk}·(d + I) × {w:g}", pairs * (d + i) * w))
     if model.shared_expert_size:
         shared = n * model.shared_expert_size
         per = 4 if ctx.trainable else 3

@@ -1119,15 +1119,15 @@ def moe_permute_bytes(rank: _Rank) -> float:
     dispatcher = megatron_dispatcher(plan) if ep > 1 else None
     if dispatcher is _MOE_DISPATCHER_HYBRIDEP:
         return 0.0
+    # The busiest rank receives, sorts and computes expert_load × the mean copies; padded to capacity, every
+    # permute writes the capacity's rows (token_dispatcher.py preprocess: num_out_tokens = capacity × E).
+    load = expert_load(plan)
     if dispatcher is _MOE_DISPATCHER_DEEPEP:
-        tokens = received_tokens(tokens, model.num_experts, model.experts_per_token, ep)
+        tokens = received_tokens(tokens, model.num_experts, model.experts_per_token, ep) * load
     if dispatcher is _MOE_DISPATCHER_ALLGATHER:
         # MoEAllGatherTokenDispatcher permutes from the gathered tokens of the EP group (N·EP rows
         # read) the copies its local experts take (N·k written, balanced), and back: no sort.
         tokens *= ep
-    # The busiest rank sorts and computes expert_load × the mean copies; padded to capacity, every permute
-    # writes the capacity's rows (token_dispatcher.py preprocess: num_out_tokens = capacity × E).
-    load = expert_load(plan)
     rows = MOE_PERMUTE_TOKEN_ROWS * tokens + MOE_PERMUTE_COPY_ROWS * copies * (load if capacity_padded(plan) else 1.0)
     if dispatcher is _MOE_DISPATCHER_ALLTOALL and model.num_experts // max(1, ep) > 1:
         rows += MOE_SORT_COPY_ROWS * copies * load

@@ -123,6 +123,20 @@ def test_the_busiest_ranks_expert_matmuls_scale_with_its_share() -> None:
     )
 
 
+def test_the_busiest_rank_sorts_more_received_copies_and_padding_permutes_the_capacity() -> None:
+    # Megatron's alltoall dispatcher (test_expert_parallel.py): permute + unpermute (N + N·k rows each way) and the
+    # sort of the received copies by local expert and back (2·N·k each way). The busiest rank sorts 1.3 × the
+    # copies; padded to capacity (1.25, above) the permute writes the capacity's rows too.
+    def permute(plan: Plan) -> float:
+        return step_work(plan, param_counts(plan), find_gpu("h100-sxm")).features["moe_permute"]
+
+    rows = (N + N * TOP_K) * 2 + 2 * N * TOP_K * 2
+    busy = (N + N * TOP_K) * 2 + 2 * N * TOP_K * 2 * 1.3
+    padded = (N + N * TOP_K * 1.25) * 2 + 2 * N * TOP_K * 2 * 1.25
+    assert permute(_plan(expert_imbalance=1.3)) == pytest.approx(permute(_plan()) * busy / rows)
+    assert permute(_plan(capacity_factor=1.25, pad_to_capacity=True)) == pytest.approx(permute(_plan()) * padded / rows)
+
+
 def test_the_all_to_all_waits_for_the_busiest_ranks_receive() -> None:
     def a2a(plan: Plan) -> float:
         comm = step_communication(plan, param_counts(plan), 10.0, 1 / 3)
@@ -171,6 +185,8 @@ def test_the_busiest_rank_keeps_more_routed_activations() -> None:
 
     plan = _plan(stack=Stack.COMPILE)
     assert routed(plan.with_parallel(expert_imbalance=1.3)) == pytest.approx(1.3 * routed(plan))
+    busy = layer_activations(plan.with_parallel(expert_imbalance=1.3), True).items
+    assert [t.formula.split("·")[0] for t in busy if t.label.startswith("experts:")] == ["1.3 × N"] * 3
 
 
 # ---- bad input ----------------------------------------------------------------------------
