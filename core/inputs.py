@@ -2114,7 +2114,7 @@ INPUTS: Final[tuple[Input, ...]] = (
     Input("parallel.expert_imbalance", Kind.FLOAT, "Expert load", "Expert load imbalance", 1.0,
           "The busiest expert-parallel GPU's routed tokens ÷ the mean over the EP GPUs: 1.0 is balanced routing "
           "(the default); 1.3 means one GPU's experts receive 30 % more tokens than average. The step waits for "
-          "that GPU. Megatron's and DeepSpeed's max/mean tokens per expert metrics read it.",
+          "that GPU; at most EP (one GPU receiving every token). A max/mean tokens-per-EP-rank metric reads it.",
           ("--expert-imbalance",), "busiest EP rank's routed tokens ÷ the mean (1.0 = balanced)", unit="×",
           low=1.0, high=float(MAX_DEGREE), step=0.05, decimals=2, training_only=True,
           matters=lambda p: p.model.num_experts > 1 and p.parallel.expert_parallel > 1),
