@@ -2107,6 +2107,35 @@ INPUTS: Final[tuple[Input, ...]] = (
           "context parallel GPUs; tokens reach their experts by an all-to-all.",
           ("--expert-parallel", "--ep"), "expert-parallel degree (MoE models)", low=1, high=MAX_DEGREE, metavar="N",
           matters=lambda p: p.parallel.world_size > 1 and p.model.num_experts > 1),
+    # Expert load imbalance (issue 24 item 4): the busiest expert-parallel rank's routed token copies ÷ the mean
+    # (1.0: balanced, what Megatron-Core's moe_router_force_load_balancing and torchtitan's
+    # --debug.moe_force_load_balance force, the plan's default). The step waits for that rank: its experts'
+    # matmuls, its all-to-all receive and its routed activations scale by it (core.parallel.layout.expert_load).
+    Input("parallel.expert_imbalance", Kind.FLOAT, "Expert load", "Expert load imbalance", 1.0,
+          "The busiest expert-parallel GPU's routed tokens ÷ the mean over the EP GPUs: 1.0 is balanced routing "
+          "(the default); 1.3 means one GPU's experts receive 30 % more tokens than average. The step waits for "
+          "that GPU; at most EP (one GPU receiving every token). A max/mean tokens-per-EP-rank metric reads it.",
+          ("--expert-imbalance",), "busiest EP rank's routed tokens ÷ the mean (1.0 = balanced)", unit="×",
+          low=1.0, high=float(MAX_DEGREE), step=0.05, decimals=2, training_only=True,
+          matters=lambda p: p.model.num_experts > 1 and p.parallel.expert_parallel > 1),
+    # Megatron-Core's moe_expert_capacity_factor (NVIDIA/Megatron-LM d98e8a64 transformer_config.py: Optional[float],
+    # None "means no token will be dropped", a negative value set to None) and moe_pad_expert_input_to_capacity
+    # (default False; refused without a capacity factor). Each expert takes at most ceil(N·k ÷ E × factor) of a
+    # rank's N·k routed copies (moe_utils.py get_capacity); DeepSpeed-MoE's capacity_factor is the same formula
+    # (deepspeedai/DeepSpeed edaa7221 deepspeed/moe/sharded_moe.py _capacity) and always pads.
+    Input("parallel.capacity_factor", Kind.FLOAT, "Capacity factor", "MoE expert capacity factor", 0.0,
+          "Megatron's --moe-expert-capacity-factor (DeepSpeed-MoE's capacity_factor): each expert takes at most "
+          "factor × its even share of the routed tokens and drops the rest, so the busiest GPU holds at most "
+          "factor × the mean. 0: no dropping (Megatron's default, dropless).",
+          ("--capacity-factor",), "Megatron MoE expert capacity factor (0 = dropless)", unit="×",
+          low=0.1, high=float(MAX_DEGREE), step=0.05, decimals=2, zero_means="no dropping", training_only=True,
+          matters=lambda p: p.model.num_experts > 1 and p.stack is Stack.MEGATRON),
+    Input("parallel.pad_to_capacity", Kind.BOOL, "Pad experts to capacity", "Pad expert input to capacity", False,
+          "Megatron's --moe-pad-expert-input-to-capacity: every expert's input is padded to its capacity, so "
+          "every GPU holds and computes factor × the mean tokens whatever the routing (DeepSpeed-MoE always pads).",
+          ("--pad-to-capacity",), "pad each expert's input to its capacity (needs --capacity-factor)",
+          training_only=True,
+          matters=lambda p: p.model.num_experts > 1 and p.stack is Stack.MEGATRON and p.parallel.capacity_factor > 0),
     # PyTorch's ring attention's rotater (pytorch/pytorch f2127dbdb01fc9319ce42b92d60344d19cbd0137,
     # torch/distributed/tensor/experimental/_attention.py: _ContextParallelOptions.rotate_method =
     # ALL_GATHER, set_rotate_method accepts "allgather" and "alltoall"); torchtitan's

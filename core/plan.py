@@ -1043,6 +1043,9 @@ class Parallelism:
     pipeline_parallel: int = DEFAULTS["parallel.pipeline_parallel"]
     context_parallel: int = DEFAULTS["parallel.context_parallel"]
     expert_parallel: int = DEFAULTS["parallel.expert_parallel"]  # Megatron --expert-model-parallel-size
+    expert_imbalance: float = DEFAULTS["parallel.expert_imbalance"]  # busiest EP rank's routed tokens ÷ the mean
+    capacity_factor: float = DEFAULTS["parallel.capacity_factor"]  # Megatron --moe-expert-capacity-factor; 0: none
+    pad_to_capacity: bool = DEFAULTS["parallel.pad_to_capacity"]  # Megatron --moe-pad-expert-input-to-capacity
     # HSDP: FSDP shards within groups of DP ÷ R ranks, replicated across R of them (torchtitan's
     # data_parallel_replicate_degree, FSDP2 fully_shard on a 2-D (replicate, shard) mesh, FSDP1
     # ShardingStrategy.HYBRID_SHARD). 1: plain FSDP, sharded over every data-parallel rank.
@@ -1091,6 +1094,11 @@ class Parallelism:
             raise PlanError(
                 "parallel.virtual_stages", self.virtual_stages, "1", "only the interleaved schedule uses them"
             )
+        if self.pad_to_capacity and not self.capacity_factor:
+            # NVIDIA/Megatron-LM d98e8a64 transformer_config.py __post_init__: "moe_expert_capacity_factor must be
+            # set to use moe_pad_expert_input_to_capacity" (a ValueError)
+            raise PlanError("parallel.pad_to_capacity", True, "off without a capacity factor",
+                            "Megatron: padding to capacity needs --moe-expert-capacity-factor")
         if self.stage_split is PipelineSplit.COMPUTE and self.schedule is PipelineSchedule.INTERLEAVED:
             # nanotron's build_model gives each rank one run of consecutive blocks (core.pipeline)
             raise PlanError("parallel.stage_split", self.stage_split.value, "even", "nanotron's split has no chunks")

@@ -33,6 +33,7 @@ from core.inputs import megatron_dispatcher, zero3_overlap_comm, zero_overlap_co
 from core.memo import fills_fields
 from core.parallel.layout import (
     dispatched_copies,
+    expert_load,
     expert_shares,
     fsdp_held_through_step,
     fsdp_no_sync,
@@ -1006,7 +1007,7 @@ def hybridep_seconds(step: _Step, span: Span) -> tuple[float, float, float] | No
         return None
     model, ep = plan.model, plan.parallel.expert_parallel
     tokens = dispatched_copies(plan) / model.experts_per_token
-    received = received_tokens(tokens, model.num_experts, model.experts_per_token, ep)
+    received = received_tokens(tokens, model.num_experts, model.experts_per_token, ep) * expert_load(plan)
     buffer = received * model.hidden_size * step.dt.compute
     return buffer, buffer / (rates[0] * 1e9), buffer / (rates[1] * 1e9)
 
@@ -1036,6 +1037,13 @@ def _expert_parallel_traffic(step: _Step) -> _Traffic | None:
     # collective each rank sends (EP−1)·N·d, the bytes of an all-to-all of N·EP·d.
     what, shape = ("all-gather and reduce-scatter", "N·EP·d") if gather else ("all-to-all", "N·k·d")
     rows = copies / model.experts_per_token * ep if gather else copies
+    # The all-to-all ends when the busiest rank has received its copies: expert_load × N·k (the plan's routing
+    # imbalance, capped or padded by a capacity factor). The allgather dispatcher gathers every token anyway.
+    load = 1.0 if gather else expert_load(plan)
+    if load != 1.0:
+        rows *= load
+        shape = f"{load:.3g} × N·k·d, the busiest rank's"
+    routing = "balanced routing" if load == 1.0 else f"the busiest rank receiving {load:.3g} × the mean"
     buffer = rows * model.hidden_size * step.dt.compute
     span = group_span(ep, par.tensor_parallel, par.gpus_per_node, par.nodes)
     recomputed = plan.checkpointed_blocks(step.layers)
@@ -1075,7 +1083,7 @@ def _expert_parallel_traffic(step: _Step) -> _Traffic | None:
         else (
             f"Expert parallel {ep}: each MoE layer all-to-alls its tokens' top-{model.experts_per_token} copies "
             "to the experts' ranks and back, twice in the forward and twice in the backward per micro-batch "
-            "(Megatron-Core's alltoall dispatcher), balanced routing, not overlapped (Megatron's default)."
+            f"(Megatron-Core's alltoall dispatcher), {routing}, not overlapped (Megatron's default)."
         ),
     )
 

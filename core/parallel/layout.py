@@ -69,8 +69,11 @@ from core.plan import (
     PipelineSchedule,
     PipelineSplit,
     Plan,
+    Stack,
     Strategy,
 )
+
+_MEGATRON: Final = Stack.MEGATRON
 
 __all__ = ["Holding", "Layout", "Stage", "block_params_per_rank", "holding", "layout", "stage_layer_counts"]
 
@@ -465,10 +468,55 @@ def dispatched_copies(plan: Plan) -> float:
     par, model = plan.parallel, plan.model
     if par.expert_parallel <= 1 or model.num_experts <= 1:
         return 0.0
+    return router_tokens(plan) * model.experts_per_token
+
+
+def router_tokens(plan: Plan) -> float:
+    """N, the tokens one rank's MoE router sees per micro-batch: ÷ CP, and ÷ TP with sequence parallel
+    (what Megatron-Core's token dispatcher receives, ``routing_map.size(0)``)."""
+    par = plan.parallel
     tokens = plan.workload.micro_batch * plan.workload.seq_len / par.context_parallel
-    if par.sequence_parallel:
-        tokens /= par.tensor_parallel
-    return tokens * model.experts_per_token
+    return tokens / par.tensor_parallel if par.sequence_parallel else tokens
+
+
+def expert_capacity(copies: float, experts: int, factor: float) -> int:
+    """Megatron-Core's capacity of one expert for a rank's ``copies`` = N·k routed copies (NVIDIA/Megatron-LM
+    d98e8a64 megatron/core/transformer/moe/moe_utils.py ``get_capacity``: ``math.ceil((num_tokens / num_experts)
+    * capacity_factor)``, called by token_dispatcher.py ``preprocess`` with ``num_tokens = routing_map.size(0) *
+    moe_router_topk``); DeepSpeed-MoE's ``_capacity`` is the same ceil (deepspeedai/DeepSpeed edaa7221
+    deepspeed/moe/sharded_moe.py)."""
+    return math.ceil((copies / experts) * factor)
+
+
+def capacity_padded(plan: Plan) -> bool:
+    """Whether every expert's input is padded to its capacity (``parallel.pad_to_capacity``, Megatron's
+    ``moe_pad_expert_input_to_capacity``: the dispatcher's ``drop_and_pad``): a Megatron MoE with a capacity factor."""
+    par = plan.parallel
+    return par.pad_to_capacity and par.capacity_factor > 0 and plan.model.num_experts > 1 and plan.stack is _MEGATRON
+
+
+def expert_load(plan: Plan) -> float:
+    """The busiest expert-parallel rank's routed token copies ÷ the mean over the EP ranks: what that rank's
+    experts compute, receive in the all-to-all and keep for the backward, against balanced routing (1.0). The
+    step waits for it.
+
+    - Routing (``parallel.expert_imbalance``, under EP > 1): the plan's figure, at most EP (one rank holding
+      every copy). Under EP 1 every rank runs every expert on its own tokens: 1.
+    - Dropping (``parallel.capacity_factor`` on the Megatron stack; torchtitan and transformers are dropless):
+      each expert takes at most C = :func:`expert_capacity` of each source rank's N·k copies, so a rank's
+      E ÷ EP experts take at most E·C from the EP sources, E·C ÷ (N·k) = ~factor times the mean N·k.
+    - Padding (``parallel.pad_to_capacity``): every expert's input is C rows from each source
+      (token_dispatcher.py ``preprocess``: ``num_out_tokens = capacity * num_experts``), so every rank holds
+      E·C ÷ (N·k) times the mean whatever the routing, under EP 1 too."""
+    par, model = plan.parallel, plan.model
+    if model.num_experts <= 1:
+        return 1.0
+    load = min(par.expert_imbalance, float(par.expert_parallel)) if par.expert_parallel > 1 else 1.0
+    if par.capacity_factor <= 0 or plan.stack is not _MEGATRON:
+        return load
+    copies = router_tokens(plan) * model.experts_per_token
+    capped = expert_capacity(copies, model.num_experts, par.capacity_factor) * model.num_experts / copies
+    return capped if capacity_padded(plan) else min(load, capped)
 
 
 def received_tokens(tokens: float, experts: int, k: int, ep: int) -> float:

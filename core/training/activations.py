@@ -30,6 +30,7 @@ from core.model import (
     normalise_ia3_feedforward,
     normalise_lora_targets,
 )
+from core.parallel.layout import expert_load
 from core.params import (
     boft_blocks,
     lycoris_matrix_tensors,
@@ -708,26 +709,32 @@ def _experts(plan: Plan, ctx: _Ctx) -> list[Term]:
     model = plan.model
     n, ca, d, i = ctx.n, ctx.ca, model.hidden_size, model.intermediate_size
     k, e = model.experts_per_token, model.num_experts
-    pairs = n * k
+    pairs: float = n * k
     w = DTYPE_BYTES[ctx.model_dtype]
     readers = ("router",) + (
         ("shared gate_proj", "shared up_proj", "shared expert gate") if model.shared_expert_size else ()
     )
     items = _consumer_inputs(ctx, d, readers, False, "MLP norm output (router, shared expert)")
     items.append(Term("router probabilities (float32) and top-k indices", "N·E × 4 + N·k × 8", n * e * 4 + pairs * 8))
+    # The busiest expert-parallel rank's experts keep expert_load × the N·k routed rows (the plan's routing
+    # imbalance, capped or padded by a capacity factor; 1.0 balanced).
+    load = expert_load(plan)
+    nk = "N·k" if load == 1.0 else f"{load:.4g} × N·k"  # the formulas say the busiest rank's share
+    if load != 1.0:
+        pairs *= load
     if plan.experts_loop:
         items += _experts_loop(plan, ctx, pairs, w)
     else:
         items.append(
             Term(
                 "experts: gate|up output and act(gate)",
-                f"N·k·3I × {w:g} = {sci(pairs * 3 * i)} × {w:g}",
+                f"{nk}·3I × {w:g} = {sci(pairs * 3 * i)} × {w:g}",
                 pairs * 3 * i * w,
             )
         )
-    items.append(Term("experts: output kept for the routing weights", f"N·k·d × {w:g}", pairs * d * w))
+    items.append(Term("experts: output kept for the routing weights", f"{nk}·d × {w:g}", pairs * d * w))
     if ctx.trainable:
-        items.append(Term("experts: gathered input and down input", f"N·k·(d + I) × {w:g}", pairs * (d + i) * w))
+        items.append(Term("experts: gathered input and down input", f"{nk}·(d + I) × {w:g}", pairs * (d + i) * w))
     if model.shared_expert_size:
         shared = n * model.shared_expert_size
         per = 4 if ctx.trainable else 3
@@ -736,7 +743,7 @@ def _experts(plan: Plan, ctx: _Ctx) -> list[Term]:
     return items
 
 
-def _experts_loop(plan: Plan, ctx: _Ctx, pairs: int, w: float) -> list[Term]:
+def _experts_loop(plan: Plan, ctx: _Ctx, pairs: float, w: float) -> list[Term]:
     """What transformers 4.55's GptOssExperts keeps in training (plan setting ``experts_loop``):
     it loops over the experts hit and runs each on its rows (huggingface/transformers v4.55.0,
     src/transformers/models/gpt_oss/modeling_gpt_oss.py ``GptOssExperts.forward``, ``if self.training``).

@@ -41,7 +41,7 @@ from core.parallel.acts import (
     split,
     vocab_region,
 )
-from core.parallel.layout import Layout, Stage, carved_ends, dispatched_copies, fsdp_no_sync
+from core.parallel.layout import Layout, Stage, carved_ends, dispatched_copies, expert_load, fsdp_no_sync
 from core.parallel.layout import trainable_layers as stage_trainable_layers
 from core.parallel.state import (
     RankState,
@@ -452,14 +452,17 @@ def _with_all_to_all_buffer(plan: Plan, layer_grads: Term, ca: float) -> Term:
     experts' saved tensors are as without EP); until the send completes both exist, and the
     combine's all-to-all does the same backwards, in the forward and in the backward. One N·k·d
     buffer in the compute dtype beside the block's other transients (N the rank's tokens: ÷ CP, and
-    ÷ TP with sequence parallel, as the dispatcher receives them)."""
+    ÷ TP with sequence parallel, as the dispatcher receives them). The busiest rank receives expert_load
+    × N·k copies (the plan's routing imbalance, capped or padded by a capacity factor)."""
     copies = dispatched_copies(plan)
     if not copies:
         return layer_grads
-    buffer = copies * plan.model.hidden_size * ca
+    load = expert_load(plan)
+    buffer = copies * load * plan.model.hidden_size * ca
+    share = "" if load == 1.0 else f" × {load:.3g}"
     return Term(
         layer_grads.label + " + expert-parallel all-to-all buffer",
-        layer_grads.formula + f" + N·k·d × {ca:g}",
+        layer_grads.formula + f" + N·k·d{share} × {ca:g}",
         layer_grads.bytes + buffer,
     )
 

@@ -37,6 +37,8 @@ from core.inputs import megatron_dispatcher, megatron_grad_buffer, torch_ring_ro
 from core.memo import fills_fields, last_answer
 from core.parallel.layout import (
     Stage,
+    capacity_padded,
+    expert_load,
     float8_recipe,
     fsdp_no_sync,
     layout,
@@ -766,10 +768,14 @@ def _rows(rank: _Rank, gemm: Gemm) -> tuple[float, float]:
     parallel a rank runs E ÷ EP experts on the tokens all EP ranks route to them, EP times
     the rows each (balanced routing, dropless: Megatron-Core's alltoall dispatcher gathers
     them, NVIDIA/Megatron-LM d98e8a64 megatron/core/transformer/moe/token_dispatcher.py): the
-    same FLOPs in larger, fewer matmuls."""
+    same FLOPs in larger, fewer matmuls. The pacing rank is the busiest: its experts' rows times
+    ``expert_load`` (the plan's imbalance, capped or padded by a capacity factor)."""
     ep = rank.plan.parallel.expert_parallel
-    if gemm.count > 1 and ep > 1:
-        return rank.tokens * gemm.share * ep, gemm.count / ep * gemm.layers
+    if gemm.count > 1:
+        load = expert_load(rank.plan)
+        if ep > 1:
+            return rank.tokens * gemm.share * ep * load, gemm.count / ep * gemm.layers
+        return rank.tokens * gemm.share * load, gemm.count * gemm.layers
     return rank.tokens * gemm.share, gemm.count * gemm.layers
 
 
@@ -1113,15 +1119,18 @@ def moe_permute_bytes(rank: _Rank) -> float:
     dispatcher = megatron_dispatcher(plan) if ep > 1 else None
     if dispatcher is _MOE_DISPATCHER_HYBRIDEP:
         return 0.0
+    # The busiest rank receives, sorts and computes expert_load × the mean copies; padded to capacity, every
+    # permute writes the capacity's rows (token_dispatcher.py preprocess: num_out_tokens = capacity × E).
+    load = expert_load(plan)
     if dispatcher is _MOE_DISPATCHER_DEEPEP:
-        tokens = received_tokens(tokens, model.num_experts, model.experts_per_token, ep)
+        tokens = received_tokens(tokens, model.num_experts, model.experts_per_token, ep) * load
     if dispatcher is _MOE_DISPATCHER_ALLGATHER:
         # MoEAllGatherTokenDispatcher permutes from the gathered tokens of the EP group (N·EP rows
         # read) the copies its local experts take (N·k written, balanced), and back: no sort.
         tokens *= ep
-    rows = MOE_PERMUTE_TOKEN_ROWS * tokens + MOE_PERMUTE_COPY_ROWS * copies
+    rows = MOE_PERMUTE_TOKEN_ROWS * tokens + MOE_PERMUTE_COPY_ROWS * copies * (load if capacity_padded(plan) else 1.0)
     if dispatcher is _MOE_DISPATCHER_ALLTOALL and model.num_experts // max(1, ep) > 1:
-        rows += MOE_SORT_COPY_ROWS * copies
+        rows += MOE_SORT_COPY_ROWS * copies * load
     passes = rank.layers + _recomputed_blocks(plan, rank) + rank.backward_layers
     return rows * model.hidden_size * dtypes_for(plan).compute * passes
 
@@ -1131,7 +1140,7 @@ def _elementwise_bytes(rank: _Rank) -> float:
     plan = rank.plan
     model, dt = plan.model, dtypes_for(plan)
     d, q, kv = model.hidden_size, model.q_width, model.kv_width
-    mlp = model.intermediate_size * (model.experts_per_token if model.num_experts > 1 else 1)
+    mlp = model.intermediate_size * (model.experts_per_token * expert_load(plan) if model.num_experts > 1 else 1)
     mlp += model.shared_expert_size
     sp = rank.tp if plan.parallel.sequence_parallel else 1
     fused = plan.stack is _STACK_COMPILE

@@ -85,6 +85,14 @@ class ParallelForm(PlanForm):
         self.split_row = _pair(self.tensor_parallel, "", self.pipeline_parallel, self.context_parallel)
         self._add_row("Split:", self.split_row, self.tensor_parallel)
         self.expert_parallel = self.add_input("parallel.expert_parallel")  # its row shows for MoE models
+        # Beside it: the busiest EP rank's routed tokens ÷ the mean (MoE, EP > 1) and Megatron's capacity factor
+        # and padding (MoE on the Megatron stack); a factor set back to 0 (dropless) takes the padding off with it.
+        self.expert_imbalance = self.add_input("parallel.expert_imbalance")
+        self.capacity_factor = self.add_input(
+            "parallel.capacity_factor",
+            lambda p, v: p.with_parallel(capacity_factor=v, pad_to_capacity=p.parallel.pad_to_capacity and v > 0),
+        )
+        self.pad_to_capacity = self.add_input("parallel.pad_to_capacity")
         self.dp_replicate = self.add_input("parallel.dp_replicate")  # its row shows for FSDP on 2+ GPUs
         self._add_split_notes()
         self.sequence_parallel = self.add_input("parallel.sequence_parallel")

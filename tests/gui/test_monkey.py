@@ -416,6 +416,9 @@ def expected_values(window: MainWindow, plan: Plan) -> dict[str, Any]:
         values[f"parallel.{name}"] = getattr(par, name)
     for name in ("fsdp_float8_all_gather", "fsdp1_wrap", "grad_reduce_in_fp32", "grad_accum_fusion"):
         values[f"parallel.{name}"] = getattr(par, name)
+    # The busiest EP rank's share and Megatron's capacity factor and padding (branch h87route).
+    for name in ("expert_imbalance", "capacity_factor", "pad_to_capacity"):
+        values[f"parallel.{name}"] = getattr(par, name)
     values["parallel.zero_overlap_comm"] = par.zero_overlap_comm
     values["parallel.zero3_overlap_comm"] = par.zero3_overlap_comm
     values["parallel.bf16_master_weights"] = par.bf16_master_weights
@@ -900,6 +903,38 @@ class Monkey:
                 done.append(self.edit(key, widget))
         return done
 
+    def new_megatron_moe(self) -> Any:
+        """Training mode, File → New, Qwen3-30B-A3B picked and the Megatron stack: a mixture of experts where Megatron's
+        MoE rows can show. Returns the Parallelism form."""
+        window = self.window
+        if not window.training_action.isChecked():
+            window.training_action.trigger()
+        window.new_action.trigger()
+        picker = window.model_form.picker
+        index = picker.findData("qwen3-30b-a3b")
+        picker.setCurrentIndex(index)
+        picker.activated.emit(index)  # as a click on the entry applies it
+        stack = window.method_form.stack
+        stack.setCurrentIndex(stack.findData("megatron"))
+        return window.parallel_form
+
+    def reach_expert_load_rows(self) -> list[str]:
+        """The expert load, capacity factor and padding rows (branch h87route: a mixture of experts under EP > 1; the
+        factor and padding on the Megatron stack, the padding once a factor is set) when the walk missed them: File →
+        New, Qwen3-30B-A3B picked, the Megatron stack, 8 GPUs, EP 8 and a capacity factor of 1.25 typed, then each row
+        edited once, the padding first (an edit of the factor to 0 hides it)."""
+        keys = [
+            key
+            for key in ("parallel.pad_to_capacity", "parallel.expert_imbalance", "parallel.capacity_factor")
+            if not self.done[key]
+        ]
+        if not keys:
+            return []
+        form = self.new_megatron_moe()
+        self.type_committed(((form.gpus_per_node, "8"), (form.expert_parallel, "8"), (form.capacity_factor, "1.25")))
+        done = ["File → New, model 'qwen3-30b-a3b', stack 'megatron', 8 GPUs, EP 8, capacity factor 1.25"]
+        return self.edit_advanced_rows(keys, done)
+
     def reach_cp_rotate_row(self) -> list[str]:
         """The CP rotation's row (PyTorch's ring attention: context parallel above 1 outside Megatron), if the walk
         missed it: Training mode, File → New, 8 GPUs and CP 2 typed, the advanced parallel settings shown and the row
@@ -944,17 +979,7 @@ class Monkey:
         keys = [key for key in ("parallel.moe_dispatcher", "moe_grouped_gemm") if not self.done[key]]
         if not keys:
             return []
-        window = self.window
-        if not window.training_action.isChecked():
-            window.training_action.trigger()
-        window.new_action.trigger()
-        picker = window.model_form.picker
-        index = picker.findData("qwen3-30b-a3b")
-        picker.setCurrentIndex(index)
-        picker.activated.emit(index)  # as a click on the entry applies it
-        stack = window.method_form.stack
-        stack.setCurrentIndex(stack.findData("megatron"))
-        form = window.parallel_form
+        form = self.new_megatron_moe()
         self.type_committed(((form.gpus_per_node, "8"), (form.tensor_parallel, "2")))
         # the dispatcher is one of the advanced knobs
         return self.edit_advanced_rows(keys, ["File → New, model 'qwen3-30b-a3b', stack 'megatron', 8 GPUs, TP 2"])
@@ -1051,6 +1076,7 @@ def test_monkey(qtbot: Any, window: MainWindow) -> None:
             *monkey.reach_latent_rows(),
             *monkey.reach_galore_rows(),
             *monkey.reach_moe_dispatcher(),
+            *monkey.reach_expert_load_rows(),
             *monkey.reach_vision_rows(),
             *monkey.reach_sglang_mm_rows(),
             *monkey.reach_cpu_moe_rows(),

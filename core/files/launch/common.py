@@ -263,6 +263,19 @@ RECIPE_WHY: Final = {
     ),
     "parallel.tp_overlap": "no tensor-parallel overlap setting in this target",
     "parallel.expert_parallel": "no expert-parallel setting in this target (Megatron: --expert-model-parallel-size)",
+    # Issue 24 item 4: routing's imbalance is what training learns, no framework's setting; the capacity factor and
+    # its padding are Megatron-Core's (DeepSpeed-MoE's capacity_factor is an argument of its MoE layer in code).
+    "parallel.expert_imbalance": (
+        "the routing's imbalance is what training learns, not a setting (force it balanced: Megatron "
+        "--moe-router-force-load-balancing, torchtitan --debug.moe_force_load_balance)"
+    ),
+    "parallel.capacity_factor": (
+        "no MoE capacity factor in this target (Megatron-Bridge: model.moe_expert_capacity_factor; DeepSpeed-MoE: "
+        "deepspeed.moe.layer.MoE(capacity_factor=...) in the model's code)"
+    ),
+    "parallel.pad_to_capacity": (
+        "no expert padding setting in this target (Megatron-Bridge: model.moe_pad_expert_input_to_capacity)"
+    ),
     "parallel.moe_dispatcher": (
         "Megatron-Core's MoE token dispatcher is not a setting of this target (Megatron-Bridge: "
         "model.moe_token_dispatcher_type, model.moe_flex_dispatcher_backend)"

@@ -261,6 +261,25 @@ TRAINING_FIELDS: Final = (
         "parallel.gpus_per_node",
     ),
     _f(
+        "parallel.expert_imbalance",
+        lambda p: p.parallel.expert_imbalance,
+        _matters("parallel.expert_imbalance"),
+        "parallel.expert_parallel",
+    ),
+    _f(
+        "parallel.capacity_factor",
+        lambda p: p.parallel.capacity_factor,
+        _matters("parallel.capacity_factor"),
+        "method.stack",
+    ),
+    _f(
+        "parallel.pad_to_capacity",
+        lambda p: p.parallel.pad_to_capacity,
+        _matters("parallel.pad_to_capacity"),
+        "method.stack",
+        "parallel.capacity_factor",
+    ),
+    _f(
         "parallel.moe_dispatcher",
         lambda p: p.parallel.moe_dispatcher,
         _matters("parallel.moe_dispatcher"),

@@ -201,6 +201,11 @@ def _model(draft: Draft) -> dict[str, Any]:
             section["moe_flex_dispatcher_backend"] = par.moe_dispatcher.value
     if plan.model.num_experts > 1:
         section["moe_grouped_gemm"] = plan.moe_grouped_gemm
+    if plan.model.num_experts > 1 and par.capacity_factor > 0:
+        # TransformerConfig.moe_expert_capacity_factor / moe_pad_expert_input_to_capacity (NVIDIA/Megatron-LM
+        # d98e8a64); dropless (None, the default) is not written.
+        section["moe_expert_capacity_factor"] = par.capacity_factor
+        section["moe_pad_expert_input_to_capacity"] = par.pad_to_capacity
     section["gradient_accumulation_fusion"] = _grad_accum_fusion(plan)
     if plan.float8 in FP8_RECIPES:
         section["fp8"] = "hybrid"
@@ -326,7 +331,8 @@ def export_megatron_bridge(plan: Plan, model_ref: str | None = None) -> Export:
          "parallel.tp_overlap",
          "parallel.expert_parallel", "parallel.grad_reduce_in_fp32", "parallel.grad_accum_fusion",
          "method.megatron_ce_fusion",
-         "parallel.moe_dispatcher", "method.moe_grouped_gemm"),
+         "parallel.moe_dispatcher", "method.moe_grouped_gemm", "parallel.capacity_factor",
+         "parallel.pad_to_capacity"),
     )  # fmt: skip
     overrides = " ".join(_flat(document))
     nodes, gpus = par.nodes, par.gpus_per_node

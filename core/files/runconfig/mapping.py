@@ -197,6 +197,8 @@ _PARALLEL_KNOBS: Final = (
     "bf16_master_weights",
     "bf16_optimizer_states",
     "zero3_overlap_comm",
+    "capacity_factor",
+    "pad_to_capacity",
 )
 _PARALLEL_ENUMS: Final = {
     "offload": Offload,

@@ -367,6 +367,27 @@ def _ce_fusion(taker: Taker, odd: OddValues) -> dict[str, Any]:
     return {"megatron_ce_fusion": value}
 
 
+def _capacity(taker: Taker) -> dict[str, Any]:
+    """Megatron-Core's token dropping (NVIDIA/Megatron-LM d98e8a64 transformer_config.py):
+    ``model.moe_expert_capacity_factor`` (None, the default, drops nothing; ``__post_init__`` sets a negative
+    one to None) and ``model.moe_pad_expert_input_to_capacity`` (default False), the plan's
+    ``parallel.capacity_factor`` (0: dropless) and ``parallel.pad_to_capacity``. A file that names neither keeps
+    the plan's."""
+    s: dict[str, Any] = {}
+    key, model = "model.moe_expert_capacity_factor", taker.document.get("model")
+    if isinstance(model, dict) and "moe_expert_capacity_factor" in model:  # null says dropless too
+        value = taker.raw(key)
+        factor = finite_number(value) if value is not None else -1.0
+        if factor is None or factor == 0:
+            raise taker.fail(key, value, "a positive number, or null / a negative number for no dropping")
+        s["capacity_factor"] = max(0.0, factor)
+        taker.record("capacity_factor", s["capacity_factor"], key + (" (no dropping)" if factor < 0 else ""))
+    pad = taker.flag("model.moe_pad_expert_input_to_capacity", "pad_to_capacity")
+    if pad is not None:
+        s["pad_to_capacity"] = pad
+    return s
+
+
 def read_megatron_bridge(document: dict[str, Any], where: str) -> RunConfig:
     taker = Taker(document, where)
     odd = OddValues()
@@ -401,6 +422,7 @@ def read_megatron_bridge(document: dict[str, Any], where: str) -> RunConfig:
     # TransformerConfig.moe_grouped_gemm (NVIDIA/Megatron-LM d98e8a64 transformer_config.py, default False):
     # the experts as Transformer Engine's grouped linear layers (core.training.device.allocator_workspaces).
     s["moe_grouped_gemm"] = taker.flag("model.moe_grouped_gemm", "moe_grouped_gemm")
+    s.update(_capacity(taker))
     taker.irrelevant(*IRRELEVANT)
     settings = {k: v for k, v in s.items() if v is not None}
     return finish(ConfigKind.MEGATRON_BRIDGE, taker, odd, model_ref, settings)

@@ -63,6 +63,8 @@ SETTING_LABELS: Final = {
     "compiled_loss": "Loss under torch.compile",
     "megatron_ce_fusion": "Megatron cross-entropy fusion",
     "moe_grouped_gemm": "Megatron MoE grouped GEMM",
+    "capacity_factor": "Megatron MoE expert capacity factor",
+    "pad_to_capacity": "Megatron MoE pad expert input to capacity",
     "grad_clip": "Gradient clipping",
     "weight_decay": "Weight decay",
     "optimizer_in_backward": "Optimizer step in the backward",
@@ -163,6 +165,8 @@ class RunSettings:
     zero3_overlap_comm: bool | None = None  # DeepSpeed zero_optimization.overlap_comm (ZeRO-3)
     cp_rotate_method: str | None = None  # a core.plan.CpRotate value: torchtitan context_parallel_rotate_method
     fsdp_units: str | None = None  # a core.plan.FsdpUnits value: torchtitan's wrap carves the ends
+    capacity_factor: float | None = None  # Megatron-Core moe_expert_capacity_factor (0: None, dropless)
+    pad_to_capacity: bool | None = None  # Megatron-Core moe_pad_expert_input_to_capacity
 
 
 @dataclass(frozen=True)
