@@ -1179,6 +1179,26 @@ class ModelSpec:
             for fan_in, fan_out, _ in self.adapted_matrices(targets, linear_experts, dense)
         ]
 
+    def target_rows(self, name: str, linear_experts: bool) -> list[tuple[float, int, int, int, bool]]:
+        """(held, in, out, copies, routed) of what one target ``name`` adapts, over the kinds of :meth:`adapter_blocks`:
+        ``held`` the share of the layers of the kind (a per-block figure's mean over the model). A mixture of experts
+        (not a hybrid): :meth:`adapted_rows` of each kind (``all-linear``: its router rows, :meth:`all_linear_rows`);
+        any other model: the target's one matrix (:meth:`linear_shapes`, unfused) in every block, as the per-block
+        readers (IA3's kept tensors, ``flops.method_work``) always read it."""
+        if self.num_experts > 1 and not self.recurrent_mixer:
+            rows: list[tuple[float, int, int, int, bool]] = []
+            for layers, dense in self.adapter_blocks():
+                held = layers / self.num_layers
+                kind = (
+                    self.all_linear_rows(linear_experts, dense)
+                    if name == ALL_LINEAR
+                    else self.adapted_rows((name,), linear_experts, dense)
+                )
+                rows += [(held, fan_in, fan_out, copies, routed) for fan_in, fan_out, copies, routed in kind]
+            return rows
+        shape = self.linear_shapes().get(name)
+        return [(1.0, *shape, 1, False)] if shape else []
+
     def dora_magnitude_params(self, targets: tuple[str, ...], linear_experts: bool) -> int:
         """DoRA's trained magnitude: one value per output row of every adapted matrix
         (PEFT ``lora_magnitude_vector``, shape [out_features]), the head's V rows when it is adapted."""

@@ -1199,21 +1199,22 @@ def _ia3(plan: Plan, ctx: _Ctx) -> list[Term]:
     if plan.method is not Method.IA3:
         return []
     model = plan.model
-    out_el = 0
-    in_copies: dict[str, int] = {}
-    shapes = model.linear_shapes()
+    out_el = 0.0
+    in_copies: dict[tuple[str, int], float] = {}
     ff = set(normalise_ia3_feedforward(plan.lora.ia3_feedforward))
     for name in normalise_lora_targets(plan.lora.targets):
-        if name not in shapes:
-            continue
-        fan_in, fan_out = shapes[name]
-        copies = model.num_experts if name in ("gate_proj", "up_proj", "down_proj") else 1
-        if name not in ff:
-            out_el += copies * fan_out
-            continue
-        reads = ctx.compute_dtype if name in ("o_proj", "down_proj") else (_norm_output(model, ctx) or ctx.model_dtype)
-        key = _IA3_INPUT_GROUPS[name] if reads is ctx.adapter_dtype else name
-        in_copies[key] = copies * fan_in
+        # What the target adapts in each kind of block (ModelSpec.target_rows: a dense layer's own MLP, a routed
+        # expert's vector on top-k / experts of the tokens, a shared expert's on all, all-linear's router), as a
+        # block's mean over the layers.
+        for k, (held, fan_in, fan_out, copies, routed) in enumerate(model.target_rows(name, plan.linear_experts)):
+            tokens = held * copies * (model.routed_share if routed else 1.0)
+            if name not in ff:
+                out_el += tokens * fan_out
+                continue
+            after_norm = _norm_output(model, ctx) or ctx.model_dtype
+            reads = ctx.compute_dtype if name in ("o_proj", "down_proj") else after_norm
+            key = (_IA3_INPUT_GROUPS[name] if reads is ctx.adapter_dtype else name, k)
+            in_copies[key] = tokens * fan_in
     items = []
     if out_el:
         formula = f"N·Σout × {ctx.ca:g} = {sci(ctx.n * out_el)} × {ctx.ca:g}"

@@ -854,23 +854,26 @@ def method_work(plan: Plan) -> MethodWork | None:
         return None
     m = float(plan.workload.micro_batch * plan.workload.seq_len)
     feedforward = set(plan.lora.ia3_feedforward) if plan.method is _METHOD_IA3 else set()
-    shapes = plan.model.linear_shapes()
-    names = [n for n in normalise_lora_targets(plan.lora.targets) if n in shapes]
+    model = plan.model
     build_f = build_b = bytes_f = bytes_b = 0.0
-    targets = 0
-    copies = 0  # BOFT: torch.block_diag's copy_ of each of a target's in / b blocks (TensorShape.cpp block_diag)
-    for name in names:
-        fan_in, fan_out = shapes[name]
-        # IA3 scales a feedforward target's input (m·in elements), any other's output (m·out).
-        per_in, per_out = (fan_out, fan_in) if name in feedforward else (fan_in, fan_out)
-        terms = (m * per_in, m * per_out, float(fan_in * fan_out), _own_term(plan, m, fan_in, fan_out))
-        bytes_f += sum(c * t for c, t in zip(passes.forward, terms, strict=True))
-        bytes_b += sum(c * t for c, t in zip(passes.backward, terms, strict=True))
-        f, b = _build_flops(plan, fan_in, fan_out)
-        build_f, build_b = build_f + f, build_b + b
-        targets += 1
-        if plan.method is _METHOD_BOFT:
-            copies += boft_blocks(plan, fan_in)[0]
+    targets = 0.0
+    copies = 0.0  # BOFT: torch.block_diag's copy_ of each of a target's in / b blocks (TensorShape.cpp block_diag)
+    # What each target adapts, per kind of block (ModelSpec.target_rows: a mixture of experts' dense layers their own
+    # MLP, its routed experts each on top-k / experts of the tokens, all-linear its router), as a block's mean.
+    for name in normalise_lora_targets(plan.lora.targets):
+        for held, fan_in, fan_out, n, routed in model.target_rows(name, plan.linear_experts):
+            tokens, times = m * (model.routed_share if routed else 1.0), held * n
+            # IA3 scales a feedforward target's input (m·in elements), any other's output (m·out).
+            per_in, per_out = (fan_out, fan_in) if name in feedforward else (fan_in, fan_out)
+            own = _own_term(plan, tokens, fan_in, fan_out)
+            terms = (tokens * per_in, tokens * per_out, float(fan_in * fan_out), own)
+            bytes_f += times * sum(c * t for c, t in zip(passes.forward, terms, strict=True))
+            bytes_b += times * sum(c * t for c, t in zip(passes.backward, terms, strict=True))
+            f, b = _build_flops(plan, fan_in, fan_out)
+            build_f, build_b = build_f + times * f, build_b + times * b
+            targets += times
+            if plan.method is _METHOD_BOFT:
+                copies += times * boft_blocks(plan, fan_in)[0]
     if not targets:
         return None
     kf, kb = passes.kernels
@@ -881,7 +884,7 @@ def method_work(plan: Plan) -> MethodWork | None:
         bytes_f,
         bytes_b,
         (kf * targets + copies, kb * targets),
-        f"{targets} adapted linears a block × ({kf} + {kb} kernels; bytes per element of (m·in, m·out, in·out, "
+        f"{targets:g} adapted linears a block × ({kf} + {kb} kernels; bytes per element of (m·in, m·out, in·out, "
         f"{_OWN_TERM.get(plan.method, 'X')}) {passes.forward} forward, {passes.backward} backward; "
         f"m = {m:,.0f} tokens)",
         ADALORA_ALLOCATOR_KERNELS * targets if plan.method is _METHOD_ADALORA else 0.0,

@@ -696,11 +696,23 @@ def adafactor_state_elements(plan: Plan) -> int:
         return model.over_blocks(lambda dense: _adafactor_block(plan, dense)) + bank
     if plan.adapter_based:
         targets = plan.lora.targets
-        shapes = model.linear_shapes()
         r = plan.lora.rank
-        per_layer = sum((fi + r) + (r + fo) for name, (fi, fo) in shapes.items() if name in targets)
-        lora_head = model.head_adapter_shape(targets)  # lora_A (r, d) and lora_B (V, r), once
-        return model.num_layers * per_layer + ((lora_head[0] + r) + (r + lora_head[1]) if lora_head else 0)
+        if model.recurrent_mixer:  # a hybrid's layers: its own rule (ModelSpec._hybrid_lora_params), not read here
+            shapes = model.linear_shapes()
+            blocks = model.num_layers * sum(fi + fo + 2 * r for name, (fi, fo) in shapes.items() if name in targets)
+        else:  # lora_A (r, in) and lora_B (out, r) of every matrix PEFT adapts, per kind of block (adapted_matrices);
+            # DoRA's magnitude (out) is 1-D, kept whole (torch 2.13.0 torch/optim/_adafactor.py lines 100-111:
+            # ``variance`` of the gradient's shape below 2-D)
+            magnitude = 1 if plan.method is _METHOD_DORA else 0
+            blocks = model.over_blocks(
+                lambda dense: sum(
+                    ((fi + r) + (r + fo) + magnitude * fo) * c
+                    for fi, fo, c in model.adapted_matrices(targets, plan.linear_experts, dense)
+                )
+            )
+        lora_head = model.head_adapter_shape(targets)  # lora_A (r, d) and lora_B (V, r), once; DoRA's magnitude (V)
+        dora_head = lora_head[1] if lora_head and plan.method is _METHOD_DORA else 0
+        return blocks + ((lora_head[0] + r) + (r + lora_head[1]) + dora_head if lora_head else 0)
     per_layer = sum(fi + fo for fi, fo in model.linear_shapes().values())
     per_layer += model.norms_per_layer * model.hidden_size
     # frozen_layers is kept on a plan that left the frozen-layers method (Plan.with_method).

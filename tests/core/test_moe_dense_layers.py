@@ -1,0 +1,116 @@
+"""A mixture of experts' dense layers and its adapted rows in the readers branch h83layers left behind (issues 22 and
+24, branch h87moe): IA3's kept tensors, a PEFT method's own work (flops.method_work), Adafactor's statistics on
+LoRA.
+
+Sources:
+- tests/data/moe_lora/peft_transformers_{4.57.1,5.25.0}.json (tools/measure/moe_lora_targets.py, peft 0.18.0, torch
+  2.13.0 CPU): the modules PEFT adapts in the dense layer 0 (``adapted_first_block``) and the MoE layer 1
+  (``adapted_last_block``) of the tiny dense_first models (tools/measure/moe_lora_configs.py: hidden 64, experts'
+  MLP 32, dense MLP 48, 4 experts top 2, Llama 4 top 1, 2 layers).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from core.hfconfig import model_from_hf_config
+from core.plan import Accounting, LoraSettings, Method, Optimizer, Plan, TransformersLoss
+from core.training.activations import layer_activations
+from core.training.flops import method_work
+from core.training.optimizer import adafactor_state_elements
+from tools.measure.moe_lora_configs import COMMON, DENSE_FFN, DENSE_FIRST, FAMILIES, FFN, LAYERS, D, E, K
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+LORA = {
+    release: (json.loads((DATA / "moe_lora" / f"peft_transformers_{release}.json").read_text()), line)
+    for release, line in (("4.57.1", TransformersLoss.V4_49_TO_4_57), ("5.25.0", TransformersLoss.V5_ON))
+}
+MLP = ("gate_proj", "up_proj", "down_proj")
+
+
+def _plan(family: str, release: TransformersLoss, method: Method, targets: tuple[str, ...], **lora: object) -> Plan:
+    config = {"model_type": family, **COMMON, **FAMILIES[family], **DENSE_FIRST[family]}
+    spec = model_from_hf_config(config, name=family)
+    settings = LoraSettings(rank=8, alpha=16, targets=targets, **lora)  # type: ignore[arg-type]
+    return Plan(model=spec, method=method, lora=settings, training_transformers=release)
+
+
+def _mlp_modules(family: str, release: str) -> list[tuple[str, int]]:
+    """(module, copies) of every MLP module PEFT adapts in layers 0 and 1, from the data's MLP row (a routed expert's
+    ``experts.*`` once per expert)."""
+    row = LORA[release][0]["dense_first"][family]["gate_proj,up_proj,down_proj"]
+    return [
+        (name, E if ".experts.*." in name else 1)
+        for block in (row["adapted_first_block"], row["adapted_last_block"])
+        for name in block
+    ]
+
+
+@pytest.mark.parametrize("release", list(LORA))
+@pytest.mark.parametrize("family", list(DENSE_FIRST))
+def test_method_work_counts_the_adapted_linears_of_each_kind_of_layer(release: str, family: str) -> None:
+    # IA3 on the MLP: 3 + 6 kernels a target (PEFT_METHOD_PASSES) for each module PEFT wraps, a block's mean over the
+    # two layers. Under 5.25.0 layer 0's gate / up / down and layer 1's shared expert's: 3 a block; under 4.57.1 layer
+    # 1's 4 experts' too: (3 + 15) / 2 = 9. The rule before read the seven names once a block: 3 in both.
+    plan = _plan(family, LORA[release][1], Method.IA3, MLP, ia3_feedforward=("down_proj",))
+    plan = plan.with_changes(accounting=Accounting.DETAILED)
+    modules = _mlp_modules(family, release)
+    adapted = sum(copies for _, copies in modules) / LAYERS
+    assert adapted == (3 if release == "5.25.0" else 9 if family != "llama4_text" else 3)
+    work = method_work(plan)
+    assert work is not None
+    assert work.kernels == (3 * adapted, 6 * adapted)
+    # The forward bytes, 12 per element of the output-scaled targets' m·out: a routed expert's on top-k / experts of
+    # the tokens (4.57.1), a shared expert's (32) and the dense layer's (48) on all of them.
+    m = plan.workload.micro_batch * plan.workload.seq_len
+    # down_proj scales its input (feedforward), whose width is the MLP's as gate's and up's outputs are.
+    width = {"experts": FFN * K / E, "shared": FFN, "dense": DENSE_FFN}
+    outs = 0.0
+    for name, copies in modules:
+        kind = "experts" if ".experts.*." in name else "shared" if "shared" in name else "dense"
+        outs += copies * width[kind]
+    assert work.bytes_forward == pytest.approx(12 * m * outs / LAYERS)
+
+
+@pytest.mark.parametrize("release", list(LORA))
+def test_ia3s_kept_tensors_follow_the_adapted_rows(release: str) -> None:
+    # DeepSeek-V3 dense_first, IA3 on the MLP with down_proj scaling its input (PEFT's default feedforward): PEFT's
+    # IA3 Linear.forward keeps each output-scaled target's raw output (N·out) and each feedforward target's input
+    # (N·in). Layer 0 (DeepseekV3MLP of 48): gate + up 96 out, down 48 in. Layer 1 (the data's adapted_last_block):
+    # the shared expert's (32) gate + up 64 out, down 32 in; under 4.57.1 also 4 experts' (32), each on top-2 / 4 of
+    # the tokens: 4 × 1/2 × 64 = 128 out and 4 × 1/2 × 32 = 64 in. A block's mean: 5.25.0 80 out, 40 in; 4.57.1 144
+    # out, 72 in. The rule before took 4 experts of 32 on every token in both layers: 256 out, 128 in.
+    plan = _plan("deepseek_v3", LORA[release][1], Method.IA3, MLP, ia3_feedforward=("down_proj",))
+    outs, ins = (80, 40) if release == "5.25.0" else (144, 72)
+    block = layer_activations(plan, trainable_block=False)
+    terms = {t.label: t.bytes for t in block.items if t.label.startswith("IA3")}
+    n = plan.workload.micro_batch * plan.workload.seq_len
+    raw = terms["IA3: raw outputs of the output-scaled targets"]
+    kept = terms["IA3: feedforward inputs in the vectors' dtype"]
+    assert raw / n == pytest.approx(outs * 2)  # bf16 outputs
+    assert kept / n / ins in (2.0, 4.0)  # the vectors' dtype: bf16 or float32
+
+
+@pytest.mark.parametrize("release", list(LORA))
+@pytest.mark.parametrize("family", list(DENSE_FIRST))
+def test_adafactor_on_lora_keeps_rows_and_columns_of_every_adapted_matrix(release: str, family: str) -> None:
+    # torch/optim/_adafactor.py (torch 2.13.0): a 2-D gradient's row and column statistics, rows + columns of each
+    # lora_A (r, in) and lora_B (out, r) PEFT creates. The modules: the data's MLP row, layers 0 and 1 (widths:
+    # DENSE_FFN in layer 0, FFN for an expert or a shared expert in layer 1).
+    plan = _plan(family, LORA[release][1], Method.LORA, MLP).with_changes(optimizer=Optimizer.ADAFACTOR)
+    r, expected, magnitudes = 8, 0, 0
+    row = LORA[release][0]["dense_first"][family]["gate_proj,up_proj,down_proj"]
+    for layer, block in enumerate((row["adapted_first_block"], row["adapted_last_block"])):
+        width = DENSE_FFN if layer == 0 else FFN
+        for name in block:
+            fan_in, fan_out = (width, D) if name.endswith("down_proj") else (D, width)
+            copies = E if ".experts.*." in name else 1
+            expected += ((fan_in + r) + (r + fan_out)) * copies
+            magnitudes += fan_out * copies
+    assert adafactor_state_elements(plan) == expected
+    # DoRA adds a 1-D magnitude (out) per adapted matrix (PEFT lora_magnitude_vector), which torch's Adafactor keeps
+    # whole (torch 2.13.0 torch/optim/_adafactor.py lines 100-111: a ``variance`` of the gradient's shape below 2-D).
+    assert adafactor_state_elements(plan.with_changes(method=Method.DORA)) == expected + magnitudes
