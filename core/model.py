@@ -661,6 +661,12 @@ class ModelSpec:
         return self.kv_lora_rank + self.qk_rope_head_dim if self.kv_lora_rank else 0
 
     @property
+    def dense_layers(self) -> int:
+        """A mixture of experts' dense layers (``first_k_dense_replace``: a plain MLP of ``dense_intermediate_size``,
+        :meth:`adapter_blocks`); 0 for a dense model and a hybrid (its layers keep their own rule)."""
+        return self.first_k_dense_replace if self.num_experts > 1 and not self.recurrent_mixer else 0
+
+    @property
     def moe_layers(self) -> int:
         """Layers with experts (all of a MoE model's but DeepSeek's dense first ones)."""
         return self.num_layers - self.first_k_dense_replace if self.num_experts > 1 else 0
@@ -1087,7 +1093,7 @@ class ModelSpec:
         # dataclass fields, as architecture_params').
         kinds = self.__dict__.get("_adapter_blocks")
         if kinds is None:
-            dense = self.first_k_dense_replace if self.num_experts > 1 and not self.recurrent_mixer else 0
+            dense = self.dense_layers
             both = ((self.num_layers - dense, False), (dense, True))
             kinds = tuple((n, kind) for n, kind in both if n) if dense else ((self.num_layers, False),)
             object.__setattr__(self, "_adapter_blocks", kinds)

@@ -176,7 +176,11 @@ def _shira_gemms(plan: Plan, gemms: list[Gemm]) -> list[Gemm]:
 
 
 def _mlp_gemms(model: ModelSpec, trains: bool) -> tuple[Gemm, ...]:
-    """The MLP's matmuls, or a mixture of experts' (the router, the routed experts, a shared one)."""
+    """The MLP's matmuls, or a mixture of experts' (the router, the routed experts, a shared one). A mixture of
+    experts' dense layers (DeepSeek-V2/V3's, GLM-4.5's and ERNIE 4.5's first ones, Llama 4's interleaved ones:
+    ``first_k_dense_replace``, ModelSpec.adapter_blocks) run a plain MLP of ``dense_intermediate_size`` instead
+    (DeepseekV3MLP, Glm4MoeMLP, Ernie4_5_MoeMLP, Llama4TextMLP in transformers 5.25.0): each kind in its share of the
+    layers (``Gemm.layers``; tests/data/moe_flops/, torch's FlopCounterMode on the tiny configs)."""
     d, i = model.hidden_size, model.intermediate_size
     ups = 2 if model.gated_mlp else 1
     if model.num_experts > 1:
@@ -189,8 +193,19 @@ def _mlp_gemms(model: ModelSpec, trains: bool) -> tuple[Gemm, ...]:
         if model.shared_expert_size:
             s = model.shared_expert_size
             gemms += [Gemm("shared gate|up", d, 2 * s, "column", trains), Gemm("shared down", s, d, "row", trains)]
-        return tuple(gemms)
-    return (Gemm("gate|up" if ups == 2 else "up", d, ups * i, "column", trains), Gemm("down", i, d, "row", trains))
+        dense = model.dense_layers
+        if not dense:
+            return tuple(gemms)
+        moe, w = model.moe_layers / model.num_layers, model.dense_intermediate_size
+        return tuple(g.held_by(moe) for g in gemms) + tuple(
+            g.held_by(dense / model.num_layers) for g in _dense_mlp_gemms(d, w, ups, trains)
+        )
+    return _dense_mlp_gemms(d, i, ups, trains)
+
+
+def _dense_mlp_gemms(d: int, i: int, ups: int, trains: bool) -> tuple[Gemm, ...]:
+    """A plain MLP's matmuls: gate and up (fused, d → 2·i) or up alone, then down."""
+    return Gemm("gate|up" if ups == 2 else "up", d, ups * i, "column", trains), Gemm("down", i, d, "row", trains)
 
 
 # The hybrids whose attention layers are gated (q_proj d → 2·heads·head_dim: the query and its output gate):
@@ -366,8 +381,10 @@ def _said(text: str) -> tuple[Callable[..., str], tuple[Any, ...]]:
     return str, (text,)
 
 
-def _block_formula(layers: int, backward: int, w_base: float, hybrid: bool = False) -> str:
+def _block_formula(layers: int, backward: int, w_base: float, hybrid: bool = False, dense: int = 0) -> str:
     mean = " (a hybrid's layers' mean: each projection in the layers that hold it)" if hybrid else ""
+    if dense and not hybrid:
+        mean = f" (the layers' mean: {dense} dense layers' MLP, the experts in the others)"
     return (
         f"2·W × ({layers} forward + {backward} input-gradient) + 2·W_trained × {backward} "
         f"weight-gradient blocks, W = {sci(w_base)}{mean}"
@@ -488,7 +505,7 @@ def token_flops(plan: Plan) -> TokenFlops:
         FlopTerm(
             "block matmuls",
             2.0 * (w_base * layers + w_base * passes.backward + w_train * passes.backward),
-            (_block_formula, (layers, passes.backward, w_base, bool(model.recurrent_mixer))),
+            (_block_formula, (layers, passes.backward, w_base, bool(model.recurrent_mixer), model.dense_layers)),
         ),
         FlopTerm(
             "attention scores and values (causal)",

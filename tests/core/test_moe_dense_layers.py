@@ -1,12 +1,15 @@
 """A mixture of experts' dense layers and its adapted rows in the readers branch h83layers left behind (issues 22 and
 24, branch h87moe): IA3's kept tensors, a PEFT method's own work (flops.method_work), Adafactor's statistics on
-LoRA.
+LoRA, and the base model's MLP FLOPs of DeepSeek-V3's, GLM-4.5's, ERNIE 4.5's and Llama 4's dense layers.
 
 Sources:
 - tests/data/moe_lora/peft_transformers_{4.57.1,5.25.0}.json (tools/measure/moe_lora_targets.py, peft 0.18.0, torch
   2.13.0 CPU): the modules PEFT adapts in the dense layer 0 (``adapted_first_block``) and the MoE layer 1
   (``adapted_last_block``) of the tiny dense_first models (tools/measure/moe_lora_configs.py: hidden 64, experts'
   MLP 32, dense MLP 48, 4 experts top 2, Llama 4 top 1, 2 layers).
+- tests/data/moe_flops/flops_transformers_5.25.0.json (tools/measure/moe_dense_flops.py, torch 2.13.0+cpu,
+  transformers 5.25.0): torch.utils.flop_counter.FlopCounterMode over one forward of 2 × 16 tokens of the same
+  models, per module.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import pytest
 from core.hfconfig import model_from_hf_config
 from core.plan import Accounting, LoraSettings, Method, Optimizer, Plan, TransformersLoss
 from core.training.activations import layer_activations
-from core.training.flops import method_work
+from core.training.flops import ADAPTER_GEMMS, block_gemms, method_work
 from core.training.optimizer import adafactor_state_elements
 from tools.measure.moe_lora_configs import COMMON, DENSE_FFN, DENSE_FIRST, FAMILIES, FFN, LAYERS, D, E, K
 
@@ -28,6 +31,7 @@ LORA = {
     release: (json.loads((DATA / "moe_lora" / f"peft_transformers_{release}.json").read_text()), line)
     for release, line in (("4.57.1", TransformersLoss.V4_49_TO_4_57), ("5.25.0", TransformersLoss.V5_ON))
 }
+FLOPS = json.loads((DATA / "moe_flops" / "flops_transformers_5.25.0.json").read_text())
 MLP = ("gate_proj", "up_proj", "down_proj")
 
 
@@ -114,3 +118,38 @@ def test_adafactor_on_lora_keeps_rows_and_columns_of_every_adapted_matrix(releas
     # DoRA adds a 1-D magnitude (out) per adapted matrix (PEFT lora_magnitude_vector), which torch's Adafactor keeps
     # whole (torch 2.13.0 torch/optim/_adafactor.py lines 100-111: a ``variance`` of the gradient's shape below 2-D).
     assert adafactor_state_elements(plan.with_changes(method=Method.DORA)) == expected + magnitudes
+
+
+@pytest.mark.parametrize("family", list(DENSE_FIRST))
+def test_the_base_mlp_flops_of_a_dense_first_model_are_what_torch_counts(family: str) -> None:
+    # FlopCounterMode's forward FLOPs of layer 0's dense MLP (an MLP of 48: 2 × 32 tokens × 64 × 48 × 3 = 589,824)
+    # and layer 1's router and shared expert, with the routed experts run by transformers' eager loop (one F.linear per
+    # expert hit: 2 × 32 tokens × top-2 × 64 × 32 × 3 = 786,432). The plan's MLP matmuls (block_gemms: k·n per token
+    # and block) × 2 × tokens × layers. Before branch h87moe both layers counted as MoE: 2 × 409,600 + 2 × 786,432.
+    measured = FLOPS["eager_experts"][family]
+    tokens = FLOPS["tokens"]["batch"] * FLOPS["tokens"]["seq"]
+    plan = _plan(family, TransformersLoss.V5_ON, Method.LORA, ("q_proj",))
+    gemms = [g for g in block_gemms(plan) if not g.name.endswith(ADAPTER_GEMMS)]
+
+    def flops(names: tuple[str, ...]) -> float:
+        return sum(2 * tokens * g.weight * LAYERS for g in gemms if g.name in names)
+
+    dense, moe = measured["layer 0"]["flops"], measured["layer 1"]["flops"]
+    assert measured["layer 0"]["module"].endswith("MLP")
+    assert flops(("gate|up", "down")) == dense["(whole)"] == 2 * tokens * D * DENSE_FFN * 3
+    router = "router" if family == "llama4_text" else "gate"
+    shared = "shared_expert" if family == "llama4_text" else "shared_experts"
+    assert flops(("router",)) == moe[router]
+    assert flops(("shared gate|up", "shared down")) == moe[shared]
+    routed = flops(("experts gate|up", "experts down"))
+    if family == "llama4_text":
+        # Llama4TextExperts (transformers 5.25.0) runs every expert on every token (one bmm over the 4 experts,
+        # the tokens' router scores as weights): E / top-k = 4 times the routed work the plan counts.
+        assert moe["experts"] == routed * E / 1
+    else:
+        assert moe["experts"] == routed
+    assert moe["(whole)"] == moe[router] + moe[shared] + moe["experts"]
+    # transformers' own pick, grouped_mm (torch._grouped_mm), is not counted by torch 2.13.0's FlopCounterMode.
+    if family != "llama4_text":
+        assert FLOPS["families"][family]["experts_implementation"] == "grouped_mm"
+        assert "experts" not in FLOPS["families"][family]["layer 1"]["flops"]
