@@ -656,11 +656,39 @@ def _eager_scores(plan: Plan, ctx: _Ctx, scores: int) -> list[Term]:
 
 
 def _mlp(plan: Plan, ctx: _Ctx) -> list[Term]:
-    """The dense MLP's saved tensors, or a mixture of experts' (see _experts)."""
+    """The dense MLP's saved tensors, or a mixture of experts' (see _experts): where such a model holds dense layers
+    too (``first_k_dense_replace``: DeepSeek-V2/V3's, GLM-4.5's, ERNIE 4.5's first ones, Llama 4's interleaved ones;
+    ModelSpec.adapter_blocks), one block's mean over the layers, the experts' tensors in the MoE layers' share and a
+    plain MLP of ``dense_intermediate_size`` (DeepseekV3MLP, Glm4MoeMLP, Ernie4_5_MoeMLP, Llama4TextMLP) in the
+    dense layers' share. The MLP norm's output is kept in either kind (its readers differ: the router and shared
+    expert, or gate and up), counted once."""
     model = plan.model
-    if model.num_experts > 1:
-        return _experts(plan, ctx)
-    n, ca, i = ctx.n, ctx.ca, model.intermediate_size
+    if model.num_experts == 1:
+        return _dense_mlp(plan, ctx, model.intermediate_size)
+    experts = _experts(plan, ctx)
+    dense = model.dense_layers
+    if not dense:
+        return experts
+    moe, layers = model.moe_layers, model.num_layers
+    # the router's input and probabilities are first (_mlp_part keeps them whole under tensor parallel)
+    router = next(k for k, t in enumerate(experts) if t.label.startswith("router"))
+    return (
+        experts[:router]
+        + [_share_of(t, moe, layers, "MoE") for t in experts[router:]]
+        + [_share_of(t, dense, layers, "dense") for t in _dense_mlp(plan, ctx, model.dense_intermediate_size)]
+    )
+
+
+def _share_of(term: Term, held: int, layers: int, kind: str) -> Term:
+    """``term`` of one kind of block as its share of a block's mean (``held`` of the ``layers``)."""
+    return Term(f"{term.label} ({kind} layers: {held} of {layers})", f"({term.formula}) × {held}/{layers}",
+                term.bytes * held / layers)  # fmt: skip
+
+
+def _dense_mlp(plan: Plan, ctx: _Ctx, i: int) -> list[Term]:
+    """A plain MLP of width ``i``: its saved tensors."""
+    model = plan.model
+    n, ca = ctx.n, ctx.ca
     items: list[Term] = []
     mlp_el = n * i
     if model.gated_mlp and ctx.compiled:

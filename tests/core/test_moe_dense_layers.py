@@ -153,3 +153,18 @@ def test_the_base_mlp_flops_of_a_dense_first_model_are_what_torch_counts(family:
     if family != "llama4_text":
         assert FLOPS["families"][family]["experts_implementation"] == "grouped_mm"
         assert "experts" not in FLOPS["families"][family]["layer 1"]["flops"]
+
+
+def test_a_dense_layers_kept_mlp_tensors_are_its_own_mlps_in_its_share() -> None:
+    # DeepseekV3MLP.forward (transformers 5.25.0): down_proj(act_fn(gate_proj(x)) * up_proj(x)) keeps gate, act(gate)
+    # and up (N·48 each) and, the weights training, down's input (N·48), in bf16; layer 0 of the 2: half a block's
+    # mean. The experts' tensors hold the other half. Before, both layers kept the experts' tensors alone. The
+    # fake-tensor measurements of a tiny DeepSeek-V3 with 1 dense layer of 4 (tests/core/test_latent_attention.py)
+    # check the whole.
+    plan = _plan("deepseek_v3", TransformersLoss.V5_ON, Method.LORA, ("q_proj",)).with_changes(method=Method.FULL)
+    block = layer_activations(plan, trainable_block=True)
+    n = plan.workload.micro_batch * plan.workload.seq_len
+    dense = {t.label.split(" (dense")[0]: t.bytes for t in block.items if "(dense layers: 1 of 2)" in t.label}
+    assert dense == {"gate, act(gate), up": 3 * n * DENSE_FFN * 2 / 2, "down-projection input": n * DENSE_FFN * 2 / 2}
+    experts = [t for t in block.items if t.label.startswith("experts") and "(MoE layers: 1 of 2)" in t.label]
+    assert experts
