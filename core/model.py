@@ -77,10 +77,14 @@ MLP_TARGETS: Final = ("gate_proj", "up_proj", "down_proj")
 # 5.0 each family keeps them as 3-D parameters of one experts module (v5.25.0 ``MixtralExperts.gate_up_proj`` /
 # ``down_proj``, experts × out × in; peft_transformers_5.25.0.json): no target reaches them. gpt-oss (since 4.55)
 # and Llama 4 were 3-D in 4.x already. DeepSeek-V2 and Kimi K2 (DeepSeek-V3's modelling) read as DeepSeek-V3:
-# not measured.
+# not measured. Phi-MoE (branch h87moe): v4.57.1 PhimoeSparseMoeBlock.experts, a ModuleList of PhimoeBlockSparseTop2MLP
+# named w1 / w2 / w3 as Mixtral's (peft_transformers_4.57.1.json "w1,w2,w3": 18,432 = 4 experts × 3 × 8 × 96 × 2).
 LINEAR_EXPERTS_4X: Final = frozenset(
-    ("mixtral", "qwen2_moe", "qwen3_moe", "olmoe", "deepseek_v2", "deepseek_v3", "kimi_k2", "glm4_moe", "ernie4_5_moe")
-)
+    (
+        "mixtral", "qwen2_moe", "qwen3_moe", "olmoe", "deepseek_v2", "deepseek_v3", "kimi_k2", "glm4_moe",
+        "ernie4_5_moe", "phimoe",
+    )
+)  # fmt: skip
 # The families whose routed experts bitsandbytes quantises under transformers 4.x: ``replace_with_bnb_linear`` swaps
 # nn.Linear (and Conv1D) modules only (v4.57.1 integrations/bitsandbytes.py ``_replace_with_bnb_linear``: ``isinstance(
 # module, (nn.Linear, Conv1D))``; v5.25.0 the same with ``type(module) is nn.Linear``), so experts held as 3-D
@@ -107,10 +111,14 @@ MIXTRAL_4X_MLP_NAMES: Final = {"gate_proj": "w1", "up_proj": "w3", "down_proj": 
 # are nn.Linear too (Plan.linear_experts); Llama 4's ``feed_forward.router`` (Llama4Router, an nn.Linear) under
 # 4.57.1 and 5.25.0. Under 5.25.0 the others are modules of their own holding a ``weight`` (not nn.Linear), as
 # DeepSeek-V3's, GLM-4.5's and gpt-oss's routers are in both. Qwen2-MoE's ``shared_expert_gate`` (nn.Linear(d, 1))
-# is adapted in both releases. DeepSeek-V2 and Kimi K2 read as DeepSeek-V3; Phi-MoE and GraniteMoE: not measured,
-# not counted.
+# is adapted in both releases. DeepSeek-V2 and Kimi K2 read as DeepSeek-V3. Phi-MoE's router is an nn.Linear in
+# both (4.57.1 ``block_sparse_moe.gate``; 5.25.0 ``mlp.router``, PhimoeTopKRouter(nn.Linear)): all-linear adapts it
+# (branch h87moe, the same data's phimoe rows: 8 × (64 + 4) × 2 layers beyond the seven names). GraniteMoE's is
+# adapted under 4.57.1 alone (``block_sparse_moe.router.layer``, an nn.Linear inside GraniteMoeTopKGating; 5.25.0
+# GraniteMoeTopKRouter holds a ``weight``): its experts are 3-D in both releases, so ``linear_experts`` cannot tell
+# the releases apart here and that router is not counted (r·(d + E) a layer under 4.x; granitemoe rows).
 ROUTER_LINEAR_4X: Final = frozenset(("mixtral", "qwen2_moe", "qwen3_moe", "olmoe", "ernie4_5_moe"))
-ROUTER_LINEAR: Final = frozenset(("llama4_text",))
+ROUTER_LINEAR: Final = frozenset(("llama4_text", "phimoe"))
 SHARED_GATE_LINEAR: Final = frozenset(("qwen2_moe",))
 # Every name a plan may carry, in the order plans list them (the head last).
 ACCEPTED_TARGETS: Final = (*LORA_TARGETS, ALL_LINEAR, *MIXER_TARGETS, HEAD_TARGET)
@@ -1062,10 +1070,10 @@ class ModelSpec:
 
     def peft_target_names(self, targets: tuple[str, ...], linear_experts: bool) -> tuple[str, ...]:
         """``targets`` as PEFT's target_modules must name them on this model: a Gated DeltaNet hybrid's ``in_proj``
-        is its family's input projections (GDN_IN_PROJ); Mixtral's experts under transformers 4.x
+        is its family's input projections (GDN_IN_PROJ); Mixtral's and Phi-MoE's experts under transformers 4.x
         (``linear_experts``, Plan.linear_experts) are w1 / w3 / w2 (MIXTRAL_4X_MLP_NAMES: gate_proj, up_proj and
         down_proj match nothing there); every other name as it is."""
-        if self.family == "mixtral" and linear_experts and self.num_experts > 1:
+        if self.family in ("mixtral", "phimoe") and linear_experts and self.num_experts > 1:
             return tuple(MIXTRAL_4X_MLP_NAMES.get(t, t) for t in targets)
         names = GDN_IN_PROJ.get(self.family) if self.recurrent_mixer == "gated_deltanet" else None
         if not names:
