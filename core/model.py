@@ -1126,8 +1126,8 @@ class ModelSpec:
         holds a plain gated MLP of ``dense_intermediate_size`` instead, nn.Linear in every release
         (DeepseekV3MLP, Glm4MoeMLP, Ernie4_5_MoeMLP, Llama4TextMLP in transformers 4.57.1 and 5.25.0), which the
         MLP targets adapt at that width (tests/data/moe_lora/'s dense_first rows): the counts (adapters, gradients,
-        optimizer state), FLOPs and kernel counts read every kind; one layer's kept activations (core.training.
-        activations) read the MoE block's, as its base MLP does. Under all-linear an MoE block also adapts its
+        optimizer state), FLOPs, kernel counts and one block's kept activations (a mean over the kinds, as its base
+        MLP's: :meth:`target_rows`) read every kind. Under all-linear an MoE block also adapts its
         router and Qwen2-MoE's shared-expert gate where the release builds them as nn.Linear
         (:meth:`all_linear_rows`); the seven names alone reach neither."""
         shapes = self.linear_shapes()

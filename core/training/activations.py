@@ -845,7 +845,13 @@ def _adapters(plan: Plan, ctx: _Ctx) -> list[Term]:
         # through .detach(): its graph dies with the layer's forward, so no block keeps it
         # (huggingface/peft v0.21.2 src/peft/tuners/lora/dora.py; the "reference cycle" that
         # kept it was the measuring tool's module hooks, tools/measure/NOTES.md, branch h76memtr).
-        outs = sum(out * copies for _, out, copies in model.adapted_matrices(plan.lora.targets, plan.linear_experts))
+        targets, experts = plan.lora.targets, plan.linear_experts  # every kind of block's (adapter_blocks), as a mean
+        outs = (
+            model.over_blocks(
+                lambda dense: sum(out * copies for _, out, copies in model.adapted_matrices(targets, experts, dense))
+            )
+            / model.num_layers
+        )
         items.append(
             Term(
                 "DoRA: base and adapter outputs kept for the magnitude",
@@ -857,14 +863,16 @@ def _adapters(plan: Plan, ctx: _Ctx) -> list[Term]:
 
 
 def _token_copies(plan: Plan, target: str) -> float:
-    """How many of a token's adapter passes one target of a mixture-of-experts block makes (ModelSpec.adapted_rows):
+    """How many of a token's adapter passes one target of a mixture-of-experts block makes (ModelSpec.target_rows):
     1 for attention's; an MLP target's top-k routed experts (transformers 4.x: E copies, each on k / E of the
-    tokens) and its shared expert's one, or none where neither is reached."""
+    tokens) and its shared expert's one, or none where neither is reached; a dense layer's MLP once (a block's mean
+    over the kinds of adapter_blocks)."""
     model = plan.model
     if target not in MLP_TARGETS:
         return 1.0
     share = model.routed_share
-    return sum(c * (share if routed else 1.0) for _, _, c, routed in model.adapted_rows((target,), plan.linear_experts))
+    rows = model.target_rows(target, plan.linear_experts)
+    return sum(held * c * (share if routed else 1.0) for held, _, _, c, routed in rows)
 
 
 def dora_forward_transient(plan: Plan, head: bool = True) -> Term | None:

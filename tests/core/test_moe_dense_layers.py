@@ -168,3 +168,30 @@ def test_a_dense_layers_kept_mlp_tensors_are_its_own_mlps_in_its_share() -> None
     assert dense == {"gate, act(gate), up": 3 * n * DENSE_FFN * 2 / 2, "down-projection input": n * DENSE_FFN * 2 / 2}
     experts = [t for t in block.items if t.label.startswith("experts") and "(MoE layers: 1 of 2)" in t.label]
     assert experts
+
+
+@pytest.mark.parametrize("family", list(DENSE_FIRST))
+def test_loras_and_doras_kept_tensors_follow_the_adapted_rows_of_each_kind(family: str) -> None:
+    # Under 4.57.1, LoRA on the MLP: lora_A's output (N·r) is kept for lora_B on every module PEFT wraps (the data's
+    # MLP row, layers 0 and 1), a routed expert's on top-k / experts of the tokens: a block's mean. DeepSeek-V3: layer
+    # 0's 3 + layer 1's 4 experts × 3 × 2/4 + 3 shared = 9, (3 + 9) / 2 = 6 (the MoE block's 9 before). DoRA keeps
+    # the base and adapter outputs (N·Σout) of every adapted matrix (4 experts each): a block's mean of Σout × copies.
+    release, line = "4.57.1", TransformersLoss.V4_49_TO_4_57
+    plan = _plan(family, line, Method.LORA, MLP)
+    top_k = 1 if family == "llama4_text" else K  # moe_lora_configs: top 2, Llama 4 top 1
+    modules = _mlp_modules(family, release)
+    passes = sum(copies * (top_k / E if copies > 1 else 1) for _, copies in modules) / LAYERS
+    n, r = plan.workload.micro_batch * plan.workload.seq_len, 8
+    terms = {t.label: t for t in layer_activations(plan, trainable_block=False).items}
+    lora_a = terms["LoRA A outputs (kept for B)"]
+    assert lora_a.bytes / (n * r) / passes in (2.0, 4.0)  # the adapter's dtype, bf16 or float32
+    dora = _plan(family, line, Method.DORA, MLP)
+    outs = 0
+    for layer, block in enumerate(("adapted_first_block", "adapted_last_block")):
+        row = LORA[release][0]["dense_first"][family]["gate_proj,up_proj,down_proj"]
+        for name in row[block]:
+            width = DENSE_FFN if layer == 0 else FFN
+            outs += (D if name.endswith("down_proj") else width) * (E if ".experts.*." in name else 1)
+    kept = {t.label: t for t in layer_activations(dora, trainable_block=False).items}
+    term = kept["DoRA: base and adapter outputs kept for the magnitude"]
+    assert term.bytes / n / (outs / LAYERS) in (4.0, 6.0, 8.0)  # compute + adapter dtype
