@@ -195,3 +195,27 @@ def test_loras_and_doras_kept_tensors_follow_the_adapted_rows_of_each_kind(famil
     kept = {t.label: t for t in layer_activations(dora, trainable_block=False).items}
     term = kept["DoRA: base and adapter outputs kept for the magnitude"]
     assert term.bytes / n / (outs / LAYERS) in (4.0, 6.0, 8.0)  # compute + adapter dtype
+
+
+ADAFACTOR = {
+    release: json.loads((DATA / "moe_adafactor" / f"adafactor_transformers_{release}.json").read_text())
+    for release in LORA
+}
+
+
+@pytest.mark.parametrize("release", list(LORA))
+@pytest.mark.parametrize("family", list(ADAFACTOR["5.25.0"]["families"]))
+def test_full_training_adafactor_keeps_every_experts_statistics(release: str, family: str) -> None:
+    # tests/data/moe_adafactor/ (tools/measure/moe_adafactor_state.py, torch 2.13.0+cpu): torch.optim.Adafactor's
+    # row_var + col_var elements over the blocks' 2-D and 3-D parameters after one full-training step of the tiny
+    # models (dense_first where the family has dense layers). Mixtral under 5.25.0: 2 × (attention 448 + experts
+    # 4 × (64 + 64) + 4 × (64 + 32) + router 4 + 64) = 2,824; under 4.57.1 each expert's three nn.Linear,
+    # 4 × 3 × (32 + 64): 3,336. The rule before took one expert's three matrices a layer and no router: 1,472.
+    line = LORA[release][1]
+    config = {"model_type": family, **COMMON, **FAMILIES[family], **DENSE_FIRST.get(family, {})}
+    spec = model_from_hf_config(config, name=family)
+    plan = Plan(model=spec, method=Method.FULL, optimizer=Optimizer.ADAFACTOR, training_transformers=line)
+    d, v = spec.hidden_size, spec.vocab_size
+    outside = (v + d) + (0 if spec.tie_embeddings else v + d) + d + spec.num_layers * spec.norms_per_layer * d
+    measured = ADAFACTOR[release]["families"][family]["block_matrix_statistics"]
+    assert adafactor_state_elements(plan) - outside == measured
