@@ -77,10 +77,14 @@ MLP_TARGETS: Final = ("gate_proj", "up_proj", "down_proj")
 # 5.0 each family keeps them as 3-D parameters of one experts module (v5.25.0 ``MixtralExperts.gate_up_proj`` /
 # ``down_proj``, experts × out × in; peft_transformers_5.25.0.json): no target reaches them. gpt-oss (since 4.55)
 # and Llama 4 were 3-D in 4.x already. DeepSeek-V2 and Kimi K2 (DeepSeek-V3's modelling) read as DeepSeek-V3:
-# not measured.
+# not measured. Phi-MoE (branch h87moe): v4.57.1 PhimoeSparseMoeBlock.experts, a ModuleList of PhimoeBlockSparseTop2MLP
+# named w1 / w2 / w3 as Mixtral's (peft_transformers_4.57.1.json "w1,w2,w3": 18,432 = 4 experts × 3 × 8 × 96 × 2).
 LINEAR_EXPERTS_4X: Final = frozenset(
-    ("mixtral", "qwen2_moe", "qwen3_moe", "olmoe", "deepseek_v2", "deepseek_v3", "kimi_k2", "glm4_moe", "ernie4_5_moe")
-)
+    (
+        "mixtral", "qwen2_moe", "qwen3_moe", "olmoe", "deepseek_v2", "deepseek_v3", "kimi_k2", "glm4_moe",
+        "ernie4_5_moe", "phimoe",
+    )
+)  # fmt: skip
 # The families whose routed experts bitsandbytes quantises under transformers 4.x: ``replace_with_bnb_linear`` swaps
 # nn.Linear (and Conv1D) modules only (v4.57.1 integrations/bitsandbytes.py ``_replace_with_bnb_linear``: ``isinstance(
 # module, (nn.Linear, Conv1D))``; v5.25.0 the same with ``type(module) is nn.Linear``), so experts held as 3-D
@@ -107,10 +111,14 @@ MIXTRAL_4X_MLP_NAMES: Final = {"gate_proj": "w1", "up_proj": "w3", "down_proj": 
 # are nn.Linear too (Plan.linear_experts); Llama 4's ``feed_forward.router`` (Llama4Router, an nn.Linear) under
 # 4.57.1 and 5.25.0. Under 5.25.0 the others are modules of their own holding a ``weight`` (not nn.Linear), as
 # DeepSeek-V3's, GLM-4.5's and gpt-oss's routers are in both. Qwen2-MoE's ``shared_expert_gate`` (nn.Linear(d, 1))
-# is adapted in both releases. DeepSeek-V2 and Kimi K2 read as DeepSeek-V3; Phi-MoE and GraniteMoE: not measured,
-# not counted.
+# is adapted in both releases. DeepSeek-V2 and Kimi K2 read as DeepSeek-V3. Phi-MoE's router is an nn.Linear in
+# both (4.57.1 ``block_sparse_moe.gate``; 5.25.0 ``mlp.router``, PhimoeTopKRouter(nn.Linear)): all-linear adapts it
+# (branch h87moe, the same data's phimoe rows: 8 × (64 + 4) × 2 layers beyond the seven names). GraniteMoE's is
+# adapted under 4.57.1 alone (``block_sparse_moe.router.layer``, an nn.Linear inside GraniteMoeTopKGating; 5.25.0
+# GraniteMoeTopKRouter holds a ``weight``): its experts are 3-D in both releases, so ``linear_experts`` cannot tell
+# the releases apart here and that router is not counted (r·(d + E) a layer under 4.x; granitemoe rows).
 ROUTER_LINEAR_4X: Final = frozenset(("mixtral", "qwen2_moe", "qwen3_moe", "olmoe", "ernie4_5_moe"))
-ROUTER_LINEAR: Final = frozenset(("llama4_text",))
+ROUTER_LINEAR: Final = frozenset(("llama4_text", "phimoe"))
 SHARED_GATE_LINEAR: Final = frozenset(("qwen2_moe",))
 # Every name a plan may carry, in the order plans list them (the head last).
 ACCEPTED_TARGETS: Final = (*LORA_TARGETS, ALL_LINEAR, *MIXER_TARGETS, HEAD_TARGET)
@@ -661,6 +669,12 @@ class ModelSpec:
         return self.kv_lora_rank + self.qk_rope_head_dim if self.kv_lora_rank else 0
 
     @property
+    def dense_layers(self) -> int:
+        """A mixture of experts' dense layers (``first_k_dense_replace``: a plain MLP of ``dense_intermediate_size``,
+        :meth:`adapter_blocks`); 0 for a dense model and a hybrid (its layers keep their own rule)."""
+        return self.first_k_dense_replace if self.num_experts > 1 and not self.recurrent_mixer else 0
+
+    @property
     def moe_layers(self) -> int:
         """Layers with experts (all of a MoE model's but DeepSeek's dense first ones)."""
         return self.num_layers - self.first_k_dense_replace if self.num_experts > 1 else 0
@@ -1056,10 +1070,10 @@ class ModelSpec:
 
     def peft_target_names(self, targets: tuple[str, ...], linear_experts: bool) -> tuple[str, ...]:
         """``targets`` as PEFT's target_modules must name them on this model: a Gated DeltaNet hybrid's ``in_proj``
-        is its family's input projections (GDN_IN_PROJ); Mixtral's experts under transformers 4.x
+        is its family's input projections (GDN_IN_PROJ); Mixtral's and Phi-MoE's experts under transformers 4.x
         (``linear_experts``, Plan.linear_experts) are w1 / w3 / w2 (MIXTRAL_4X_MLP_NAMES: gate_proj, up_proj and
         down_proj match nothing there); every other name as it is."""
-        if self.family == "mixtral" and linear_experts and self.num_experts > 1:
+        if self.family in ("mixtral", "phimoe") and linear_experts and self.num_experts > 1:
             return tuple(MIXTRAL_4X_MLP_NAMES.get(t, t) for t in targets)
         names = GDN_IN_PROJ.get(self.family) if self.recurrent_mixer == "gated_deltanet" else None
         if not names:
@@ -1087,7 +1101,7 @@ class ModelSpec:
         # dataclass fields, as architecture_params').
         kinds = self.__dict__.get("_adapter_blocks")
         if kinds is None:
-            dense = self.first_k_dense_replace if self.num_experts > 1 and not self.recurrent_mixer else 0
+            dense = self.dense_layers
             both = ((self.num_layers - dense, False), (dense, True))
             kinds = tuple((n, kind) for n, kind in both if n) if dense else ((self.num_layers, False),)
             object.__setattr__(self, "_adapter_blocks", kinds)
@@ -1112,8 +1126,8 @@ class ModelSpec:
         holds a plain gated MLP of ``dense_intermediate_size`` instead, nn.Linear in every release
         (DeepseekV3MLP, Glm4MoeMLP, Ernie4_5_MoeMLP, Llama4TextMLP in transformers 4.57.1 and 5.25.0), which the
         MLP targets adapt at that width (tests/data/moe_lora/'s dense_first rows): the counts (adapters, gradients,
-        optimizer state), FLOPs and kernel counts read every kind; one layer's kept activations (core.training.
-        activations) read the MoE block's, as its base MLP does. Under all-linear an MoE block also adapts its
+        optimizer state), FLOPs, kernel counts and one block's kept activations (a mean over the kinds, as its base
+        MLP's: :meth:`target_rows`) read every kind. Under all-linear an MoE block also adapts its
         router and Qwen2-MoE's shared-expert gate where the release builds them as nn.Linear
         (:meth:`all_linear_rows`); the seven names alone reach neither."""
         shapes = self.linear_shapes()
@@ -1178,6 +1192,26 @@ class ModelSpec:
             for _, dense in self.adapter_blocks()
             for fan_in, fan_out, _ in self.adapted_matrices(targets, linear_experts, dense)
         ]
+
+    def target_rows(self, name: str, linear_experts: bool) -> list[tuple[float, int, int, int, bool]]:
+        """(held, in, out, copies, routed) of what one target ``name`` adapts, over the kinds of :meth:`adapter_blocks`:
+        ``held`` the share of the layers of the kind (a per-block figure's mean over the model). A mixture of experts
+        (not a hybrid): :meth:`adapted_rows` of each kind (``all-linear``: its router rows, :meth:`all_linear_rows`);
+        any other model: the target's one matrix (:meth:`linear_shapes`, unfused) in every block, as the per-block
+        readers (IA3's kept tensors, ``flops.method_work``) always read it."""
+        if self.num_experts > 1 and not self.recurrent_mixer:
+            rows: list[tuple[float, int, int, int, bool]] = []
+            for layers, dense in self.adapter_blocks():
+                held = layers / self.num_layers
+                kind = (
+                    self.all_linear_rows(linear_experts, dense)
+                    if name == ALL_LINEAR
+                    else self.adapted_rows((name,), linear_experts, dense)
+                )
+                rows += [(held, fan_in, fan_out, copies, routed) for fan_in, fan_out, copies, routed in kind]
+            return rows
+        shape = self.linear_shapes().get(name)
+        return [(1.0, *shape, 1, False)] if shape else []
 
     def dora_magnitude_params(self, targets: tuple[str, ...], linear_experts: bool) -> int:
         """DoRA's trained magnitude: one value per output row of every adapted matrix

@@ -657,11 +657,39 @@ def _eager_scores(plan: Plan, ctx: _Ctx, scores: int) -> list[Term]:
 
 
 def _mlp(plan: Plan, ctx: _Ctx) -> list[Term]:
-    """The dense MLP's saved tensors, or a mixture of experts' (see _experts)."""
+    """The dense MLP's saved tensors, or a mixture of experts' (see _experts): where such a model holds dense layers
+    too (``first_k_dense_replace``: DeepSeek-V2/V3's, GLM-4.5's, ERNIE 4.5's first ones, Llama 4's interleaved ones;
+    ModelSpec.adapter_blocks), one block's mean over the layers, the experts' tensors in the MoE layers' share and a
+    plain MLP of ``dense_intermediate_size`` (DeepseekV3MLP, Glm4MoeMLP, Ernie4_5_MoeMLP, Llama4TextMLP) in the
+    dense layers' share. The MLP norm's output is kept in either kind (its readers differ: the router and shared
+    expert, or gate and up), counted once."""
     model = plan.model
-    if model.num_experts > 1:
-        return _experts(plan, ctx)
-    n, ca, i = ctx.n, ctx.ca, model.intermediate_size
+    if model.num_experts == 1:
+        return _dense_mlp(plan, ctx, model.intermediate_size)
+    experts = _experts(plan, ctx)
+    dense = model.dense_layers
+    if not dense:
+        return experts
+    moe, layers = model.moe_layers, model.num_layers
+    # the router's input and probabilities are first (_mlp_part keeps them whole under tensor parallel)
+    router = next(k for k, t in enumerate(experts) if t.label.startswith("router"))
+    return (
+        experts[:router]
+        + [_share_of(t, moe, layers, "MoE") for t in experts[router:]]
+        + [_share_of(t, dense, layers, "dense") for t in _dense_mlp(plan, ctx, model.dense_intermediate_size)]
+    )
+
+
+def _share_of(term: Term, held: int, layers: int, kind: str) -> Term:
+    """``term`` of one kind of block as its share of a block's mean (``held`` of the ``layers``)."""
+    return Term(f"{term.label} ({kind} layers: {held} of {layers})", f"({term.formula}) × {held}/{layers}",
+                term.bytes * held / layers)  # fmt: skip
+
+
+def _dense_mlp(plan: Plan, ctx: _Ctx, i: int) -> list[Term]:
+    """A plain MLP of width ``i``: its saved tensors."""
+    model = plan.model
+    n, ca = ctx.n, ctx.ca
     items: list[Term] = []
     mlp_el = n * i
     if model.gated_mlp and ctx.compiled:
@@ -824,7 +852,13 @@ def _adapters(plan: Plan, ctx: _Ctx) -> list[Term]:
         # through .detach(): its graph dies with the layer's forward, so no block keeps it
         # (huggingface/peft v0.21.2 src/peft/tuners/lora/dora.py; the "reference cycle" that
         # kept it was the measuring tool's module hooks, tools/measure/NOTES.md, branch h76memtr).
-        outs = sum(out * copies for _, out, copies in model.adapted_matrices(plan.lora.targets, plan.linear_experts))
+        targets, experts = plan.lora.targets, plan.linear_experts  # every kind of block's (adapter_blocks), as a mean
+        outs = (
+            model.over_blocks(
+                lambda dense: sum(out * copies for _, out, copies in model.adapted_matrices(targets, experts, dense))
+            )
+            / model.num_layers
+        )
         items.append(
             Term(
                 "DoRA: base and adapter outputs kept for the magnitude",
@@ -836,14 +870,16 @@ def _adapters(plan: Plan, ctx: _Ctx) -> list[Term]:
 
 
 def _token_copies(plan: Plan, target: str) -> float:
-    """How many of a token's adapter passes one target of a mixture-of-experts block makes (ModelSpec.adapted_rows):
+    """How many of a token's adapter passes one target of a mixture-of-experts block makes (ModelSpec.target_rows):
     1 for attention's; an MLP target's top-k routed experts (transformers 4.x: E copies, each on k / E of the
-    tokens) and its shared expert's one, or none where neither is reached."""
+    tokens) and its shared expert's one, or none where neither is reached; a dense layer's MLP once (a block's mean
+    over the kinds of adapter_blocks)."""
     model = plan.model
     if target not in MLP_TARGETS:
         return 1.0
     share = model.routed_share
-    return sum(c * (share if routed else 1.0) for _, _, c, routed in model.adapted_rows((target,), plan.linear_experts))
+    rows = model.target_rows(target, plan.linear_experts)
+    return sum(held * c * (share if routed else 1.0) for held, _, _, c, routed in rows)
 
 
 def dora_forward_transient(plan: Plan, head: bool = True) -> Term | None:
@@ -1206,21 +1242,22 @@ def _ia3(plan: Plan, ctx: _Ctx) -> list[Term]:
     if plan.method is not Method.IA3:
         return []
     model = plan.model
-    out_el = 0
-    in_copies: dict[str, int] = {}
-    shapes = model.linear_shapes()
+    out_el = 0.0
+    in_copies: dict[tuple[str, int], float] = {}
     ff = set(normalise_ia3_feedforward(plan.lora.ia3_feedforward))
     for name in normalise_lora_targets(plan.lora.targets):
-        if name not in shapes:
-            continue
-        fan_in, fan_out = shapes[name]
-        copies = model.num_experts if name in ("gate_proj", "up_proj", "down_proj") else 1
-        if name not in ff:
-            out_el += copies * fan_out
-            continue
-        reads = ctx.compute_dtype if name in ("o_proj", "down_proj") else (_norm_output(model, ctx) or ctx.model_dtype)
-        key = _IA3_INPUT_GROUPS[name] if reads is ctx.adapter_dtype else name
-        in_copies[key] = copies * fan_in
+        # What the target adapts in each kind of block (ModelSpec.target_rows: a dense layer's own MLP, a routed
+        # expert's vector on top-k / experts of the tokens, a shared expert's on all, all-linear's router), as a
+        # block's mean over the layers.
+        for k, (held, fan_in, fan_out, copies, routed) in enumerate(model.target_rows(name, plan.linear_experts)):
+            tokens = held * copies * (model.routed_share if routed else 1.0)
+            if name not in ff:
+                out_el += tokens * fan_out
+                continue
+            after_norm = _norm_output(model, ctx) or ctx.model_dtype
+            reads = ctx.compute_dtype if name in ("o_proj", "down_proj") else after_norm
+            key = (_IA3_INPUT_GROUPS[name] if reads is ctx.adapter_dtype else name, k)
+            in_copies[key] = tokens * fan_in
     items = []
     if out_el:
         formula = f"N·Σout × {ctx.ca:g} = {sci(ctx.n * out_el)} × {ctx.ca:g}"

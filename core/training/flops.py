@@ -176,7 +176,11 @@ def _shira_gemms(plan: Plan, gemms: list[Gemm]) -> list[Gemm]:
 
 
 def _mlp_gemms(model: ModelSpec, trains: bool) -> tuple[Gemm, ...]:
-    """The MLP's matmuls, or a mixture of experts' (the router, the routed experts, a shared one)."""
+    """The MLP's matmuls, or a mixture of experts' (the router, the routed experts, a shared one). A mixture of
+    experts' dense layers (DeepSeek-V2/V3's, GLM-4.5's and ERNIE 4.5's first ones, Llama 4's interleaved ones:
+    ``first_k_dense_replace``, ModelSpec.adapter_blocks) run a plain MLP of ``dense_intermediate_size`` instead
+    (DeepseekV3MLP, Glm4MoeMLP, Ernie4_5_MoeMLP, Llama4TextMLP in transformers 5.25.0): each kind in its share of the
+    layers (``Gemm.layers``; tests/data/moe_flops/, torch's FlopCounterMode on the tiny configs)."""
     d, i = model.hidden_size, model.intermediate_size
     ups = 2 if model.gated_mlp else 1
     if model.num_experts > 1:
@@ -189,8 +193,19 @@ def _mlp_gemms(model: ModelSpec, trains: bool) -> tuple[Gemm, ...]:
         if model.shared_expert_size:
             s = model.shared_expert_size
             gemms += [Gemm("shared gate|up", d, 2 * s, "column", trains), Gemm("shared down", s, d, "row", trains)]
-        return tuple(gemms)
-    return (Gemm("gate|up" if ups == 2 else "up", d, ups * i, "column", trains), Gemm("down", i, d, "row", trains))
+        dense = model.dense_layers
+        if not dense:
+            return tuple(gemms)
+        moe, w = model.moe_layers / model.num_layers, model.dense_intermediate_size
+        return tuple(g.held_by(moe) for g in gemms) + tuple(
+            g.held_by(dense / model.num_layers) for g in _dense_mlp_gemms(d, w, ups, trains)
+        )
+    return _dense_mlp_gemms(d, i, ups, trains)
+
+
+def _dense_mlp_gemms(d: int, i: int, ups: int, trains: bool) -> tuple[Gemm, ...]:
+    """A plain MLP's matmuls: gate and up (fused, d → 2·i) or up alone, then down."""
+    return Gemm("gate|up" if ups == 2 else "up", d, ups * i, "column", trains), Gemm("down", i, d, "row", trains)
 
 
 # The hybrids whose attention layers are gated (q_proj d → 2·heads·head_dim: the query and its output gate):
@@ -366,8 +381,10 @@ def _said(text: str) -> tuple[Callable[..., str], tuple[Any, ...]]:
     return str, (text,)
 
 
-def _block_formula(layers: int, backward: int, w_base: float, hybrid: bool = False) -> str:
+def _block_formula(layers: int, backward: int, w_base: float, hybrid: bool = False, dense: int = 0) -> str:
     mean = " (a hybrid's layers' mean: each projection in the layers that hold it)" if hybrid else ""
+    if dense and not hybrid:
+        mean = f" (the layers' mean: {dense} dense layers' MLP, the experts in the others)"
     return (
         f"2·W × ({layers} forward + {backward} input-gradient) + 2·W_trained × {backward} "
         f"weight-gradient blocks, W = {sci(w_base)}{mean}"
@@ -488,7 +505,7 @@ def token_flops(plan: Plan) -> TokenFlops:
         FlopTerm(
             "block matmuls",
             2.0 * (w_base * layers + w_base * passes.backward + w_train * passes.backward),
-            (_block_formula, (layers, passes.backward, w_base, bool(model.recurrent_mixer))),
+            (_block_formula, (layers, passes.backward, w_base, bool(model.recurrent_mixer), model.dense_layers)),
         ),
         FlopTerm(
             "attention scores and values (causal)",
@@ -854,23 +871,26 @@ def method_work(plan: Plan) -> MethodWork | None:
         return None
     m = float(plan.workload.micro_batch * plan.workload.seq_len)
     feedforward = set(plan.lora.ia3_feedforward) if plan.method is _METHOD_IA3 else set()
-    shapes = plan.model.linear_shapes()
-    names = [n for n in normalise_lora_targets(plan.lora.targets) if n in shapes]
+    model = plan.model
     build_f = build_b = bytes_f = bytes_b = 0.0
-    targets = 0
-    copies = 0  # BOFT: torch.block_diag's copy_ of each of a target's in / b blocks (TensorShape.cpp block_diag)
-    for name in names:
-        fan_in, fan_out = shapes[name]
-        # IA3 scales a feedforward target's input (m·in elements), any other's output (m·out).
-        per_in, per_out = (fan_out, fan_in) if name in feedforward else (fan_in, fan_out)
-        terms = (m * per_in, m * per_out, float(fan_in * fan_out), _own_term(plan, m, fan_in, fan_out))
-        bytes_f += sum(c * t for c, t in zip(passes.forward, terms, strict=True))
-        bytes_b += sum(c * t for c, t in zip(passes.backward, terms, strict=True))
-        f, b = _build_flops(plan, fan_in, fan_out)
-        build_f, build_b = build_f + f, build_b + b
-        targets += 1
-        if plan.method is _METHOD_BOFT:
-            copies += boft_blocks(plan, fan_in)[0]
+    targets = 0.0
+    copies = 0.0  # BOFT: torch.block_diag's copy_ of each of a target's in / b blocks (TensorShape.cpp block_diag)
+    # What each target adapts, per kind of block (ModelSpec.target_rows: a mixture of experts' dense layers their own
+    # MLP, its routed experts each on top-k / experts of the tokens, all-linear its router), as a block's mean.
+    for name in normalise_lora_targets(plan.lora.targets):
+        for held, fan_in, fan_out, n, routed in model.target_rows(name, plan.linear_experts):
+            tokens, times = m * (model.routed_share if routed else 1.0), held * n
+            # IA3 scales a feedforward target's input (m·in elements), any other's output (m·out).
+            per_in, per_out = (fan_out, fan_in) if name in feedforward else (fan_in, fan_out)
+            own = _own_term(plan, tokens, fan_in, fan_out)
+            terms = (tokens * per_in, tokens * per_out, float(fan_in * fan_out), own)
+            bytes_f += times * sum(c * t for c, t in zip(passes.forward, terms, strict=True))
+            bytes_b += times * sum(c * t for c, t in zip(passes.backward, terms, strict=True))
+            f, b = _build_flops(plan, fan_in, fan_out)
+            build_f, build_b = build_f + times * f, build_b + times * b
+            targets += times
+            if plan.method is _METHOD_BOFT:
+                copies += times * boft_blocks(plan, fan_in)[0]
     if not targets:
         return None
     kf, kb = passes.kernels
@@ -881,7 +901,7 @@ def method_work(plan: Plan) -> MethodWork | None:
         bytes_f,
         bytes_b,
         (kf * targets + copies, kb * targets),
-        f"{targets} adapted linears a block × ({kf} + {kb} kernels; bytes per element of (m·in, m·out, in·out, "
+        f"{targets:g} adapted linears a block × ({kf} + {kb} kernels; bytes per element of (m·in, m·out, in·out, "
         f"{_OWN_TERM.get(plan.method, 'X')}) {passes.forward} forward, {passes.backward} backward; "
         f"m = {m:,.0f} tokens)",
         ADALORA_ALLOCATOR_KERNELS * targets if plan.method is _METHOD_ADALORA else 0.0,

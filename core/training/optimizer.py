@@ -13,6 +13,7 @@ from typing import Final
 from core.breakdown import Term
 from core.format import sci
 from core.memo import last_answer
+from core.model import MLP_TARGETS
 from core.params import (
     BLOCK_TENSOR_SIZES,
     ParamCounts,
@@ -696,18 +697,55 @@ def adafactor_state_elements(plan: Plan) -> int:
         return model.over_blocks(lambda dense: _adafactor_block(plan, dense)) + bank
     if plan.adapter_based:
         targets = plan.lora.targets
-        shapes = model.linear_shapes()
         r = plan.lora.rank
-        per_layer = sum((fi + r) + (r + fo) for name, (fi, fo) in shapes.items() if name in targets)
-        lora_head = model.head_adapter_shape(targets)  # lora_A (r, d) and lora_B (V, r), once
-        return model.num_layers * per_layer + ((lora_head[0] + r) + (r + lora_head[1]) if lora_head else 0)
-    per_layer = sum(fi + fo for fi, fo in model.linear_shapes().values())
-    per_layer += model.norms_per_layer * model.hidden_size
+        if model.recurrent_mixer:  # a hybrid's layers: its own rule (ModelSpec._hybrid_lora_params), not read here
+            shapes = model.linear_shapes()
+            blocks = model.num_layers * sum(fi + fo + 2 * r for name, (fi, fo) in shapes.items() if name in targets)
+        else:  # lora_A (r, in) and lora_B (out, r) of every matrix PEFT adapts, per kind of block (adapted_matrices);
+            # DoRA's magnitude (out) is 1-D, kept whole (torch 2.13.0 torch/optim/_adafactor.py lines 100-111:
+            # ``variance`` of the gradient's shape below 2-D)
+            magnitude = 1 if plan.method is _METHOD_DORA else 0
+            blocks = model.over_blocks(
+                lambda dense: sum(
+                    ((fi + r) + (r + fo) + magnitude * fo) * c
+                    for fi, fo, c in model.adapted_matrices(targets, plan.linear_experts, dense)
+                )
+            )
+        lora_head = model.head_adapter_shape(targets)  # lora_A (r, d) and lora_B (V, r), once; DoRA's magnitude (V)
+        dora_head = lora_head[1] if lora_head and plan.method is _METHOD_DORA else 0
+        return blocks + ((lora_head[0] + r) + (r + lora_head[1]) + dora_head if lora_head else 0)
     # frozen_layers is kept on a plan that left the frozen-layers method (Plan.with_method).
     layers = model.num_layers - (plan.frozen_layers if plan.method is Method.FROZEN else 0)
+    norms = model.norms_per_layer * model.hidden_size
+    if model.num_experts > 1 and not model.recurrent_mixer:  # attention, then each kind of block's MLP (a mean)
+        attention = sum(fi + fo for name, (fi, fo) in model.linear_shapes().items() if name not in MLP_TARGETS)
+        mlp = model.over_blocks(lambda dense: _adafactor_moe_mlp(plan, dense))
+        blocks = layers * (attention + norms) + round(mlp * layers / model.num_layers)
+    else:
+        blocks = layers * (sum(fi + fo for fi, fo in model.linear_shapes().values()) + norms)
     embeds = 0 if plan.method is Method.FROZEN else model.vocab_size + model.hidden_size
     head = 0 if model.tie_embeddings else model.vocab_size + model.hidden_size
-    return layers * per_layer + embeds + head + model.hidden_size
+    return blocks + embeds + head + model.hidden_size
+
+
+def _adafactor_moe_mlp(plan: Plan, dense: bool) -> int:
+    """Adafactor's row + column statistics of one MoE model block's MLP matrices, full training (torch 2.13.0
+    torch/optim/_adafactor.py lines 100-111: per leading index of a 3-D tensor). A dense block (``dense``): its MLP of
+    dense_intermediate_size. An MoE block: the routed experts as nn.Linear modules (Plan.linear_experts: gate, up and
+    down of each) or as 3-D parameters (E, 2I, d) and (E, d, I) (gpt-oss' 2-D expert biases (E, 2I), (E, d) too),
+    the router (E, d), a shared expert and its gate (1, d). Measured: tools/measure/moe_adafactor_state.py,
+    tests/data/moe_adafactor/."""
+    model = plan.model
+    d, ups = model.hidden_size, 2 if model.gated_mlp else 1
+    if dense:
+        return (ups + 1) * (model.dense_intermediate_size + d)
+    i, e, s = model.intermediate_size, model.num_experts, model.shared_expert_size
+    if plan.linear_experts:
+        experts = e * (ups + 1) * (i + d)
+    else:
+        experts = e * (ups * i + d) + e * (d + i) + ((e + ups * i) + (e + d) if model.mlp_bias else 0)
+    shared = (ups + 1) * (s + d) + (1 + d if model.shared_expert_gate else 0) if s else 0
+    return experts + (e + d) + shared
 
 
 def _adafactor_block(plan: Plan, dense: bool) -> int:

@@ -32,6 +32,13 @@ FAMILIES: Final[dict[str, dict[str, Any]]] = {
     "llama4_text": dict(num_local_experts=E, num_experts_per_tok=1, intermediate_size_mlp=FFN,
                         interleave_moe_layer_step=1, head_dim=16, no_rope_layers=[1] * LAYERS),
 }
+# Branch h87moe: families measured for moe_lora_targets only (whether all-linear reaches their routers: Phi-MoE's
+# PhimoeTopKRouter, GraniteMoE's router), not for moe_bnb_quant. LORA_FAMILIES: the rows of tests/data/moe_lora/.
+ROUTER_FAMILIES: Final[dict[str, dict[str, Any]]] = {
+    "phimoe": dict(num_local_experts=E, num_experts_per_tok=K, head_dim=16),
+    "granitemoe": dict(num_local_experts=E, num_experts_per_tok=K, head_dim=16),
+}
+LORA_FAMILIES: Final[dict[str, dict[str, Any]]] = {**FAMILIES, **ROUTER_FAMILIES}
 # fmt: on
 
 # The families whose real checkpoints hold dense layers beside the MoE ones, built with layer 0 dense and layer 1
