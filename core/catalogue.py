@@ -563,6 +563,85 @@ def closest_models(hub_id: str) -> str:
     return _closest(hub_id.strip().rstrip("/").rsplit("/", 1)[-1], load_models())
 
 
+# ---- a Hub id's catalogue model: its own repository, or the one its fine-tune's name is built on ----------
+# Words a Hub repository's name adds for a fine-tune or a release of the same weights' shapes (h88fix): the
+# chat / instruction / reasoning tunes (Qwen/Qwen3-30B-A3B-Instruct-2507 and -Thinking-2507, google/gemma-3-1b-it,
+# TinyLlama/TinyLlama-1.1B-Chat-v1.0), the pretrained or converted base (google/gemma-3-1b-pt,
+# meta-llama/Llama-2-7b-hf, Qwen/Qwen3-8B-Base) and a release date (-2507, -2506). A fine-tune keeps its base's
+# matrices (each model card names its base: the "finetuned from" line), so its catalogue entry is the base's; a
+# size, a version (v0.1 against v0.3: Mistral's v0.3 widened the vocabulary to 32,768) or an expert count never goes.
+_TUNE_WORDS: Final = frozenset({"instruct", "chat", "thinking", "it", "hf", "base", "pt"})
+_DATE: Final = re.compile(r"\d{4}")  # 2507: July 2025
+_VERSION: Final = re.compile(r"v\d+(\.\d+)*")
+_CHECKPOINT: Final = "intermediate"  # TinyLlama-1.1B-intermediate-step-1431k-3T: a training step, not a model
+
+
+def _base_names(name: str) -> tuple[str, ...]:
+    """A repository name (lower case, no organisation) as its base's, most exact first: the tune words and dates
+    gone; a version right after a tune word (-Chat-v1.0, the chat release's own) kept first, then dropped."""
+    words = name.split("-")
+    if _CHECKPOINT in words:
+        words = words[: words.index(_CHECKPOINT)]
+    if words and words[0] == "meta" and len(words) > 1 and words[1] == "llama":  # Meta-Llama-3.1-8B, renamed
+        words = words[1:]
+    kept: list[str] = []
+    dropped: list[str] = []
+    after_tune = False
+    for word in words:
+        if word in _TUNE_WORDS or _DATE.fullmatch(word):
+            after_tune = True
+            continue
+        if after_tune and _VERSION.fullmatch(word):
+            dropped.append(word)
+        kept.append(word)
+        after_tune = False
+    exact = "-".join(kept)
+    return (exact, "-".join(w for w in kept if w not in dropped)) if dropped else (exact,)
+
+
+def _repo_key(repo: str) -> tuple[str, str]:
+    org, _, name = repo.strip().lower().rpartition("/")
+    return org, name
+
+
+@last_answer
+def _entries_by_base(models: tuple[CatalogueModel, ...]) -> dict[tuple[str, str], tuple[CatalogueModel, ...]]:
+    """The catalogue's entries by (organisation, base name) of their repositories."""
+    index: dict[tuple[str, str], tuple[CatalogueModel, ...]] = {}
+    for model in models:
+        org, name = _repo_key(model.hf_repo)
+        key = (org, _base_names(name)[0])
+        index[key] = (*index.get(key, ()), model)
+    return index
+
+
+def catalogue_model_of_hub_id(hub_id: str) -> tuple[CatalogueModel, str] | None:
+    """The catalogue model a Hub id is, and how: "" where the catalogue has that very repository, else the words
+    saying which base's entry its name leads to (``Qwen/Qwen3-30B-A3B-Instruct-2507``: the entry of
+    Qwen/Qwen3-30B-A3B); None where none does, or several would (never a guess between them)."""
+    try:
+        models = load_models()
+    except PlanFileError:  # a broken catalogue names no model
+        return None
+    wanted = hub_id.strip().lower()
+    exact = next((m for m in models if m.hf_repo.lower() == wanted), None)
+    if exact is not None:
+        return exact, ""
+    org, name = _repo_key(wanted)
+    if not org:
+        return None
+    index = _entries_by_base(models)
+    for base in _base_names(name):
+        found = index.get((org, base), ())
+        if len(found) == 1:
+            entry = found[0]
+            return entry, (
+                f"{hub_id.strip()} is read as {entry.hf_repo}'s fine-tune or release by its name (the same weights' "
+                f"shapes); its own config.json may differ in context length or RoPE scaling"
+            )
+    return None
+
+
 # ---- which catalogue model a plan's model is --------------------------------------------------
 def catalogue_entry(plan: Plan) -> CatalogueModel | None:
     """The catalogue model the plan's model is, if any: the entry whose spec equals the plan's (architecture,

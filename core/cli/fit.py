@@ -1,4 +1,5 @@
-"""``vramplan fit PLAN``: which cards fit a plan, every catalogue GPU × 1-8, sorted by cost."""
+"""``vramplan fit [PLAN]``: which cards fit a plan, every catalogue GPU × 1-8, sorted by cost. The plan is a plan
+file, or the options of ``vramplan estimate`` (the one builder, core.cli.parser.add_plan_options; h88fix)."""
 
 from __future__ import annotations
 
@@ -7,9 +8,9 @@ import math
 from typing import Any
 
 from core.advice.fit import CardFit, cards_for, cheapest_fit
-from core.cli.parser import UsageError
+from core.cli.parser import UsageError, add_plan_options
+from core.cli.plans import plan_from_args
 from core.cli.render import json_text
-from core.files.planfile import load as load_plan
 from core.format import hours, money
 from core.plan import Plan
 from core.units import GB
@@ -17,8 +18,16 @@ from core.verdict import cheapest_fit_words
 
 
 def register(sub: Any) -> None:
-    fit = sub.add_parser("fit", help="which cards fit a plan: every catalogue GPU × 1-8, sorted by cost")
-    fit.add_argument("plan", metavar="PLAN", help="a plan file (vramplan estimate ... --save PLAN)")
+    fit = sub.add_parser(
+        "fit",
+        help="which cards fit a plan: every catalogue GPU × 1-8, sorted by cost",
+        description="The plan: a plan file (vramplan estimate ... --save PLAN), or the options of "
+        "`vramplan estimate` (-m, --method, --micro-batch, ...), which also override a plan file's.",
+    )
+    fit.add_argument(
+        "plan_file", metavar="PLAN", nargs="?", help="a plan file (vramplan estimate ... --save PLAN); = --plan PLAN"
+    )
+    add_plan_options(fit)
     fit.add_argument("--json", action="store_true", help="machine-readable rows, bytes throughout")
     fit.add_argument("--fits-only", action="store_true", help="only the rows that fit")
     fit.add_argument(
@@ -32,7 +41,11 @@ def register(sub: Any) -> None:
 def run(args: argparse.Namespace) -> str:
     if not 1 <= args.max_count <= 8:
         raise UsageError(f"--max-count: {args.max_count} is not allowed; expected 1 to 8")
-    plan = load_plan(args.plan)
+    if args.plan_file is not None:
+        if args.plan is not None and args.plan != args.plan_file:
+            raise UsageError("give the plan file once: PLAN or --plan FILE")
+        args.plan = args.plan_file
+    plan = plan_from_args(args)
     rows = cards_for(plan, counts=range(1, args.max_count + 1), keep_sharding=args.keep_sharding)
     if args.fits_only:
         rows = tuple(r for r in rows if r.fits)

@@ -147,6 +147,8 @@ def compute_to_json(est: Estimate) -> dict[str, Any]:
             {"label": t.label, "per_token": t.per_token, "formula": t.formula} for t in est.compute.flop_terms
         ],
         "mfu": est.compute.mfu,
+        "causal_mfu": est.compute.causal_mfu,
+        "hardware_utilisation": est.compute.hfu,
         "mfu_convention": MFU_CONVENTION,
         "utilisation": est.compute.utilisation,
         "modelled_utilisation": est.compute.modelled_utilisation,
@@ -448,12 +450,13 @@ def _utilisation_text(est: Estimate) -> str:
 
 
 def _mfu_line(est: Estimate) -> str:
-    """MFU as torchtitan and Megatron-LM log it, and the FLOPs per token of both attention counts."""
+    """MFU as torchtitan and Megatron-LM log it, the hardware's, and the FLOPs per token of both attention counts."""
     c = est.compute
     return (
-        f"  MFU      {c.mfu:.1%} at {tokens_per_s(c.tokens_per_second_per_gpu)} per GPU (torchtitan / Megatron-LM: "
+        f"  MFU      {c.mfu_text} — at {tokens_per_s(c.tokens_per_second_per_gpu)} per GPU (torchtitan: "
         f"{scientific(c.model_flops_per_token)} FLOPs per token, every query against every key, no recompute; "
-        f"causal count {scientific(c.causal_flops_per_token)}; the kernels run {scientific(c.flops_per_token)})"
+        f"Megatron-LM's causal count {scientific(c.causal_flops_per_token)}; the kernels run "
+        f"{scientific(c.flops_per_token)})"
     )
 
 

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Final
 
-from core.catalogue import load_models
+from core.catalogue import catalogue_model_of_hub_id
 from core.errors import ImportCancelled, PlanError, PlanFileError, one_line
 from core.files.fileio import read_regular_file
 from core.files.importer import Cancelled, Progress, import_model
@@ -396,11 +396,10 @@ def read_weights(
 
 
 def _catalogue_id(hub_id: str) -> str | None:
-    try:
-        wanted = hub_id.lower()
-        return next((m.id for m in load_models() if m.hf_repo.lower() == wanted), None)
-    except PlanFileError:
-        return None
+    """The catalogue model of that repository, or of the base its fine-tune's name leads to
+    (core.catalogue.catalogue_model_of_hub_id)."""
+    found = catalogue_model_of_hub_id(hub_id)
+    return found[0].id if found is not None else None
 
 
 def resolve_hub_id(

@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass
 from typing import Final
 
-from core.catalogue import closest_models, find_model
+from core.catalogue import catalogue_model_of_hub_id, closest_models, find_model
 from core.errors import PlanFileError, one_line
 from core.files.hfcache import CachedModel, NotCached, resolve_hub_id
 from core.model import ModelSpec
@@ -75,6 +75,9 @@ def model_named(text: str, cache: str | os.PathLike[str] | None = None, *, heade
         )
     entry = find_model(found.catalogue_id)
     note = f"{not_cached_text(found)}: the catalogue's {entry.id} ({entry.name}) is used"
+    matched = catalogue_model_of_hub_id(name)
+    if matched is not None and matched[1]:  # by the name's base (h88fix): which entry, and why
+        note += f"; {matched[1]}"
     return NamedModel(entry.spec, entry.id, entry.hf_repo, f"catalogue: {entry.name}", note)
 
 

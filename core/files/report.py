@@ -680,6 +680,7 @@ def _html_training(est: Estimate, unit: str) -> list[str]:
         f"<p>{hours(est.compute.hours)}, cost {money(est.compute.cost, est.compute.currency)}, "
         f"{tokens_per_s(est.compute.tokens_per_second)}, {est.compute.steps:,} optimizer steps</p>"
     )
+    out.append(f"<p>MFU {escape(est.compute.mfu_text)}</p>")
     if est.compute.comm_terms:
         out.append('<table width="100%">')
         for term in est.compute.comm_terms:
@@ -778,7 +779,7 @@ def to_markdown(report: Report) -> str:
         if mode is Mode.INFERENCE:
             lines += [f"Serving speed: `{est.inference.speed.formula}`", "", md_cell(_speed_line(est)), ""]
         else:
-            lines += [f"Time and cost: `{est.compute.formula}`", ""]
+            lines += [f"Time and cost: `{est.compute.formula}`", "", f"MFU {md_cell(est.compute.mfu_text)}", ""]
         if mode is Mode.TRAINING and est.compute.comm_terms:
             lines += ["| Communication per step | Time | Arithmetic |", "|---|---:|---|"]
             lines += [

@@ -735,6 +735,47 @@ def _vllm_started(plan: Plan, gpu: GpuSpec, layout: RankLayout, fit: ServingFit)
         formula=_vllm_formula(plan, gpu, layout, pool, fit),
         cuda_graph_bytes=VLLM_CUDA_GRAPH_BYTES if graphs_captured(inf) else 0.0,
         parts=parts,
+        refusal=vllm_kv_refusal(plan, pool),
+    )
+
+
+def vllm_kv_refusal(plan: Plan, pool: VllmPool) -> str:
+    """vLLM's refusal to start where its KV cache holds blocks but fewer than one request of max_model_len needs
+    (``pool.concurrency`` below 1), in its words with this plan's figures, and what would start it; "" otherwise
+    (no block at all is vLLM's "No available memory for the cache blocks", which the weights' own verdict says).
+    V1 (0.8 on): ``check_enough_kv_cache_memory`` (vllm-project/vllm@001cabc1 vllm/v1/core/kv_cache_utils.py
+    ``_check_enough_kv_cache_memory``: needed = max_memory_usage_bytes at max_model_len, raised when it is larger than
+    the available memory, with ``estimate_max_model_len``'s binary search); V0 (0.6 - 0.7): vllm/worker/worker.py
+    ``raise_if_cache_size_invalid`` (max_model_len > block_size × num_gpu_blocks). h88fix: the cold-start sentence
+    read "about 0 of the 32 requests fit" where vLLM raises one of these."""
+    if pool.blocks <= 0 or pool.concurrency >= 1 or pool.per_request <= 0:
+        return ""
+    inf = plan.inference
+    longest = largest_fitting(
+        lambda c: vllm_blocks_per_request(pool.groups, c, pool.batched, pool.block_size) <= pool.blocks,
+        inf.context,
+        pool.blocks * pool.block_size,
+    )
+    if era_of(inf.vllm_version).v1:
+        needed = pool.per_request * pool.block_bytes
+        estimated = f"Based on the available memory, the estimated maximum model length is {longest}. "
+        estimated = estimated if longest else ""
+        words = (
+            f"To serve at least one request with the models's max seq len ({inf.context}), ({needed / GiB:.2f} GiB KV "
+            f"cache is needed, which is larger than the available KV cache memory ({pool.pool_bytes / GiB:.2f} GiB). "
+            f"{estimated}Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the "
+            "engine."
+        )
+    else:
+        words = (
+            f"The model's max seq len ({inf.context}) is larger than the maximum number of tokens that can be stored "
+            f"in KV cache ({pool.blocks * pool.block_size}). Try increasing `gpu_memory_utilization` or decreasing "
+            "`max_model_len` when initializing the engine."
+        )
+    shorter = f"--max-model-len {longest:,} or less, " if longest else ""
+    return (
+        f'vLLM {inf.vllm_version.value} would not start: "{words}" What starts it: {shorter}a higher '
+        "--gpu-memory-utilization, an fp8 KV cache (--kv-cache-dtype fp8), or tensor parallel over more GPUs."
     )
 
 
@@ -992,10 +1033,20 @@ def cold_compile_warning(plan: Plan, served: InferenceEstimate) -> str:
     at_once = int(served.max_concurrent * max(0.0, pool - tokens) / pool)
     if at_once >= inf.concurrent:
         return ""  # the plan's requests still fit at once after a cold start
-    return (
+    cold = (
         f"vLLM {inf.vllm_version.value} compiles the model (torch.compile) inside the forward that sizes the KV "
         f"cache: a first start with a cold compile cache (a new model or settings, or no ~/.cache/vllm kept) can "
         f"leave about {tokens:,.0f} fewer KV tokens ({COLD_COMPILE_SEEN_GIB:.2f} GiB, a published vLLM 0.29.0 "
-        f"cold start; larger models have lost several GiB): then about {at_once:,} of the {inf.concurrent:,} "
-        "requests fit at once. A warm compile cache does not."
+        "cold start; larger models have lost several GiB): "
+    )
+    if served.max_concurrency * max(0.0, pool - tokens) / pool < 1:  # h88fix: not "about 0 of the 32 requests"
+        return cold + (
+            f"then its KV cache holds less than one request of max_model_len {inf.context:,} tokens and vLLM would "
+            'not start ("To serve at least one request with the models\'s max seq len ... Try increasing '
+            "`gpu_memory_utilization` or decreasing `max_model_len`\", vllm/v1/core/kv_cache_utils.py "
+            "check_enough_kv_cache_memory). A warm compile cache starts; a shorter --max-model-len or a higher "
+            "--gpu-memory-utilization starts cold too."
+        )
+    return cold + (
+        f"then about {at_once:,} of the {inf.concurrent:,} requests fit at once. A warm compile cache does not."
     )

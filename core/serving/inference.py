@@ -197,7 +197,9 @@ class InferenceEstimate:
                 return f"{at_most} (the model's limit) at once"
             return f"{at_most} at once, or {self.max_context:,} tokens each (the model's limit) at {requests}"
         if self.max_context:
-            return f"no request of {context:,} tokens fits; {self.max_context:,} tokens each at {requests}"
+            # A pooled engine whose pool holds less than one request does not start (vLLM's check, h88fix).
+            refused = f". {self.refusal}" if self.refusal else ""
+            return f"no request of {context:,} tokens fits; {self.max_context:,} tokens each at {requests}{refused}"
         if self.max_concurrent:
             return f"at most {counted(self.max_concurrent, 'request')} of {context:,} tokens at once"
         return f"no request fits: {self.none_served}"

@@ -42,11 +42,19 @@ _ACCOUNTING_LESSON: Final = Accounting.LESSON
 _FLOAT8_NONE: Final = Float8.NONE
 _OPTIMIZER_AO_ADAMW_FP8: Final = Optimizer.AO_ADAMW_FP8
 
-# What the MFU figure counts, as the window and the command line say it.
+# What the MFU figure counts, as the window and the command line say it. torchtitan counts every query against
+# every key (pytorch/torchtitan b5bcd76c torchtitan/models/utils.py get_dense_model_nparams_and_flops, L443-457:
+# "6 * nparams_for_matmul + 6 * n_layers * n_heads * head_dims * seq_len", head_dims the sum of the qk and v head
+# dimensions, "we follow the convention and do not account for sparsity in causal attention"); Megatron-LM's
+# num_floating_point_operations counts the causal half since core_r0.12.0 (NVIDIA/Megatron-LM 8873b55d, 2025-03-06:
+# "Only half of the attention matrix is non-zero"; d98e8a64 megatron/training/training.py L1163-1169 "/ 2  # causal
+# mask"), the count our causal MFU is at. Neither counts the recompute.
 MFU_CONVENTION = (
-    "MFU as torchtitan and Megatron-LM report it: 6·N + 12·l·s·H·hd FLOPs per token (N the matmul "
+    "MFU as torchtitan reports it: 6·N + 12·l·s·H·hd FLOPs per token (N the matmul "
     "weights a token meets, the input embedding not counted; every query against every key; no "
-    "recompute) × tokens/s per GPU ÷ the card's dense peak for the matmuls' dtype"
+    "recompute) × tokens/s per GPU ÷ the card's dense peak for the matmuls' dtype; beside it the same at "
+    "Megatron-LM's count (core 0.12 on: the causal half of the scores, no recompute) and the hardware's "
+    "utilisation (the FLOPs the kernels run: causal attention, the recompute), which cannot pass 100%"
 )
 
 
@@ -134,6 +142,35 @@ class Compute:
         if self._formula_of is None:
             raise ValueError("this Compute was built without its formula")
         return self._formula_of()
+
+    @property
+    def hfu(self) -> float:
+        """The hardware's utilisation over the whole step: the FLOPs the kernels run per token (causal attention,
+        the recompute) × tokens/s per GPU ÷ the linears' peak; under 100% where the step's compute is."""
+        peak = self.gemm_peak_tflops * 1e12
+        return self.flops_per_token * self.tokens_per_second_per_gpu / peak if peak else 0.0
+
+    @property
+    def causal_mfu(self) -> float:
+        """The MFU at Megatron-LM's count (core 0.12 on): the causal half of the scores, no recompute."""
+        model = self.model_flops_per_token
+        return self.mfu * self.causal_flops_per_token / model if model else 0.0
+
+    @property
+    def mfu_text(self) -> str:
+        """The MFU as every view words it (the window's MFU row, the command line, the reports): torchtitan's,
+        Megatron-LM's and the hardware's, and why the first can pass 100 % (issue 24; h88fix)."""
+        text = (
+            f"{self.mfu:.1%} at torchtitan's count · {self.causal_mfu:.1%} at Megatron-LM's (causal) · "
+            f"hardware {self.hfu:.1%} (the FLOPs the kernels run)"
+        )
+        if self.mfu > 1:
+            ratio = self.model_flops_per_token / self.flops_per_token if self.flops_per_token else math.inf
+            text += (
+                f"; torchtitan's MFU passes 100% here because its count takes every query against every key, "
+                f"{ratio:.2f} × the FLOPs the causal kernels run: it is no utilisation of the card"
+            )
+        return text
 
     @property
     def parts_sentence(self) -> str:

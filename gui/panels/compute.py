@@ -90,7 +90,7 @@ class TrainingComputePanel(FiguresPanel):
         super().__init__("Compute and time", ROWS, "Compute formula", parent)
         # The rows whose text runs long (three FLOPs counts; a typed utilisation beside the
         # modelled one; the speed in total and per GPU) wrap, so they never widen the dock.
-        for key in ("flops_per_token", "utilisation", "tokens_per_second", "cost"):
+        for key in ("flops_per_token", "utilisation", "mfu", "tokens_per_second", "cost"):
             self.values[key].setWordWrap(True)
 
     def _show(self, estimate: Estimate) -> None:
@@ -108,7 +108,7 @@ class TrainingComputePanel(FiguresPanel):
         if c.host_pace:  # the device's share while it works; the step waits on the host (the formula says why)
             text += " · the host paces the step"
         v["utilisation"].setText(text)
-        v["mfu"].setText(f"{c.mfu:.1%}")
+        v["mfu"].setText(c.mfu_text)
         v["hours"].setText(hours(c.hours))
         v["tokens_per_second"].setText(
             f"{tokens_per_s(c.tokens_per_second)} · {c.tokens_per_second_per_gpu:,.0f} per GPU"

@@ -17,7 +17,17 @@ from core.catalogue import find_gpu, find_model
 from core.dtypes import Autocast, Dtype
 from core.estimate import estimate
 from core.params import param_counts
-from core.plan import Accounting, CheckpointPolicy, Hardware, Method, Parallelism, Plan, Precision, Workload
+from core.plan import (
+    Accounting,
+    CheckpointPolicy,
+    Hardware,
+    Method,
+    Parallelism,
+    Plan,
+    Precision,
+    Strategy,
+    Workload,
+)
 from core.presets import plan_for_model
 from core.training.activations import recomputed_share
 from core.training.compute import UtilisationSource, compute_dtype, compute_estimate
@@ -210,3 +220,33 @@ def test_the_formula_says_where_the_steps_compute_came_from() -> None:
     measured = estimate(plan.with_hardware(measured_step_s=2 * modelled.step_seconds)).compute
     assert measured.utilisation_source is UtilisationSource.MEASURED
     assert f", solved from your run, × {measured.calibration_factor:.3g})" in measured.formula
+
+
+def test_an_mfu_above_100_percent_says_why_beside_the_hardware_utilisation() -> None:
+    """h88fix (a user's session): Llama 3.1 8B at 131,072 tokens, context parallel 8 on H100s at a typed 70 %
+    read "MFU 116.1%". torchtitan's count takes every query against every key (pytorch/torchtitan b5bcd76c
+    torchtitan/models/utils.py L443-457: "do not account for sparsity in causal attention"), 2.51e11 FLOPs a token
+    here against the 1.48e11 the causal kernels run; Megatron-LM counts the causal half (NVIDIA/Megatron-LM
+    d98e8a64 megatron/training/training.py L1168 "/ 2  # causal mask", since 8873b55d, core_r0.12.0)."""
+    plan = (
+        _plan("llama-3.1-8b", method=Method.FULL, workload=Workload(micro_batch=1, seq_len=131072))
+        .with_hardware(gpu="h100-sxm", utilisation=0.7)  # 0.7: the user's typed utilisation
+        .on_gpus(8, Strategy.FSDP)
+        .with_parallel(context_parallel=8)
+    )
+    c = estimate(plan).compute
+    assert c.mfu > 1  # the case: the convention's MFU passes the card's peak
+    assert c.hfu == pytest.approx(c.flops_per_token * c.tokens_per_second_per_gpu / 989.4e12)  # H100 SXM bf16 dense
+    assert c.hfu <= 0.7  # the typed utilisation of the compute, less the exposed communication
+    assert c.causal_mfu == pytest.approx(c.mfu * c.causal_flops_per_token / c.model_flops_per_token)
+    assert c.causal_mfu == pytest.approx(c.hfu)  # no checkpointing: the kernels run the causal count
+    text = c.mfu_text
+    assert f"{c.mfu:.1%} at torchtitan's count" in text and f"hardware {c.hfu:.1%}" in text
+    assert "passes 100%" in text and "every query against every key" in text and "no utilisation of the card" in text
+
+
+def test_an_mfu_under_100_percent_names_the_counts_without_the_warning() -> None:
+    plan = _plan("llama-3.1-8b", method=Method.FULL, hardware=Hardware(gpu="h100-sxm")).with_changes(checkpointing=True)
+    c = estimate(plan).compute
+    assert c.mfu < 1 and "passes 100%" not in c.mfu_text
+    assert c.causal_mfu < c.hfu  # the recompute runs, and only the hardware figure counts it

@@ -230,11 +230,21 @@ def test_axolotl_8bit_lora_is_an_int8_base() -> None:
     assert not any(n.source.startswith("lora_modules_to_save") for n in run.notes)
 
 
-def test_a_hub_id_not_in_the_catalogue_is_asked_for_with_the_closest_names() -> None:
-    run = load_run_config(DATA / "axolotl_llama3_qlora.yml")
-    choice = resolve_model(run)
+def _unknown_size(tmp_path: Path) -> Path:
+    """axolotl's Llama 3 QLoRA example on a size no Llama 3 has (9B): a model the catalogue cannot answer for."""
+    text = (DATA / "axolotl_llama3_qlora.yml").read_text().replace("Meta-Llama-3-8B", "Meta-Llama-3-9B")
+    path = tmp_path / "axolotl_llama3_9b.yml"
+    path.write_text(text)
+    return path
+
+
+def test_a_hub_id_not_in_the_catalogue_is_asked_for_with_the_closest_names(tmp_path: Path) -> None:
+    # NousResearch/Meta-Llama-3-8B (the file's) is the catalogue's Llama 3 8B since h88fix added it
+    choice = resolve_model(load_run_config(DATA / "axolotl_llama3_qlora.yml"))
+    assert choice is not None and choice.model_id == "llama-3-8b"
+    choice = resolve_model(load_run_config(_unknown_size(tmp_path)))
     assert choice is not None and choice.spec is None
-    assert choice.candidates[0] == "llama-3.1-8b"
+    assert choice.candidates[0] == "llama-3-8b"
 
 
 # ---- LLaMA-Factory -------------------------------------------------------------------
@@ -474,10 +484,10 @@ def test_cli_estimate_from_json_carries_the_sources(tmp_path: Path, capsys: pyte
     assert plan.workload.micro_batch == 1 and plan.workload.seq_len == 4096 and plan.model_id == "llama-3.1-8b"
 
 
-def test_cli_unresolved_model_is_one_line_with_candidates(capsys: pytest.CaptureFixture[str]) -> None:
-    rc = main(["estimate", "--from", str(DATA / "axolotl_llama3_qlora.yml")])
+def test_cli_unresolved_model_is_one_line_with_candidates(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    rc = main(["estimate", "--from", str(_unknown_size(tmp_path))])
     err = capsys.readouterr().err
-    assert rc == 2 and err.count("\n") == 1 and "--model" in err and "llama-3.1-8b" in err
+    assert rc == 2 and err.count("\n") == 1 and "--model" in err and "llama-3-8b" in err
 
 
 def test_cli_refuses_a_pickle(capsys: pytest.CaptureFixture[str]) -> None:

@@ -218,6 +218,8 @@ def _check(window: MainWindow, name: str, plan: Plan, folder: Path) -> list[str]
     spent, speed, mfu = seen["compute"]
     if f", {spent} on " not in text or f", {speed.split(' · ')[0]}, " not in text or f"MFU      {mfu} " not in text:
         wrong.append(f"window compute {seen['compute']} not in the text's compute lines")
+    if f"MFU {mfu}" not in md:  # h88fix: the report words the MFU as the window and the command line do
+        wrong.append(f"window MFU {mfu!r} not in the report")
     for bucket, size in seen["buckets"]:
         if f"| {bucket} | {size} |" not in md:
             wrong.append(f"window bucket {bucket} {size} not in the report")

@@ -42,17 +42,21 @@ def test_menu_entry_opens_a_config_and_undo_restores(
     assert window.controller.plan == before
 
 
-def test_unresolved_model_offers_the_closest_first(window: MainWindow, qtbot: Any) -> None:
+def test_unresolved_model_offers_the_closest_first(window: MainWindow, qtbot: Any, tmp_path: Path) -> None:
     from core.files.runconfig import load_run_config, resolve_model
 
-    run = load_run_config(DATA / "axolotl_llama3_qlora.yml")
+    # axolotl's Llama 3 example on a size no Llama 3 has (its NousResearch/Meta-Llama-3-8B is the catalogue's
+    # Llama 3 8B since h88fix added that entry): the nearest, Llama 3 8B, is offered first.
+    text = (DATA / "axolotl_llama3_qlora.yml").read_text().replace("Meta-Llama-3-8B", "Meta-Llama-3-9B")
+    path = tmp_path / "axolotl_llama3_9b.yml"
+    path.write_text(text)
+    run = load_run_config(path)
     dialog = RunConfigDialog(run, resolve_model(run), window.controller.plan)
     qtbot.addWidget(dialog)
-    # NousResearch/Meta-Llama-3-8B is not in the catalogue: Llama 3.1 8B (same shapes) is offered first.
-    assert dialog.model_box.currentData() == "llama-3.1-8b"
+    assert dialog.model_box.currentData() == "llama-3-8b"
     assert "not a local folder or a catalogue model" in dialog.model_note.text()
     plan = dialog.plan()
-    assert plan.model_id == "llama-3.1-8b" and plan.workload.seq_len == 4096
+    assert plan.model_id == "llama-3-8b" and plan.workload.seq_len == 4096
     dialog.model_box.setCurrentIndex(dialog.model_box.findData(open_config.KEEP))
     assert dialog.plan().model == window.controller.plan.model
 
