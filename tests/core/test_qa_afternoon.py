@@ -224,9 +224,10 @@ def test_a_torchtune_single_device_config_keeps_the_plans_sharding() -> None:
 def test_a_hub_id_neither_cached_nor_catalogued_names_the_catalogue_models_near_it(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Before: "meta-llama/Meta-Llama-3-8B: not in the Hugging Face cache at ...; nor is it a catalogue model
-    # (see `vramplan models`)", while the catalogue's llama-3.1-8b has its shapes (resources/models.json).
+    # Before: "meta-llama/Meta-Llama-3-70B: not in the Hugging Face cache at ...; nor is it a catalogue model
+    # (see `vramplan models`)", while the catalogue's llama-3.1-70b has its shapes (resources/models.json).
+    # (Meta-Llama-3-8B, the first example here, now has its own catalogue entry, llama-3-8b.)
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))  # an empty cache
-    assert main(["estimate", "-m", "meta-llama/Meta-Llama-3-8B"]) == 2
+    assert main(["estimate", "-m", "meta-llama/Meta-Llama-3-70B"]) == 2
     err = capsys.readouterr().err
-    assert "nor is it a catalogue model" in err and "closest: llama-3.1-8b" in err
+    assert "nor is it a catalogue model" in err and "closest: llama-3.1-70b" in err

@@ -35,14 +35,15 @@ def _served(context: int, version: VllmVersion = VllmVersion.V0_19) -> Plan:
 
 
 def test_a_pool_short_of_one_request_says_vllm_would_not_start_in_its_words() -> None:
-    inf = estimate(_served(LONG)).inference
+    plan = _served(LONG)
+    inf = estimate(plan).inference
     assert 0 < inf.max_concurrency < 1 and inf.verdict is Verdict.OOM  # the case: blocks, but not one request's
     assert inf.refusal.startswith('vLLM 0.19 would not start: "To serve at least one request with the models')
     assert f"max seq len ({LONG})" in inf.refusal and "larger than the available KV cache memory" in inf.refusal
     # vLLM's estimate_max_model_len: the longest request the pool holds, here the whole pool (one full group)
     assert f"the estimated maximum model length is {inf.kv_cache_tokens}." in inf.refusal
     assert f"--max-model-len {inf.kv_cache_tokens:,} or less" in inf.refusal and "--kv-cache-dtype fp8" in inf.refusal
-    assert inf.refusal in inf.limits_sentence(32, LONG)
+    assert inf.refusal in inf.limits_sentence(plan)
 
 
 def test_vllm_v0_says_its_own_words() -> None:
