@@ -181,7 +181,9 @@ def test_the_recipes_reach_torchtitan_torchtune_and_the_trainers() -> None:
     # accelerate compiles the prepared model with its dynamo backend (commands/launch.py --dynamo_backend).
     assert yaml.safe_load(export(single, Target.ACCELERATE).text)["dynamo_config"] == {"dynamo_backend": "INDUCTOR"}
     assert "--dynamo_backend inductor" in export(single, Target.ACCELERATE_LAUNCH).text
-    axolotl = yaml.safe_load(export(replace(single, activation_offload=True, fused_loss=True), Target.AXOLOTL).text)
+    # with checkpointing: axolotl 0.12.2 utils/schemas/validation.py:1119 refuses offloading without it
+    offloaded = replace(single, activation_offload=True, fused_loss=True, checkpointing=True)
+    axolotl = yaml.safe_load(export(offloaded, Target.AXOLOTL).text)
     assert axolotl["activation_offloading"] is True and axolotl["liger_fused_linear_cross_entropy"] is True
     assert axolotl["plugins"] == ["axolotl.integrations.liger.LigerPlugin"]
 

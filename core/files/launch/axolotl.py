@@ -14,7 +14,8 @@ cross-entropy is a plugin: ``plugins: [axolotl.integrations.liger.LigerPlugin]``
 ``liger_fused_linear_cross_entropy``). axolotl builds its
 QLoRA base as NF4 with double quantisation (``bnb_4bit_use_double_quant``) and loads an
 8-bit base with float16 around it unless bf16 is on (``utils/config/__init__.py``
-``normalize_config``). Datasets and the output folder are the user's to add.
+``normalize_config``). Datasets, the output folder and the learning rate (required) are the user's to add;
+``lora_mlp_kernel`` / ``lora_qkv_kernel`` / ``lora_o_kernel`` are written false (axolotl's own LoRA kernels).
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ ATTENTION: Final = {
     Attention.FLASH3: "flash_attention",  # v0.12's flags name flash-attn 2 only: said by the draft (below)
 }
 LIGER_PLUGIN: Final = "axolotl.integrations.liger.LigerPlugin"
+LORA_KERNELS: Final = ("lora_mlp_kernel", "lora_qkv_kernel", "lora_o_kernel")
 # (dtype the model is loaded in, AMP) -> axolotl's precision keys.
 PRECISION: Final = {
     (Dtype.BF16, Autocast.BF16): {"bf16": True},
@@ -100,6 +102,11 @@ def _adapter(draft: Draft) -> dict[str, Any]:
     if names or not linear:
         keys["lora_target_modules"] = names
     keys["peft_use_dora"] = plan.method is Method.DORA
+    # axolotl 0.12.2 utils/schemas/config.py:1076 check_auto_enable_lora_kernels turns its Triton LoRA kernels on
+    # for lora / qlora with lora_dropout 0 unless a file sets them; they are not the PEFT LoRA layers the plan
+    # estimates, and with DoRA the turned-on kernels are refused (utils/schemas/validation.py:621
+    # check_lora_kernels_dora): "not compatible with DoRA at the moment". Found by tools/measure/export_check.py.
+    keys.update(dict.fromkeys(LORA_KERNELS, False))
     if plan.lora.modules_to_save is not ModulesToSave.NONE:  # axolotl hands lora_modules_to_save to LoraConfig
         keys["lora_modules_to_save"] = modules_to_save_names(plan)
     return keys
@@ -117,6 +124,17 @@ def _precision(draft: Draft) -> dict[str, Any]:
     if plan.method is Method.QLORA and plan.quant is Quant.INT8 and dtype is Dtype.FP32:
         draft.cannot("method.base_dtype", "axolotl loads an 8-bit base with float16 around it")
     return dict(keys)
+
+
+def _activation_offloading(draft: Draft) -> bool:
+    """axolotl 0.12.2 utils/schemas/validation.py:1119 check_activation_offloading_wo_gc refuses offloading without
+    gradient_checkpointing ("activation_offloading requires gradient_checkpointing"; found by
+    tools/measure/export_check.py): such a plan is written without offloading, and says so."""
+    plan = draft.plan
+    if plan.activation_offload and not plan.checkpointing:
+        draft.cannot("method.activation_offload", "axolotl offloads activations only with gradient_checkpointing")
+        return False
+    return plan.activation_offload
 
 
 def export_axolotl(plan: Plan, model_ref: str | None = None) -> Export:
@@ -138,7 +156,7 @@ def export_axolotl(plan: Plan, model_ref: str | None = None) -> Export:
         "gradient_checkpointing": plan.checkpointing,
         ATTENTION[plan.attention]: True,
         "chunked_cross_entropy": plan.chunked_loss,
-        "activation_offloading": plan.activation_offload,
+        "activation_offloading": _activation_offloading(draft),
         **recipe_keys(draft),
     }
     if plan.fused_loss:
@@ -163,5 +181,9 @@ def export_axolotl(plan: Plan, model_ref: str | None = None) -> Export:
         *hf_galore_written(plan),
     )
     recipes_outside(draft, [n for n in written if n not in ("parallel.fsdp1_wrap", "parallel.grad_sync")])
-    lines = ["axolotl config written by VRAM Planner. Add datasets and output_dir, then: axolotl train <this file>"]
+    # learning_rate is required (axolotl 0.12.2 utils/schemas/training.py:71, no default) and not the plan's.
+    lines = [
+        "axolotl config written by VRAM Planner. Add datasets, output_dir and learning_rate, then: "
+        "axolotl train <this file>"
+    ]
     return draft.finish(Target.AXOLOTL, header(lines) + dump_yaml(document))

@@ -34,7 +34,7 @@ from core.files.launch.common import (
 )
 from core.files.launch.fields import FIELDS_BY_NAME
 from core.files.launch.hf_trainer import HF_RECIPES, batch_keys, full_checkpointing, recipe_keys, sharding
-from core.plan import Attention, CheckpointPolicy, Method, ModulesToSave, Plan
+from core.plan import Attention, CheckpointPolicy, Method, ModulesToSave, Plan, Strategy
 
 # No FlashAttention 1 in LLaMA-Factory: a plan that names it gets fa2 (same memory, faster).
 FLASH_ATTN: Final = {
@@ -83,6 +83,11 @@ def _precision(draft: Draft) -> dict[str, Any]:
     if dtype is Dtype.BF16 and plan.autocast is Autocast.NONE:
         if plan.adapter_based and plan.adapter_dtype is not Dtype.BF16:
             draft.cannot("method.adapter_dtype", "pure_bf16 keeps the adapters in bf16 too")
+        if plan.parallel.strategy is Strategy.ZERO3:
+            # LLaMA-Factory v0.9.4 hparams/parser.py:331 refuses pure_bf16 under ZeRO-3 ("`pure_bf16` is incompatible
+            # with DeepSpeed ZeRO-3"; found by tools/measure/export_check.py). bf16 there is DeepSpeed's bf16 mode:
+            # the engine casts the whole model to bf16 and runs no autocast, the same step.
+            return {"bf16": True, "fp16": False}
         return {"bf16": False, "fp16": False, "pure_bf16": True}
     if plan.adapter_based and plan.adapter_dtype is not Dtype.FP32:
         draft.cannot("method.adapter_dtype", "under AMP PEFT keeps the adapters in float32")

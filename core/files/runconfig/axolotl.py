@@ -189,6 +189,8 @@ def read_axolotl(document: dict[str, Any], where: str) -> RunConfig:
     taker.note("rl", "preference and RL trainers run more than the supervised step the plan models (chosen and "
                "rejected sequences, a reference or reward model, generation): not modelled")
     taker.note("unfrozen_parameters", "partly frozen training by parameter name is not modelled")
+    for kernel in ("lora_mlp_kernel", "lora_qkv_kernel", "lora_o_kernel"):  # false: PEFT's own LoRA layers
+        taker.note(kernel, "axolotl's Triton LoRA kernels are not modelled: the estimate is PEFT's LoRA layers")
     taker.irrelevant(*IRRELEVANT)
     return finish(ConfigKind.AXOLOTL, taker, odd, model_ref, s)
 
