@@ -113,3 +113,24 @@ def test_the_vllm_export_writes_the_variable_the_plan_allows() -> None:
     unallowed = export(_plan(Engine.VLLM), Target.VLLM).text
     assert "VLLM_ALLOW_LONG_MAX_MODEL_LEN" not in unallowed
     assert "VLLM_ALLOW_LONG_MAX_MODEL_LEN" not in export(_plan(Engine.VLLM, LIMIT, long_context=True), Target.VLLM).text
+
+
+def test_training_past_the_limit_is_a_note_that_says_what_runs() -> None:
+    """Training: a note, never a refusal. RoPE computes any position (Llama 2 7B at 8,192 runs; how well is the
+    user's call); a learned position table (GPT-2's wpe, n_positions 1024 in https://huggingface.co/gpt2
+    config.json; transformers models/gpt2/modeling_gpt2.py: nn.Embedding(max_position_embeddings, ...)) has no row
+    past it, so torch's embedding lookup raises ("index out of range in self") at the first step. Before h89ctx
+    both read "the run would need a longer-context model or position scaling"."""
+    from core.checks import plan_warnings
+
+    def note(model_id: str, seq: int) -> str:
+        model = find_model(model_id)
+        plan = default_plan_on(model.spec, model.id)
+        plan = plan.with_workload(seq_len=seq)
+        return next(w.text for w in plan_warnings(plan) if w.mode is Mode.TRAINING and "Sequence" in w.text)
+
+    rope = note("llama-2-7b", PAST)
+    assert "positions are computed (RoPE or ALiBi), not looked up: the run goes ahead" in rope
+    assert "would need" not in rope
+    learned = note("gpt2", 2048)
+    assert "learned position table has 1,024 rows" in learned and "index out of range in self" in learned
