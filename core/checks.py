@@ -40,14 +40,21 @@ def _context_warnings(plan: Plan) -> list[PlanWarning]:
     model = plan.model
     window = model.max_position_embeddings  # the model's config.json "max_position_embeddings"
     if plan.workload.seq_len > window:
-        warnings.append(
-            PlanWarning(
-                Mode.TRAINING,
-                f"Sequence {plan.workload.seq_len:,} tokens is past {model.name}'s context window of "
-                f"{window:,} tokens: the model has not learned positions that far, so the memory is "
-                "estimated but the run would need a longer-context model or position scaling.",
+        past = f"Sequence {plan.workload.seq_len:,} tokens is past {model.name}'s context window of {window:,} tokens"
+        if model.learned_positions:
+            # transformers models/gpt2/modeling_gpt2.py: wpe = nn.Embedding(max_position_embeddings, ...); torch's
+            # embedding lookup raises IndexError past its rows (a device-side assert on CUDA)
+            why = (
+                f"its learned position table has {model.learned_positions:,} rows, so the first step stops "
+                "('index out of range in self'); the memory is estimated as if it ran."
             )
-        )
+        else:  # RoPE (or ALiBi) computes any position: it runs; quality past the window is the user's call
+            why = (
+                "its positions are computed (RoPE or ALiBi), not looked up: the run goes ahead, but the model was not "
+                "trained on them (how well it does there is yours to judge; position scaling or a longer-context "
+                "model is the usual answer)."
+            )
+        warnings.append(PlanWarning(Mode.TRAINING, f"{past}: {why}"))
     if plan.inference.context > window:
         warnings.append(
             PlanWarning(

@@ -2453,6 +2453,15 @@ INPUTS: Final[tuple[Input, ...]] = (
           "transformers build the tower whatever the requests hold, so a plan that asks it there is refused.",
           ("--text-only",), "image-text models on vLLM: serve text only (--limit-mm-per-prompt 0 for every modality)",
           matters=text_only_offered),
+    Input("inference.long_context", Kind.BOOL, "Past the model's limit", "Context past the model's limit allowed",
+          False,
+          "A serving context longer than the model's max_position_embeddings: vLLM refuses to start unless "
+          "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1, SGLang unless SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 (both then "
+          "warn: positions past the limit may give wrong outputs or NaN). On: that variable is set. llama.cpp "
+          "warns and runs either way (core.serving.context_limit).",
+          ("--long-context",), "vLLM / SGLang: a context past the model's limit allowed (the engine's variable set)",
+          matters=lambda p: p.inference.engine in (Engine.VLLM, Engine.SGLANG)
+          and p.inference.context > p.model.max_position_embeddings),
     Input("inference.sglang_enable_multimodal", Kind.BOOL, "Multimodal", "SGLang --enable-multimodal", False,
           "SGLang's --enable-multimodal (0.4.6 on). At its defaults SGLang serves Gemma 3 as a text model: it takes "
           "no images, yet still builds the vision tower, whose weights are counted. With the flag it takes images, "

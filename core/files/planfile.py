@@ -138,6 +138,9 @@ OPTIONAL_KEYS: Final = (
             # SGLang's --enable-multimodal (branch h74sglmm): a file without it serves Gemma 3 as SGLang's defaults
             # do, a text model, as every earlier release planned
             "sglang_enable_multimodal",
+            # a context past the model's limit allowed (branch h89ctx): a file without it sets neither engine's
+            # variable, as every earlier release planned
+            "long_context",
         )
     )
     | frozenset(

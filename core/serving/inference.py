@@ -17,6 +17,7 @@ from core.format import amount, counted
 from core.format import memory as format_memory
 from core.params import ParamCounts
 from core.plan import ENGINE_LABELS, Engine, Plan
+from core.serving.context_limit import past_limit_words, would_not_start
 from core.serving.engines import (
     SERVING_OVERHEAD_BYTES,
     EngineMemory,
@@ -186,13 +187,27 @@ class InferenceEstimate:
     def limits_sentence(self, plan: Plan) -> str:
         """What fits at once, in the words the banner, the CLI and the report share: the most
         requests of the plan's context, and the longest context at the plan's concurrency, said to be the
-        model's own limit where that, not the memory, stops it (and left out where it is the plan's context)."""
+        model's own limit where that, not the memory, stops it (and left out where it is the plan's context).
+        A context past the model's limit: the engine's own words first where it would not start, after
+        where it warns (core.serving.context_limit, h89ctx: "at most 1 request of 8,192 tokens" on Llama 2 7B,
+        which vLLM refuses to start)."""
+        fits = self._memory_sentence(plan)
+        past = past_limit_words(plan)
+        if not past:
+            return fits
+        if would_not_start(plan):
+            return f"{past}; with it set, {fits}"
+        return f"{fits}. {past}"
+
+    def _memory_sentence(self, plan: Plan) -> str:
         concurrent, context = plan.inference.concurrent, plan.inference.context
         requests = counted(concurrent, "request")
         if self.max_concurrent and self.max_context:
             at_most = f"at most {counted(self.max_concurrent, 'request')} of {context:,} tokens"
             if not self.at_model_limit(plan):
                 return f"{at_most} at once, or {self.max_context:,} tokens each at {requests}"
+            if self.max_context < context:  # a context past the model's limit: the engine's words follow (h89ctx)
+                return f"{at_most} at once"
             if self.max_context == context:  # "or 4,096 tokens each at 1 request" would say nothing
                 return f"{at_most} (the model's limit) at once"
             return f"{at_most} at once, or {self.max_context:,} tokens each (the model's limit) at {requests}"

@@ -558,3 +558,23 @@ def test_the_judged_figure_s_row_name_starts_with_a_capital(qtbot: Any, shown: M
     assert label.text() == "Lesson sum (judged):"
     panel = show_plan(qtbot, shown, default_plan())
     assert panel._figures_form.labelForField(panel.figures["total"]).text() == "nvidia-smi (judged):"
+
+
+@pytest.mark.parametrize("engine", [Engine.HF, Engine.VLLM, Engine.SGLANG, Engine.LLAMACPP])
+def test_the_serving_limits_fit_the_panel_at_1280_by_720(qtbot: Any, shown: MainWindow, engine: Engine) -> None:
+    """At 1280 × 720 the longest-context row, once ", the model's limit" was added, was reported to wrap to a third
+    line and scroll the Diagnosis tab. Not reproduced here (offscreen, the test fonts, every engine: two lines, no
+    scroll bar; branch h89ctx): a guard that the row keeps to two lines and the tab does not scroll."""
+    shown.resize(1280, 720)
+    plan = default_plan()  # Llama 3.1 8B on an A100 80GB: 131,072 tokens at 1 request on every engine
+    panel = show_plan(qtbot, shown, plan.with_inference(engine=engine))
+    shown.display.set_mode(Mode.INFERENCE)
+    settle(qtbot, panel)
+    qtbot.wait(50)
+    row = panel.limits["context"]
+    # Llama 3.1 8B's max_position_embeddings 131,072 (https://huggingface.co/meta-llama/Llama-3.1-8B config.json)
+    assert "<b>131,072</b> tokens" in row.text() and "the model's limit" in row.text()
+    shown.grab().save(f"/tmp/h89ctx-diagnosis-1280-{engine.value}.png")
+    line = row.fontMetrics().lineSpacing()
+    assert row.height() < 3 * line, (row.height(), line, row.width(), row.text())
+    assert panel.verticalScrollBar().maximum() == 0

@@ -51,6 +51,7 @@ from core.files.runconfig import ModelChoice, model_choice
 from core.format import counted
 from core.inputs import BY_PATH, MAX_LLAMACPP_BUILD, SglangVersion, VllmVersion
 from core.plan import ENGINE_LABELS, Engine, Plan, PrefixCaching
+from core.serving.context_limit import VLLM_LONG_ENV
 from core.serving.ollama import ollama_defaults
 
 MAX_COMMAND_CHARS: Final = 64_000  # a launch line is a few hundred characters; vLLM's JSON flags a few thousand
@@ -1104,8 +1105,15 @@ def _environment(start: _Start, reader: _Reader, stopped: list[str]) -> None:
             reader.ignored.append(FlagNote(shown, ENV_IGNORED[key]))
         elif owner is not None and owner is not reader.engine:
             reader.ignored.append(FlagNote(shown, f"{ENGINE_LABELS[owner]}'s variable, which {label} does not read"))
-        elif key == sg.LONGER_CONTEXT_ENV:
-            reader.read.append(FlagNote(shown, "a context past the model's own is allowed"))
+        elif key in (sg.LONGER_CONTEXT_ENV, VLLM_LONG_ENV):
+            # vllm 0.19.0 vllm/envs.py: "1" or "true" (stripped, any case); sglang 0.5.23 srt/environ.py EnvBool: also
+            # "yes" and "y"
+            truths = ("1", "true") if key == VLLM_LONG_ENV else ("1", "true", "yes", "y")
+            allowed = value.strip().lower() in truths
+            reader.fields["inference.long_context"] = allowed
+            reader.read.append(
+                FlagNote(shown, shown_setting("inference.long_context", allowed), "inference.long_context")
+            )
         elif key == _FLASHINFER_SAMPLER:
             try:
                 sampler = VllmSampler.FLASHINFER if int(value) else VllmSampler.NATIVE

@@ -37,6 +37,7 @@ from core.files.launch.common import (
 )
 from core.files.launch.engine_flags import first_release_with, refused_options, vllm_release_flags
 from core.plan import ENGINE_LABELS, Engine, Plan, PrefixCaching, VllmVersion
+from core.serving.context_limit import VLLM_LONG_ENV, past_limit
 from core.serving.vllm_versions import limit_mm_json
 
 # Switches with no value, written after every flag with one (read_vllm pairs the others).
@@ -146,7 +147,10 @@ def export_vllm(plan: Plan, model_ref: str | None = None) -> Export:
             f"Serve an {QUANTIZATION[inf.weight_dtype].upper()} checkpoint of the model: the weights come from it."
         )
     lines += gptq_int8_header(draft, "vLLM")
-    return draft.finish(Target.VLLM, header(lines) + " ".join(shlex.quote(w) for w in argv) + "\n")
+    # A context past the model's limit that the plan allows: the variable vLLM refuses to start without
+    # (core.serving.context_limit); an unallowed one is the verdict's "would not start", written as planned.
+    env = [f"{VLLM_LONG_ENV}=1"] if inf.long_context and past_limit(plan) else []
+    return draft.finish(Target.VLLM, header(lines) + " ".join(shlex.quote(w) for w in [*env, *argv]) + "\n")
 
 
 def leave_out_refused(

@@ -1,0 +1,36 @@
+"""The window's banner says what the engine does with a context past the model's limit (core.serving.context_limit),
+in the words the command line and the report give (tests/core/test_one_answer_context_limit.py), and the Serving form
+offers the engine's variable only where it matters."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from core.catalogue import find_model
+from core.plan import Engine, default_plan_on
+from core.serving.context_limit import past_limit_words
+from gui.main_window import MainWindow
+
+
+def test_the_banner_says_vllm_would_not_start_and_the_tick_starts_it(qtbot: Any, window: MainWindow) -> None:
+    model = find_model("llama-2-7b")  # max_position_embeddings 4096 (huggingface.co/meta-llama/Llama-2-7b-hf)
+    plan = default_plan_on(model.spec, model.id).with_inference(engine=Engine.VLLM, context=8192)
+    window.resize(1280, 720)
+    window.show()
+    qtbot.waitExposed(window)
+    window.inference_action.trigger()
+    assert window.controller.set_plan(plan) is None
+    qtbot.wait(50)
+    words = past_limit_words(plan)
+    assert words.startswith("vLLM would not start") and words in window.verdict.detail.text()
+    window.grab().save("/tmp/h89ctx-banner-1280.png")
+    tick = window.serving_form.long_context
+    assert tick.isVisibleTo(window.serving_form)  # where the context is past the limit on vLLM
+    assert window.controller.set_plan(plan.with_inference(long_context=True)) is None
+    qtbot.wait(20)
+    assert "vLLM starts with VLLM_ALLOW_LONG_MAX_MODEL_LEN=1" in window.verdict.detail.text()
+    assert window.controller.set_plan(plan.with_inference(context=4096)) is None
+    qtbot.wait(20)
+    assert "would not start" not in window.verdict.detail.text()
+    assert not tick.isVisibleTo(window.serving_form)
+    window.controller.undo_stack.setClean()
