@@ -199,6 +199,7 @@ _PARALLEL_KNOBS: Final = (
     "zero3_overlap_comm",
     "capacity_factor",
     "pad_to_capacity",
+    "ddp_bucket_mb",
 )
 _PARALLEL_ENUMS: Final = {
     "offload": Offload,
