@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Final
 
-from core.dtypes import Autocast, Dtype, Quant
+from core.dtypes import Autocast, Dtype, MpDtype, Quant
 from core.files.runconfig.result import RunSettings
 from core.plan import (
     ROLE_FIELDS,
@@ -206,6 +206,8 @@ _PARALLEL_ENUMS: Final = {
     "grad_sync": GradSync,
     "cp_rotate_method": CpRotate,
     "fsdp_units": FsdpUnits,
+    "fsdp_param_dtype": MpDtype,
+    "fsdp_reduce_dtype": MpDtype,
 }
 
 
