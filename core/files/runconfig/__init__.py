@@ -27,6 +27,7 @@ from core.files.runconfig.axolotl import read_axolotl
 from core.files.runconfig.hf import read_hf
 from core.files.runconfig.launchers import launcher_config_reason
 from core.files.runconfig.llamafactory import read_llamafactory
+from core.files.runconfig.llamafactory_v1 import read_llamafactory_v1
 from core.files.runconfig.mapping import DTYPES, apply_settings
 from core.files.runconfig.megatron import read_megatron_bridge
 from core.files.runconfig.peft import read_peft
@@ -115,10 +116,11 @@ def _is_megatron_bridge(document: Mapping[str, Any]) -> bool:
 # training_args.py; examples/v1/): the model is a top-level string ``model`` and the method, sharding,
 # kernels and quantisation are plugin tables. Its ``micro_batch_size`` made it read as axolotl, which
 # found no model, no adapter and no bf16 in it: a LoRA run on Qwen3-4B was estimated as full fp32
-# training of the plan's model.
+# training of the plan's model. Read by :mod:`core.files.runconfig.llamafactory_v1` (branch h89lf).
 _LLAMAFACTORY_V1_KEYS: Final = (
     "model_class", "peft_config", "dist_config", "kernel_config", "quant_config", "init_config",
-    "optim_config", "train_dataset", "batching_strategy", "cp_mode",
+    "optim_config", "train_dataset", "batching_strategy", "cp_mode", "cp_size", "dp_size", "mp_shard_size",
+    "mp_replicate_size", "enable_activation_checkpointing",
 )  # fmt: skip
 
 
@@ -146,12 +148,10 @@ def parse_run_config(document: dict[str, Any], where: str, kind: ConfigKind | No
     if launcher is not None:
         raise PlanFileError(where, launcher)
     if kind is None and _is_llamafactory_v1(document):
-        raise PlanFileError(
-            where,
-            "is a LLaMA-Factory v1 config (a top-level `model` with plugin tables such as `peft_config` and "
-            "`dist_config`), which the planner does not read yet: open a LLaMA-Factory config of the "
-            "`llamafactory-cli train` kind (`model_name_or_path`, `finetuning_type`), or set the plan by hand",
-        )
+        try:
+            return read_llamafactory_v1(document, where)
+        except PlanError as exc:
+            raise PlanFileError(where, str(exc)) from None
     found = kind or detect_kind(document)
     mine = other_door_of(document, "a training config") if found is None else ""  # `estimate --from plan.json`
     if mine:

@@ -24,6 +24,7 @@ from core.files.runconfig.common import (
     recipe_numbers,
     sharding,
 )
+from core.files.runconfig.hf import ddp_bucket
 from core.files.runconfig.reading import Taker
 from core.files.runconfig.result import ConfigKind, RunConfig
 
@@ -180,6 +181,8 @@ def read_axolotl(document: dict[str, Any], where: str) -> RunConfig:
         s.update(_fsdp_table_offload(taker))
     _fsdp_checkpointing(taker, s)
     s.update(accelerate_grad_sync(taker, s))
+    # axolotl 067b021 core/builders/causal.py lines 229-230 pass it on as TrainingArguments' ddp_bucket_cap_mb.
+    s.update(ddp_bucket(taker, "ddp_bucket_cap_mb"))
     taker.irrelevant("fsdp_config", "fsdp_version")
     taker.note("plugins", "plugins may change memory; only Cut Cross Entropy's default and the loss flags are read")
     # Was listed as irrelevant: a DPO / ORPO / KTO / GRPO run is not the supervised step the plan models (TRL

@@ -67,6 +67,22 @@ def lora_targets(
     return targets
 
 
+def rank_and_alpha(
+    taker: Taker, rank_key: str, alpha_key: str, default_rank: int, default_alpha: float | None
+) -> tuple[int, float]:
+    """A LoRA rank and alpha, the framework's defaults recorded where absent (``default_alpha`` None: 2 × rank)."""
+    rank = taker.integer(rank_key, "lora_rank", 1, 65_536)
+    if rank is None:
+        rank = default_rank
+        taker.record("lora_rank", rank, f"default: {rank_key} = {default_rank}")
+    alpha = taker.number(alpha_key, "lora_alpha", 0.0, 1e6)
+    if alpha is None:
+        alpha = 2.0 * rank if default_alpha is None else default_alpha
+        shown = f"2 × {rank_key}" if default_alpha is None else f"{default_alpha:g}"
+        taker.record("lora_alpha", alpha, f"default: {alpha_key} = {shown}")
+    return rank, float(alpha)
+
+
 def _known(name: str) -> bool:
     try:
         normalise_lora_targets([_EXTRA_TARGETS.get(name.lower(), name)])
@@ -300,37 +316,48 @@ def _true_word(value: Any) -> bool:
     return value is True or (isinstance(value, str) and value.strip().lower() == "true")
 
 
-def _deepspeed_stage(taker: Taker, odd: OddValues, out: dict[str, Any]) -> str | None:
-    value = taker.raw("deepspeed")
+def deepspeed_config(taker: Taker, odd: OddValues, key: str) -> dict[str, Any]:
+    """The strategy a DeepSpeed config under ``key`` sets (RunSettings ``sharding`` and ``offload``, ...)."""
+    found: dict[str, Any] = {}
+    stage = _deepspeed_stage(taker, odd, found, key)
+    if stage is not None:
+        found["sharding"] = stage
+    return found
+
+
+def _deepspeed_stage(taker: Taker, odd: OddValues, out: dict[str, Any], key: str = "deepspeed") -> str | None:
+    """The ZeRO stage of the DeepSpeed config under ``key`` (inline, or a JSON file in or below the
+    config's folder), with its offload, overlap and bf16 settings put into ``out``."""
+    value = taker.raw(key)
     if not value:
         return None
     document: Any = value
-    source = "deepspeed"
+    source = key
     if isinstance(value, str):
         found, why = _confined(Path(taker.where).parent, value)
         if found is None:
-            taker.note("deepspeed", f"{why}: set the ZeRO stage in the plan")
+            taker.note(key, f"{why}: set the ZeRO stage in the plan")
             return None
         try:
             document = read_json_document(found, MAX_DEEPSPEED_BYTES, "a DeepSpeed config")
         except PlanFileError as error:
-            odd.add("deepspeed", value, f"not readable: {error.reason}")
+            odd.add(key, value, f"not readable: {error.reason}")
             return None
-        source = f"deepspeed → {value}: zero_optimization.stage"
+        source = f"{key} → {value}: zero_optimization.stage"
     zero = document.get("zero_optimization") if isinstance(document, dict) else None
     stage = zero.get("stage") if isinstance(zero, dict) else None
     # JSON has one number type: 3.0 is stage 3. true == 1 in Python, but it is no stage.
     if isinstance(stage, bool) or stage not in (0, 1, 2, 3):
-        odd.add("deepspeed", value if isinstance(value, str) else "(inline)", "no zero_optimization.stage 0-3")
+        odd.add(key, value if isinstance(value, str) else "(inline)", "no zero_optimization.stage 0-3")
         return None
     result = "ddp" if stage == 0 else f"zero{int(stage)}"
     taker.record("sharding", result, source)
     if isinstance(zero, dict):
-        for key, offload in (("offload_param", "params"), ("offload_optimizer", "optimizer")):
-            target = zero.get(key)
+        for part, offload in (("offload_param", "params"), ("offload_optimizer", "optimizer")):
+            target = zero.get(part)
             device = target.get("device") if isinstance(target, dict) else None
             if device in ("cpu", "nvme"):
-                taker.record("offload", offload, f"deepspeed: zero_optimization.{key}.device")
+                taker.record("offload", offload, f"{key}: zero_optimization.{part}.device")
                 out["offload"] = offload
                 break
         out.update(_overlap_comm(taker, zero, int(stage), source))

@@ -48,7 +48,7 @@ IRRELEVANT: Final = (
     "label_names", "load_best_model_at_end", "metric_for_best_model", "greater_is_better",
     "ignore_data_skip", "label_smoothing_factor", "optim_args",
     "group_by_length", "length_column_name", "report_to", "ddp_find_unused_parameters",
-    "ddp_bucket_cap_mb", "ddp_broadcast_buffers", "dataloader_pin_memory",
+    "ddp_broadcast_buffers", "dataloader_pin_memory",
     "dataloader_persistent_workers", "skip_memory_metrics", "use_legacy_prediction_loop",
     "push_to_hub", "resume_from_checkpoint", "hub_model_id", "hub_strategy", "hub_token",
     "hub_private_repo", "hub_always_push", "hub_revision", "gradient_checkpointing_kwargs",
@@ -111,6 +111,7 @@ def take_trainer_args(taker: Taker, odd: OddValues, framework: str) -> dict[str,
         s["stack"] = "compile"
         taker.record("stack", "compile", "torch_compile")
     s.update(sharding(taker, odd))
+    s.update(ddp_bucket(taker, "ddp_bucket_cap_mb"))
     s.update(_accelerator_config(taker, odd))
     s.update(accelerate_grad_sync(taker, s))
     taker.irrelevant("fsdp_config")
@@ -120,6 +121,15 @@ def take_trainer_args(taker: Taker, odd: OddValues, framework: str) -> dict[str,
     taker.note("packing", "packing fills every sequence to the full length")
     taker.irrelevant(*IRRELEVANT)
     return s
+
+
+def ddp_bucket(taker: Taker, key: str) -> dict[str, Any]:
+    """``ddp_bucket_cap_mb`` (``parallel.ddp_bucket_mb``): the Trainer passes it unchanged as
+    DistributedDataParallel's ``bucket_cap_mb`` (transformers 5.25.0 trainer.py lines 759-760,
+    ``ddp_kwargs["bucket_cap_mb"] = self.args.ddp_bucket_cap_mb``, through accelerate's
+    DistributedDataParallelKwargs), which torch reads in MiB, the plan's unit; absent, torch's 25."""
+    size = taker.number(key, "ddp_bucket_mb", 0.0, 1e6)
+    return {} if size is None else {"ddp_bucket_mb": size}
 
 
 # TrainingArguments' AcceleratorConfig keys with no effect on memory or time per step (transformers

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from core.files.runconfig.common import OddValues, finish, lora_targets, modules_to_save
+from core.files.runconfig.common import OddValues, finish, lora_targets, modules_to_save, rank_and_alpha
 from core.files.runconfig.hf import take_trainer_args
 from core.files.runconfig.reading import Taker
 from core.files.runconfig.result import ConfigKind, RunConfig
@@ -145,15 +145,7 @@ def _adapters(taker: Taker, odd: OddValues) -> dict[str, Any]:
     if taker.flag("use_dora"):
         s["method"] = "dora"
         taker.record("method", "dora", "use_dora")
-    rank = taker.integer("lora_rank", "lora_rank", 1, 65_536)
-    if rank is None:
-        rank = DEFAULT_RANK
-        taker.record("lora_rank", rank, "default: lora_rank = 8")
-    alpha = taker.number("lora_alpha", "lora_alpha", 0.0, 1e6)
-    if alpha is None:
-        alpha = 2.0 * rank
-        taker.record("lora_alpha", alpha, "default: lora_alpha = 2 × lora_rank")
-    s["lora_rank"], s["lora_alpha"] = rank, alpha
+    s["lora_rank"], s["lora_alpha"] = rank_and_alpha(taker, "lora_rank", "lora_alpha", DEFAULT_RANK, None)
     target = taker.names("lora_target")
     s["lora_targets"] = lora_targets(taker, "lora_target", target or ("all",), odd)
     s.update(modules_to_save(taker, "additional_target"))  # PEFT modules_to_save (branch h60mts)

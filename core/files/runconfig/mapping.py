@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Final
 
-from core.dtypes import Autocast, Dtype, Quant
+from core.dtypes import Autocast, Dtype, MpDtype, Quant
 from core.files.runconfig.result import RunSettings
 from core.plan import (
     ROLE_FIELDS,
@@ -199,12 +199,15 @@ _PARALLEL_KNOBS: Final = (
     "zero3_overlap_comm",
     "capacity_factor",
     "pad_to_capacity",
+    "ddp_bucket_mb",
 )
 _PARALLEL_ENUMS: Final = {
     "offload": Offload,
     "grad_sync": GradSync,
     "cp_rotate_method": CpRotate,
     "fsdp_units": FsdpUnits,
+    "fsdp_param_dtype": MpDtype,
+    "fsdp_reduce_dtype": MpDtype,
 }
 
 

@@ -96,6 +96,9 @@ SETTING_LABELS: Final = {
     "grad_accum_fusion": "Megatron gradient accumulation fusion",
     "cp_rotate_method": "Context-parallel rotate method",
     "fsdp_units": "FSDP2 unit layout",
+    "fsdp_param_dtype": "FSDP parameter dtype",
+    "fsdp_reduce_dtype": "FSDP reduce dtype",
+    "ddp_bucket_mb": "DDP bucket size (MiB)",
     "model": "Model",
     "note": "Noted (not modelled)",
 }
@@ -167,6 +170,9 @@ class RunSettings:
     fsdp_units: str | None = None  # a core.plan.FsdpUnits value: torchtitan's wrap carves the ends
     capacity_factor: float | None = None  # Megatron-Core moe_expert_capacity_factor (0: None, dropless)
     pad_to_capacity: bool | None = None  # Megatron-Core moe_pad_expert_input_to_capacity
+    fsdp_param_dtype: str | None = None  # a core.dtypes.MpDtype value: FSDP2 MixedPrecisionPolicy.param_dtype
+    fsdp_reduce_dtype: str | None = None  # a core.dtypes.MpDtype value: FSDP2 MixedPrecisionPolicy.reduce_dtype
+    ddp_bucket_mb: float | None = None  # DistributedDataParallel(bucket_cap_mb=...), MiB
 
 
 @dataclass(frozen=True)
