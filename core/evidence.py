@@ -61,7 +61,7 @@ EVIDENCE: Final[dict[str, KindEvidence]] = {
     "loss:compiled": KindEvidence(14, 4, -0.047, 0.078, -0.054, 0.206),
     "loss:fused": KindEvidence(4, 1, -0.006, 0.097, -0.034, 0.103),
     "loss:litgpt": KindEvidence(61, 2, -0.092, 0.07, -0.138, 0.144),
-    "loss:logprob_head": KindEvidence(13, 1, -0.082, 0.053, -0.09, 0.099),
+    "loss:logprob_head": KindEvidence(13, 1, -0.082, 0.053, -0.09, 0.109),
     "method:adalora": KindEvidence(1, 1, 0.041, 0.041, 0.041, 0.041),
     "method:adalora+gpus:one": KindEvidence(1, 1, 0.041, 0.041, 0.041, 0.041),
     "method:adapter": KindEvidence(6, 1, -0.135, 0.011, -0.138, 0.015),

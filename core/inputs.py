@@ -453,6 +453,20 @@ class MoeDispatcher(StrEnum):
     HYBRIDEP = "hybridep"  # flex + HybridEP: the permutes fused into its dispatch and combine kernels
 
 
+class MoeLayer(StrEnum):
+    """Whose mixture-of-experts layer runs the experts (plan setting ``moe_layer``): what its forward keeps for the
+    backward, core.training.activations._experts (measured: tests/data/titan_moe/, tools/measure/titan_moe_check.py)."""
+
+    TRANSFORMERS = "transformers"  # transformers 5 grouped_mm_experts_forward (and 4.x's experts)
+    # torchtitan's token-choice MoE until e1f7f318 (2025-11-21, "remove scatter_add in MoE implementation"), as
+    # PrimeIntellect-ai/prime-rl 8718eb14 src/prime_rl/trainer/models/layers/moe.py copies it: the scores multiply the
+    # experts' output in float32 in expert order, then a scatter-add
+    TORCHTITAN_SCATTER = "torchtitan-scatter"
+    # torchtitan from e1f7f318 (pytorch/torchtitan d021aa9c torchtitan/models/moe/moe.py MoE.forward): the output
+    # un-sorted into an N·k × d tensor, the scores applied by torch.bmm on its float32 copy
+    TORCHTITAN_BMM = "torchtitan-bmm"
+
+
 class Accounting(StrEnum):
     LESSON = "lesson"  # the lesson's four buckets with a typed activation allowance
     DETAILED = "detailed"  # derived from the architecture and how the step runs
@@ -1049,6 +1063,11 @@ MOE_DISPATCHER_LABELS: Final = {
     MoeDispatcher.ALLGATHER: "allgather (Megatron-Core's default)",
     MoeDispatcher.DEEPEP: "flex, DeepEP",
     MoeDispatcher.HYBRIDEP: "flex, HybridEP",
+}
+MOE_LAYER_LABELS: Final = {
+    MoeLayer.TRANSFORMERS: "transformers",
+    MoeLayer.TORCHTITAN_SCATTER: "torchtitan, scatter-add (prime-rl)",
+    MoeLayer.TORCHTITAN_BMM: "torchtitan, bmm (Nov 2025 on)",
 }
 MODULES_TO_SAVE_LABELS: Final = {
     ModulesToSave.NONE: "none",
@@ -1857,6 +1876,18 @@ INPUTS: Final[tuple[Input, ...]] = (
           ("--mamba-kernels",), "a hybrid's recurrent layers run their fused kernels: mamba_ssm for Mamba-2, "
           "flash-linear-attention for Gated DeltaNet, with causal-conv1d (transformers picks them when installed)",
           matters=lambda p: bool(p.model.recurrent_mixer), training_only=True),
+    # torchtitan's MoE layer (and prime-rl's copy of it) keeps other tensors than transformers' (MoeLayer above;
+    # core.training.activations._experts_torchtitan, measured with the layers' own source on the CPU).
+    Input("moe_layer", Kind.ENUM, "MoE layer", "Whose mixture-of-experts layer runs", MoeLayer.TRANSFORMERS,
+          "Whose MoE layer the model runs. transformers: its grouped-matmul experts. torchtitan (and prime-rl's "
+          "copy of its layer): the routed rows permuted and padded per expert, the routing scores applied to "
+          "a float32 copy of the experts' output (kept for the scores' gradient in eager; under torch.compile "
+          "the scatter-add form keeps the 16-bit output instead, the bmm form still the float32 copy), no gate "
+          "on the shared expert. Full fine-tuning (torchtitan trains the whole model).",
+          ("--moe-layer",), "whose MoE layer runs: transformers, torchtitan-scatter (torchtitan before Nov 2025, "
+          "prime-rl), torchtitan-bmm (torchtitan from Nov 2025)", labels=MOE_LAYER_LABELS,
+          matters=lambda p: (p.model.num_experts > 1 and p.stack is not Stack.MEGATRON and not p.experts_loop
+                             and p.method is Method.FULL), training_only=True),
     Input("compiled_loss", Kind.BOOL, "Loss under torch.compile", "Cross-entropy under torch.compile", False,
           "The cross-entropy runs compiled (torchtitan since Feb 2025 compiles its loss with --training.compile; "
           "a model whose forward computes the loss compiles it with the model): Inductor keeps the 16-bit "

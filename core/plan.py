@@ -60,6 +60,7 @@ from core.inputs import (
     Method,
     ModulesToSave,
     MoeDispatcher,
+    MoeLayer,
     Offload,
     OllamaVersion,
     Optimizer,
@@ -150,6 +151,7 @@ __all__ = [
     "Method",
     "ModulesToSave",
     "MoeDispatcher",
+    "MoeLayer",
     "Offload",
     "OllamaVersion",
     "Optimizer",
@@ -1387,6 +1389,7 @@ class Plan:
     megatron_ce_fusion: MegatronCeFusion = DEFAULTS["megatron_ce_fusion"]  # Megatron-Core's fused cross-entropy
     moe_grouped_gemm: bool = DEFAULTS["moe_grouped_gemm"]  # Megatron --moe-grouped-gemm (TE grouped GEMM)
     experts_loop: bool = DEFAULTS["experts_loop"]  # MoE experts looped over stacked weights (transformers 4.55)
+    moe_layer: MoeLayer = DEFAULTS["moe_layer"]  # whose MoE layer runs (transformers, torchtitan's two forms)
     mamba_kernels: bool = DEFAULTS["mamba_kernels"]  # a hybrid's Mamba-2 mixers run mamba_ssm's fused function
     workload: Workload = field(default_factory=Workload)
     hardware: Hardware = field(default_factory=Hardware)

@@ -80,6 +80,7 @@ from core.plan import (
     MegatronCeFusion,
     Method,
     MoeDispatcher,
+    MoeLayer,
     Offload,
     Optimizer,
     OptimizerImpl,
@@ -929,6 +930,23 @@ def stated_torch_release(recipe: Mapping[str, Any]) -> TorchVersion | None:
     return None if older and recipe["parallel"]["strategy"] == "fsdp2" else release
 
 
+# Whose MoE layer a source's MoE rows run (plan setting ``moe_layer``): prime-rl 8718eb14 builds its own Qwen3-MoE
+# on models/layers/moe.py, torchtitan's layer before e1f7f318 (the scatter-add form); torchtitan's PR #2107
+# (d021aa9c) runs torchtitan's own DeepSeek-V3 on torchtitan/models/moe/moe.py, the bmm form. Only where the
+# recipe's model names torchtitan's layer (torchtitan's PR #2679 runs transformers' Qwen3-MoE).
+MOE_LAYERS: Final[dict[str, MoeLayer]] = {
+    "prime-rl-bench-baselines-2026-01": MoeLayer.TORCHTITAN_SCATTER,
+    "torchtitan-deepep-pr-2025-12": MoeLayer.TORCHTITAN_BMM,
+}
+
+
+def _moe_layer(source: str, recipe: Mapping[str, Any]) -> MoeLayer:
+    """The MoE layer the run builds (``MOE_LAYERS``); transformers' where none is named."""
+    if "torchtitan" in str(recipe["model"]):
+        return MOE_LAYERS.get(source, MoeLayer.TRANSFORMERS)
+    return MoeLayer.TRANSFORMERS
+
+
 def _torch_release(figure: Mapping[str, Any]) -> dict[str, Any]:
     """The Hardware fields for the PyTorch release the figure's run used (``TORCH_RELEASES``, else the
     release its recipe states)."""
@@ -996,6 +1014,7 @@ def _plan(
         training_kv_cache=bool(recipe.get("use_cache")),
         training_transformers=_training_transformers(recipe, family),
         experts_loop=_experts_loop(recipe),
+        moe_layer=_moe_layer(source, recipe),
         stack=Stack.COMPILE if recipe["compile"] else Stack.EAGER,
         float8=_float8(recipe),
         hardware=replace(_card(recipe), **(release or {})),

@@ -184,6 +184,9 @@ OPTIONAL_KEYS: Final = (
             # The experts' loop over stacked weights (branch h22p): a file without it reads as off, the
             # grouped matmuls every earlier release priced.
             "experts_loop",
+            # Whose MoE layer runs (branch h88ttmoe): a file without it reads as transformers', the only layer
+            # every earlier release priced.
+            "moe_layer",
             # Mamba kernels for a hybrid's training (branch h66htrain): a file without it reads as installed,
             # what transformers runs when mamba_ssm is there (training of a hybrid was refused before).
             "mamba_kernels",

@@ -46,6 +46,7 @@ from core.plan import (
     CheckpointPolicy,
     MegatronCeFusion,
     Method,
+    MoeLayer,
     Optimizer,
     Plan,
     RoadVariant,
@@ -750,6 +751,8 @@ def _experts(plan: Plan, ctx: _Ctx) -> list[Term]:
     nk = "N·k" if load == 1.0 else f"{load:.4g} × N·k"  # the formulas say the busiest rank's share
     if load != 1.0:
         pairs *= load
+    if plan.moe_layer is not MoeLayer.TRANSFORMERS and ctx.trainable and not plan.experts_loop:
+        return items + _experts_torchtitan(plan, ctx, pairs, nk)
     if plan.experts_loop:
         items += _experts_loop(plan, ctx, pairs, w)
     else:
@@ -768,6 +771,52 @@ def _experts(plan: Plan, ctx: _Ctx) -> list[Term]:
         per = 4 if ctx.trainable else 3
         formula = f"{per} × N·I_s × {ca:g} + N·d × {ca:g}"
         items.append(Term("shared expert: MLP tensors and its gated output", formula, per * shared * ca + n * d * ca))
+    return items
+
+
+def _experts_torchtitan(plan: Plan, ctx: _Ctx, pairs: float, nk: str = "N·k") -> list[Term]:
+    """What torchtitan's MoE layer keeps past the router when its experts train (plan setting ``moe_layer``).
+
+    pytorch/torchtitan d021aa9c torchtitan/models/moe/moe.py (the bmm form, from e1f7f318) and PrimeIntellect-ai/
+    prime-rl 8718eb14 src/prime_rl/trainer/models/layers/moe.py (the scatter-add form, torchtitan's before it), with
+    ``score_before_experts=False`` as their Qwen3 and DeepSeek-V3 build it:
+
+    - ``_run_experts_grouped_mm`` casts the permuted rows and the weights with ``.bfloat16()``, so the experts run in
+      bf16 whatever the model's dtype: the padded permuted input (kept by both gate and up grouped_mm), the gate and
+      up outputs, silu(gate) and their product (the down grouped_mm's input); under torch.compile the partitioner
+      recomputes one of the four I-wide tensors (3 kept).
+    - ``routed_output.to(torch.float32) * scores`` (scatter form) or ``torch.bmm(scores, unsorted.float())`` (bmm
+      form) keeps the float32 copy of the experts' output for the scores' gradient, N·k·d × 4. Compiled, the scatter
+      form keeps the bf16 output and recomputes the copy; the bmm form keeps the float32 copy still.
+    - the sorted scores (float32), the argsort's and the gather's int64 indices and the padded permutation's int32
+      ones: 24 B a routed row in both forms, eager or compiled.
+    - a shared expert is torchtitan's FeedForward, no gate on its output: w1's and w3's outputs, silu and the
+      product (3 of them compiled), in the compute dtype.
+
+    Measured on the CPU with torch 2.13.0 and each layer's own source (tools/measure/titan_moe_check.py;
+    tests/data/titan_moe/saved.json): the rows padded per expert to a multiple of 8 (E·8 more a block) are left
+    out, as are the compiled graph's per-token scalars (the softmax's max and sum, 8 B a token)."""
+    model = plan.model
+    d, i, ca = model.hidden_size, model.intermediate_size, ctx.ca
+    kept = 3 if ctx.compiled else 4
+    bmm = plan.moe_layer is MoeLayer.TORCHTITAN_BMM
+    out_bytes, out_label = (4.0, "float32 copy") if bmm or not ctx.compiled else (ca, "16-bit output (compiled)")
+    items = [
+        Term(
+            f"experts (torchtitan): permuted input and {kept} of gate, up, silu(gate), their product (bf16)",
+            f"{nk}·(d + {kept}I) × 2 = {sci(pairs * (d + kept * i))} × 2",
+            pairs * (d + kept * i) * 2,
+        ),
+        Term(
+            f"experts (torchtitan): output kept for the routing weights ({out_label})",
+            f"{nk}·d × {out_bytes:g}",
+            pairs * d * out_bytes,
+        ),
+        Term("experts (torchtitan): sorted scores and the permutation's indices", f"{nk} × 24", pairs * 24),
+    ]
+    if model.shared_expert_size:
+        shared = ctx.n * model.shared_expert_size
+        items.append(Term("shared expert (torchtitan FeedForward)", f"{kept} × N·I_s × {ca:g}", kept * shared * ca))
     return items
 
 

@@ -52,7 +52,7 @@ from core.parallel.state import (
     te_weight_cache,
 )
 from core.params import ParamCounts, param_counts
-from core.plan import CheckpointPolicy, Float8, Method, Offload, Plan, Strategy
+from core.plan import CheckpointPolicy, Float8, Method, MoeLayer, Offload, Plan, Stack, Strategy
 from core.roles import Dtypes, dtypes_for, runs_grad_scaler
 from core.training import gdn
 from core.training.activations import (
@@ -231,6 +231,7 @@ def _common(plan: Plan, counts: ParamCounts, dt: Dtypes, lay: Layout | None) -> 
     kernels = unsloth_kernels(plan)
     if kernels:
         layer_grads = _unsloth_layer_grads(plan, kernels, i_el, ca, workspace)
+    layer_grads = _with_torchtitan_moe_backward(plan, layer_grads, n)
     head_trains = plan.method is Method.FULL or (plan.method is Method.FROZEN and not model.tie_embeddings)
     vd = model.vocab_size * model.hidden_size
     # The head's gradient as autograd forms it: in the dtype the rank computes the head in
@@ -428,6 +429,34 @@ def _with_experts_loop_gradient(plan: Plan, layer_grads: Term, grad: float) -> T
         layer_grads.label + " + one expert's gradient scattered into the stacked gate|up weight",
         layer_grads.formula + f" + E·d·2I × {grad:g}",
         layer_grads.bytes + el * grad,
+    )
+
+
+def _with_torchtitan_moe_backward(plan: Plan, layer_grads: Term, n: int) -> Term:
+    """torchtitan's MoE layer run eager with its experts trained (plan setting ``moe_layer``): the backward's first
+    step, the routing weights' multiply, forms float32 gradients of the N·k × d experts' output while the layer's
+    saved tensors are all still alive. The scatter-add form (torchtitan before e1f7f318, prime-rl 8718eb14
+    models/layers/moe.py: ``(routed_output.to(torch.float32) * scores).to(x.dtype)``) holds three N·k·d float32
+    tensors then, the bmm form (torchtitan d021aa9c ``torch.bmm(scores, routed_output_unsorted.float())``) one
+    and a bf16 one, beside the scores' N·k float32 gradient. Measured above what was alive as the backward
+    started, the same at two widths of d and of I (tools/measure/titan_moe_check.py, tests/data/titan_moe/: 12·d + 4
+    and 6·d + 4 B a routed row). Compiled, the fused backward holds no more than a few d a routed row (the same
+    files), under the block's gradients already counted. The larger of the two moments."""
+    model = plan.model
+    if (plan.moe_layer is MoeLayer.TRANSFORMERS or plan.stack is Stack.COMPILE or model.num_experts <= 1
+            or plan.experts_loop or plan.method is not Method.FULL):
+        return layer_grads
+    load = expert_load(plan)  # the busiest expert-parallel rank's share of the routed rows (1.0 balanced)
+    rows = n * model.experts_per_token * load
+    per = 12 if plan.moe_layer is MoeLayer.TORCHTITAN_SCATTER else 6
+    moment = rows * (per * model.hidden_size + 4)
+    if moment <= layer_grads.bytes:
+        return layer_grads
+    nk = "N·k" if load == 1.0 else f"{load:.4g} × N·k"
+    return Term(
+        f"torchtitan MoE: the routing weights' float32 gradients (more than {layer_grads.label})",
+        f"{nk}·({per}·d + 4)",
+        moment,
     )
 
 

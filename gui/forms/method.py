@@ -204,6 +204,7 @@ class MethodForm(PlanForm):
         self.litgpt = self.add_input("litgpt")
         self.unsloth = self.add_input("unsloth")
         self.experts_loop = self.add_input("experts_loop")
+        self.moe_layer = self.add_input("moe_layer")
         self.mamba_kernels = self.add_input("mamba_kernels")
         self.optimizer_in_backward = self.add_input("optimizer_in_backward")
         self.activation_offload = self.add_input("activation_offload")

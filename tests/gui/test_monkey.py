@@ -321,6 +321,7 @@ def expected_values(window: MainWindow, plan: Plan) -> dict[str, Any]:
         "training_kv_cache": plan.training_kv_cache,
         "training_transformers": plan.training_transformers.value,
         "experts_loop": plan.experts_loop,
+        "moe_layer": plan.moe_layer.value,  # whose MoE layer runs (branch h88ttmoe)
         "mamba_kernels": plan.mamba_kernels,
         "moe_grouped_gemm": plan.moe_grouped_gemm,
         "unsloth": plan.unsloth,
@@ -812,6 +813,26 @@ class Monkey:
         picker.activated.emit(index)  # as a click on the entry applies it
         return f"File → New, model {model_id!r}"
 
+    def reach_moe_layer_row(self) -> list[str]:
+        """The Method form's MoE layer (whose layer runs the experts: transformers' or torchtitan's, branch h88ttmoe),
+        shown for full fine-tuning of a mixture of experts off the Megatron stack, if the walk missed it: Training mode,
+        File → New on Qwen3-30B-A3B (eager PyTorch, the default stack), method 'full' and the row edited once."""
+        key = "moe_layer"
+        if self.done[key]:
+            return []
+        done = []
+        if not self.window.training_action.isChecked():
+            self.window.training_action.trigger()
+            done.append("mode 'Training' (the Method form shows)")
+        done.append(self.new_plan_on("qwen3-30b-a3b"))
+        method = self.window.method_form.method
+        method.setCurrentIndex(method.findData("full"))
+        done.append("method 'full'")
+        widget = self.fields[key]
+        if widget.isVisibleTo(self.window) and widget.isEnabled():
+            done.append(self.edit(key, widget))
+        return done
+
     def reach_vision_rows(self) -> list[str]:
         """The Serving form's text-only box, shown for an image-text checkpoint on a vLLM line that skips its tower
         alone, if the walk missed it: Gemma 3 4B on vLLM at its default line, 0.19 (a seed's path may hold no
@@ -1080,6 +1101,7 @@ def test_monkey(qtbot: Any, window: MainWindow) -> None:
             *monkey.reach_vision_rows(),
             *monkey.reach_sglang_mm_rows(),
             *monkey.reach_cpu_moe_rows(),
+            *monkey.reach_moe_layer_row(),
             *monkey.reach_cp_rotate_row(),
             *monkey.reach_hybrid_rows(),
         ]:

@@ -248,6 +248,7 @@ RECIPE_WHY: Final = {
         "which experts' forward runs follows the transformers release and where kernels' kernelize found the "
         "model (transformers 4.55 gpt-oss loaded on the CPU for FSDP loops), not a key of this target"
     ),
+    "method.moe_layer": "whose MoE layer runs is the model code the run builds, not a key of this target",
     "hardware.alloc_conf": (
         "an environment variable: set PYTORCH_CUDA_ALLOC_CONF where the run starts "
         "(the torchrun and accelerate launch exports write it)"

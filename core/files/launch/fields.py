@@ -219,6 +219,8 @@ TRAINING_FIELDS: Final = (
     ),
     _f("method.moe_grouped_gemm", lambda p: p.moe_grouped_gemm, _matters("moe_grouped_gemm"), "model", "method.stack"),
     _f("method.experts_loop", lambda p: p.experts_loop, _matters("experts_loop"), "model", "method.stack"),
+    _f("method.moe_layer", lambda p: p.moe_layer, _matters("moe_layer"), "model", "method.kind", "method.stack",
+       "method.experts_loop"),
     _f("workload.micro_batch", lambda p: p.workload.micro_batch),
     _f("workload.seq_len", lambda p: p.workload.seq_len),
     _f("workload.grad_accum", lambda p: p.workload.grad_accum),
