@@ -536,13 +536,15 @@ _SIZE_WORDS: Final = re.compile(r"(?i)\b(?:small|medium|large|xl|instruct|base)\
 _POINT_RELEASE: Final = re.compile(r"(\d+)\.\d+")
 
 
-def model_line(name: str) -> str:
+def model_line(name: str, point_release: bool = False) -> str:
     """A model's line: its name less the size, any parenthesis and the point release ("Llama 3.1 70B"
     → "llama 3", "DeepSeek-R1-Distill-Llama-70B" → "deepseek r1 distill llama"). The catalogue's
     family is the architecture (model_type), which groups Yi 34B and SmolLM2 with Llama 3.1: a
-    smaller model of another line is another model, not a smaller one of this (branch h56mode)."""
-    text = _SIZE_WORDS.sub(" ", _SIZE.sub(" ", re.sub(r"\([^)]*\)", " ", name)))
-    return " ".join(re.split(r"[\s_-]+", _POINT_RELEASE.sub(r"\1", text.lower()))).strip()
+    smaller model of another line is another model, not a smaller one of this (branch h56mode).
+    ``point_release``: keep it ("Llama 3.1 70B" → "llama 3.1"), to prefer the plan's own release among
+    equal sizes."""
+    text = _SIZE_WORDS.sub(" ", _SIZE.sub(" ", re.sub(r"\([^)]*\)", " ", name))).lower()
+    return " ".join(re.split(r"[\s_-]+", text if point_release else _POINT_RELEASE.sub(r"\1", text))).strip()
 
 
 def _smaller_model(plan: Plan) -> tuple[Plan, str] | None:
@@ -554,7 +556,9 @@ def _smaller_model(plan: Plan) -> tuple[Plan, str] | None:
         if m.spec.family == plan.model.family and m.spec.total_params() < current and model_line(m.name) == line
     ]
     narrow: tuple[Plan, str] | None = None
-    for entry in sorted(same_family, key=lambda m: -m.spec.total_params()):
+    release = model_line(plan.model.name, point_release=True)
+    # The largest first; of equal sizes, the plan's own point release (Llama 3.1 70B → Llama 3.1 8B, not Llama 3 8B).
+    for entry in sorted(same_family, key=lambda m: (-m.spec.total_params(), model_line(m.name, True) != release)):
         candidate = plan.on_model(entry.spec, entry.id)  # frozen layers clamped to its depth
         rank = estimate(candidate).judgement().fit_rank  # core.verdict.fit_rank: margin first, then narrow
         if rank == 0:
