@@ -11,7 +11,8 @@ named for that and never reads as "fits, barely". Over the capacity it is out of
 A total that carries a range (the band published real-GPU figures of plans of its kind lay
 in, :mod:`core.evidence`, down to what the card holds once the allocator gives its cache
 back) is borderline when the capacity lies inside that range: the estimate cannot say which
-side of the card's limit the run will fall on.
+side of the card's limit the run will fall on. Serving has a fifth, :attr:`Verdict.WONT_START`: the engine refuses the
+plan's context at start-up whatever the memory (core.serving.context_limit; InferenceEstimate.would_not_start says why).
 
 One rule for "does it fit", everywhere (branch h60one). "Fits" is the verdict state. A fit whose
 range reaches past the usable memory, into the headroom, *fits narrowly* (:attr:`Judgement.fits_narrowly`,
