@@ -33,6 +33,10 @@ def test_the_banner_says_vllm_would_not_start_and_the_tick_starts_it(qtbot: Any,
     assert panel.headline is not None
     assert "would not start" in panel.headline.text() and "✔" not in panel.headline.text()
     window.grab().save("/tmp/h90start-serving-1280.png")
+    diagnosis = window.diagnosis  # the Diagnosis: the same answer, never "Nothing fails"
+    window.tabs.setCurrentWidget(diagnosis)
+    qtbot.waitUntil(lambda: "Fails at start-up" in diagnosis.failure.text(), timeout=5000)
+    assert "Nothing fails" not in diagnosis.failure.text()
     tick = window.serving_form.long_context
     assert tick.isVisibleTo(window.serving_form)  # where the context is past the limit on vLLM
     assert window.controller.set_plan(plan.with_inference(long_context=True)) is None
