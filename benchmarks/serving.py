@@ -22,7 +22,7 @@ import argparse
 import json
 import statistics
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -123,7 +123,10 @@ def vllm_model(entry: dict[str, Any]) -> tuple[ModelSpec, str]:
     if "model_config" in entry:
         path = ROOT / entry["model_config"]
         return model_from_hf_config(json.loads(path.read_text(encoding="utf-8")), name=path.stem), path.stem
-    return find_model(entry["model"]).spec, entry["model"]
+    spec = find_model(entry["model"]).spec
+    if "max_position_embeddings" in entry:  # a stand-in with the served model's own limit (its note says which)
+        spec = replace(spec, max_position_embeddings=entry["max_position_embeddings"])
+    return spec, entry["model"]
 
 
 def vllm_plan(entry: dict[str, Any]) -> Plan:

@@ -11,7 +11,8 @@ named for that and never reads as "fits, barely". Over the capacity it is out of
 A total that carries a range (the band published real-GPU figures of plans of its kind lay
 in, :mod:`core.evidence`, down to what the card holds once the allocator gives its cache
 back) is borderline when the capacity lies inside that range: the estimate cannot say which
-side of the card's limit the run will fall on.
+side of the card's limit the run will fall on. Serving has a fifth, :attr:`Verdict.WONT_START`: the engine refuses the
+plan's context at start-up whatever the memory (core.serving.context_limit; InferenceEstimate.would_not_start says why).
 
 One rule for "does it fit", everywhere (branch h60one). "Fits" is the verdict state. A fit whose
 range reaches past the usable memory, into the headroom, *fits narrowly* (:attr:`Judgement.fits_narrowly`,
@@ -38,6 +39,10 @@ class Verdict(StrEnum):
     OVER_HEADROOM = "over-headroom"  # over the headroom asked for, under the card's capacity
     BORDERLINE = "borderline"  # the card's capacity lies within the estimate's uncertainty
     OOM = "oom"  # more than the card holds
+    # The serving engine refuses the plan at start-up for a reason that is not memory: a context past the model's
+    # limit without vLLM's / SGLang's variable (core.serving.context_limit, h90start). A memory refusal (vLLM's KV pool
+    # smaller than one request, its start-up free-memory check) is OOM, its reason in InferenceEstimate.refusal.
+    WONT_START = "would-not-start"
 
 
 VERDICT_LABELS: Final = {
@@ -45,6 +50,7 @@ VERDICT_LABELS: Final = {
     Verdict.OVER_HEADROOM: "Over headroom",
     Verdict.BORDERLINE: "Borderline",
     Verdict.OOM: "Out of memory",
+    Verdict.WONT_START: "Would not start",
 }
 VERDICT_MEANINGS: Final = {
     Verdict.FITS: "fits within the usable memory, the headroom kept free",
@@ -57,6 +63,7 @@ VERDICT_MEANINGS: Final = {
         "with an out-of-memory error"
     ),
     Verdict.OOM: "needs more than the card holds",
+    Verdict.WONT_START: "the engine refuses to start this plan, whatever the memory: its own check says why",
 }
 
 # A fit whose range reaches past the usable memory (Judgement.fits_narrowly): the one word for it, in
@@ -71,7 +78,13 @@ NO_MARGIN_FALLBACK: Final = "none fits with margin"
 
 
 # From best to worst: the verdict of several judged parts is the worst of theirs.
-SEVERITY: Final = {Verdict.FITS: 0, Verdict.OVER_HEADROOM: 1, Verdict.BORDERLINE: 2, Verdict.OOM: 3}
+SEVERITY: Final = {
+    Verdict.FITS: 0,
+    Verdict.OVER_HEADROOM: 1,
+    Verdict.BORDERLINE: 2,
+    Verdict.OOM: 3,
+    Verdict.WONT_START: 4,
+}
 
 
 def worst_verdict(*verdicts: Verdict) -> Verdict:
@@ -124,6 +137,8 @@ class Judgement:
     def short_of(self) -> str:
         """Why the plan is out of memory though its total lies within the usable memory: the host's RAM
         (``host_limits``), or a pooled engine that serves no request; "" where the total decides."""
+        if self.verdict is Verdict.WONT_START:
+            return "the engine would not start"
         if self.verdict is not Verdict.OOM or self.margin_bytes < 0:
             return ""
         return "the host's RAM is short" if self.host_limits else "no request fits"

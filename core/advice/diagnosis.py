@@ -200,8 +200,8 @@ class Diagnosis:
     def explanation(self) -> str:
         """The cause in words; it names the largest bucket only where that bucket is the cause."""
         dom = BUCKET_LABELS[self.dominant].lower()
-        if self.mode is Mode.INFERENCE and self.estimate.inference.refusal:
-            return self.estimate.inference.refusal  # the engine does not start: its own check decides
+        if self.mode is Mode.INFERENCE and self.estimate.inference.would_not_start:
+            return self.estimate.inference.would_not_start  # the engine does not start: its own check decides
         if _untrained(self.estimate.plan, self.mode):
             return f"Training is not estimated: {training_refusal(self.estimate.plan)}."
         if self.failure is Failure.NONE:
@@ -261,8 +261,10 @@ def failing_phase(est: Estimate, load_bytes: float, usable_bytes: float) -> str:
 
 def _serving_failure(est: Estimate) -> Failure:
     """NONE, SERVING (the requests' KV cache) or SERVING_WEIGHTS (the weights alone do not fit
-    one GPU of the serving split: no number of users is the cause)."""
-    if est.judgement(Mode.INFERENCE).fits:
+    one GPU of the serving split: no number of users is the cause). An engine that refuses the context
+    (Verdict.WONT_START) while the memory holds the plan has no memory failure: the explanation gives its words."""
+    judged = est.judgement(Mode.INFERENCE)
+    if judged.fits or (judged.verdict is Verdict.WONT_START and judged.margin_bytes >= 0):
         return Failure.NONE
     inf = est.inference
     if inf.weights_bytes + inf.overhead_bytes > est.usable_bytes:

@@ -214,6 +214,7 @@ def inference_to_json(est: Estimate) -> dict[str, Any]:
         "queued": inf.queued,
         "kv_cache_tokens": inf.kv_cache_tokens,
         "refusal": inf.refusal,  # the engine's refusal to start in its words ("" where it starts)
+        "would_not_start": inf.would_not_start,  # either refusal: the memory's or the context's ("" where it starts)
         "max_concurrency": round(inf.max_concurrency, 2),
         "max_concurrent": inf.max_concurrent,
         "max_context": inf.max_context,

@@ -57,6 +57,7 @@ VERDICT_COLOURS: Final = {
     Verdict.OVER_HEADROOM: colours.CAUTION,
     Verdict.BORDERLINE: colours.UNCERTAIN,
     Verdict.OOM: colours.PROBLEM,
+    Verdict.WONT_START: colours.PROBLEM,
 }
 
 

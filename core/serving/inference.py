@@ -90,6 +90,9 @@ class InferenceEstimate:
     # The engine refuses to start, in its words ("" where it starts): vLLM's start-up check against the
     # memory other processes hold (core.serving.engines.vllm_start_refusal).
     refusal: str = ""
+    # The engine refuses a context past the model's limit, in its words ("" where it starts or warns): vLLM or SGLang
+    # without their variable (core.serving.context_limit.would_not_start); the verdict is then WONT_START (h90start).
+    context_refusal: str = ""
     # The serving speed, worked out when first read (:attr:`speed`): its queue curve is a third
     # of an estimate's cost, and a training plan's views never read it. A partial of
     # serving_speed, so an estimate still pickles to the worker process.
@@ -118,6 +121,13 @@ class InferenceEstimate:
         """:attr:`summary_formula` in ``unit`` (GB or GiB)."""
         parts = " + ".join(amount(b.bytes, unit) for b in self.buckets)
         return f"{parts} = {amount(self.total_bytes, unit)} {'GiB' if unit == 'GiB' else 'GB'} needed at once"
+
+    @property
+    def would_not_start(self) -> str:
+        """Why the engine would not start the plan, in its words, for either reason: the memory (:attr:`refusal`,
+        verdict OOM) or a context past the model's limit (:attr:`context_refusal`, verdict WONT_START); "" where it
+        starts. The one home the command line's JSON and the Diagnosis read (h90start)."""
+        return self.refusal or self.context_refusal
 
     @property
     def pooled(self) -> bool:
@@ -329,6 +339,10 @@ def inference_estimate(
         interval,
         experts,
     )
+    # One verdict (h90start): an engine that refuses the context does not start, whatever the memory; a memory
+    # refusal is already OOM (core.serving.engines), the worse of the two is said.
+    refused = would_not_start(plan)
+    verdict = Verdict.WONT_START if refused else memory.verdict
     return InferenceEstimate(
         engine=inf.engine,
         weights_bytes=memory.weights_bytes,
@@ -342,8 +356,8 @@ def inference_estimate(
         total_bytes=memory.total_bytes,
         footprint_bytes=memory.footprint_bytes,
         budget_bytes=memory.budget_bytes,
-        fits=memory.verdict is Verdict.FITS,
-        verdict=memory.verdict,
+        fits=verdict is Verdict.FITS,
+        verdict=verdict,
         margin_bytes=memory.margin_bytes,
         kv_cache_tokens=memory.kv_cache_tokens,
         max_concurrency=memory.max_concurrency,
@@ -362,5 +376,6 @@ def inference_estimate(
         host_bytes=memory.host_bytes,
         host_ram_bytes=plan.parallel.host_ram_gb * GB,
         refusal=memory.refusal,
+        context_refusal=past_limit_words(plan) if refused else "",
         _speed_of=speed,
     )

@@ -542,7 +542,9 @@ class DiagnosisPanel(QScrollArea):
         # Over-headroom runs may start: they fail later, on fragmentation, if at all; a borderline
         # one lies within the estimate's uncertainty.
         fails = {Verdict.OVER_HEADROOM: "Likely to fail", Verdict.BORDERLINE: "May fail"}.get(d.verdict, "Fails")
-        if d.symptom is None:
+        if d.symptom is None and d.verdict is Verdict.WONT_START:  # not memory (h90start): never "nothing fails"
+            self.failure.setText("<b>Fails at start-up</b>: the engine refuses this context, whatever the memory.")
+        elif d.symptom is None:
             everything = "the training step, evaluation and serving all fit"
             nothing = "serving fits" if d.mode is Mode.INFERENCE else everything
             self.failure.setText(f"<b>Nothing fails</b>: {nothing}.")

@@ -28,6 +28,7 @@ VERDICT_STYLE = {
     Verdict.OVER_HEADROOM: ("⚠", colours.CAUTION),
     Verdict.BORDERLINE: ("≈", colours.UNCERTAIN),
     Verdict.OOM: ("✖", colours.PROBLEM),
+    Verdict.WONT_START: ("✖", colours.PROBLEM),
 }
 # A narrow fit (core.verdict: fits, its range reaching into the headroom): the fit's symbol on
 # borderline's yellow, never the plain green of a fit with margin.
@@ -54,6 +55,7 @@ SERVING_LABELS = {
     Verdict.OVER_HEADROOM: "Serving: over headroom",
     Verdict.BORDERLINE: "Serving: borderline",
     Verdict.OOM: "Serving: out of memory",
+    Verdict.WONT_START: "Serving: would not start",
 }
 
 
@@ -232,7 +234,8 @@ class VerdictPanel(QFrame):
             text, style = self.badge.text(), self.badge.styleSheet()
             width = 200
             shown = [(verdict, label, False) for verdict, label in labels.items()]
-            if self.mode != "inference":
+            if self.mode != "inference":  # a training step is never refused at start-up (WONT_START: serving's)
+                shown = [s for s in shown if s[0] is not Verdict.WONT_START]
                 shown.append((Verdict.FITS, NARROW_LABEL, True))
             for verdict, label, narrow in shown:
                 self.badge.setStyleSheet(badge_style(verdict, narrow))

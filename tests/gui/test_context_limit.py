@@ -23,12 +23,26 @@ def test_the_banner_says_vllm_would_not_start_and_the_tick_starts_it(qtbot: Any,
     qtbot.wait(50)
     words = past_limit_words(plan)
     assert words.startswith("vLLM would not start") and words in window.verdict.detail.text()
-    window.grab().save("/tmp/h89ctx-banner-1280.png")
+    # One answer (h90start): the badge says it too, never "Serving fits" beside the engine's refusal
+    assert window.verdict.badge.text().endswith("Serving: would not start")
+    assert "Serving fits" not in window.verdict.badge.text()
+    window.grab().save("/tmp/h90start-banner-1280.png")
+    panel = window.inference_panel  # the Serving tab, drawn with its tab in front
+    window.tabs.setCurrentWidget(panel)
+    qtbot.wait(20)
+    assert panel.headline is not None
+    assert "would not start" in panel.headline.text() and "✔" not in panel.headline.text()
+    window.grab().save("/tmp/h90start-serving-1280.png")
+    diagnosis = window.diagnosis  # the Diagnosis: the same answer, never "Nothing fails"
+    window.tabs.setCurrentWidget(diagnosis)
+    qtbot.waitUntil(lambda: "Fails at start-up" in diagnosis.failure.text(), timeout=5000)
+    assert "Nothing fails" not in diagnosis.failure.text()
     tick = window.serving_form.long_context
     assert tick.isVisibleTo(window.serving_form)  # where the context is past the limit on vLLM
     assert window.controller.set_plan(plan.with_inference(long_context=True)) is None
     qtbot.wait(20)
     assert "vLLM starts with VLLM_ALLOW_LONG_MAX_MODEL_LEN=1" in window.verdict.detail.text()
+    assert window.verdict.badge.text().endswith("Serving fits")
     assert window.controller.set_plan(plan.with_inference(context=4096)) is None
     qtbot.wait(20)
     assert "would not start" not in window.verdict.detail.text()

@@ -281,7 +281,8 @@ def test_each_verdict_occurs_and_json_keys_are_typed_alike() -> None:
         return {(at, type(value).__name__)}
 
     verdicts = {estimate(plan).judgement(Mode.TRAINING).verdict for group in GROUPS.values() for _, plan in group()}
-    assert verdicts == set(Verdict)
+    # WONT_START is serving's alone (an engine refusing the context: tests/core/test_one_answer_would_not_start.py)
+    assert verdicts == set(Verdict) - {Verdict.WONT_START}
     shapes = {m: shape(json.loads(estimate_json_text(estimate(_plan("llama-3.2-3b", "l40s", m))))) for m in Method}
     first = shapes[Method.FULL]
     for method, seen in shapes.items():
