@@ -382,6 +382,7 @@ def expected_values(window: MainWindow, plan: Plan) -> dict[str, Any]:
         "inference.ubatch": inf.ubatch,
         "inference.llamacpp_build": inf.llamacpp_build,
         "inference.llamacpp_backend": inf.llamacpp_backend,
+        "inference.long_context": inf.long_context,  # a context past the model's limit allowed (branch h89ctx)
         "accounting": plan.accounting.value,
         "lesson.activations_gb": plan.lesson.activations_gb,
         "lesson.trainable_override": plan.lesson.trainable_override,
