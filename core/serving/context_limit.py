@@ -24,7 +24,7 @@ from typing import Final
 from core.plan import Engine, OllamaVersion, Plan
 
 VLLM_LONG_ENV: Final = "VLLM_ALLOW_LONG_MAX_MODEL_LEN"
-SGLANG_LONG_ENV: Final = "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN"  # core.files.launch.sglang.LONGER_CONTEXT_ENV
+SGLANG_LONG_ENV: Final = "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN"  # read by core.files.launch (export, paste)
 # vllm 0.19.0 vllm/config/model.py _get_and_verify_max_len, the warning raised with (or logged beside) the refusal
 VLLM_CAUTION: Final = (
     "VLLM_ALLOW_LONG_MAX_MODEL_LEN must be used with extreme caution. If the model uses relative position encoding "

@@ -66,6 +66,7 @@ from core.files.launch.engine_flags import sglang_release_flags
 from core.files.launch.vllm import KV_DTYPES, compute_dtype, leave_out_refused
 from core.inputs import SglangVersion, input_at, sglang_multimodal_asked
 from core.plan import ENGINE_LABELS, Engine, Plan
+from core.serving.context_limit import SGLANG_LONG_ENV, past_limit
 from core.serving.engines import sglang_flag_fraction
 from core.serving.sglang_versions import at_least
 from core.serving.text_only import sglang_text_model, tower_line
@@ -84,7 +85,7 @@ QUANTIZATION: Final = {
 MXFP4_FROM: Final = SglangVersion.V0_5_1  # QUANTIZATION_CHOICES: "mxfp4" in 0.5.1, not in 0.4.10
 PP_FROM: Final = SglangVersion.V0_4_7  # --pp-size: 0.4.7 on (not in 0.4.6)
 MIN_FRACTION: Final = input_at("inference.mem_fraction_static").low  # what a plan may give: 0.01
-LONGER_CONTEXT_ENV: Final = "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN"
+LONGER_CONTEXT_ENV: Final = SGLANG_LONG_ENV  # core.serving.context_limit, the one home of the name
 PIP_MARK: Final = "pip install sglang=="
 # CUDA graphs off (inference.cuda_graphs): the spelling every release read takes (0.5.23 keeps it, deprecated,
 # for --cuda-graph-backend-{decode,prefill}=disabled: sglang/srt/server_args.py).
@@ -175,7 +176,7 @@ def export_sglang(plan: Plan, model_ref: str | None = None) -> Export:
     draft = Draft(plan)
     inf = plan.inference
     version = inf.sglang_version
-    env = [f"{LONGER_CONTEXT_ENV}=1"] if inf.context > plan.model.max_position_embeddings else []
+    env = [f"{LONGER_CONTEXT_ENV}=1"] if past_limit(plan) else []
     argv = [*env, "python", "-m", "sglang.launch_server", "--model-path", model_reference(draft, model_ref)]
     argv += [*_weights(draft, version), "--context-length", str(inf.context), *_layout(draft, version)]
     fraction, note = _fraction(draft)
