@@ -519,6 +519,12 @@ def expert_load(plan: Plan) -> float:
     return capped if capacity_padded(plan) else min(load, capped)
 
 
+def routed_rows(load: float) -> str:
+    """How a formula names the routed rows the busiest rank's experts hold (:func:`expert_load`): "N·k" balanced,
+    "1.3 × N·k" at a load of 1.3."""
+    return "N·k" if load == 1.0 else f"{load:.4g} × N·k"
+
+
 def received_tokens(tokens: float, experts: int, k: int, ep: int) -> float:
     """Distinct tokens a rank receives when each of the EP ranks' ``tokens`` goes once to every
     rank holding one of its k experts (DeepEP's dispatch), the k drawn uniformly without repeats:

@@ -30,7 +30,7 @@ from core.model import (
     normalise_ia3_feedforward,
     normalise_lora_targets,
 )
-from core.parallel.layout import expert_load
+from core.parallel.layout import expert_load, routed_rows
 from core.params import (
     boft_blocks,
     lycoris_matrix_tensors,
@@ -748,7 +748,7 @@ def _experts(plan: Plan, ctx: _Ctx) -> list[Term]:
     # The busiest expert-parallel rank's experts keep expert_load × the N·k routed rows (the plan's routing
     # imbalance, capped or padded by a capacity factor; 1.0 balanced).
     load = expert_load(plan)
-    nk = "N·k" if load == 1.0 else f"{load:.4g} × N·k"  # the formulas say the busiest rank's share
+    nk = routed_rows(load)  # the formulas say the busiest rank's share
     if load != 1.0:
         pairs *= load
     if plan.moe_layer is not MoeLayer.TRANSFORMERS and ctx.trainable and not plan.experts_loop:

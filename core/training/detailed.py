@@ -41,7 +41,7 @@ from core.parallel.acts import (
     split,
     vocab_region,
 )
-from core.parallel.layout import Layout, Stage, carved_ends, dispatched_copies, expert_load, fsdp_no_sync
+from core.parallel.layout import Layout, Stage, carved_ends, dispatched_copies, expert_load, fsdp_no_sync, routed_rows
 from core.parallel.layout import trainable_layers as stage_trainable_layers
 from core.parallel.state import (
     RankState,
@@ -452,7 +452,7 @@ def _with_torchtitan_moe_backward(plan: Plan, layer_grads: Term, n: int) -> Term
     moment = rows * (per * model.hidden_size + 4)
     if moment <= layer_grads.bytes:
         return layer_grads
-    nk = "N·k" if load == 1.0 else f"{load:.4g} × N·k"
+    nk = routed_rows(load)
     return Term(
         f"torchtitan MoE: the routing weights' float32 gradients (more than {layer_grads.label})",
         f"{nk}·({per}·d + 4)",
