@@ -248,7 +248,7 @@ SGLANG_SWITCHES: Final = flag_names(
     --trust-request-chat-template --use-ray --weight-loader-disable-mmap --weight-loader-drop-cache-after-load
     --weight-loader-prefetch-checkpoints
     --enable-flashmla --enable-piecewise-cuda-graph --prefill-round-robin-balance
-"""
+    """
 )
 
 SGLANG_VALUED: Final = flag_names(
@@ -279,7 +279,7 @@ SGLANG_VALUED: Final = flag_names(
     --dsa-topk-backend --dsa-triton-union --dsv4-attn-backend --dsv4-prefill-backend --dtype --dwdp-size
     --dynamic-batch-tokenizer-batch-size --dynamic-batch-tokenizer-batch-timeout --elastic-ep-backend
     --elastic-ep-initial-size --elastic-ep-join-mode --elastic-ep-join-rank-offset --elastic-ep-scale-timeout
-      --encoder-bootstrap-port --encoder-register-urls
+    --encoder-bootstrap-port --encoder-register-urls
     --encoder-transfer-backend --encoder-urls --engine-info-bootstrap-port --ep --ep-dispatch-algorithm
     --ep-num-redundant-experts --ep-size --eplb-algorithm --eplb-min-rebalancing-utilization-threshold
     --eplb-rebalance-layers-per-chunk --eplb-rebalance-num-iterations --expert-balancedness-report-mode
@@ -325,7 +325,7 @@ SGLANG_VALUED: Final = flag_names(
     --prefill-delayer-forward-passes-buckets --prefill-delayer-max-delay-ms --prefill-delayer-max-delay-passes
     --prefill-delayer-queue-min-ratio --prefill-delayer-token-usage-low-watermark
     --prefill-delayer-wait-seconds-buckets --prefill-kv-cache-dequant-dtype --prefill-max-requests
-     --priority-scheduling-preemption-threshold --prompt-tokens-buckets
+    --priority-scheduling-preemption-threshold --prompt-tokens-buckets
     --qsa-indexer-dtype --quantization --quantization-param-path --radix-cache-backend --radix-eviction-policy
     --radix-eviction-policy-config --random-seed --reasoning-parser --remote-instance-weight-loader-backend
     --remote-instance-weight-loader-seed-instance-ip --remote-instance-weight-loader-seed-instance-service-port
