@@ -202,12 +202,10 @@ class InferenceEstimate:
         where it warns (core.serving.context_limit, h89ctx: "at most 1 request of 8,192 tokens" on Llama 2 7B,
         which vLLM refuses to start)."""
         fits = self._memory_sentence(plan)
-        past = past_limit_words(plan)
-        if not past:
-            return fits
-        if would_not_start(plan):
-            return f"{past}; with it set, {fits}"
-        return f"{fits}. {past}"
+        if self.context_refusal:  # set where the engine refuses the context (inference_estimate)
+            return f"{self.context_refusal}; with it set, {fits}"
+        past = past_limit_words(plan)  # an engine that starts and warns
+        return f"{fits}. {past}" if past else fits
 
     def _memory_sentence(self, plan: Plan) -> str:
         concurrent, context = plan.inference.concurrent, plan.inference.context
