@@ -40,13 +40,16 @@ from core.files.launch.vllm import read_vllm
 from core.files.runconfig import ConfigKind, loads_run_config, plan_from_run, resolve_model
 from core.inputs import Float8, Stack
 from core.plan import (
+    Autocast,
     CpRotate,
+    Dtype,
     Engine,
     Method,
     Offload,
     OllamaVersion,
     PipelineSchedule,
     Plan,
+    Preset,
     Strategy,
     default_plan_on,
 )
@@ -236,6 +239,24 @@ def check_unexpressed(exported: Export) -> None:
 @ROUND_TRIP
 @given(plan=launch_plans())
 def test_round_trip_through_the_importers(target: Target, plan: Plan) -> None:
+    assert_round_trip_through_the_importer(target, plan)
+
+
+def test_pure_bf16_under_zero3_through_llamafactory() -> None:
+    """The example hypothesis found in CI (stop 70): LLaMA-Factory refuses pure_bf16 under ZeRO-3, so bf16
+    is written, DeepSpeed's bf16 engine, which reads back as bf16 autocast: another plan, so listed."""
+    gpt2 = next(m.spec for m in load_models() if m.id == "gpt2")
+    plan = (
+        default_plan_on(gpt2)
+        .with_changes(method=Method.FULL, preset=Preset.PURE_BF16)
+        .with_input("parallel.gpus_per_node", 2)
+        .with_input("parallel.strategy", Strategy.ZERO3)
+    )
+    assert plan.autocast is Autocast.NONE and plan.weight_dtype is Dtype.BF16
+    assert_round_trip_through_the_importer(Target.LLAMA_FACTORY, plan)
+
+
+def assert_round_trip_through_the_importer(target: Target, plan: Plan) -> None:
     exported = export(plan, target)
     check_unexpressed(exported)
     run = loads_run_config(exported.text.encode(), f"plan{exported.suffix}")

@@ -85,8 +85,14 @@ def _precision(draft: Draft) -> dict[str, Any]:
             draft.cannot("method.adapter_dtype", "pure_bf16 keeps the adapters in bf16 too")
         if plan.parallel.strategy is Strategy.ZERO3:
             # LLaMA-Factory v0.9.4 hparams/parser.py:331 refuses pure_bf16 under ZeRO-3 ("`pure_bf16` is incompatible
-            # with DeepSpeed ZeRO-3"; found by tools/measure/export_check.py). bf16 there is DeepSpeed's bf16 mode:
-            # the engine casts the whole model to bf16 and runs no autocast, the same step.
+            # with DeepSpeed ZeRO-3"; found by tools/measure/export_check.py). bf16 is written instead: DeepSpeed's
+            # bf16 engine, which the plan models as bf16 autocast under ZeRO (core.roles.deepspeed_engine_dtype) --
+            # another plan, whose bf16 master-weight options then count, so the pure-bf16 setting is listed as
+            # not expressed (the round trip through the importer found the two apart).
+            draft.cannot(
+                "method.autocast",
+                "LLaMA-Factory refuses pure_bf16 under DeepSpeed ZeRO-3; bf16 (DeepSpeed's bf16 engine) is written",
+            )
             return {"bf16": True, "fp16": False}
         return {"bf16": False, "fp16": False, "pure_bf16": True}
     if plan.adapter_based and plan.adapter_dtype is not Dtype.FP32:
