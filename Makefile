@@ -5,7 +5,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test lint typecheck importcheck unit unit-core-noqt bench screenshots dist smoke clean
+.PHONY: run test lint typecheck importcheck unit explore unit-core-noqt bench screenshots dist smoke clean
 
 $(STAMP): pyproject.toml
 	@echo "Setting up $(VENV) and installing VRAM Planner's dependencies (first start only: about a minute)..."
@@ -31,6 +31,11 @@ importcheck: $(STAMP)
 
 unit: $(STAMP)
 	$(PY) -m pytest
+
+# The property tests with fresh random draws (the suite's own draws repeat: tests/conftest.py). Run it
+# now and then, several times; an example it finds becomes a plain test before the fix.
+explore: $(STAMP)
+	HYPOTHESIS_PROFILE=explore $(PY) -m pytest -q -p no:cacheprovider $$(grep -rl "@given" tests)
 
 # tests/core in a venv with neither Qt nor pytest-qt: proves core and its tests need no GUI.
 CORE_VENV  ?= .venv-core
