@@ -28,6 +28,7 @@ printed with what else they change.
     python benchmarks/realgpu/throughput.py --check     # exit 1 when a target is missed
     python benchmarks/realgpu/throughput.py --fit       # the all-source fit, as efficiency.FITTED
     python benchmarks/realgpu/throughput.py --markdown  # the tables for docs/TRAINING_TIME.md
+    python benchmarks/realgpu/throughput.py --parts tt-202412-8b-cp  # those figures' steps, part by part
 """
 
 from __future__ import annotations
@@ -1655,13 +1656,48 @@ def markdown(report: Report) -> str:
     return "\n".join(out)
 
 
+def parts_lines(report: Report, pattern: str) -> list[str]:
+    """The figures whose id contains ``pattern``, each with its step taken apart at the coefficients it is scored
+    with (its family left out; a held-out figure's the all-source fit): every timed part, the pipeline bubble, the
+    exposed and the overlapped communication, beside the step the published figure implies. The arithmetic the
+    notes on a missed row start from (docs/TRAINING_TIME.md)."""
+    rows = [(r, report.tables[r.case.family]) for r in report.scored if pattern in r.case.id]
+    rows += [(r, report.all_sources) for r in report.held_out if pattern in r.case.id]
+    out: list[str] = []
+    for row, table in rows:
+        p = prepare(row.case)
+        step = predicted_step(p, table)
+        exposed, bubble, tp, dp = _comm(p, table)
+        out.append(
+            f"{row.case.id}: published {row.published:,.1f}, predicted {row.predicted:,.1f} tokens/s per GPU "
+            f"({row.error:+.1f} %); step {row.case.observed_step:.2f} s published, {step:.2f} s predicted"
+        )
+        parts = {n: s * coefficient(n, table) for n, s in p.work.features.items()}
+        for name, seconds in sorted(parts.items(), key=lambda kv: -kv[1]):
+            if seconds > 0:
+                out.append(f"    {name:<40} {seconds:9.3f} s")
+        out.append(f"    {'pipeline bubble (× the compute)':<40} {bubble:9.3f}")
+        out.append(f"    {'exposed communication, host step':<40} {exposed:9.3f} s")
+        out.append(f"    {'overlapped TP traffic (× tp_overlap)':<40} {tp:9.3f} s")
+        out.append(f"    {'overlapped DP traffic (× dp_contention)':<40} {dp:9.3f} s")
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--check", action="store_true", help="exit 1 when a target of issue 24 is missed")
     parser.add_argument("--fit", action="store_true", help="print the all-source fit (efficiency.FITTED)")
     parser.add_argument("--markdown", action="store_true", help="print the tables as Markdown")
+    parser.add_argument("--parts", metavar="ID", help="print the step of every figure whose id contains ID, by part")
     args = parser.parse_args(argv)
     report = build(load())
+    if args.parts is not None:
+        lines = parts_lines(report, args.parts)
+        if not lines:
+            print(f"no scored figure's id contains {args.parts!r}", file=sys.stderr)
+            return 2
+        print("\n".join(lines))
+        return 0
     if args.fit:
         print("FITTED = {")
         for name, value in sorted(report.all_sources.items()):

@@ -613,6 +613,28 @@ def test_metas_grand_teton_h100_is_timed_between_the_sxm_and_nvl_peaks(bench: Mo
     assert nvidia.peak_tflops("bf16") == 989.4 and nvidia.memory_bandwidth_gb_s == 3350
 
 
+def test_parts_take_a_figures_step_apart_at_the_coefficients_it_is_scored_with(bench: ModuleType, report) -> None:  # type: ignore[no-untyped-def]
+    # pytorch/torchtitan@820504e benchmarks/llama3_h100_202412_torchtitan.md Table 2: "FSDP 1, CP 8 | 262144 |
+    # 548", one sequence on 8 GPUs, so 262,144 ÷ 8 ÷ 548 = 59.80 s a step.
+    lines = bench.parts_lines(report, "tt-202412-8b-cp8-s262144")
+    assert lines[0].startswith("tt-202412-8b-cp8-s262144: published 548.0")
+    assert "step 59.80 s published" in lines[0]
+    seconds = {line[:44].strip(): float(line[44:].split()[0]) for line in lines[1:]}
+    # Attention is the step's largest part at 262,144 tokens, and the parts (the optimizer, the exposed and the
+    # contended data-parallel traffic with them; no pipeline, no tensor parallel) add up to the predicted step.
+    assert next(iter(seconds)) == "attention:hopper/flash"
+    assert seconds["pipeline bubble (× the compute)"] == 0.0
+    table = report.tables["torchtitan (+ Trainy)"]
+    row = next(r for r in report.scored if r.case.id == "tt-202412-8b-cp8-s262144")
+    step = bench.predicted_step(bench.prepare(row.case), table)
+    summary = [key for key in seconds if " " in key]  # the bubble and the three communication rows
+    assert len(summary) == 4
+    total = sum(v for k, v in seconds.items() if k not in summary) + seconds["exposed communication, host step"]
+    total += seconds["overlapped DP traffic (× dp_contention)"] * bench.coefficient("dp_contention", table)
+    assert total == pytest.approx(step, abs=0.01)
+    assert bench.parts_lines(report, "no such figure") == []
+
+
 def test_each_sources_fsdp_reduces_in_the_dtype_its_code_sets(bench: ModuleType) -> None:
     """fms-fsdp's bfSixteen policy (fms-fsdp@4ffb9bd fms_fsdp/policies/mixed_precision.py) and
     composer's PURE mode (composer v0.17.0 mosaic_fsdp_utils.py get_mixed_precision) reduce in
