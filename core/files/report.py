@@ -407,12 +407,14 @@ def _balanced(pieces: _Pieces, most: int) -> tuple[str, ...]:
     if not pieces:
         return ("",)
     best: tuple[str, ...] = ()
+    best_px = math.inf
     for count in range(1, min(most, len(pieces)) + 1):
         for cuts in itertools.combinations(range(1, len(pieces)), count - 1):
             bounds = (0, *cuts, len(pieces))
             lines = tuple(_joined(pieces[a:b]) for a, b in itertools.pairwise(bounds))
-            if not best or max(map(_text_px, lines)) < max(map(_text_px, best)):
-                best = lines
+            px = max(map(_text_px, lines))
+            if px < best_px:
+                best, best_px = lines, px
     return best
 
 
@@ -420,6 +422,8 @@ def _name_lines(name: str, room: float) -> tuple[str, ...] | None:
     """A phase's name across its group in as few lines as fit ``room`` px, the longest as short as can be
     ("nvidia-smi (judged)" touched "optimizer step" at 480 px); None where _ACROSS_LINES lines do not fit."""
     pieces = _pieces(name)
+    if any(_text_px(piece) > room for piece, _ in pieces):
+        return None  # a word wider than its group: no lines across fit
     for most in range(1, _ACROSS_LINES + 1):
         lines = _balanced(pieces, most)
         if max(map(_text_px, lines)) <= room:
