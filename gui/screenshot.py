@@ -10,7 +10,8 @@ by side). ``--size 1280x720`` and ``--theme dark`` render the sizes and themes a
 ``--local`` shows what this machine would report (a stubbed RTX 4090 with 3,000 MiB held by
 another process, and two downloaded models), as the first start plans on it;
 ``--export TARGET`` renders File → Export launch config… for that tool (docs/LOCAL_MACHINE.md);
-``--gpu ID`` puts the catalogue card ID on the plan and scrolls the plan column to the Hardware section.
+``--gpu ID`` puts the catalogue card ID on the plan and scrolls the plan column to the Hardware section;
+``--compare-docked`` shows View → Compare plans with those four plans docked in the window at ``--size``.
 No user settings are read or written (a temporary folder).
 """
 
@@ -42,6 +43,7 @@ def render(
     export_target: str = "",
     llamacpp: bool = False,
     gpu: str = "",
+    compare: bool = False,
 ) -> None:
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     from PySide6.QtCore import QSettings
@@ -88,6 +90,12 @@ def render(
                     app.processEvents()
         if diagnosis:
             _wait_for_diagnosis(app, window)
+        if compare:  # View → Compare plans docked as the window places it, beside the memory chart
+            panel = window.plan_tools.show_compare()
+            panel.include_current.setChecked(False)
+            panel.add_plans(issue_plans(), "Compare")  # type: ignore[arg-type]
+            for _ in range(5):
+                app.processEvents()
         # The banner keeps spare room from an earlier verdict until the edits pause (1.2 s);
         # the picture shows the window as a person sees it once they have.
         window.settle_banner()
@@ -253,8 +261,8 @@ def render_comparison(path: str, width: int = 1300, height: int = 1060) -> None:
 
 USAGE = (
     "usage: python -m gui.screenshot OUT.png [--size WIDTHxHEIGHT] [--theme light|dark]"
-    " [--inference] [--diagnosis] [--serving] [--llamacpp] [--parallel] [--compare] [--local] [--export TARGET]"
-    " [--gpu ID]"
+    " [--inference] [--diagnosis] [--serving] [--llamacpp] [--parallel] [--compare] [--compare-docked] [--local]"
+    " [--export TARGET] [--gpu ID]"
 )
 
 
@@ -314,6 +322,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         export_target=export_target,
         llamacpp="--llamacpp" in args,
         gpu=gpu,
+        compare="--compare-docked" in args,
     )
     return 0
 

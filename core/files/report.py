@@ -14,6 +14,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import io
+import itertools
 import math
 import re
 import unicodedata
@@ -212,13 +213,27 @@ def _remedy_lines(d: Diagnosis, unit: str) -> list[str]:
 # ---- the chart (inline SVG) ------------------------------------------------------------
 CHART_WIDTH: Final = 760
 CHART_HEIGHT: Final = 320  # with one legend row; each further row adds LEGEND_ROW
-CHART_MIN_WIDTH: Final = 360  # px: four plans in four phase groups, bars 14 px wide (_Frame.bar_w)
+# px: the narrowest chart. Docked at its least width (the Details dock's 270 px, gui.main_window.DETAILS_MIN_WIDTH)
+# the Compare tab leaves it 256 px beside its vertical scroll bar; at 360 px it scrolled sideways by 104 px. At
+# 240 px six phase groups of four plans keep bars 5.7 px wide, their numbers at 8 px (_number_px), the phase
+# names read upwards (_layout).
+CHART_MIN_WIDTH: Final = 240
 CHART_MIN_HEIGHT: Final = 240  # px with one legend row: a plot 166 px high under _Frame.head and _BOTTOM
 FONT_PX: Final = 11  # the SVG's font-size
 LEGEND_ROW: Final = 16  # px from one legend row to the next: 10 px swatches, 11 px text
 _BOTTOM: Final = 46  # px under the plot: the phase names, then one legend row
+_NAMES_H: Final = _BOTTOM - LEGEND_ROW  # px from the plot's foot to the legend's first row: names on one line
 _NAME_LINE: Final = 13  # px from a phase name's first line to its second (11 px text: 12.8 px from top to bottom)
 _NAME_GAP: Final = 8  # px kept between two phase names
+_ACROSS_LINES: Final = 3  # a phase name's lines across its group at most; more read upwards ("nvidia-" / "smi" / …)
+_UPRIGHT_TOP: Final = 6  # px from the plot's foot to where a name read upwards ends
+_UPRIGHT_GAP: Final = 6  # px from where a name read upwards starts to the legend's first row
+# The text's height above and below its baseline, as fractions of the font size: DejaVu Sans's ascender 1901 and
+# descender 483 of 2048 units (its hhea table; Qt's QFontMetricsF: 10.20 and 2.59 px at 11 px).
+_ASCENT_EM: Final = 0.93
+_DESCENT_EM: Final = 0.24
+_NUMBER_MIN_PX: Final = 8  # the plans' numbers over bars narrower than an 11 px digit shrink to this at least
+_PLAN_LINES: Final = 3  # rows a plan's name in the legend wraps onto, the last cut at a word with an ellipsis
 _SWATCH: Final = 14  # a swatch (10 px) and the space before its text
 _ENTRY_GAP: Final = 16  # px between one legend entry and the next
 
@@ -237,6 +252,19 @@ class ChartInk:
 REPORT_INK: Final = ChartInk()
 
 
+@dataclass(frozen=True)
+class Extent:
+    """Where a piece of the chart's text lies, in px from the chart's top left, by the generous width estimate
+    the chart is laid out with (:func:`_text_px`): ``kind`` is "tick", "title", "number", "name" or "legend"."""
+
+    kind: str
+    text: str
+    left: float
+    top: float
+    right: float
+    bottom: float
+
+
 # One bar: (bucket key, bytes) from the bottom up.
 _Stack = list[tuple[str, float]]
 
@@ -249,12 +277,10 @@ def chart_svg(
     ink: ChartInk = REPORT_INK,
 ) -> str:
     """Grouped bars: one group per phase, one stacked bar per plan, on one axis. The legend wraps into
-    as many rows as its entries need, a phase name wider than its group into two lines, and the SVG grows
-    by those rows (:func:`chart_size`). ``ink``: the text's and gridlines' colours (a report's by default)."""
-    phases = comparison.phase_names()
-    stacks = _bar_stacks(comparison, phases)
-    legend, names, extra = _chart_layout(comparison, width)
-    frame = _frame(comparison, stacks, unit, width, height + extra, extra)
+    as many rows as its entries need, a phase name wider than its group into lines, or read upwards where a
+    word is wider than its group, and the SVG grows by those rows and lines (:func:`chart_size`). ``ink``: the
+    text's and gridlines' colours (a report's by default)."""
+    frame, layout, stacks = _drawn(comparison, unit, width, height)
     fill = f' fill="{escape(ink.text)}"' if ink.text else ""  # every shape sets its own fill: this colours the text
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{frame.height}" '
@@ -262,11 +288,28 @@ def chart_svg(
         f'font-family="sans-serif" font-size="{FONT_PX}"{fill}>',
         *_value_axis(frame, ink.gridline),
     ]
-    for g, (name, lines, row) in enumerate(zip(phases, names, stacks, strict=True)):
-        parts += _phase_group(frame, comparison, g, name, lines, row)
-    parts += _legend(frame, legend)
+    for g, (name, row) in enumerate(zip(comparison.phase_names(), stacks, strict=True)):
+        parts += _phase_group(frame, comparison, g, name, row)
+        parts += [mark.svg() for mark in _name_marks(frame, layout, g)]
+    parts += _legend(frame, layout.legend)
     parts.append("</svg>")
     return "".join(parts)
+
+
+def chart_extents(
+    comparison: Comparison, width: int = CHART_WIDTH, height: int = CHART_HEIGHT, unit: str = "GB"
+) -> tuple[Extent, ...]:
+    """Where :func:`chart_svg` with these arguments puts each piece of text: the value axis's numbers and title,
+    the plans' numbers over the bars, the phase names and the legend's entries. Drawn from the same marks."""
+    frame, layout, stacks = _drawn(comparison, unit, width, height)
+    extents = [mark.extent("tick") for _, mark in _tick_marks(frame)]
+    extents.append(_axis_title(frame).extent("title"))
+    for g, row in enumerate(stacks):
+        extents += [mark.extent("number") for mark in _number_marks(frame, comparison, g, row)]
+        extents += [mark.extent("name") for mark in _name_marks(frame, layout, g)]
+    rows = _legend_rows(layout.legend)
+    extents += [_legend_extent(frame, entry, rows) for entry in layout.legend]
+    return tuple(extents)
 
 
 def chart_svg_sized(
@@ -277,24 +320,37 @@ def chart_svg_sized(
     window's dock read ~6 px (docs/GUI.md, 2026-12-07, left 1). Never smaller than CHART_MIN_WIDTH ×
     :func:`chart_least_height`: a viewer keeps its box at least that big (the Compare tab scrolls)."""
     width = max(CHART_MIN_WIDTH, width)
-    extra = _chart_layout(comparison, width)[2]  # the legend's rows past the first, a phase name's second line
+    extra = _chart_layout(comparison, width).extra  # the legend's rows past the first, the phase names' lines
     return chart_svg(comparison, unit, width, max(CHART_MIN_HEIGHT, height - extra), ink)
 
 
 def chart_least_height(comparison: Comparison, width: int) -> int:
     """The least height in px :func:`chart_svg_sized` draws for a box ``width`` px wide: CHART_MIN_HEIGHT and the
     legend's rows and phase names' lines that width wraps into."""
-    return CHART_MIN_HEIGHT + _chart_layout(comparison, max(CHART_MIN_WIDTH, width))[2]
+    return CHART_MIN_HEIGHT + _chart_layout(comparison, max(CHART_MIN_WIDTH, width)).extra
 
 
 def chart_size(comparison: Comparison, width: int = CHART_WIDTH, height: int = CHART_HEIGHT) -> tuple[int, int]:
-    """The chart's width and height in px: ``height`` plus a row for each legend row past the first and one
-    for phase names on two lines."""
-    return width, height + _chart_layout(comparison, width)[2]
+    """The chart's width and height in px: ``height`` plus a row for each legend row past the first and the
+    phase names' lines past one."""
+    return width, height + _chart_layout(comparison, width).extra
 
 
-# The legend's entries, each phase's name in lines, and the px they add under the plot.
-_Layout = tuple[tuple["_LegendEntry", ...], tuple[tuple[str, ...], ...], int]
+@dataclass(frozen=True)
+class _Layout:
+    """What a width decides under the plot: the legend's entries in rows, and each phase's name in lines."""
+
+    legend: tuple[_LegendEntry, ...]
+    names: tuple[tuple[str, ...], ...]
+    upright: bool  # the names read upwards, each line across its group: a word of one is wider than its group
+    names_h: int  # px from the plot's foot to the legend's first row
+
+    @property
+    def extra(self) -> int:
+        """The px the legend's rows past the first and the names' lines past one add under the plot."""
+        return (_legend_rows(self.legend) - 1) * LEGEND_ROW + self.names_h - _NAMES_H
+
+
 # _chart_layout's last answer: (the comparison, the width, its layout), replaced whole.
 _LAST_LAYOUT: list[tuple[Comparison, int, _Layout] | None] = [None]
 
@@ -313,23 +369,80 @@ def _chart_layout(comparison: Comparison, width: int) -> _Layout:
 
 
 def _layout(comparison: Comparison, width: int) -> _Layout:
-    """The legend's entries, each phase's name in lines, and the px they add under the plot."""
-    legend = _legend_entries(comparison, width)
-    room = (width - _Frame.left - _Frame.right) / len(comparison.phase_names()) - _NAME_GAP
-    names = tuple(_name_lines(name, room) for name in comparison.phase_names())
-    extra = (_legend_rows(legend) - 1) * LEGEND_ROW + (max(map(len, names)) - 1) * _NAME_LINE
-    return tuple(legend), names, extra
+    """The legend's entries, and each phase's name in lines: across its group, wrapped at spaces and after
+    hyphens, where every word fits the group; else read upwards, in as many lines as the group holds side by
+    side (at 360 px "backward" and "nvidia-smi" were cut to "backw…" and "nvidia-…")."""
+    legend = tuple(_legend_entries(comparison, width))
+    phases = comparison.phase_names()
+    room = (width - _Frame.left - _Frame.right) / len(phases) - _NAME_GAP
+    across = [_name_lines(name, room) for name in phases]
+    if all(lines is not None for lines in across):
+        names = tuple(lines for lines in across if lines is not None)
+        return _Layout(legend, names, False, _NAMES_H + (max(map(len, names)) - 1) * _NAME_LINE)
+    side_by_side = max(1, int(room // _NAME_LINE))
+    names = tuple(_balanced(_pieces(name), side_by_side) for name in phases)
+    longest = max(_text_px(line) for lines in names for line in lines)
+    return _Layout(legend, names, True, max(_NAMES_H, _UPRIGHT_TOP + math.ceil(longest) + _UPRIGHT_GAP))
 
 
-def _name_lines(name: str, room: float) -> tuple[str, ...]:
-    """A phase's name in one line, or two split at the space nearest its middle where one is wider than its
-    group ("nvidia-smi (judged)" touched "optimizer step" at 480 px); a line still too wide cut with an
-    ellipsis (the bar's tooltip names the phase whole)."""
-    if _text_px(name) <= room or " " not in name:
-        return (_clipped(name, room),)
-    spaces = [i for i, c in enumerate(name) if c == " "]
-    cut = min(spaces, key=lambda i: abs(_text_px(name[:i]) - _text_px(name[i + 1 :])))
-    return _clipped(name[:cut], room), _clipped(name[cut + 1 :], room)
+# A place a line may break: after a hyphen inside a word ("nvidia-|smi", "16-|bit"), or at spaces.
+_BREAK: Final = re.compile(r"[^\s-]+-(?=\S)|\S+")
+# A text's pieces between the places it may break, each with what follows it: " " (a space) or "" (a hyphen's).
+_Pieces = list[tuple[str, str]]
+
+
+def _pieces(text: str) -> _Pieces:
+    found = list(_BREAK.finditer(text))
+    return [(m.group(), " " if i + 1 < len(found) and text[m.end()].isspace() else "") for i, m in enumerate(found)]
+
+
+def _joined(pieces: _Pieces) -> str:
+    return "".join(piece + after for piece, after in pieces).rstrip()
+
+
+def _balanced(pieces: _Pieces, most: int) -> tuple[str, ...]:
+    """``pieces`` in at most ``most`` lines, broken where the longest line is shortest, in the fewest lines that
+    shortest allows ("forward" / "+ loss", not "forward" / "+" / "loss"); a phase name has a few words: every
+    way is tried."""
+    if not pieces:
+        return ("",)
+    best: tuple[str, ...] = ()
+    best_px = math.inf
+    for count in range(1, min(most, len(pieces)) + 1):
+        for cuts in itertools.combinations(range(1, len(pieces)), count - 1):
+            bounds = (0, *cuts, len(pieces))
+            lines = tuple(_joined(pieces[a:b]) for a, b in itertools.pairwise(bounds))
+            px = max(map(_text_px, lines))
+            if px < best_px:
+                best, best_px = lines, px
+    return best
+
+
+def _name_lines(name: str, room: float) -> tuple[str, ...] | None:
+    """A phase's name across its group in as few lines as fit ``room`` px, the longest as short as can be
+    ("nvidia-smi (judged)" touched "optimizer step" at 480 px); None where _ACROSS_LINES lines do not fit."""
+    pieces = _pieces(name)
+    if any(_text_px(piece) > room for piece, _ in pieces):
+        return None  # a word wider than its group: no lines across fit
+    for most in range(1, _ACROSS_LINES + 1):
+        lines = _balanced(pieces, most)
+        if max(map(_text_px, lines)) <= room:
+            return lines
+    return None
+
+
+def _wrapped(text: str, room: float, most: int) -> tuple[str, ...]:
+    """``text`` wrapped at its breaks into lines of ``room`` px, at most ``most``, the last cut at a word with
+    an ellipsis where more is left; a word wider than a whole line is the only thing cut inside."""
+    pieces = _pieces(text)
+    starts, line = [0], ""
+    for i, (piece, after) in enumerate(pieces):
+        if line and _text_px(line + piece) > room:
+            starts.append(i)
+            line = ""
+        line += piece + after
+    bounds = [*starts[:most], len(pieces)]  # the lines past ``most`` stay on the last, to be cut
+    return tuple(_clipped(_joined(pieces[a:b]), room) for a, b in itertools.pairwise(bounds)) or ("",)
 
 
 def _bar_stacks(comparison: Comparison, phases: tuple[str, ...]) -> list[list[_Stack]]:
@@ -376,6 +489,11 @@ class _Frame:
         return self.height - self.bottom - self.head
 
     @property
+    def foot(self) -> int:
+        """The plot's foot: the phase names are under it."""
+        return self.height - self.bottom
+
+    @property
     def group_w(self) -> float:
         return self.plot_w / self.groups
 
@@ -385,6 +503,13 @@ class _Frame:
 
     def y(self, n_bytes: float) -> float:
         return self.head + self.plot_h * (1 - n_bytes / self.top)
+
+
+def _drawn(comparison: Comparison, unit: str, width: int, height: int) -> tuple[_Frame, _Layout, list[list[_Stack]]]:
+    """The chart's frame (``height`` grown by the layout's rows and lines), layout and bars for ``width``."""
+    stacks = _bar_stacks(comparison, comparison.phase_names())
+    layout = _chart_layout(comparison, width)
+    return _frame(comparison, stacks, unit, width, height + layout.extra, layout.extra), layout, stacks
 
 
 def _frame(
@@ -402,47 +527,115 @@ def _frame(
     return _Frame(unit, scale, step, top, width, height, len(stacks), len(plans), bottom=_BOTTOM + legend_extra)
 
 
-def _value_axis(f: _Frame, gridline: str) -> list[str]:
-    """Gridlines (in ``gridline``) with their values, and the axis title."""
-    parts = []
+@dataclass(frozen=True)
+class _Mark:
+    """A piece of the chart's text: where it is anchored, its size, and whether it reads upwards (turned -90°
+    about its anchor). The SVG and :func:`chart_extents` are both drawn from it."""
+
+    text: str
+    x: float
+    y: float  # the baseline's anchor
+    anchor: str = "middle"  # the SVG's text-anchor
+    px: int = FONT_PX
+    upright: bool = False
+
+    def svg(self) -> str:
+        anchor = f' text-anchor="{self.anchor}"' if self.anchor != "start" else ""
+        size = f' font-size="{self.px}"' if self.px != FONT_PX else ""
+        turn = f' transform="rotate(-90 {self.x:.1f} {self.y:.1f})"' if self.upright else ""
+        return f'<text x="{self.x:.1f}" y="{self.y:.1f}"{anchor}{size}{turn}>{escape(self.text)}</text>'
+
+    def extent(self, kind: str) -> Extent:
+        length = _text_px(self.text) * self.px / FONT_PX
+        before = {"start": 0.0, "middle": length / 2, "end": length}[self.anchor]  # px of text before the anchor
+        ascent, descent = _ASCENT_EM * self.px, _DESCENT_EM * self.px
+        if self.upright:  # the text runs upwards: its start lies below the anchor, its ascent left of it
+            bottom = self.y + before
+            return Extent(kind, self.text, self.x - ascent, bottom - length, self.x + descent, bottom)
+        start = self.x - before
+        return Extent(kind, self.text, start, self.y - ascent, start + length, self.y + descent)
+
+
+def _tick_marks(f: _Frame) -> list[tuple[float, _Mark]]:
+    """Each gridline's height and its value."""
+    marks = []
     for i in range(round(f.top / f.step) + 1):
         value = f.step * i
-        parts.append(
-            f'<line x1="{f.left}" x2="{f.width - f.right}" y1="{f.y(value):.1f}" y2="{f.y(value):.1f}" '
-            f'stroke="{escape(gridline)}"/>'
-            f'<text x="{f.left - 4}" y="{f.y(value) + 4:.1f}" text-anchor="end">{value / f.scale:,.0f}</text>'
-        )
-    middle = f.head + f.plot_h / 2
-    parts.append(
-        f'<text x="12" y="{middle:.0f}" transform="rotate(-90 12 {middle:.0f})" '
-        f'text-anchor="middle">{f.unit} per GPU</text>'
-    )
+        marks.append((f.y(value), _Mark(f"{value / f.scale:,.0f}", f.left - 4, f.y(value) + 4, "end")))
+    return marks
+
+
+def _axis_title(f: _Frame) -> _Mark:
+    return _Mark(f"{f.unit} per GPU", 12, round(f.head + f.plot_h / 2), upright=True)
+
+
+def _value_axis(f: _Frame, gridline: str) -> list[str]:
+    """Gridlines (in ``gridline``) with their values, and the axis title."""
+    parts = [
+        f'<line x1="{f.left}" x2="{f.width - f.right}" y1="{y:.1f}" y2="{y:.1f}" stroke="{escape(gridline)}"/>'
+        + mark.svg()
+        for y, mark in _tick_marks(f)
+    ]
+    parts.append(_axis_title(f).svg())
     return parts
 
 
-# The plan numbers' text is 11 px (the SVG's font-size); its baseline sits 3 px above the bar.
-_NUMBER_HEIGHT = 11
-_NUMBER_GAP = 3
+_NUMBER_GAP = 3  # px from a bar's top to its plan number's baseline
 
 
-def _number_y(top: float, capacity: float) -> float:
+def _number_px(f: _Frame) -> int:
+    """The plans' numbers' font size: FONT_PX where the widest fits its bar, else as large as fits, not under
+    _NUMBER_MIN_PX (four plans in six groups at CHART_MIN_WIDTH: 5.7 px bars, 8 px numbers)."""
+    em = _text_px(str(f.plans)) / FONT_PX
+    return max(_NUMBER_MIN_PX, min(FONT_PX, int(f.bar_w / em)))
+
+
+def _number_y(top: float, capacity: float, px: int = FONT_PX) -> float:
     """The baseline of a bar's plan number: just above the bar, or above the card's capacity dash
     where the number would sit on it (docs/GUI.md, 2026-12-04: "1", "2", "4" were struck through)."""
     baseline = top - _NUMBER_GAP
-    if baseline - _NUMBER_HEIGHT - 2 <= capacity <= baseline + 2:
+    if baseline - px - 2 <= capacity <= baseline + 2:
         return capacity - _NUMBER_GAP
     return baseline
 
 
-def _phase_group(
-    f: _Frame, comparison: Comparison, g: int, name: str, lines: tuple[str, ...], row: list[_Stack]
-) -> list[str]:
-    """One phase: a stacked bar per plan with its card's capacity across it, and the phase's name in ``lines``."""
+def _bar_x(f: _Frame, g: int, k: int) -> float:
+    """The left of plan ``k``'s bar in phase group ``g``: the group's bars centred in it."""
+    return f.left + g * f.group_w + (f.group_w - f.bar_w * f.plans) / 2 + k * f.bar_w
+
+
+def _number_marks(f: _Frame, comparison: Comparison, g: int, row: list[_Stack]) -> list[_Mark]:
+    """Each bar's plan number over it, where several plans are compared."""
+    if len(comparison.plans) < 2:
+        return []
+    px, marks = _number_px(f), []
+    for k, bar in enumerate(row):
+        capacity = comparison.plans[k].estimate.judgement(comparison.mode).capacity_bytes
+        level = sum(n_bytes for _, n_bytes in bar if n_bytes > 0)
+        y = _number_y(f.y(level), f.y(capacity), px)
+        marks.append(_Mark(str(k + 1), _bar_x(f, g, k) + f.bar_w / 2, y, px=px))
+    return marks
+
+
+def _name_marks(f: _Frame, layout: _Layout, g: int) -> list[_Mark]:
+    """Phase ``g``'s name under its group: its lines one under another, centred; or read upwards, side by
+    side across the group, each ending _UPRIGHT_TOP under the plot."""
+    lines, middle = layout.names[g], f.left + (g + 0.5) * f.group_w
+    if not layout.upright:
+        return [_Mark(line, middle, f.foot + 16 + i * _NAME_LINE) for i, line in enumerate(lines)]
+    first = middle - len(lines) * _NAME_LINE / 2  # each line's slot, _NAME_LINE px wide, its ascent on the left
+    return [
+        _Mark(line, first + i * _NAME_LINE + _ASCENT_EM * FONT_PX, f.foot + _UPRIGHT_TOP, "end", upright=True)
+        for i, line in enumerate(lines)
+    ]
+
+
+def _phase_group(f: _Frame, comparison: Comparison, g: int, name: str, row: list[_Stack]) -> list[str]:
+    """One phase: a stacked bar per plan with its card's capacity across it and its number over it."""
     plans = comparison.plans
-    x0 = f.left + g * f.group_w + (f.group_w - f.bar_w * len(plans)) / 2
     parts = []
     for k, bar in enumerate(row):
-        x = x0 + k * f.bar_w
+        x = _bar_x(f, g, k)
         level = 0.0
         for key, n_bytes in bar:
             if n_bytes <= 0:
@@ -459,16 +652,7 @@ def _phase_group(
             f'<line x1="{x:.1f}" x2="{x + f.bar_w:.1f}" y1="{f.y(capacity):.1f}" y2="{f.y(capacity):.1f}" '
             f'stroke="{colours.PROBLEM}" stroke-width="2" stroke-dasharray="4 2"/>'
         )
-        if len(plans) > 1:
-            parts.append(
-                f'<text x="{x + f.bar_w / 2:.1f}" y="{_number_y(f.y(level), f.y(capacity)):.1f}" '
-                f'text-anchor="middle">{k + 1}</text>'
-            )
-    for i, line in enumerate(lines):
-        parts.append(
-            f'<text x="{f.left + (g + 0.5) * f.group_w:.1f}" y="{f.height - f.bottom + 16 + i * _NAME_LINE}" '
-            f'text-anchor="middle">{escape(line)}</text>'
-        )
+    parts += [mark.svg() for mark in _number_marks(f, comparison, g, row)]
     return parts
 
 
@@ -490,10 +674,19 @@ def _text_px(text: str, bold: bool = False) -> float:
 
 
 def _clipped(text: str, room: float) -> str:
-    """``text`` cut with an ellipsis to fit ``room`` px (a 1,000-character plan name fits one row)."""
+    """``text`` cut with an ellipsis to fit ``room`` px (a 1,000-character plan name fits one row): after its
+    last word that fits, or inside its first where that alone is too wide."""
     if _text_px(text) <= room:
         return text
-    used = _text_px("…")
+    ellipsis, kept, line = _text_px("…"), "", ""
+    for piece, after in _pieces(text):
+        line += piece
+        if _text_px(line) + ellipsis > room:
+            break
+        kept, line = line, line + after
+    if kept:
+        return kept.rstrip() + "…"
+    used = ellipsis
     for end, c in enumerate(text):
         used += _char_em(c) * FONT_PX
         if used > room:
@@ -503,9 +696,10 @@ def _clipped(text: str, room: float) -> str:
 
 @dataclass(frozen=True)
 class _LegendEntry:
-    """One legend entry: a plan's number and name, a bucket's swatch, or the capacity dash; where it sits."""
+    """One legend entry: a plan's number and name (its name's further lines: "more"), a bucket's swatch, or
+    the capacity dash; where it sits."""
 
-    kind: str  # "plan", "bucket" or "capacity"
+    kind: str  # "plan", "more", "bucket" or "capacity"
     text: str  # visible text, not yet escaped
     key: str = ""  # the bucket's key, or the plan's number
     x: float = 0.0
@@ -515,34 +709,46 @@ class _LegendEntry:
     def width(self) -> float:
         if self.kind == "plan":
             return _text_px(self.key + " ", bold=True) + _text_px(self.text)
+        if self.kind == "more":
+            return _text_px(self.text)
         return _SWATCH + (6 if self.kind == "capacity" else 0) + _text_px(self.text)
 
 
 def _legend_entries(comparison: Comparison, width: int) -> list[_LegendEntry]:
     """The legend's entries flowed into rows across the plot's width: with several plans each plan's
-    number and name (the numbers over the bars), then on a row of their own the buckets of the mode and
-    the capacity dash. A name too long for a row is cut with an ellipsis."""
+    number and name (the numbers over the bars), a name too long for a row wrapped onto rows of its own under
+    its first, indented past the number; then on a row of their own the buckets of the mode and the capacity
+    dash."""
     left, room = _Frame.left, width - _Frame.left - _Frame.right
-    entries = []
+    plans: list[list[_LegendEntry]] = []
     if len(comparison.plans) > 1:
         for k, compared in enumerate(comparison.plans):
             number = str(k + 1)
-            entries.append(
-                _LegendEntry("plan", _clipped(_visible(compared.name), room - _text_px(number + " ", True)), number)
+            indent = _text_px(number + " ", bold=True)
+            head, *tail = _wrapped(_visible(compared.name), room - indent, _PLAN_LINES)
+            plans.append(
+                [
+                    _LegendEntry("plan", head, number),
+                    *(_LegendEntry("more", text, number, x=left + indent) for text in tail),
+                ]
             )
     order = SERVING_BUCKET_ORDER if comparison.mode is Mode.INFERENCE else BUCKET_ORDER
-    keys = [_LegendEntry("bucket", BUCKET_LABELS[key], key.value) for key in order]
-    keys.append(_LegendEntry("capacity", "card capacity"))
+    keys = [[_LegendEntry("bucket", BUCKET_LABELS[key], key.value)] for key in order]
+    keys.append([_LegendEntry("capacity", "card capacity")])
     placed: list[_LegendEntry] = []
     row, x = 0, float(left)
-    for group in (entries, keys):
+    for group in (plans, keys):
         if placed and group:  # the buckets start a row of their own
             row, x = row + 1, float(left)
-        for entry in group:
-            if x > left and x + entry.width > left + room:
+        for first, *more in group:
+            if x > left and (more or x + first.width > left + room):
                 row, x = row + 1, float(left)
-            placed.append(dataclasses.replace(entry, x=x, row=row))
-            x += entry.width + _ENTRY_GAP
+            placed.append(dataclasses.replace(first, x=x, row=row))
+            x += first.width + _ENTRY_GAP
+            for line in more:  # a wrapped name's further rows: the next entry starts a row under them
+                row += 1
+                placed.append(dataclasses.replace(line, row=row))
+                x = left + room
     return placed
 
 
@@ -550,16 +756,37 @@ def _legend_rows(entries: Sequence[_LegendEntry]) -> int:
     return max((e.row for e in entries), default=0) + 1
 
 
+def _legend_top(f: _Frame, entry: _LegendEntry, rows: int) -> int:
+    """The top of ``entry``'s swatch: each row LEGEND_ROW px under the one before, the last at the foot; its
+    text's baseline is 9 px lower."""
+    return f.height - 16 - (rows - 1 - entry.row) * LEGEND_ROW
+
+
+def _legend_extent(f: _Frame, entry: _LegendEntry, rows: int) -> Extent:
+    """The entry's whole extent: its swatch or dash, number and text."""
+    baseline = _legend_top(f, entry, rows) + 9
+    return Extent(
+        "legend",
+        entry.text,
+        entry.x,
+        baseline - _ASCENT_EM * FONT_PX,
+        entry.x + entry.width,
+        baseline + _DESCENT_EM * FONT_PX,
+    )
+
+
 def _legend(f: _Frame, entries: Sequence[_LegendEntry]) -> list[str]:
     """The legend's entries, each row LEGEND_ROW px under the one before, the last at the foot."""
     rows = _legend_rows(entries)
     parts = ['<g class="legend">']
     for e in entries:
-        box = f.height - 16 - (rows - 1 - e.row) * LEGEND_ROW  # the swatch's top; the text's baseline is 9 px lower
+        box = _legend_top(f, e, rows)  # the swatch's top; the text's baseline is 9 px lower
         if e.kind == "plan":
             parts.append(
                 f'<text x="{e.x:.1f}" y="{box + 9}"><tspan font-weight="bold">{e.key}</tspan> {escape(e.text)}</text>'
             )
+        elif e.kind == "more":
+            parts.append(f'<text x="{e.x:.1f}" y="{box + 9}">{escape(e.text)}</text>')
         elif e.kind == "bucket":
             parts.append(
                 f'<rect x="{e.x:.1f}" y="{box}" width="10" height="10" fill="{BUCKET_COLOURS[e.key]}"/>'

@@ -115,7 +115,9 @@ class SvgView(QWidget):
         """``draw(width, height, ink)``: the SVG for a box of that size in the palette's colours
         (core.files.report.chart_svg_sized); ``least_height(width)``: the least box it draws for that width
         (chart_least_height). The widget is held at CHART_MIN_WIDTH × that: docked at ~375 px in a 768 px
-        window the splitter gave it 200 px, and the 333 px chart was scaled to 0.6 (its 11 px text ~6.6 px)."""
+        window the splitter gave it 200 px, and the 333 px chart was scaled to 0.6 (its 11 px text ~6.6 px).
+        CHART_MIN_WIDTH (240 px) is under the 256 px pane the dock's least width leaves: docked, it never
+        scrolls sideways (it did by 104 px at 1024 × 768 when the chart was held at 360 px)."""
         self._draw, self._least_height = draw, least_height
         self.setMinimumWidth(CHART_MIN_WIDTH)
         self._drawn_at = QSize()

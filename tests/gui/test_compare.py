@@ -227,14 +227,14 @@ def test_the_chart_is_drawn_at_the_tab_s_own_size(qtbot: Any, window: MainWindow
     for width, height in ((1300, 1000), (800, 900)):
         dock.resize(width, height)
         qtbot.waitUntil(lambda: panel.chart.renderer.defaultSize() == panel.chart.size())
-        assert panel.chart.width() >= 360  # core.files.report.CHART_MIN_WIDTH: drawn 1:1 above it
+        assert panel.chart.width() >= CHART_MIN_WIDTH  # drawn 1:1 above it
     panel.chart._drawn_at = panel.chart.size()  # as if drawn; a box below the least size is drawn at it
     panel.chart.set_chart(
-        lambda w, h, ink: chart_svg_sized(panel.comparison, "GB", 300, 150, ink),  # type: ignore[arg-type]
+        lambda w, h, ink: chart_svg_sized(panel.comparison, "GB", CHART_MIN_WIDTH - 60, 150, ink),  # type: ignore[arg-type]
         lambda w: 240,
     )
     drawn = panel.chart.renderer.defaultSize()
-    assert drawn.width() == 360 and drawn.height() >= 240  # CHART_MIN_WIDTH, CHART_MIN_HEIGHT
+    assert drawn.width() == CHART_MIN_WIDTH and drawn.height() >= 240  # core.files.report.CHART_MIN_HEIGHT
     window.controller.undo_stack.setClean()
 
 
@@ -299,6 +299,33 @@ def test_docked_at_375_px_the_chart_shows_whole_and_scrolls_rather_than_shrink(q
     assert panel.splitter.sizes()[0] <= 150
     assert scroll.viewport().height() < chart.height()  # the pane is smaller: it scrolls
     assert scroll.horizontalScrollBar().maximum() == 0  # beside the vertical bar the chart keeps its least width
+    window.controller.undo_stack.setClean()
+
+
+@pytest.mark.parametrize(("width", "height"), [(1024, 768), (1280, 720), (1920, 1080), (0, 768)])
+def test_docked_the_chart_takes_its_pane_s_width_and_never_scrolls_sideways(
+    qtbot: Any, window: MainWindow, width: int, height: int
+) -> None:
+    # At 1024 × 768 the Compare tab is docked 270 px wide (the Details dock's least width, gui.main_window
+    # DETAILS_MIN_WIDTH) and its chart's pane is 256 px beside its vertical scroll bar: the chart, held at 360 px
+    # (CHART_MIN_WIDTH before), scrolled sideways by 104 px. It is now drawn at its pane's width, down to
+    # CHART_MIN_WIDTH (240 px). Width 0: the window opened at 1024 px, then narrowed to the least width it allows.
+    window.resize(width or 1024, height)
+    window.show()
+    qtbot.waitExposed(window)
+    qtbot.wait(20)
+    plot = window.chart.plot.width()
+    panel = _docked(qtbot, window, (width or 1024, height))
+    if not width:
+        window.resize(1, height)  # the window keeps its least width
+        qtbot.waitUntil(lambda: panel.chart.renderer.defaultSize() == panel.chart.size())
+        assert window.width() < 1024
+    scroll = panel.chart_scroll
+    assert scroll.horizontalScrollBar().maximum() == 0
+    assert panel.chart.width() == scroll.viewport().width() >= CHART_MIN_WIDTH
+    assert panel.chart.renderer.defaultSize() == panel.chart.size()  # drawn for its box: 1:1, nothing scaled
+    if width:  # tabbed beside the Details, the dock takes no width from the memory chart (307 px at 1024 × 768)
+        assert window.chart.plot.width() == plot
     window.controller.undo_stack.setClean()
 
 

@@ -34,3 +34,12 @@ def test_bad_options_get_one_line(option: str, value: str, capsys: pytest.Captur
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and value in err
     assert not (tmp_path / "x.png").exists()
+
+
+def test_the_compare_dock_renders_docked_at_the_asked_size(qapp: Any, tmp_path: Path) -> None:
+    # --compare-docked: View → Compare plans with issue_plans()'s four, docked as the window places it; the window at
+    # 1024 × 768 is where its chart scrolled sideways (tests/gui/test_compare.py).
+    out = tmp_path / "compare.png"
+    assert screenshot.main([str(out), "--size", "1024x768", "--compare-docked"]) == 0
+    image = QImage(str(out))
+    assert (image.width(), image.height()) == (1024, 768)
