@@ -236,6 +236,8 @@ class Diagnosis:
             if self.symptom is None:
                 return Outcome("", "Nothing fails", ": serving fits.")
             return Outcome(f"{_FAILS.get(self.verdict, 'Fails')} ", self.when, ".", self.symptom.symptom)
+        if _untrained(self.estimate.plan, self.mode):  # no training figure to fail: the explanation says why
+            return Outcome("", "Not estimated", ": where this training step would fail is not said.")
         refused = self.serving_refused
         if refused:
             return Outcome("Fails ", SERVING_START, f": the training step and evaluation fit; {_ended(refused)}")

@@ -130,3 +130,13 @@ def test_vramplan_report_writes_the_same_sentence(tmp_path: Path) -> None:
     assert main(["report", str(path), "--md", str(out)]) in (0, None)
     line = _diagnosis_line(out.read_text())
     assert "Fails when the serving engine starts" in line and estimate(plan).inference.would_not_start in line
+
+
+def test_a_training_step_that_is_not_estimated_is_not_said_to_fail_at_load() -> None:
+    """Llama 4 Scout's training is not estimated (core.plan.training_refusal: transformers' Llama4TextMoe runs every
+    expert on every token); the tab said "Fails at load: the stored weights ... (436 GB) exceed ..." beside
+    "Training is not estimated"."""
+    plan = plan_for_model("llama-4-scout-17b-16e").with_hardware(gpu="h100-sxm")
+    d = diagnose(plan)
+    assert d.explanation.startswith("Training is not estimated")
+    assert d.outcome.text == "Not estimated: where this training step would fail is not said."
