@@ -23,8 +23,9 @@ from core.inputs import (
 from core.losses import loss_choice, loss_conflicts, loss_label
 from core.mac import mac_serving_warning, mac_training_warnings
 from core.model import kept_linears, parse_skip_modules
-from core.plan import Attention, Method, Plan
+from core.plan import Attention, Method, OllamaVersion, Plan
 from core.roles import cast_weights_label, deepspeed_cast_adapters, deepspeed_cast_weights, stored_weight_dtype
+from core.serving.context_limit import SGLANG_LONG_ENV, VLLM_LONG_ENV, past_limit, would_not_start
 from core.verdict import Mode
 
 
@@ -55,15 +56,46 @@ def _context_warnings(plan: Plan) -> list[PlanWarning]:
                 "model is the usual answer)."
             )
         warnings.append(PlanWarning(Mode.TRAINING, f"{past}: {why}"))
-    if plan.inference.context > window:
-        warnings.append(
-            PlanWarning(
-                Mode.INFERENCE,
-                f"The serving context of {plan.inference.context:,} tokens is past {model.name}'s "
-                f"context window of {window:,} tokens.",
-            )
-        )
+    serving = _serving_context_warning(plan)
+    if serving:
+        warnings.append(PlanWarning(Mode.INFERENCE, serving))
     return warnings
+
+
+def _serving_context_warning(plan: Plan) -> str:
+    """A serving context past the model's window, said where the engine starts anyway (llama.cpp, transformers'
+    generate, Ollama, or vLLM / SGLang with their variable set: ``inference.long_context``), with what happens there.
+    Where vLLM or SGLang refuse it, the verdict ("Would not start") and the banner's sentence say so in the engine's
+    words (core.serving.context_limit); a warning beside them said it a second time (h91diag). "" otherwise."""
+    if not past_limit(plan) or would_not_start(plan):
+        return ""
+    inf, model = plan.inference, plan.model
+    window = model.max_position_embeddings
+    past = f"The serving context of {inf.context:,} tokens is past {model.name}'s context window of {window:,} tokens"
+    # What each engine does, from core.serving.context_limit's sources: vllm 0.19.0 vllm/config/model.py and
+    # sglang 0.5.23 srt/configs/model_config.py warn with the variable set; llama.cpp src/llama-context.cpp logs
+    # "n_ctx_seq (...) > n_ctx_train (...) -- possible training context overflow" and runs; transformers' generate
+    # says nothing. Ollama sizes num_ctx itself (core.serving.ollama): no engine clause.
+    runs = {
+        Engine.VLLM: f"vLLM starts with {VLLM_LONG_ENV}=1 and warns",
+        Engine.SGLANG: f"SGLang starts with {SGLANG_LONG_ENV}=1 and warns",
+        Engine.HF: "transformers' generate starts without a warning",
+        Engine.LLAMACPP: "llama.cpp starts and warns n_ctx_seq > n_ctx_train",
+    }.get(inf.engine, "")
+    if inf.engine is Engine.LLAMACPP and inf.ollama_version is not OllamaVersion.NONE:
+        runs = ""
+    if model.learned_positions:
+        # transformers models/gpt2/modeling_gpt2.py: wpe = nn.Embedding(max_position_embeddings, ...): no row past it
+        what = (
+            f"its learned position table has {model.learned_positions:,} rows, so a request stops at the first "
+            "position past them (the memory is estimated as if it ran)."
+        )
+    else:
+        what = (
+            "positions past it are computed (RoPE or ALiBi), not looked up, but the model was not trained on them; "
+            "how well it does there is yours to judge."
+        )
+    return f"{past}: {runs}; {what}" if runs else f"{past}: {what}"
 
 
 def _layout_warnings(plan: Plan) -> list[PlanWarning]:

@@ -25,7 +25,7 @@ from core.advice.remedies import (
 )
 from core.advice.request import PIN_LABELS, AdviceKind, DiagnosisRequest, Pin
 from core.advice.serving_remedies import SERVING_KINDS
-from core.advice.symptoms import SYMPTOM_BY_FAILURE, SYMPTOMS, Failure, Symptom
+from core.advice.symptoms import SEEN, SYMPTOM_BY_FAILURE, SYMPTOMS, Failure, Symptom
 from core.breakdown import BUCKET_LABELS, BucketKey
 from core.estimate import Estimate, estimate
 from core.format import memory
@@ -44,6 +44,7 @@ __all__ = [
     "DiagnosisRequest",
     "Failure",
     "Limits",
+    "Outcome",
     "Pin",
     "Remedy",
     "RemedyKind",
@@ -70,8 +71,35 @@ class Advice:
 
 # Failures of a plan whose training step fits: what else would fail.
 _AFTER_THE_STEP: Final = (Failure.EVALUATION, Failure.SERVING, Failure.SERVING_WEIGHTS)
+# Where a training plan's diagnosis may find serving failing: the training step and the evaluation fit.
+_STEP_AND_EVAL_FIT: Final = (Failure.NONE, Failure.SERVING, Failure.SERVING_WEIGHTS)
+# How sure a failure is, by the verdict of what fails (an over-headroom run may start and fail later, on
+# fragmentation; a borderline one lies within the estimate's uncertainty).
+_FAILS: Final = {Verdict.OVER_HEADROOM: "Likely to fail", Verdict.BORDERLINE: "May fail"}
+SERVING_START: Final = "when the serving engine starts"  # where a plan fails whose serving engine refuses it
 # The buckets that exist before any activation: a first-step failure is theirs.
 _STATE_BUCKETS = frozenset({BucketKey.WEIGHTS, BucketKey.GRADIENTS, BucketKey.OPTIMIZER})
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What fails, in one sentence the Diagnosis tab, the report and the command line share (h91diag: the tab said
+    "the training step, evaluation and serving all fit" beside a serving verdict of "Would not start"). ``lead``,
+    then ``head`` (the words the window sets in bold), then ``rest`` make :attr:`sentence`; ``seen`` is the error the
+    user would see ("" where there is none), which :attr:`text` adds."""
+
+    lead: str
+    head: str
+    rest: str
+    seen: str = ""
+
+    @property
+    def sentence(self) -> str:
+        return f"{self.lead}{self.head}{self.rest}"
+
+    @property
+    def text(self) -> str:
+        return f"{self.sentence} {SEEN} “{self.seen}”" if self.seen else self.sentence
 
 
 @dataclass(frozen=True)
@@ -111,7 +139,10 @@ class Diagnosis:
     def when(self) -> str:
         """Where the plan fails, as "fails ___" ends: for the training step, the phase
         :func:`failing_phase` decides, which is the phase the verdict's banner names as the peak's
-        unless the weights alone do not load; otherwise the symptom table's words."""
+        unless the weights alone do not load; a serving engine that refuses the plan at start-up, the training step
+        and evaluation fitting (:attr:`serving_refused`), fails when it starts; otherwise the symptom table's words."""
+        if self.serving_refused:
+            return SERVING_START
         if self.symptom is None:
             return ""
         phase = self.phase
@@ -155,7 +186,7 @@ class Diagnosis:
         fitting = sum(1 for r in self.remedies if r.fits)
         offered = len(self.remedies)
         if self.judgement.fits:
-            if self.failure in _AFTER_THE_STEP and self.symptom is not None:
+            if (self.failure in _AFTER_THE_STEP and self.symptom is not None) or self.serving_refused:
                 return Advice(AdviceKind.STEP_FITS_BUT)
             inf = self.estimate.inference
             if self.mode is Mode.INFERENCE and inf.queued:
@@ -168,6 +199,59 @@ class Diagnosis:
         else:
             kind = AdviceKind.SOME_FIT if fitting else AdviceKind.NONE_FITS
         return Advice(kind, fitting, offered)
+
+    @property
+    def serving_refused(self) -> str:
+        """A training plan whose step and evaluation fit and whose serving engine would not start it: why, in the
+        engine's words (InferenceEstimate.would_not_start: a context past the model's limit, verdict WONT_START, or the
+        engine's own memory check, vLLM's KV pool short of one request among them, verdict OOM); "" otherwise."""
+        if self.mode is Mode.INFERENCE or self.failure not in _STEP_AND_EVAL_FIT:
+            return ""
+        return self.estimate.inference.would_not_start
+
+    @property
+    def serving_after_step(self) -> bool:
+        """A training plan whose step and evaluation fit and whose serving does not fit or start: what the
+        diagnosis says of it (:attr:`outcome`) is serving's verdict, not the step's."""
+        return bool(self.serving_refused) or (
+            self.mode is Mode.TRAINING and self.failure in (Failure.SERVING, Failure.SERVING_WEIGHTS)
+        )
+
+    @property
+    def offers_symptom(self) -> bool:
+        """The diagnosed failure is a row of the symptom picker the window's "Show remedies for this symptom"
+        selects: a training step that fits beside an evaluation or serving that does not."""
+        return self.advice.kind is AdviceKind.STEP_FITS_BUT and self.symptom is not None
+
+    @property
+    def outcome(self) -> Outcome:
+        """Where the plan fails, or that nothing does, in one sentence: serving's own verdict beside a training step
+        and evaluation that fit (never "serving fits" where serving would not start or does not fit), the engine's
+        start-up refusal where it refuses, else the symptom table's row with how sure it is."""
+        if self.mode is Mode.INFERENCE:
+            if self.estimate.inference.would_not_start:  # refused at start-up: nothing runs to fail later
+                if self.verdict is Verdict.WONT_START:
+                    return Outcome("", "Fails at start-up", ": the engine refuses this context, whatever the memory.")
+                return Outcome("", "Fails at start-up", ": the engine's own check of its memory refuses this plan.")
+            if self.symptom is None:
+                return Outcome("", "Nothing fails", ": serving fits.")
+            return Outcome(f"{_FAILS.get(self.verdict, 'Fails')} ", self.when, ".", self.symptom.symptom)
+        if _untrained(self.estimate.plan, self.mode):  # no training figure to fail: the explanation says why
+            return Outcome("", "Not estimated", ": where this training step would fail is not said.")
+        refused = self.serving_refused
+        if refused:
+            return Outcome("Fails ", SERVING_START, f": the training step and evaluation fit; {_ended(refused)}")
+        if self.symptom is None:
+            return Outcome("", "Nothing fails", ": the training step, evaluation and serving all fit.")
+        if self.serving_after_step:
+            serving = self.estimate.judgement(Mode.INFERENCE)
+            return Outcome(
+                f"{_FAILS.get(serving.verdict, 'Fails')} ",
+                self.when,
+                f": the training step and evaluation fit; serving's verdict is {serving.label}.",
+                self.symptom.symptom,
+            )
+        return Outcome(f"{_FAILS.get(self.verdict, 'Fails')} ", self.when, ".", self.symptom.symptom)
 
     @property
     def margin_bytes(self) -> float:
@@ -221,6 +305,11 @@ class Diagnosis:
 
 
 # ---- building blocks --------------------------------------------------------------
+def _ended(words: str) -> str:
+    """An engine's words as the end of a sentence: a full stop unless they end with one."""
+    return words if words.endswith(".") else f"{words}."
+
+
 def _step_state_bytes(est: Estimate) -> float:
     """The optimizer-step phase less its activations: the chart's optimizer-step bar."""
     return sum(b.bytes for b in est.phases[-1].buckets if b.key is not BucketKey.ACTIVATIONS)

@@ -68,3 +68,5 @@ SYMPTOMS: Final = (
     ),
 )
 SYMPTOM_BY_FAILURE: Final = {s.failure: s for s in SYMPTOMS}
+# Before a symptom's error where the diagnosis says what fails (core.advice.diagnosis.Outcome.text, the Diagnosis tab).
+SEEN: Final = "What you would see:"

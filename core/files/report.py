@@ -191,8 +191,12 @@ def _speed_line(est: Estimate) -> str:
 
 def _explanation(d: Diagnosis) -> str:
     """The diagnosis' cause, and for a training step that does not fit the phase it fails in: the
-    phase the verdict line names as the peak's unless the weights do not load (core.advice.diagnosis)."""
-    return f"{d.explanation} Where it fails: {d.when}." if d.phase else d.explanation
+    phase the verdict line names as the peak's unless the weights do not load (core.advice.diagnosis); for a
+    training step that fits beside a serving that does not fit or would not start, serving's own verdict in the
+    Diagnosis tab's sentence (Diagnosis.outcome; h91diag: the tab said serving fits where it would not start)."""
+    if d.phase:
+        return f"{d.explanation} Where it fails: {d.when}."
+    return f"{d.explanation} {d.outcome.sentence}" if d.serving_after_step else d.explanation
 
 
 def _remedy_lines(d: Diagnosis, unit: str) -> list[str]:
@@ -1040,10 +1044,16 @@ def to_csv(report: Report) -> str:
                 [_csv_text(item.name), "arithmetic", bucket.label, round(bucket.bytes), "bytes", bucket.formula]
             )
         writer.writerow(
-            [_csv_text(item.name), "diagnosis", "explanation", _csv_text(item.diagnosis.explanation), "", ""]
+            [_csv_text(item.name), "diagnosis", "explanation", _csv_text(_csv_explanation(item.diagnosis)), "", ""]
         )
     writer.writerow(["", "tool", "VRAM Planner", __version__, "", report.generated])
     return buffer.getvalue()
+
+
+def _csv_explanation(d: Diagnosis) -> str:
+    """The diagnosis' cause; beside a training step that fits, serving's own verdict where serving does not fit
+    or would not start (:func:`_explanation`'s, without the failing phase the CSV never carried)."""
+    return _explanation(d) if d.serving_after_step else d.explanation
 
 
 def _csv_text(text: str) -> str:

@@ -34,10 +34,10 @@ from PySide6.QtWidgets import (
 )
 
 from core.advice.request import PIN_LABELS, AdviceKind, Pin, pin_label, symptoms_for
-from core.advice.symptoms import SYMPTOM_BY_FAILURE, Failure, Symptom
+from core.advice.symptoms import SEEN, SYMPTOM_BY_FAILURE, Failure, Symptom
 from core.estimate import Estimate
 from core.plan import Accounting
-from core.verdict import NARROW_LABEL, NARROW_MEANING, Mode, Verdict
+from core.verdict import NARROW_LABEL, NARROW_MEANING, Mode
 from gui.curve import MemoryCurve
 from gui.diagnosis_controller import DiagnosisController
 from gui.display_state import Display, DisplayState
@@ -539,19 +539,11 @@ class DiagnosisPanel(QScrollArea):
             f"<br>Largest part: <b>{largest}</b>, {memory(largest_bytes, u)}"
         )
 
-        # Over-headroom runs may start: they fail later, on fragmentation, if at all; a borderline
-        # one lies within the estimate's uncertainty.
-        fails = {Verdict.OVER_HEADROOM: "Likely to fail", Verdict.BORDERLINE: "May fail"}.get(d.verdict, "Fails")
-        if d.symptom is None and d.verdict is Verdict.WONT_START:  # not memory (h90start): never "nothing fails"
-            self.failure.setText("<b>Fails at start-up</b>: the engine refuses this context, whatever the memory.")
-        elif d.symptom is None:
-            everything = "the training step, evaluation and serving all fit"
-            nothing = "serving fits" if d.mode is Mode.INFERENCE else everything
-            self.failure.setText(f"<b>Nothing fails</b>: {nothing}.")
-        else:
-            self.failure.setText(
-                f"{fails} <b>{escape(d.when)}</b>. What you would see:<br>“{escape(d.symptom.symptom)}”"
-            )
+        # What fails, in core's one sentence (the report says the same): the window sets its head in bold and the
+        # error the user would see on a line of its own.
+        said = d.outcome
+        seen = f" {SEEN}<br>“{escape(said.seen)}”" if said.seen else ""
+        self.failure.setText(f"{escape(said.lead)}<b>{escape(said.head)}</b>{escape(said.rest)}{seen}")
         self.explanation.setText(d.explanation)
         self.figures["state"].setText(d.state_sentence(u))  # what it sums beside the optimizer-step bar
         self.figures["total"].setText(memory(est.total_bytes, u))
@@ -577,7 +569,7 @@ class DiagnosisPanel(QScrollArea):
         self.combination_list.show_entries(combination, u)
         self._order_tabs()
         advice = d.advice
-        show_symptom = advice.kind is AdviceKind.STEP_FITS_BUT
+        show_symptom = d.offers_symptom
         when = d.when
         note = {
             AdviceKind.FITS: "The plan fits: nothing needs to change.",

@@ -323,11 +323,21 @@ def test_inference_mode_answers_the_serving_question_everywhere(capsys: pytest.C
     code, text, _ = run(capsys, *args)
     assert f"margin {format_memory(doc['margin_bytes'])}" in text and "Fits:" in text
     assert "59 of 64 requests wait in the queue" in text
-    # Past Llama 3.1's 131,072-token window (its config.json): the serving warning, in both forms.
+    # Past Llama 3.1's 131,072-token window (its config.json): vLLM refuses it (vllm 0.19.0 vllm/config/model.py
+    # _get_and_verify_max_len), which the verdict and its sentence say once; a warning beside them said it again
+    # (h91diag). With VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 vLLM starts, and the warning says what runs, in both forms.
     code, text, _ = run(capsys, *args[:-1], "200000")
-    assert "warning: The serving context of 200,000" in text and "wait in the queue" not in text
-    doc = json.loads(run(capsys, *args[:-1], "200000", "--json")[1])
+    assert "Would not start: " in text and "vLLM would not start" in text and "wait in the queue" not in text
+    assert "The serving context of 200,000" not in text
+    code, text, _ = run(capsys, *args[:-1], "200000", "--long-context")
+    assert (
+        "warning: The serving context of 200,000 tokens is past Llama 3.1 8B's context window of 131,072 tokens: "
+        "vLLM starts with VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 and warns" in text
+    )
+    doc = json.loads(run(capsys, *args[:-1], "200000", "--long-context", "--json")[1])
     assert any("200,000" in w for w in doc["warnings"])
+    refused = json.loads(run(capsys, *args[:-1], "200000", "--json")[1])
+    assert refused["inference"]["would_not_start"] and not any("200,000" in w for w in refused["warnings"])
 
 
 def test_a_pooled_engine_shares_its_pool_among_the_requests() -> None:

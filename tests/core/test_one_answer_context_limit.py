@@ -134,3 +134,42 @@ def test_training_past_the_limit_is_a_note_that_says_what_runs() -> None:
     assert "would need" not in rope
     learned = note("gpt2", 2048)
     assert "learned position table has 1,024 rows" in learned and "index out of range in self" in learned
+
+
+@pytest.mark.parametrize(
+    ("engine", "more", "runs"),
+    [
+        (Engine.VLLM, {}, ""),  # refused: the verdict and limits_sentence say it, once
+        (Engine.SGLANG, {}, ""),
+        (Engine.VLLM, {"long_context": True}, "vLLM starts with VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 and warns"),
+        (Engine.SGLANG, {"long_context": True}, "SGLang starts with SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 and"),
+        (Engine.LLAMACPP, {}, "llama.cpp starts and warns n_ctx_seq > n_ctx_train"),  # src/llama-context.cpp
+        (Engine.HF, {}, "transformers' generate starts without a warning"),
+    ],
+)
+def test_the_serving_context_warning_is_said_only_where_the_engine_starts(
+    engine: Engine, more: dict[str, object], runs: str
+) -> None:
+    """h91diag: core.checks added "The serving context of 8,192 tokens is past Llama 2 7B's context window" beside the
+    "Would not start" verdict and the engine's refusal in the banner's sentence. It is said where the engine starts
+    anyway, with what happens there (RoPE computes positions the model was not trained on)."""
+    plan = _plan(engine, **more)
+    est = estimate(plan)
+    said = [w for w in est.warnings_for(Mode.INFERENCE) if w.startswith("The serving context of 8,192 tokens")]
+    if not runs:
+        assert would_not_start(plan) and not said
+        assert past_limit_words(plan) in est.inference.limits_sentence(plan)  # the one place it is said
+        return
+    assert len(said) == 1
+    past = "The serving context of 8,192 tokens is past Llama 2 7B's context window of 4,096 tokens"  # LIMIT, PAST
+    assert said[0].startswith(f"{past}: {runs}")
+    assert said[0].endswith("how well it does there is yours to judge.")
+
+
+def test_a_learned_position_table_says_a_request_stops_past_it() -> None:
+    """GPT-2's wpe has n_positions 1,024 rows (https://huggingface.co/gpt2 config.json; transformers
+    models/gpt2/modeling_gpt2.py nn.Embedding(max_position_embeddings, ...)): no row past them."""
+    model = find_model("gpt2")
+    plan = default_plan_on(model.spec, model.id).with_inference(engine=Engine.HF, context=2048)
+    said = [w for w in estimate(plan).warnings_for(Mode.INFERENCE) if "serving context of 2,048" in w]
+    assert len(said) == 1 and "learned position table has 1,024 rows, so a request stops" in said[0]

@@ -8,6 +8,7 @@ the surfaces are compared with each other)."""
 from __future__ import annotations
 
 import contextlib
+import html
 import io
 import json
 import re
@@ -24,7 +25,7 @@ from core.errors import PlanError
 from core.estimate import estimate
 from core.files.planfile import load
 from core.format import memory
-from core.inputs import Method, Preset, Strategy, input_at
+from core.inputs import Engine, Method, Preset, Strategy, input_at
 from core.model import spelled_targets
 from core.plan import Plan
 from core.presets import plan_for_model
@@ -299,3 +300,59 @@ def test_the_rank_field_is_named_for_what_it_counts(window: MainWindow) -> None:
     assert label.text() == input_at("lora.rank").label_in(oft) + ":" == "Blocks r:"
     window.controller.reset(oft.with_input("method", Method.LORA))
     assert label.text() == "Rank r:"
+
+
+def _served() -> list[tuple[str, Plan]]:
+    """LoRA whose training step fits an A100 80GB, served by each engine within and past the model's limit (Llama 2
+    7B's 4,096 and Llama 3.1 8B's 131,072: their config.json max_position_embeddings), at 1 and 64 requests: serving
+    fits, does not fit, or would not start (vLLM / SGLang past the limit; vLLM's pool short of one request)."""
+    plans = []
+    for model, limit in (("llama-2-7b", 4096), ("llama-3.1-8b", 131_072)):
+        for engine in (Engine.VLLM, Engine.SGLANG, Engine.HF, Engine.LLAMACPP):
+            for context, concurrent in ((limit, 64), (2 * limit, 1)):
+                plan = _plan(model, "a100-80gb-sxm", Method.LORA).with_input("checkpointing", True)
+                served = plan.with_inference(engine=engine, context=context, concurrent=concurrent)
+                plans.append((f"{model}-{engine.value}-{context}x{concurrent}", served))
+    return plans
+
+
+def test_the_diagnosis_tab_says_servings_own_verdict(window: MainWindow, qtbot: Any) -> None:
+    """h91diag: the Diagnosis tab said "Nothing fails: the training step, evaluation and serving all fit." beside a
+    serving estimate that would not start. Over these plans its sentence is checked against est.inference itself:
+    "Nothing fails" only where serving fits, the engine's refusal in its words where it would not start, serving's
+    verdict where it does not fit; and it is core's Diagnosis.outcome, word for word."""
+    from core.advice.diagnosis import diagnose
+
+    window.show()
+    qtbot.waitExposed(window)
+    panel = window.diagnosis
+    window.tabs.setCurrentWidget(panel)
+    wrong: list[str] = []
+    cases: set[str] = set()
+    for name, plan in _served():
+        window.controller.reset(plan)
+        ready = lambda p=plan: panel.diagnosis is not None and panel.diagnosis.estimate.plan == p
+        qtbot.waitUntil(ready, timeout=20000)
+        shown = html.unescape(re.sub("<[^>]+>", "", panel.failure.text().replace("<br>", " ")))
+        est = estimate(plan)
+        inf, serving, step = est.inference, est.judgement(Mode.INFERENCE), est.judgement(Mode.TRAINING)
+        if not step.fits:
+            wrong.append(f"{name}: the training step does not fit ({step.label}): pick another card")
+            continue
+        if shown != diagnose(plan).outcome.text:
+            wrong.append(f"{name}: the tab says {shown!r}, core {diagnose(plan).outcome.text!r}")
+        if inf.would_not_start:
+            cases.add("would not start")
+            if not shown.startswith("Fails when the serving engine starts") or inf.would_not_start not in shown:
+                wrong.append(f"{name}: serving would not start ({inf.would_not_start[:60]}…), the tab: {shown!r}")
+        elif not serving.fits:
+            cases.add("does not fit")
+            if f"serving's verdict is {serving.label}" not in shown:
+                wrong.append(f"{name}: serving {serving.label}, the tab: {shown!r}")
+        else:
+            cases.add("fits")
+            if not shown.startswith("Nothing fails"):
+                wrong.append(f"{name}: serving fits, the tab: {shown!r}")
+    window.controller.undo_stack.setClean()
+    assert not wrong, "\n".join(wrong)
+    assert cases == {"would not start", "does not fit", "fits"}  # each answer is met
