@@ -875,6 +875,44 @@ def with_printed_free(log: dict[str, Any], plan: Plan) -> Plan:
     return plan.with_hardware(held_by_others=max(0.0, headless - printed * GiB))
 
 
+# Logs whose own lines show the machine ran a driver of the older era (torch_capacity.py's "old", before
+# R560), which kept less of every card than today's (the RTX 3090 23.68-23.70 GiB then, 23.56-23.58 now;
+# the RTX 3060 12GB 11.75 then, 11.63 now): the card's total is then the median of its old-era PyTorch
+# totals (benchmarks/realgpu/torch_capacity.json), not the current one the catalogue's reserve gives. No
+# plan input states the driver, so the benchmark states it, as it states memory held by others; never
+# fitted. Per log, the line that shows it.
+OLD_DRIVER_LOGS: Final = MappingProxyType(
+    {
+        # "NVIDIA GeForce RTX 3060, 12288, 12027" (nvidia-smi --query-gpu=name,memory.total,memory.free at
+        # the log's top, the idle second card): 261 MiB not free, reserve and use together, where current
+        # drivers reserve 379 MiB of that card alone (11.63 GiB in a PyTorch message on an RTX 3060 12 GiB,
+        # code-index file 58322896488) and older ones 256 (11.75 GiB, smy20011/dreambooth-gui#78, 2022).
+        "anton-vllm0100-qwen3-30b-a3b-awq-3090": "rtx-3090",
+    }
+)
+
+
+def old_driver_reserve(card: str) -> float:
+    """What the driver kept of ``card`` before R560: its memory less the median of its old-era totals."""
+    old = [
+        r["total_gib"]
+        for r in capacity_records()
+        if r["card"] == card and capacity_comparable(r) and capacity_era(r) == "old"
+    ]
+    return find_gpu(card).memory_bytes - statistics.median(old) * GiB
+
+
+def on_old_driver(case: Case, card: str) -> Case:
+    """The case predicted with ``card``'s old-era reserve in place of the fitted one."""
+    reserve, predict = old_driver_reserve(card), case.predict
+    note = f"{case.note}; " if case.note else ""
+    return replace(
+        case,
+        predict=lambda fit: predict(with_constant(fit, f"driver:{card}", reserve)),
+        note=f"{note}the log's driver is of the older era (OLD_DRIVER_LOGS)",
+    )
+
+
 def other_vllm_cases() -> list[Case]:
     """The single vLLM / SGLang logs of other threads, each mapped by hand (OTHER_LOGS)."""
     logs = {log["id"]: log for log in engine_logs()["logs"]}
@@ -888,7 +926,8 @@ def other_vllm_cases() -> list[Case]:
         elif entry.kv == "gib":
             logged = tokens_from_gib(plan, number(log["logged"]["kv_cache_gib"]))
         if entry.kv:
-            cases.append(kv_tokens_case(log["id"], log["source_id"], plan, logged, entry.note, held_out=entry.held_out))
+            case = kv_tokens_case(log["id"], log["source_id"], plan, logged, entry.note, held_out=entry.held_out)
+            cases.append(on_old_driver(case, OLD_DRIVER_LOGS[log["id"]]) if log["id"] in OLD_DRIVER_LOGS else case)
         if entry.weights:
             cases.append(weights_case(log, plan))
     return cases

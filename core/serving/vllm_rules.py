@@ -250,9 +250,30 @@ def vllm_non_torch_bytes(inf: Inference, link: LinkSpec, fit: ServingFit = DEFAU
     return base
 
 
+# The release lines whose profile counts outside torch what the 0.10 line's does, so they read
+# its value (set by its own logs) and not the era's (set mostly by 0.19.0's). Read in the released
+# wheels: ``memory_profiling`` (vllm/utils/__init__.py in 0.10, vllm/utils/mem_utils.py after),
+# ``MemorySnapshot.measure`` and gpu_worker.py ``determine_available_memory`` are the same code,
+# formatting aside, from 0.10.2 (26b999c71) through 0.11.2 (275de3417), 0.13.0 (72506c983), 0.15.1
+# (1892993bc), 0.16.0 (89a77b108) to 0.17.1 (95c0f928c). 0.18.1 (a26e8dc7f) first calls
+# ``profile_cudagraph_memory`` inside the ``memory_profiling`` block: a minimal KV cache and a
+# capture of each CUDA-graph mode's two first sizes into a temporary pool, cleared before the
+# after-profile snapshot, so whatever that leaves outside torch is in the non-torch increase the
+# 0.19.0 logs print (0.24-0.27 GiB at TP 1 on H100, against the 0.10 logs' -0.04 to 0.08).
+# From 0.11 the baseline is taken after init_worker_distributed_environment ("Now take memory
+# snapshot after NCCL is initialized"), which takes NCCL's start-up buffers out of the increase at
+# tensor parallel only (the 0.10 logs at TP 2 over PCIe, dennislee22's, hold them: tens of MiB).
+NON_TORCH_LIKE_0_10: Final = (VllmVersion.V0_10, VllmVersion.V0_17)
+
+
 def non_torch_line_key(inf: Inference) -> str:
-    """The key of ServingFit.vllm_non_torch_bytes for the plan's own release line ("v1@0.19")."""
-    return f"{era_of(inf.vllm_version).accounting.value}@{inf.vllm_version.value}"
+    """The key of ServingFit.vllm_non_torch_bytes for the plan's release line ("v1@0.19"): the line
+    whose profile the release's measures as (0.11-0.17 measure as 0.10: NON_TORCH_LIKE_0_10)."""
+    version = inf.vllm_version
+    first, last = NON_TORCH_LIKE_0_10
+    if at_least(version, first) and at_least(last, version):
+        version = first
+    return f"{era_of(version).accounting.value}@{version.value}"
 
 
 def non_torch_base(inf: Inference, fit: ServingFit = DEFAULT_FIT) -> float:

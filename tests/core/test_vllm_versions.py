@@ -85,13 +85,28 @@ def test_the_0_10_line_counts_almost_nothing_outside_torch() -> None:
 
 
 def test_a_release_line_without_logs_takes_its_eras_value() -> None:
-    # No start-up log of the 0.15 line is in the corpus: it takes the V1 era's median, which
+    # No start-up log of the 0.18 line is in the corpus: it takes the V1 era's median, which
     # the 0.19 line's own value rounds to (core.serving.fit.DEFAULT_NON_TORCH).
     from core.serving.fit import DEFAULT_NON_TORCH
 
-    v015 = estimate(vllm_plan(vllm_version="0.15")).inference
-    assert v015.non_torch_bytes == pytest.approx(DEFAULT_NON_TORCH["v1"])
-    assert "v1@0.15" not in DEFAULT_NON_TORCH and "v1@0.10" in DEFAULT_NON_TORCH
+    v018 = estimate(vllm_plan(vllm_version="0.18")).inference
+    assert v018.non_torch_bytes == pytest.approx(DEFAULT_NON_TORCH["v1"])
+    assert "v1@0.18" not in DEFAULT_NON_TORCH and "v1@0.10" in DEFAULT_NON_TORCH
+
+
+def test_releases_that_profile_as_0_10_does_read_the_0_10_lines_non_torch_memory() -> None:
+    # memory_profiling and determine_available_memory are 0.10.2's code (26b999c71) up to 0.17.1
+    # (95c0f928c); 0.18.1 (a26e8dc7f) runs profile_cudagraph_memory inside the profile, whose
+    # leftovers 0.19.0's logs print as non-torch (0.24-0.27 GiB at TP 1 on H100). So 0.11-0.17 take
+    # the 0.10 line's 0.10 GiB (its logs: -0.04 to 0.08), not the era's 0.29 (core.serving.fit).
+    from core.serving.fit import DEFAULT_NON_TORCH
+
+    for version in ("0.11", "0.13", "0.15", "0.17"):
+        line = estimate(vllm_plan(vllm_version=version)).inference
+        assert line.non_torch_bytes == pytest.approx(DEFAULT_NON_TORCH["v1@0.10"]), version
+    for version in ("0.18", "0.19"):
+        line = estimate(vllm_plan(vllm_version=version)).inference
+        assert line.non_torch_bytes > DEFAULT_NON_TORCH["v1@0.10"] + 0.15 * 2**30, version
 
 
 def test_releases_up_to_0_33_keep_the_estimate_before_the_pool() -> None:
