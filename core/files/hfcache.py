@@ -60,6 +60,12 @@ class CachedModel:
     ref: str | None  # "main" when refs/main names this snapshot
     notes: tuple[str, ...] = ()
 
+    @property
+    def catalogue_id(self) -> str | None:
+        """The catalogue model its Hub id means by the one rule for names (core.hub_names), None where none: what
+        the cache's listing shows beside it. The plan reads the cached files, not that entry."""
+        return _catalogue_id(self.repo_id)
+
 
 @dataclass(frozen=True)
 class Skipped:

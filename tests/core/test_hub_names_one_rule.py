@@ -11,7 +11,8 @@ Now each asks :func:`core.hub_names.catalogue_model_of_name`; this table asks ev
 - a training config naming it (a PEFT ``adapter_config.json``'s ``base_model_name_or_path``, read by
   ``resolve_model`` as every importer's model is);
 - a pasted ``vllm serve ID`` (``core.files.launch.serve_command``);
-- the Hugging Face cache's answer for an id it lacks (``resolve_hub_id(...).catalogue_id``), an empty cache here;
+- the Hugging Face cache's answer for an id it lacks (``resolve_hub_id(...).catalogue_id``), an empty cache here,
+  and the cache scan's for an id it holds (``scan_cache``, listed by ``vramplan models --cached``);
 - the command line's ``--model`` (``core.cli.plans.named_model``, an empty cache through ``HF_HUB_CACHE``).
 
 Each id is a real repository: its model card, https://huggingface.co/<id>, names the model it was made from (the
@@ -25,13 +26,15 @@ from pathlib import Path
 
 import pytest
 
+from core.cli.app import main
 from core.cli.plans import named_model
 from core.errors import PlanError, PlanFileError
-from core.files.hfcache import resolve_hub_id
+from core.files.hfcache import resolve_hub_id, scan_cache
 from core.files.launch.serve_command import ModelNotFound, plan_from_command, read_command
 from core.files.runconfig import load_run_config, resolve_model
 from core.hub_names import catalogue_model_of_name, parse_model_ref
 from core.presets import default_plan
+from tests.core.test_hfcache import add_model
 
 # (Hub id, the catalogue id it means or None); each row's model card is https://huggingface.co/<id>.
 HUB_IDS: tuple[tuple[str, str | None], ...] = (
@@ -115,6 +118,23 @@ def test_every_reader_gives_one_answer(hub_id: str, expected: str | None, empty_
         "cli": _from_cli(hub_id),
     }
     assert answers == dict.fromkeys(answers, expected)
+
+
+def test_the_cache_scan_gives_the_same_answer(tmp_path: Path) -> None:
+    # Each id downloaded (a stub repository: SmolLM2-135M's config.json, tests/core/test_hfcache.py), then listed.
+    for hub_id, _ in HUB_IDS:
+        add_model(tmp_path, hub_id)
+    scan = scan_cache(tmp_path, headers=False)
+    listed = {model.repo_id: model.catalogue_id for model in scan.models}
+    assert listed == dict(HUB_IDS)
+
+
+def test_the_cache_listing_names_the_catalogue_model(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    add_model(tmp_path, "unsloth/Qwen3-8B-GGUF")
+    add_model(tmp_path, "someone/Llama-3.1-8B-Instruct")  # another organisation's: no entry is named beside it
+    assert main(["models", "--cached", "--cache", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert out.count("catalogue model of that name:") == 1 and "catalogue model of that name: qwen3-8b" in out
 
 
 def test_thirty_real_ids_in_the_table() -> None:
