@@ -79,6 +79,15 @@ def test_freeze_under_deepspeed_bf16_is_cast_back_to_bf16() -> None:
     assert dtypes_for(plan).param == 2 and dtypes_for(plan).base == 2
 
 
+def test_freeze_under_fsdpturbo_bf16_is_cast_back_to_bf16() -> None:
+    # trainer_plugins/distributed/fsdpturbo.py FSDPTurboFSDP2Engine.shard_model (lines 302-307): model.to(bf16)
+    # before sharding, whatever the tuning; the float32 blocks of get_freeze_model become bf16 again.
+    text = b"model: Qwen/Qwen3-4B\npeft_config:\n  name: freeze\ndist_config:\n  name: fsdpturbo\n"
+    run = loads_run_config(text, "v1.yaml")
+    assert run.settings.trainable_dtype is None and run.settings.model_dtype == "bf16"
+    assert "fsdpturbo" in _notes(run)
+
+
 # ---- (b) DeepSpeed's bf16 section ---------------------------------------------------------------------------------
 def test_the_deepspeed_example_runs_deepspeeds_bf16_engine() -> None:
     # examples/v1/train_full/train_full_deepspeed.yaml names examples/deepspeed/ds_z3_config.json: bf16 "auto".

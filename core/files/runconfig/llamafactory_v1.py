@@ -95,6 +95,10 @@ FREEZE_WITHOUT_SHARDING: Final = (
     "16-bit model their output meets the frozen 16-bit head without autocast and the forward fails (unless the "
     "model is float32 or cast_trainable_params_to_fp32 is false); the plan is what the run would hold"
 )
+FREEZE_UNDER_FSDPTURBO: Final = (
+    "peft_config freeze under fsdpturbo with bf16: the trained blocks' float32 cast is undone, FSDPTurbo's "
+    "shard_model casts the whole model to bf16 (fsdpturbo.py FSDPTurboFSDP2Engine.shard_model)"
+)
 BF16_UNDER_DEEPSPEED: Final = (
     "bf16: not read under dist_config deepspeed; the DeepSpeed file's own bf16 / fp16 sections decide (v1's "
     "deepspeed.py hands accelerate the precision infer_deepspeed_mixed_precision reads from the file)"
@@ -114,11 +118,13 @@ def read_llamafactory_v1(document: dict[str, Any], where: str) -> RunConfig:
         taker.record("model", model_ref, "model")
     s: dict[str, Any] = {}
     s.update(_workload(taker))
-    s.update(_method(taker, odd))
     dist = taker.word("dist_config.name", "fsdp2, fsdpturbo or deepspeed")
+    turbo_bf16 = dist == "fsdpturbo" and taker.flag("bf16") is not False  # fsdpturbo.py shard_model: model.to(bf16)
+    s.update(_method(taker, odd, turbo_bf16))
     sharding = _sharding(taker, odd, dist)
     engine = sharding.pop("autocast", None)  # DeepSpeed's own precision, read from its file
-    s.update(_precision(taker, full=not taker.has("peft_config"), dist=dist, engine=engine))
+    full = not taker.has("peft_config")
+    s.update(_precision(taker, full=full, dist=dist, engine=engine, whole=full or "trainable_layers" in s))
     s.update(sharding)
     if s.get("trainable_dtype") and dist is None:
         taker.notes.append(FieldRead("note", "freeze", FREEZE_WITHOUT_SHARDING))
@@ -165,8 +171,9 @@ def _workload(taker: Taker) -> dict[str, Any]:
     return s
 
 
-def _method(taker: Taker, odd: OddValues) -> dict[str, Any]:
-    """``peft_config`` (none: full tuning; ``lora``; ``freeze``) and ``quant_config`` (a bitsandbytes base)."""
+def _method(taker: Taker, odd: OddValues, turbo_bf16: bool = False) -> dict[str, Any]:
+    """``peft_config`` (none: full tuning; ``lora``; ``freeze``) and ``quant_config`` (a bitsandbytes base).
+    ``turbo_bf16``: FSDPTurbo with bf16, which casts the whole model to bf16 before sharding it."""
     name = taker.word("peft_config.name", "lora or freeze")
     s: dict[str, Any] = {}
     if name is None:
@@ -175,7 +182,7 @@ def _method(taker: Taker, odd: OddValues) -> dict[str, Any]:
     elif name == "lora":
         s.update(_lora(taker, odd))
     elif name == "freeze":
-        s.update(_freeze(taker, odd))
+        s.update(_freeze(taker, odd, cast_back=turbo_bf16))
     else:
         raise taker.fail("peft_config.name", name, "lora or freeze")
     quant = taker.word("quant_config.name", "bnb or auto")
@@ -219,8 +226,9 @@ def _lora(taker: Taker, odd: OddValues) -> dict[str, Any]:
     return s
 
 
-def _freeze(taker: Taker, odd: OddValues) -> dict[str, Any]:
-    """The top ``freeze_trainable_layers`` blocks train (a negative number: the bottom ones)."""
+def _freeze(taker: Taker, odd: OddValues, *, cast_back: bool = False) -> dict[str, Any]:
+    """The top ``freeze_trainable_layers`` blocks train (a negative number: the bottom ones), in float32 unless
+    ``cast_trainable_params_to_fp32`` is false or ``cast_back`` (FSDPTurbo with bf16 casts them back to bf16)."""
     s: dict[str, Any] = {"method": "full"}
     layers = taker.integer("peft_config.freeze_trainable_layers", None, -100_000, 100_000)
     if layers is None:
@@ -240,17 +248,22 @@ def _freeze(taker: Taker, odd: OddValues) -> dict[str, Any]:
     if extra:
         odd.add("peft_config.freeze_extra_modules", extra, "extra trained modules outside the blocks")
     cast = taker.flag("peft_config.cast_trainable_params_to_fp32")
-    if cast is not False:  # FreezeParams.cast_trainable_params_to_fp32 = True
+    if cast is not False and cast_back:
+        taker.notes.append(FieldRead("note", "freeze", FREEZE_UNDER_FSDPTURBO))
+    elif cast is not False:  # FreezeParams.cast_trainable_params_to_fp32 = True
         s["trainable_dtype"] = "fp32"
         where = "peft_config.cast_trainable_params_to_fp32" if cast else "default: cast_trainable_params_to_fp32 = true"
         taker.record("trainable_dtype", "fp32", f"{where} (get_freeze_model: param.data.to(torch.float32))")
     return s
 
 
-def _precision(taker: Taker, *, full: bool, dist: str | None, engine: str | None = None) -> dict[str, Any]:
+def _precision(
+    taker: Taker, *, full: bool, dist: str | None, engine: str | None = None, whole: bool = False
+) -> dict[str, Any]:
     """How the model is held and computed: no autocast anywhere; bf16 reaches only the sharding plugin.
     ``full``: no ``peft_config`` (a freeze run keeps the loaded dtype and casts only its trained blocks).
-    ``engine``: DeepSpeed's precision as v1 infers it from the DeepSpeed file (bf16 or none), which decides."""
+    ``engine``: DeepSpeed's precision as v1 infers it from the DeepSpeed file (bf16 or none), which decides.
+    ``whole``: full or freeze tuning, whose every weight FSDPTurbo's bf16 cast reaches."""
     bf16 = taker.flag("bf16")
     if engine is not None:
         if bf16 is not None:
@@ -258,8 +271,8 @@ def _precision(taker: Taker, *, full: bool, dist: str | None, engine: str | None
         bf16 = engine == "bf16"
     bf16 = True if bf16 is None else bf16
     s: dict[str, Any] = {"autocast": engine or "none"}
-    if full and dist == "fsdpturbo" and bf16:
-        s["model_dtype"] = "bf16"  # fsdpturbo.py: model.to(torch.bfloat16) for full tuning
+    if whole and dist == "fsdpturbo" and bf16:
+        s["model_dtype"] = "bf16"  # fsdpturbo.py shard_model: model.to(torch.bfloat16)
         taker.record("model_dtype", "bf16", "dist_config.name: fsdpturbo with bf16 (the model cast to bf16)")
     elif full:
         s["model_dtype"] = "fp32"  # model_engine.py: model.to(torch.float32) without peft_config
