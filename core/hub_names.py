@@ -270,24 +270,21 @@ def _by_bare_name(ref: ModelRef, name: str, packaging: str, models: tuple[Catalo
 
 
 def _words(ref: ModelRef, entry: CatalogueModel, name: str, packaging: str, *, reupload: bool) -> str:
-    """What was read into the name, in words."""
+    """What was read into the name, in one sentence: ``Qwen/Qwen3-8B-AWQ is read by its name as Qwen/Qwen3-8B,
+    stored as AWQ (the format is not read from the name)``."""
     given = ref.repo or ref.name
-    parts: list[str] = []
-    if reupload:
-        org = ref.repo.rpartition("/")[0]
-        parts.append(f"{given} is read by its name: {org} re-uploads other organisations' weights under their names")
-    if packaging:
-        parts.append(
-            f"{given} is {entry.hf_repo}'s weights stored as {packaging} (by its name): the shapes are the entry's, "
-            "the stored format is not read from the name"
-        )
+    text = f"{given} is read by its name as {entry.hf_repo}"
     if name.lower() != _repo_name(entry):
-        parts.append(
-            f"{given} is read as {entry.hf_repo}'s fine-tune or release by its name (the same weights' shapes); "
-            "its own config.json may differ in context length or RoPE scaling"
+        text += (
+            "'s fine-tune or release (the same weights' shapes; its own config.json may differ in context length or "
+            "RoPE scaling)"
         )
+    if packaging:
+        text += f", stored as {packaging} (the format is not read from the name)"
+    if reupload:
+        text += f": {ref.repo.rpartition('/')[0]} re-uploads other organisations' weights under their names"
     revision = _revision_words(ref, entry)
-    return "; ".join([*parts, revision] if revision else parts)
+    return f"{text}; {revision}" if revision else text
 
 
 def _revision_words(ref: ModelRef, entry: CatalogueModel) -> str:

@@ -74,7 +74,8 @@ def model_named(text: str, cache: str | os.PathLike[str] | None = None, *, heade
             if matched is None:
                 raise
             entry = matched.entry
-            return NamedModel(entry.spec, entry.id, entry.hf_repo, f"catalogue: {entry.name}", matched.how)
+            note = matched.how or f"{name} is not a catalogue id: read by its name as {entry.id} ({entry.name})"
+            return NamedModel(entry.spec, entry.id, entry.hf_repo, f"catalogue: {entry.name}", note)
         return NamedModel(entry.spec, entry.id, entry.hf_repo, f"catalogue: {entry.name}")
     found = resolve_hub_id(name, cache, headers=headers)
     if isinstance(found, CachedModel):
