@@ -187,6 +187,8 @@ def render_cache(scan: CacheScan, search: str) -> str:
             f"  {model.repo_id:<{width}}  {format_count(_params(model)):>7} params ({counted})  "
             f"{format_memory(model.size_bytes):>9} on disk  {model.revision[:8]}{' (main)' if model.ref else ''}"
         )
+        if model.catalogue_id is not None:
+            lines.append(f"      catalogue model of that name: {model.catalogue_id}")
         lines += [f"      note: {note}" for note in model.notes]
     if scan.skipped:
         lines.append("Skipped:")
@@ -212,6 +214,7 @@ def cache_json(scan: CacheScan, search: str) -> dict[str, Any]:
                 "params_from": "headers" if m.checkpoint_params else "config.json",
                 "size_bytes": m.size_bytes,
                 "notes": list(m.notes),
+                "catalogue_id": m.catalogue_id,
                 "model": m.spec.to_dict(),
             }
             for m in models

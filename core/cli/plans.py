@@ -26,7 +26,7 @@ from core.files.comparison import common_mode, load_named_modes
 from core.files.importer import import_model
 from core.files.launch.llamacpp import CPU_MOE_ALL
 from core.files.launch.vllm import text_only_limits
-from core.files.model_source import NamedModel, is_hub_id, model_named
+from core.files.model_source import NamedModel, model_named
 from core.files.planfile import load as load_plan
 from core.files.planfile import load_saved
 from core.files.runconfig import (
@@ -248,9 +248,7 @@ def named_model(text: str) -> NamedModel:
 
 
 def _model_for(args: argparse.Namespace, run: RunConfig) -> ModelChoice | None:
-    if args.model:
-        if not is_hub_id(args.model):
-            return choice_from_catalogue(args.model, "--model")
+    if args.model:  # a catalogue id, a Hub id or a name, by the one rule (core.files.model_source.model_named)
         named = named_model(args.model)
         if named.cached is not None:
             return choice_from_cache(named.cached, "--model")

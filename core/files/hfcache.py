@@ -31,10 +31,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Final
 
-from core.catalogue import catalogue_model_of_hub_id
 from core.errors import ImportCancelled, PlanError, PlanFileError, one_line
 from core.files.fileio import read_regular_file
 from core.files.importer import Cancelled, Progress, import_model
+from core.hub_names import catalogue_model_of_name
 from core.model import MAX_NAME_CHARS, ModelSpec
 
 MODEL_PREFIX: Final = "models--"
@@ -59,6 +59,12 @@ class CachedModel:
     size_bytes: int  # the repository's blobs on disk
     ref: str | None  # "main" when refs/main names this snapshot
     notes: tuple[str, ...] = ()
+
+    @property
+    def catalogue_id(self) -> str | None:
+        """The catalogue model its Hub id means by the one rule for names (core.hub_names), None where none: what
+        the cache's listing shows beside it. The plan reads the cached files, not that entry."""
+        return _catalogue_id(self.repo_id)
 
 
 @dataclass(frozen=True)
@@ -396,10 +402,9 @@ def read_weights(
 
 
 def _catalogue_id(hub_id: str) -> str | None:
-    """The catalogue model of that repository, or of the base its fine-tune's name leads to
-    (core.catalogue.catalogue_model_of_hub_id)."""
-    found = catalogue_model_of_hub_id(hub_id)
-    return found[0].id if found is not None else None
+    """The catalogue model of that repository, or of the base its name leads to (core.hub_names, the one rule)."""
+    found = catalogue_model_of_name(hub_id)
+    return found.entry.id if found is not None else None
 
 
 def resolve_hub_id(
@@ -407,9 +412,12 @@ def resolve_hub_id(
 ) -> CachedModel | NotCached:
     """A Hub id (``Qwen/Qwen3-8B``) from the cache, offline; or why not, with near cached ids.
 
-    ``revision`` is a branch in ``refs/`` or a commit; the default follows ``refs/main``.
+    ``revision`` is a branch in ``refs/`` or a commit (``Qwen/Qwen3-8B@main`` names one too); the default follows
+    ``refs/main``.
     """
-    text = hub_id.strip()
+    text, at, named = hub_id.strip().partition("@")
+    if at and named.strip() and revision is None:
+        revision = named.strip()
     catalogue = _catalogue_id(text) if _HUB_ID.fullmatch(text) else None
     if not _HUB_ID.fullmatch(text):
         return NotCached(one_line(text)[:200], "is not a Hub id (organisation/name)")

@@ -9,7 +9,11 @@ the window's model picker, the model a training config names):
 - a Hub id the cache cannot answer for, whose repository the catalogue has, falls back to the
   catalogue's published config, and :attr:`NamedModel.note` says so (the caller shows it);
 - a Hub id neither has is one error line: why, and the cached ids near it;
-- anything else is a catalogue id or name (:func:`core.catalogue.find_model`).
+- anything else is a catalogue id or name (:func:`core.catalogue.find_model`), else the catalogue model the
+  name means by the one rule for names (:func:`core.hub_names.catalogue_model_of_name`: a folder's or a
+  builder's name), said in the note.
+
+A Hub id may carry a revision (``Qwen/Qwen3-8B@main``): the cache's snapshot of that branch or commit is read.
 """
 
 from __future__ import annotations
@@ -19,14 +23,15 @@ import re
 from dataclasses import dataclass
 from typing import Final
 
-from core.catalogue import catalogue_model_of_hub_id, closest_models, find_model
-from core.errors import PlanFileError, one_line
+from core.catalogue import closest_models, find_model
+from core.errors import PlanError, PlanFileError, one_line
 from core.files.hfcache import CachedModel, NotCached, resolve_hub_id
+from core.hub_names import catalogue_model_of_name, nearest_by_name
 from core.model import ModelSpec
 from core.plan import Plan
 
 # A Hub id with its organisation: the catalogue's ids never hold a "/", so the two never meet.
-_HUB_ID: Final = re.compile(r"[A-Za-z0-9][\w.\-]{0,95}/[A-Za-z0-9][\w.\-]{0,95}")
+_HUB_ID: Final = re.compile(r"[A-Za-z0-9][\w.\-]{0,95}/[A-Za-z0-9][\w.\-]{0,95}(@[\w.\-/]{1,100})?")
 
 
 @dataclass(frozen=True)
@@ -62,22 +67,31 @@ def model_named(text: str, cache: str | os.PathLike[str] | None = None, *, heade
     unknown catalogue id and PlanFileError for a Hub id neither the cache nor the catalogue has."""
     name = text.strip()
     if not is_hub_id(name):
-        entry = find_model(name)
+        try:
+            entry = find_model(name)
+        except PlanError:
+            matched = catalogue_model_of_name(name)
+            if matched is None:
+                raise
+            entry = matched.entry
+            note = matched.how or f"{name} is not a catalogue id: read by its name as {entry.id} ({entry.name})"
+            return NamedModel(entry.spec, entry.id, entry.hf_repo, f"catalogue: {entry.name}", note)
         return NamedModel(entry.spec, entry.id, entry.hf_repo, f"catalogue: {entry.name}")
     found = resolve_hub_id(name, cache, headers=headers)
     if isinstance(found, CachedModel):
         return NamedModel(found.spec, "", found.repo_id, cached_how(found), "; ".join(found.notes), found)
     if found.catalogue_id is None:
         why = not_cached_text(found).removeprefix(found.hub_id).strip().removeprefix("is ")
-        near = closest_models(name)  # `-m meta-llama/Meta-Llama-3-8B`: the catalogue's Llama 3.1 8B is near
+        base = nearest_by_name(name)  # another organisation's upload: its base's entry, asked, never taken
+        near = f"closest: {base.id}" if base is not None else closest_models(name)  # `-m meta-llama/Meta-Llama-3-8B`
         raise PlanFileError(
             name, f"{why}; nor is it a catalogue model (see `vramplan models`)" + (f"; {near}" if near else "")
         )
     entry = find_model(found.catalogue_id)
     note = f"{not_cached_text(found)}: the catalogue's {entry.id} ({entry.name}) is used"
-    matched = catalogue_model_of_hub_id(name)
-    if matched is not None and matched[1]:  # by the name's base (h88fix): which entry, and why
-        note += f"; {matched[1]}"
+    matched = catalogue_model_of_name(name)
+    if matched is not None and matched.how:  # by the name (core.hub_names): which entry, and why
+        note += f"; {matched.how}"
     return NamedModel(entry.spec, entry.id, entry.hf_repo, f"catalogue: {entry.name}", note)
 
 

@@ -37,12 +37,9 @@ def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
 
 
 @pytest.fixture
-def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """This machine's Hugging Face cache, where huggingface_hub would look (HF_HUB_CACHE)."""
-    root = tmp_path / "hub"
-    root.mkdir()
-    monkeypatch.setenv("HF_HUB_CACHE", str(root))
-    return root
+def cache(hub_cache: Path) -> Path:
+    """This machine's Hugging Face cache, where huggingface_hub would look (HF_HUB_CACHE; tests/core/conftest.py)."""
+    return hub_cache
 
 
 # ---- vramplan gpus --local ----------------------------------------------------------------------

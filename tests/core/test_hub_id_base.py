@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from core.catalogue import catalogue_model_of_hub_id, find_model
+from core.catalogue import find_model
 from core.files.model_source import model_named
+from core.hub_names import catalogue_model_of_name
 
 # (Hub id, catalogue id); the model page https://huggingface.co/<Hub id> names the base.
 FINE_TUNES = (
@@ -39,15 +40,15 @@ FINE_TUNES = (
 
 @pytest.mark.parametrize(("hub_id", "catalogue_id"), FINE_TUNES, ids=[h for h, _ in FINE_TUNES])
 def test_a_fine_tunes_hub_id_finds_its_bases_entry(hub_id: str, catalogue_id: str) -> None:
-    found = catalogue_model_of_hub_id(hub_id)
-    assert found is not None and found[0].id == catalogue_id
-    entry, how = found
+    found = catalogue_model_of_name(hub_id)
+    assert found is not None and found.entry.id == catalogue_id
+    entry, how = found.entry, found.how
     assert hub_id in how and entry.hf_repo in how  # the notes say which entry was used and why
 
 
 def test_the_catalogues_own_repository_needs_no_words() -> None:
-    found = catalogue_model_of_hub_id("Qwen/Qwen3-30B-A3B")
-    assert found is not None and found == (find_model("qwen3-30b-a3b"), "")
+    found = catalogue_model_of_name("Qwen/Qwen3-30B-A3B")
+    assert found is not None and (found.entry, found.how) == (find_model("qwen3-30b-a3b"), "")
 
 
 @pytest.mark.parametrize(
@@ -60,7 +61,7 @@ def test_the_catalogues_own_repository_needs_no_words() -> None:
     ],
 )
 def test_no_base_across_sizes_versions_or_organisations(hub_id: str) -> None:
-    assert catalogue_model_of_hub_id(hub_id) is None
+    assert catalogue_model_of_name(hub_id) is None
 
 
 def test_the_model_a_hub_id_names_says_which_entry_was_used(tmp_path: Path) -> None:

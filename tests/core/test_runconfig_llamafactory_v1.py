@@ -61,8 +61,12 @@ EXAMPLES: dict[str, tuple[str, dict[str, Any]]] = {
     # train_full/train_full_deepspeed.yaml: dist_config deepspeed, config_file examples/deepspeed/ds_z3_config.json
     # (stage 3; the copy beside the fixtures is e64f558's, the same stage)
     "train_full_deepspeed": ("Qwen/Qwen3-0.6B", {"method": "full", "model_dtype": "fp32", "sharding": "zero3"}),
-    # train_freeze/train_freeze_sft.yaml: peft_config freeze, freeze_trainable_layers 2; loaded dtype kept
-    "train_freeze_sft": ("Qwen/Qwen3-4B", {"method": "full", "trainable_layers": 2, "model_dtype": None}),
+    # train_freeze/train_freeze_sft.yaml: peft_config freeze, freeze_trainable_layers 2; loaded dtype kept, the
+    # trained blocks cast to float32 (cast_trainable_params_to_fp32 defaults to true; branch h91hub)
+    "train_freeze_sft": (
+        "Qwen/Qwen3-4B",
+        {"method": "full", "trainable_layers": 2, "model_dtype": None, "trainable_dtype": "fp32"},
+    ),
     # train_lora/train_lora_sft.yaml
     "train_lora_sft": ("Qwen/Qwen3-4B", {**_LORA, "method": "lora", "micro_batch": 1, "seq_len": 2048}),
     # train_lora/train_lora_sft_rank0.yaml: init_config init_on_rank0, bf16: true
@@ -93,8 +97,10 @@ def test_each_v1_example_reads_into_its_settings(name: str) -> None:
     assert run.model_ref == model
     for setting, value in expected.items():
         assert getattr(run.settings, setting) == value, setting
-    # No torch.autocast in v1 (core/base_trainer.py): bf16 only reaches the sharding plugin.
-    assert run.settings.autocast == "none"
+    # No torch.autocast in v1 (core/base_trainer.py): bf16 only reaches the sharding plugin; under DeepSpeed the
+    # file's bf16 section ("auto" in ds_z3_config.json) gives DeepSpeed's bf16 engine, which the plan's bf16
+    # autocast stands for under ZeRO (tests/core/test_runconfig_llamafactory_v1_precision.py, branch h91hub).
+    assert run.settings.autocast == ("bf16" if name == "train_full_deepspeed" else "none")
     # enable_activation_checkpointing defaults to true and no example turns it off.
     assert run.settings.checkpointing is True
     if name in UNKNOWN:

@@ -47,6 +47,7 @@ from core.files.launch.engine_flags import (
     sglang_release_flags,
     vllm_release_flags,
 )
+from core.files.model_source import is_hub_id
 from core.files.runconfig import ModelChoice, model_choice
 from core.format import counted
 from core.inputs import BY_PATH, MAX_LLAMACPP_BUILD, SglangVersion, VllmVersion
@@ -1598,8 +1599,10 @@ def _model_for(read: CommandRead, base: Plan, keep_model: bool) -> ModelChoice:
     found = model_choice(read.model_ref, Path.cwd())
     if found is not None and found.spec is not None:
         return found
-    name = read.model_name or _checkpoint_name(read.model_ref)[0]
-    bare = model_choice(name, Path.cwd()) if name != read.model_ref else None
+    # A Hub id is answered by the one rule for names (core.hub_names), the same answer as everywhere else; a file's
+    # or an Ollama tag's name (read.model_name) is asked on its own.
+    name = read.model_name if not is_hub_id(read.model_ref) else ""
+    bare = model_choice(name, Path.cwd()) if name and name != read.model_ref else None
     if bare is not None and bare.spec is not None:
         return bare
     close = (found.candidates if found is not None else ()) or (bare.candidates if bare is not None else ())

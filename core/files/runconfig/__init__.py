@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import difflib
 import os
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Final
 
-from core.catalogue import CatalogueModel, load_models
+from core.catalogue import load_models
 from core.errors import PlanError, PlanFileError
 from core.files.fileio import other_door_of
 from core.files.hfcache import CachedModel, resolve_hub_id
@@ -35,6 +34,7 @@ from core.files.runconfig.reading import MAX_CONFIG_BYTES, parse_text, read_conf
 from core.files.runconfig.result import CONFIG_KIND_LABELS, ConfigKind, FieldRead, RunConfig, RunSettings
 from core.files.runconfig.torchtitan import read_torchtitan
 from core.files.runconfig.torchtune import read_torchtune
+from core.hub_names import catalogue_model_of_name, name_key, nearest_by_name
 from core.model import ModelSpec
 from core.plan import Plan, serving_on
 
@@ -50,6 +50,7 @@ __all__ = [
     "detect_kind",
     "load_run_config",
     "model_choice",
+    "name_key",
     "parse_run_config",
     "plan_from_run",
     "read_run_config",
@@ -193,26 +194,6 @@ class ModelChoice:
     candidates: tuple[str, ...] = ()
 
 
-_SUFFIXES: Final = ("-hf", "-instruct", "-chat", "-it", "-base")
-
-
-def name_key(text: str) -> str:
-    """A model name reduced to what identifies its architecture and size.
-
-    'meta-llama/Llama-3.2-3B-Instruct' and 'llama-3.2-3b' give the same key; an instruct
-    or chat tune has its base's shapes.
-    """
-    # torchtune's builders spell the suffixes with underscores: qwen2_5_7b_base, qwen3_8b_instruct.
-    name = text.strip().lower().rstrip("/").rsplit("/", 1)[-1].removeprefix("meta-").replace("_", "-")
-    changed = True
-    while changed:
-        changed = False
-        for suffix in _SUFFIXES:
-            if name.endswith(suffix):
-                name, changed = name.removesuffix(suffix), True
-    return re.sub(r"[^a-z0-9]", "", name)
-
-
 def _dtype_of(config: Mapping[str, Any]) -> str | None:
     value = config.get("torch_dtype", config.get("dtype"))
     return DTYPES.get(value.lower()) if isinstance(value, str) else None
@@ -243,14 +224,6 @@ def choice_from_cache(model: CachedModel, why: str = "") -> ModelChoice:
     except PlanFileError:
         dtype = None
     return ModelChoice(model.spec, "", cached_how(model) + (f" ({why})" if why else ""), dtype)
-
-
-def _catalogue_match(ref: str, models: tuple[CatalogueModel, ...]) -> CatalogueModel | None:
-    key = name_key(ref)
-    for entry in models:
-        if key and key in {name_key(entry.id), name_key(entry.name), name_key(entry.hf_repo)}:
-            return entry
-    return None
 
 
 def resolve_model(run: RunConfig) -> ModelChoice | None:
@@ -291,15 +264,18 @@ def model_choice(ref: str, base: Path) -> ModelChoice:
     cached = _cached(ref)
     if cached is not None:
         return cached
+    matched = catalogue_model_of_name(ref)
+    if matched is not None:
+        entry = matched.entry
+        how = f"catalogue: {entry.name}" + (f" ({matched.how})" if matched.how else "")
+        return ModelChoice(entry.spec, entry.id, how, _dtype_of(entry.config))
     models = load_models()
-    entry = _catalogue_match(ref, models)
-    if entry is not None:
-        return ModelChoice(entry.spec, entry.id, f"catalogue: {entry.name}", _dtype_of(entry.config))
     keys = {name_key(m.id): m.id for m in models}
-    close = difflib.get_close_matches(name_key(ref), list(keys), n=3, cutoff=0.6)
-    return ModelChoice(
-        None, "", f"'{ref}' is not a local folder or a catalogue model", None, tuple(keys[k] for k in close)
-    )
+    close = [keys[k] for k in difflib.get_close_matches(name_key(ref), list(keys), n=3, cutoff=0.6)]
+    near = nearest_by_name(ref)  # another organisation's upload of a catalogue model: asked, that entry first
+    if near is not None:
+        close = [near.id, *(c for c in close if c != near.id)][:3]
+    return ModelChoice(None, "", f"'{ref}' is not a local folder or a catalogue model", None, tuple(close))
 
 
 def choice_from_catalogue(model_id: str, why: str = "chosen") -> ModelChoice:

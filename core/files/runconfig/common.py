@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
 
@@ -316,18 +317,26 @@ def _true_word(value: Any) -> bool:
     return value is True or (isinstance(value, str) and value.strip().lower() == "true")
 
 
-def deepspeed_config(taker: Taker, odd: OddValues, key: str) -> dict[str, Any]:
-    """The strategy a DeepSpeed config under ``key`` sets (RunSettings ``sharding`` and ``offload``, ...)."""
+# What a framework makes of a DeepSpeed config's own sections beyond the ZeRO stage (its precision, where the
+# framework reads the file's bf16 / fp16 itself): the document and where it came from, to RunSettings fields.
+SectionReader = Callable[[dict[str, Any], str], dict[str, Any]]
+
+
+def deepspeed_config(taker: Taker, odd: OddValues, key: str, sections: SectionReader | None = None) -> dict[str, Any]:
+    """The strategy a DeepSpeed config under ``key`` sets (RunSettings ``sharding`` and ``offload``, ...), and what
+    ``sections`` reads of the same document (LLaMA-Factory v1's precision)."""
     found: dict[str, Any] = {}
-    stage = _deepspeed_stage(taker, odd, found, key)
+    stage = _deepspeed_stage(taker, odd, found, key, sections)
     if stage is not None:
         found["sharding"] = stage
     return found
 
 
-def _deepspeed_stage(taker: Taker, odd: OddValues, out: dict[str, Any], key: str = "deepspeed") -> str | None:
+def _deepspeed_stage(
+    taker: Taker, odd: OddValues, out: dict[str, Any], key: str = "deepspeed", sections: SectionReader | None = None
+) -> str | None:
     """The ZeRO stage of the DeepSpeed config under ``key`` (inline, or a JSON file in or below the
-    config's folder), with its offload, overlap and bf16 settings put into ``out``."""
+    config's folder), with its offload, overlap and bf16 settings (and ``sections``') put into ``out``."""
     value = taker.raw(key)
     if not value:
         return None
@@ -362,6 +371,8 @@ def _deepspeed_stage(taker: Taker, odd: OddValues, out: dict[str, Any], key: str
                 break
         out.update(_overlap_comm(taker, zero, int(stage), source))
         out.update(_bf16_master(taker, document.get("bf16"), source))
+    if sections is not None:
+        out.update(sections(document, source.removesuffix(": zero_optimization.stage")))
     return result
 
 

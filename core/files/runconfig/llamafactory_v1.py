@@ -18,6 +18,19 @@ quantisation, kernels, sharding and optimizer are plugin tables (``peft_config``
   on the rest).
 - ``global_batch_size`` (default: GPUs × micro-batch) sets the micro-batches per step
   (``core/utils/batching.py``: ``global_batch_size // dp_size // micro_batch_size``).
+- ``peft_config: freeze`` (``plugins/model_plugins/peft.py`` ``get_freeze_model``): the trained blocks are cast to
+  float32 (``cast_trainable_params_to_fp32``, true by default), the frozen ones stay as loaded. FSDP2 then gathers
+  them in bf16; DeepSpeed's bf16 engine casts them back to bf16; with neither, nothing casts them for the forward
+  and, on a 16-bit model, the float32 output of the top block meets the frozen 16-bit head: the forward fails
+  (measured on CPU, torch 2.13.0 and transformers 5.25.0, a 4-layer bf16 Qwen3: "expected m1 and m2 to have the
+  same dtype").
+- ``dist_config: deepspeed``: accelerate's DeepSpeedPlugin with the mixed precision
+  ``plugins/model_plugins/deepspeed_utils.py`` ``infer_deepspeed_mixed_precision`` reads from the file's own
+  ``bf16`` / ``fp16`` sections (v1's ``bf16`` key does not reach it): DeepSpeed's bf16 engine, which the plan's bf16
+  autocast stands for under a ZeRO stage (core.roles.deepspeed_engine_dtype), or none; ``fp16.enabled: true`` is
+  refused.
+- ``launcher.py``: ``llamafactory-cli sft | dpo | rm`` picks the trainer; no key of the file does, so the import
+  says which stage it estimates (the supervised step) and why it thinks the file may be meant for another.
 - ``kernel_config`` ``liger_kernel``: applied with ``require_logits=True`` in training
   (``model_engine.py``; ``kernels/liger_kernel_ops.py`` then turns ``fused_linear_cross_entropy`` off),
   so the loss keeps its logits; ``auto`` applies kernels only on Ascend NPUs.
@@ -25,6 +38,8 @@ quantisation, kernels, sharding and optimizer are plugin tables (``peft_config``
 
 from __future__ import annotations
 
+import re
+from functools import partial
 from typing import Any, Final
 
 from core.files.runconfig.common import (
@@ -37,7 +52,7 @@ from core.files.runconfig.common import (
 )
 from core.files.runconfig.mapping import ATTENTION_KERNELS
 from core.files.runconfig.reading import Taker
-from core.files.runconfig.result import ConfigKind, RunConfig
+from core.files.runconfig.result import ConfigKind, FieldRead, RunConfig
 
 # Defaults of the v1 dataclasses (ff6d4d1): TrainingArguments micro_batch_size 1, cutoff_len 2048, bf16
 # True, enable_activation_checkpointing True; ModelArguments flash_attn sdpa; peft.py LoraParams r 8,
@@ -64,6 +79,30 @@ IRRELEVANT: Final = (
 )  # fmt: skip
 # Preference-loss keys (TrainingArguments pref_*): read by v1's DPO trainer only.
 PREFERENCE: Final = ("pref_loss", "pref_beta", "pref_ftx", "simpo_gamma", "dpo_label_smoothing", "ld_alpha")
+# A dataset path that names preference data (examples/v1/train_lora/train_lora_dpo.yaml: data/v1_dpo_demo.yaml).
+_PREFERENCE_DATA: Final = re.compile(r"dpo|pref|pair|chosen|reject", re.IGNORECASE)
+STAGE_SFT: Final = (
+    "stage: the command's, not the file's (llamafactory-cli sft, dpo or rm): estimated as llamafactory-cli sft, "
+    "the supervised step"
+)
+STAGE_DPO: Final = (
+    "stage: the command's, not the file's; this file looks like preference training, which llamafactory-cli dpo "
+    "runs: estimated as the supervised step. DPO's rejected sequences beside the chosen ones in each step and, under "
+    "full tuning, its reference model (a frozen deep copy; LoRA reuses the base with the adapter off) are not modelled"
+)
+FREEZE_WITHOUT_SHARDING: Final = (
+    "peft_config freeze without dist_config: the trained blocks are float32 and nothing casts them back, so on a "
+    "16-bit model their output meets the frozen 16-bit head without autocast and the forward fails (unless the "
+    "model is float32 or cast_trainable_params_to_fp32 is false); the plan is what the run would hold"
+)
+FREEZE_UNDER_FSDPTURBO: Final = (
+    "peft_config freeze under fsdpturbo with bf16: the trained blocks' float32 cast is undone, FSDPTurbo's "
+    "shard_model casts the whole model to bf16 (fsdpturbo.py FSDPTurboFSDP2Engine.shard_model)"
+)
+BF16_UNDER_DEEPSPEED: Final = (
+    "bf16: not read under dist_config deepspeed; the DeepSpeed file's own bf16 / fp16 sections decide (v1's "
+    "deepspeed.py hands accelerate the precision infer_deepspeed_mixed_precision reads from the file)"
+)
 # The LoRA plugin's export / inference keys (peft.py LoraParams): a merge-and-export run, not training.
 EXPORT: Final = (
     "peft_config.adapter_name_or_path", "peft_config.export_dir", "peft_config.export_size",
@@ -79,13 +118,20 @@ def read_llamafactory_v1(document: dict[str, Any], where: str) -> RunConfig:
         taker.record("model", model_ref, "model")
     s: dict[str, Any] = {}
     s.update(_workload(taker))
-    s.update(_method(taker, odd))
     dist = taker.word("dist_config.name", "fsdp2, fsdpturbo or deepspeed")
-    s.update(_precision(taker, full=not taker.has("peft_config"), dist=dist))
-    s.update(_sharding(taker, odd, dist))
+    turbo_bf16 = dist == "fsdpturbo" and taker.flag("bf16") is not False  # fsdpturbo.py shard_model: model.to(bf16)
+    s.update(_method(taker, odd, turbo_bf16))
+    sharding = _sharding(taker, odd, dist)
+    engine = sharding.pop("autocast", None)  # DeepSpeed's own precision, read from its file
+    full = not taker.has("peft_config")
+    s.update(_precision(taker, full=full, dist=dist, engine=engine, whole=full or "trainable_layers" in s))
+    s.update(sharding)
+    if s.get("trainable_dtype") and dist is None:
+        taker.notes.append(FieldRead("note", "freeze", FREEZE_WITHOUT_SHARDING))
     s.update(_optimizer(taker, odd, sharded=dist is not None))
     s.update(_kernels(taker, odd))
     _not_modelled(taker)
+    _stage(taker)
     taker.irrelevant(*IRRELEVANT)
     return finish(ConfigKind.LLAMA_FACTORY, taker, odd, model_ref, s)
 
@@ -125,8 +171,9 @@ def _workload(taker: Taker) -> dict[str, Any]:
     return s
 
 
-def _method(taker: Taker, odd: OddValues) -> dict[str, Any]:
-    """``peft_config`` (none: full tuning; ``lora``; ``freeze``) and ``quant_config`` (a bitsandbytes base)."""
+def _method(taker: Taker, odd: OddValues, turbo_bf16: bool = False) -> dict[str, Any]:
+    """``peft_config`` (none: full tuning; ``lora``; ``freeze``) and ``quant_config`` (a bitsandbytes base).
+    ``turbo_bf16``: FSDPTurbo with bf16, which casts the whole model to bf16 before sharding it."""
     name = taker.word("peft_config.name", "lora or freeze")
     s: dict[str, Any] = {}
     if name is None:
@@ -135,7 +182,7 @@ def _method(taker: Taker, odd: OddValues) -> dict[str, Any]:
     elif name == "lora":
         s.update(_lora(taker, odd))
     elif name == "freeze":
-        s.update(_freeze(taker, odd))
+        s.update(_freeze(taker, odd, cast_back=turbo_bf16))
     else:
         raise taker.fail("peft_config.name", name, "lora or freeze")
     quant = taker.word("quant_config.name", "bnb or auto")
@@ -179,8 +226,9 @@ def _lora(taker: Taker, odd: OddValues) -> dict[str, Any]:
     return s
 
 
-def _freeze(taker: Taker, odd: OddValues) -> dict[str, Any]:
-    """The top ``freeze_trainable_layers`` blocks train (a negative number: the bottom ones)."""
+def _freeze(taker: Taker, odd: OddValues, *, cast_back: bool = False) -> dict[str, Any]:
+    """The top ``freeze_trainable_layers`` blocks train (a negative number: the bottom ones), in float32 unless
+    ``cast_trainable_params_to_fp32`` is false or ``cast_back`` (FSDPTurbo with bf16 casts them back to bf16)."""
     s: dict[str, Any] = {"method": "full"}
     layers = taker.integer("peft_config.freeze_trainable_layers", None, -100_000, 100_000)
     if layers is None:
@@ -199,26 +247,38 @@ def _freeze(taker: Taker, odd: OddValues) -> dict[str, Any]:
     extra = taker.raw("peft_config.freeze_extra_modules")
     if extra:
         odd.add("peft_config.freeze_extra_modules", extra, "extra trained modules outside the blocks")
-    taker.note(
-        "peft_config.cast_trainable_params_to_fp32",
-        "the trained blocks are cast to float32 (true by default); the plan keeps them in the model's dtype",
-    )
+    cast = taker.flag("peft_config.cast_trainable_params_to_fp32")
+    if cast is not False and cast_back:
+        taker.notes.append(FieldRead("note", "freeze", FREEZE_UNDER_FSDPTURBO))
+    elif cast is not False:  # FreezeParams.cast_trainable_params_to_fp32 = True
+        s["trainable_dtype"] = "fp32"
+        where = "peft_config.cast_trainable_params_to_fp32" if cast else "default: cast_trainable_params_to_fp32 = true"
+        taker.record("trainable_dtype", "fp32", f"{where} (get_freeze_model: param.data.to(torch.float32))")
     return s
 
 
-def _precision(taker: Taker, *, full: bool, dist: str | None) -> dict[str, Any]:
+def _precision(
+    taker: Taker, *, full: bool, dist: str | None, engine: str | None = None, whole: bool = False
+) -> dict[str, Any]:
     """How the model is held and computed: no autocast anywhere; bf16 reaches only the sharding plugin.
-    ``full``: no ``peft_config`` (a freeze run keeps the loaded dtype and casts only its trained blocks)."""
+    ``full``: no ``peft_config`` (a freeze run keeps the loaded dtype and casts only its trained blocks).
+    ``engine``: DeepSpeed's precision as v1 infers it from the DeepSpeed file (bf16 or none), which decides.
+    ``whole``: full or freeze tuning, whose every weight FSDPTurbo's bf16 cast reaches."""
     bf16 = taker.flag("bf16")
+    if engine is not None:
+        if bf16 is not None:
+            taker.notes.append(FieldRead("note", bf16, BF16_UNDER_DEEPSPEED))
+        bf16 = engine == "bf16"
     bf16 = True if bf16 is None else bf16
-    s: dict[str, Any] = {"autocast": "none"}
-    if full and dist == "fsdpturbo" and bf16:
-        s["model_dtype"] = "bf16"  # fsdpturbo.py: model.to(torch.bfloat16) for full tuning
+    s: dict[str, Any] = {"autocast": engine or "none"}
+    if whole and dist == "fsdpturbo" and bf16:
+        s["model_dtype"] = "bf16"  # fsdpturbo.py shard_model: model.to(torch.bfloat16)
         taker.record("model_dtype", "bf16", "dist_config.name: fsdpturbo with bf16 (the model cast to bf16)")
     elif full:
         s["model_dtype"] = "fp32"  # model_engine.py: model.to(torch.float32) without peft_config
         taker.record("model_dtype", "fp32", "no peft_config: the model is cast to float32")
-    taker.record("autocast", "none", "LLaMA-Factory v1 runs no torch.autocast")
+    if engine is None:
+        taker.record("autocast", "none", "LLaMA-Factory v1 runs no torch.autocast")
     if dist == "fsdp2":
         s["fsdp_param_dtype"] = "bf16" if bf16 else "fp32"
         s["fsdp_reduce_dtype"] = "fp32"
@@ -249,10 +309,37 @@ def _sharding(taker: Taker, odd: OddValues, dist: str | None) -> dict[str, Any]:
             for key in ("ep_size", "ep_dispatcher", "fsdp_ignored_modules", "hook_modules", "fsdp_implementation"):
                 taker.note(f"dist_config.{key}", "FSDPTurbo's expert parallelism is not modelled")
     elif dist == "deepspeed":
-        s.update(deepspeed_config(taker, odd, "dist_config.config_file"))
+        s.update(deepspeed_config(taker, odd, "dist_config.config_file", partial(_deepspeed_precision, taker, odd)))
     else:
         odd.add("dist_config.name", dist, "fsdp2, fsdpturbo or deepspeed")
     return s
+
+
+def _deepspeed_precision(taker: Taker, odd: OddValues, document: dict[str, Any], where: str) -> dict[str, Any]:
+    """DeepSpeed's mixed precision as v1 infers it from the file (deepspeed_utils.py
+    ``infer_deepspeed_mixed_precision``): ``fp16.enabled`` true refused; ``bf16.enabled`` true → bf16, false →
+    none; else ``fp16.enabled`` false → none; else (both auto or absent) → bf16. Under a ZeRO stage the plan's bf16
+    autocast is DeepSpeed's bf16 engine (the module cast, float32 master weights, no torch.autocast)."""
+    fp16, bf16 = (_enabled(document.get(section)) for section in ("fp16", "bf16"))
+    if fp16 is True:
+        odd.add(f"{where}: fp16.enabled", True, "LLaMA-Factory v1 refuses fp16 under DeepSpeed: bf16 or none")
+        return {}
+    if bf16 is True or (bf16 == "auto" and fp16 is not False):
+        shown = "true" if bf16 is True else "auto or absent"
+        taker.record("autocast", "bf16", f"{where}: bf16.enabled {shown} (v1 infers bf16: DeepSpeed's bf16 engine)")
+        return {"autocast": "bf16"}
+    why = "bf16.enabled false" if bf16 is False else "fp16.enabled false with bf16.enabled auto"
+    taker.record("autocast", "none", f"{where}: {why} (v1 infers no mixed precision: float32)")
+    return {"autocast": "none"}
+
+
+def _enabled(section: Any) -> bool | str:
+    """A DeepSpeed precision section's ``enabled``: True, False or "auto" (absent, "auto"; "true" / "false" as
+    strings too, as deepspeed_utils.py ``_normalize_precision_enabled`` reads them)."""
+    value = section.get("enabled", "auto") if isinstance(section, dict) else "auto"
+    if isinstance(value, str):
+        return {"true": True, "false": False}.get(value.lower(), "auto")
+    return bool(value) if isinstance(value, bool) else "auto"
 
 
 def _optimizer(taker: Taker, odd: OddValues, *, sharded: bool) -> dict[str, Any]:
@@ -293,6 +380,19 @@ def _kernels(taker: Taker, odd: OddValues) -> dict[str, Any]:
     for key in ("include_kernels", "chunk_size", "use_kernels", "require_logits"):
         taker.note(f"kernel_config.{key}", "kernel options are not modelled")
     return s
+
+
+def _stage(taker: Taker) -> None:
+    """The stage is the command's (launcher.py: ``llamafactory-cli sft | dpo | rm``), never the file's: the import
+    says it estimates the supervised step, and why it thinks the file may be meant for DPO where it does."""
+    hints = [key for key in PREFERENCE if taker.has(key)]
+    dataset = taker.raw("train_dataset")
+    if isinstance(dataset, str) and _PREFERENCE_DATA.search(dataset):
+        hints.append(f"train_dataset: {dataset}")
+    if hints:
+        taker.notes.append(FieldRead("note", ", ".join(hints), STAGE_DPO))
+    else:
+        taker.notes.append(FieldRead("note", "sft", STAGE_SFT))
 
 
 def _not_modelled(taker: Taker) -> None:

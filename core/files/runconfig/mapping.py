@@ -156,13 +156,15 @@ def roles_for(plan: Plan, model_dtype: str | None, settings: RunSettings) -> Pre
     The model is loaded in ``model_dtype`` (the file's ``torch_dtype``, else the model's own
     config dtype, which transformers 5 loads by default); its trainable weights and the frozen
     base both live there. Adapters are float32 unless the framework says otherwise (PEFT's
-    ``autocast_adapter_dtype=True``). None: the file says nothing about precision.
+    ``autocast_adapter_dtype=True``). Freeze tuning's trained blocks are held in ``trainable_dtype`` where the
+    framework casts them (LLaMA-Factory's ``cast_trainable_params_to_fp32``), the frozen ones where loaded.
+    None: the file says nothing about precision.
     """
     if model_dtype is None and settings.autocast is None and settings.adapter_dtype is None:
         return None
     stored = Dtype(model_dtype) if model_dtype is not None else plan.weight_dtype
     return PrecisionRoles(
-        weight_dtype=stored,
+        weight_dtype=Dtype(settings.trainable_dtype) if settings.trainable_dtype else stored,
         base_dtype=stored,
         adapter_dtype=Dtype(settings.adapter_dtype) if settings.adapter_dtype else Dtype.FP32,
         autocast=Autocast(settings.autocast) if settings.autocast else plan.autocast,

@@ -51,6 +51,7 @@ SETTING_LABELS: Final = {
     "double_quant": "Double quantisation",
     "model_dtype": "Model loaded in",
     "adapter_dtype": "Adapter dtype",
+    "trainable_dtype": "Trained blocks held in",
     "autocast": "Autocast",
     "optimizer": "Optimizer",
     "optimizer_impl": "Optimizer implementation",
@@ -125,6 +126,7 @@ class RunSettings:
     double_quant: bool | None = None
     model_dtype: str | None = None  # fp32 | bf16 | fp16: the dtype the model is loaded in
     adapter_dtype: str | None = None  # fp32 | bf16 | fp16
+    trainable_dtype: str | None = None  # fp32 | bf16 | fp16: freeze tuning's trained blocks, where cast (else loaded)
     autocast: str | None = None  # none | bf16 | fp16
     optimizer: str | None = None  # a core.plan.Optimizer value
     optimizer_impl: str | None = None  # fused | foreach | forloop
