@@ -60,6 +60,7 @@ from core.plan import (  # noqa: E402
     Hardware,
     Method,
     MoeDispatcher,
+    MoeLayer,
     Offload,
     OptimizerImpl,
     Parallelism,
@@ -895,6 +896,10 @@ def case_of(record: Mapping[str, Any]) -> Case:
         plan = replace(plan, **_optimizer_plan(record), **_SOURCE_PLAN.get(record["source_id"], {}))
         if record["source_id"] == "prime-rl" and "flash_attention_3" in record["location"]:
             plan = replace(plan, attention=Attention.FLASH3)  # transformers' flash_attention_3 (flash-attn 3.0.0b1)
+        if record["source_id"] == "prime-rl" and spec.num_experts > 1:
+            # prime-rl's own Qwen3-MoE: torchtitan's scatter-add MoE layer (src/prime_rl/trainer/models/layers/moe.py
+            # at 8718eb14), as the memory corpus plans it (benchmarks/realgpu/mapping.py).
+            plan = replace(plan, moe_layer=MoeLayer.TORCHTITAN_SCATTER)
     except PlanError as error:
         raise NotExpressible(f"the layout is refused: {error}") from None
     if record["metric"] == "step_time_s":

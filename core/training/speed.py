@@ -56,6 +56,7 @@ from core.plan import (
     CheckpointPolicy,
     Float8,
     MoeDispatcher,
+    MoeLayer,
     Offload,
     Optimizer,
     OptimizerImpl,
@@ -115,6 +116,7 @@ _MOE_DISPATCHER_ALLGATHER: Final = MoeDispatcher.ALLGATHER
 _MOE_DISPATCHER_ALLTOALL: Final = MoeDispatcher.ALLTOALL
 _MOE_DISPATCHER_DEEPEP: Final = MoeDispatcher.DEEPEP
 _MOE_DISPATCHER_HYBRIDEP: Final = MoeDispatcher.HYBRIDEP
+_MOE_LAYER_TITAN_SCATTER: Final = MoeLayer.TORCHTITAN_SCATTER
 _OFFLOAD_NONE: Final = Offload.NONE
 _OPTIMIZER_GALORE_ADAMW: Final = Optimizer.GALORE_ADAMW
 _OPTIMIZER_IMPL_FORLOOP: Final = OptimizerImpl.FORLOOP
@@ -400,6 +402,19 @@ MOE_PERMUTE_COPY_ROWS: Final = 2.0  # the permute's writes, the unpermute's read
 # holds more than one expert: _sort_chunks_by_map_kernel loads and stores each row once, 2·N·k
 # each, its backward the same (_moe_chunk_sort.backward).
 MOE_SORT_COPY_ROWS: Final = 4.0
+# torchtitan's token-choice MoE as prime-rl copies it (plan setting moe_layer torchtitan-scatter, on a stack that is
+# not Megatron's) materialises the N·k copies six times a forward, each pass reading and writing them, where a fused
+# permute moves them twice (PrimeIntellect-ai/prime-rl@8718eb14 src/prime_rl/trainer/models/layers/moe.py MoE.forward;
+# its experts wrapped by torchtitan's expert_parallel at a1fdd7e, the rev prime-rl's uv.lock pins,
+# torchtitan/distributed/expert_parallel.py ``wrapper``): the gather into expert order (moe.py L419
+# ``torch.gather(x, dim=0, index=token_indices_experts_sorted)``), expert_parallel's ``torch.vstack`` of a zero row
+# (L352) and its padded permute ``x[permuted_indices, :]`` (L354), the unpermute ``out_unpermuted[permuted_indices, :]
+# = out`` (L360), the router scores' float32 product cast back (moe.py L427-428, ``score_before_experts=False`` in
+# prime-rl's Qwen3-MoE, one pass when compiled) and the out-of-place ``scatter_add`` of the copies into
+# ``torch.zeros_like(x)`` (L434-436: the copies read and added, the N-row zeros written, then cloned: read and written).
+# The backward runs each pass's adjoint, as many rows (the same convention as MOE_PERMUTE_* above).
+TITAN_SCATTER_COPY_ROWS: Final = 12.0
+TITAN_SCATTER_TOKEN_ROWS: Final = 3.0
 # The host's time to issue one Megatron-Core MoE layer's forward and backward for a micro-batch,
 # beyond a dense MLP's. The step cannot run faster than the host enqueues its kernels, and a
 # dropless MoE layer makes the host wait for the device every forward (the all-to-all's and the
@@ -1106,7 +1121,8 @@ def moe_permute_bytes(rank: _Rank) -> float:
     ``permute(..., fused=self.permute_fusion)``); HybridEP permutes inside its dispatch and combine
     kernels ("permute tokens for experts in single step"; its get_permuted_hidden_states_by_experts
     returns the tokens as they arrived): no permute kernel of its own (NVIDIA/Megatron-LM 55ac7082,
-    megatron/core/transformer/moe/token_dispatcher.py)."""
+    megatron/core/transformer/moe/token_dispatcher.py). torchtitan's scatter-add MoE layer (plan setting moe_layer)
+    off Megatron moves its copies six times a pass (TITAN_SCATTER_*)."""
     plan = rank.plan
     model, par = plan.model, plan.parallel
     if model.num_experts <= 1:
@@ -1128,7 +1144,10 @@ def moe_permute_bytes(rank: _Rank) -> float:
         # MoEAllGatherTokenDispatcher permutes from the gathered tokens of the EP group (N·EP rows
         # read) the copies its local experts take (N·k written, balanced), and back: no sort.
         tokens *= ep
-    rows = MOE_PERMUTE_TOKEN_ROWS * tokens + MOE_PERMUTE_COPY_ROWS * copies * (load if capacity_padded(plan) else 1.0)
+    token_rows, copy_rows = MOE_PERMUTE_TOKEN_ROWS, MOE_PERMUTE_COPY_ROWS
+    if plan.moe_layer is _MOE_LAYER_TITAN_SCATTER and plan.stack is not _STACK_MEGATRON:
+        token_rows, copy_rows = TITAN_SCATTER_TOKEN_ROWS, TITAN_SCATTER_COPY_ROWS
+    rows = token_rows * tokens + copy_rows * copies * (load if capacity_padded(plan) else 1.0)
     if dispatcher is _MOE_DISPATCHER_ALLTOALL and model.num_experts // max(1, ep) > 1:
         rows += MOE_SORT_COPY_ROWS * copies * load
     passes = rank.layers + _recomputed_blocks(plan, rank) + rank.backward_layers

@@ -315,6 +315,33 @@ def test_each_moe_layer_moves_its_routed_tokens_to_the_experts_rows_and_back() -
     assert FITTED["moe_permute"] == pytest.approx(PRIORS["moe_permute"], abs=1e-4)
 
 
+def test_torchtitans_scatter_add_moe_layer_moves_its_copies_six_times_a_pass() -> None:
+    # prime-rl's copy of torchtitan's MoE (PrimeIntellect-ai/prime-rl@8718eb14 src/prime_rl/trainer/models/layers/
+    # moe.py MoE.forward L419-436) with torchtitan a1fdd7e's expert_parallel wrapper (distributed/expert_parallel.py
+    # L352-361): gather, vstack, padded permute, unpermute, the scores' product and the scatter-add each read and
+    # write the N·k copies (12 rows); zeros_like writes the N tokens and the out-of-place scatter_add clones them
+    # (3 rows). One GPU (EP 1), 4 micro-batches of 4,096 tokens, 48 layers forward and backward, d = 2048 in bf16.
+    from core.catalogue import find_gpu
+    from core.plan import MoeLayer
+
+    plan = Plan(
+        model=QWEN3_MOE, model_id="qwen3-30b-a3b", workload=Workload(micro_batch=1, seq_len=4096, grad_accum=4),
+        stack=Stack.COMPILE, moe_layer=MoeLayer.TORCHTITAN_SCATTER,
+    )
+    tokens, routed = 4096, 4096 * TOP_K
+    bandwidth = find_gpu("h100-sxm").memory_bandwidth_gb_s * 1e9
+    expected = (3 * tokens + 12 * routed) * D * 2 * 2 * LAYERS * 4 / bandwidth
+    assert _permute_seconds(plan, "h100-sxm") == pytest.approx(expected)
+    # transformers' own MoE layer keeps the permute pair (2 token rows, 2 copy rows) the model had before.
+    pair = (2 * tokens + 2 * routed) * D * 2 * 2 * LAYERS * 4 / bandwidth
+    assert _permute_seconds(plan.with_changes(moe_layer=MoeLayer.TRANSFORMERS), "h100-sxm") == pytest.approx(pair)
+    # Megatron's stack runs its own dispatcher whatever the field says.
+    megatron = plan.with_changes(stack=Stack.MEGATRON)
+    assert _permute_seconds(megatron, "h100-sxm") == pytest.approx(
+        _permute_seconds(megatron.with_changes(moe_layer=MoeLayer.TRANSFORMERS), "h100-sxm")
+    )
+
+
 def test_the_flex_dispatchers_move_fewer_rows_than_alltoall() -> None:
     # DeepEP's fused dispatch sends a token once to each rank holding one of its experts, and the
     # rank permutes what it received (NVIDIA/Megatron-LM 55ac7082 token_dispatcher.py

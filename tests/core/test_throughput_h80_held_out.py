@@ -96,7 +96,11 @@ def test_prime_rl_is_held_out_and_scored_with_the_all_source_fit(bench: ModuleTy
     assert errors["prime-qwen3-06b-sft-8k-1xh100-fa3"] == pytest.approx(72.6, abs=0.15)
     assert errors["prime-qwen3-06b-sft-16k-1xh100-fa3"] == pytest.approx(36.9, abs=0.15)
     assert errors["prime-qwen3-06b-sft-8k-1xa6000-fa2"] == pytest.approx(26.9, abs=0.15)
-    assert errors["prime-qwen3-30b-a3b-sft-16k-8xh200-fa3"] == pytest.approx(84.6, abs=0.15)
+    # The 30B-A3B read +84.6 % until branch h92moet counted its MoE layer's own copies (torchtitan's scatter-add layer,
+    # prime-rl's src/prime_rl/trainer/models/layers/moe.py at 8718eb14: core.training.speed.TITAN_SCATTER_*): the
+    # gather, expert_parallel's vstack, permute and unpermute, the scores' product and the scatter-add move the N·k
+    # copies 12 times a pass where a fused permute moves them twice (moe_permute 0.079 s -> 0.433 s a step).
+    assert errors["prime-qwen3-30b-a3b-sft-16k-8xh200-fa3"] == pytest.approx(69.7, abs=0.15)
     # B200 under flash-attn 2 (its kernels issue SM80 mma.sync on every card): +93.2 % and +103.5 % while its attention
     # was timed at the B200's peak; at the H100's FlashAttention-2 rate per SM and clock (efficiency.FLASH_SM80, a fixed
     # ratio from the cards' FLOPs per SM and clock, fitted on nothing: docs/TRAINING_TIME.md "flash-attn 2 on
