@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QEvent, Qt
 from PySide6.QtGui import QBrush, QColor, QFont, QFontMetrics, QResizeEvent
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -179,6 +179,11 @@ class CompareTable(QTableWidget):
         super().resizeEvent(event)
         if self.comparison is not None and self.width() != self._laid_out_at:
             self._fill()
+
+    def changeEvent(self, event: QEvent) -> None:
+        super().changeEvent(event)
+        if event.type() in (QEvent.Type.FontChange, QEvent.Type.StyleChange) and self.comparison is not None:
+            self._fill()  # the words measured again in the new font or style's margins
 
     def _fill(self) -> None:
         comparison = self.comparison

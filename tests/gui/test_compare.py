@@ -512,3 +512,22 @@ def test_side_by_side_the_wrapped_names_and_labels_are_read_whole(qtbot: Any, wi
     labels = {item.data(SPOKEN): item.text() for item in map(table.verticalHeaderItem, range(table.rowCount()))}
     assert labels["Optimizer code path"] != "Optimizer code path"  # wrapped where shown
     window.controller.undo_stack.setClean()
+
+
+def test_a_larger_font_lays_the_table_out_again(qtbot: Any, window: MainWindow) -> None:
+    # The words are measured in the table's font: at 1920 × 1080 the four plans' columns fit at the offscreen 9 pt
+    # font; at 18 pt their words no longer fit the dock's 672 px, and the table turns into blocks, not scrolling.
+    window.resize(1920, 1080)
+    window.show()
+    panel = window.plan_tools.show_compare()
+    panel.include_current.setChecked(False)
+    assert panel.add_plans(issue_plans(), "Compare")  # type: ignore[arg-type]
+    table = panel.table
+    qtbot.waitUntil(lambda: table._laid_out_at == table.width() and not table.stacked)
+    font = QFont(table.font())
+    font.setPointSizeF(18)
+    table.setFont(font)
+    qtbot.waitUntil(lambda: table.stacked)
+    qtbot.wait(20)
+    assert table.horizontalScrollBar().maximum() == 0 and _words_fit(panel) == []
+    window.controller.undo_stack.setClean()
