@@ -424,6 +424,21 @@ def _words_fit(panel: ComparePanel) -> list[str]:
     return cut
 
 
+def _laid_out(qtbot: Any, window: MainWindow, size: tuple[int, int], plans: int = 4) -> ComparePanel:
+    """The window at ``size`` with the Compare tab docked on ``plans`` of gui.screenshot.issue_plans(), its table
+    laid out for its width."""
+    window.resize(*size)
+    window.show()
+    panel = window.plan_tools.show_compare()
+    panel.include_current.setChecked(False)
+    assert panel.add_plans(issue_plans()[:plans], "Compare")  # type: ignore[arg-type]
+    qtbot.waitUntil(window.plan_tools.docks["compare"].isVisible)
+    table = panel.table
+    qtbot.waitUntil(lambda: table._laid_out_at == table.width())
+    qtbot.wait(20)  # the rows laid out, the vertical scroll bar shown
+    return panel
+
+
 @pytest.mark.parametrize("plans", [2, 3, 4])
 @pytest.mark.parametrize(("width", "height"), [(1024, 768), (1280, 720), (1920, 1080)])
 def test_docked_the_table_never_scrolls_sideways_and_cuts_no_word(
@@ -434,16 +449,8 @@ def test_docked_the_table_never_scrolls_sideways_and_cuts_no_word(
     # of gui.screenshot.issue_plans) at 1024 × 768 (the dock 270 px), 88 / 231 / 372 px at 1280 × 720 (392 px) and
     # 92 px with four plans at 1920 × 1080 (672 px). Now the columns take their words' widths where they fit, and one
     # block a row where they do not: no sideways scrolling, no word cut, the plans' columns kept where they fit.
-    window.resize(width, height)
-    window.show()
-    panel = window.plan_tools.show_compare()
-    panel.include_current.setChecked(False)
-    assert panel.add_plans(issue_plans()[:plans], "Compare")  # type: ignore[arg-type]
-    dock = window.plan_tools.docks["compare"]
-    qtbot.waitUntil(dock.isVisible)
+    panel = _laid_out(qtbot, window, (width, height), plans)
     table = panel.table
-    qtbot.waitUntil(lambda: table._laid_out_at == table.width())
-    qtbot.wait(20)  # the rows laid out, the vertical scroll bar shown
     assert table.horizontalScrollBar().maximum() == 0
     assert table.horizontalHeader().length() <= table.viewport().width()
     if not table.stacked:  # the labels and the columns within the room a vertical scroll bar leaves
@@ -498,13 +505,9 @@ def test_in_blocks_the_plans_are_named_selected_and_read_out_as_side_by_side(qtb
 def test_side_by_side_the_wrapped_names_and_labels_are_read_whole(qtbot: Any, window: MainWindow) -> None:
     # At 1920 × 1080 the four plans' columns fit (672 px): a name wraps onto lines in its header and a label in the
     # vertical header, and a screen reader reads each whole, as before it was wrapped.
-    window.resize(1920, 1080)
-    window.show()
-    panel = window.plan_tools.show_compare()
-    panel.include_current.setChecked(False)
-    assert panel.add_plans(issue_plans(), "Compare")  # type: ignore[arg-type]
+    panel = _laid_out(qtbot, window, (1920, 1080))
     table = panel.table
-    qtbot.waitUntil(lambda: table._laid_out_at == table.width() and not table.stacked)
+    assert not table.stacked
     header = table.horizontalHeaderItem(1)
     assert "\n" in header.text() and header.data(SPOKEN) == "2. QLoRA r16 on an RTX 3060"
     best = panel.comparison.cheapest_fit()  # type: ignore[union-attr]
@@ -517,13 +520,9 @@ def test_side_by_side_the_wrapped_names_and_labels_are_read_whole(qtbot: Any, wi
 def test_a_larger_font_lays_the_table_out_again(qtbot: Any, window: MainWindow) -> None:
     # The words are measured in the table's font: at 1920 × 1080 the four plans' columns fit at the offscreen 9 pt
     # font; at 18 pt their words no longer fit the dock's 672 px, and the table turns into blocks, not scrolling.
-    window.resize(1920, 1080)
-    window.show()
-    panel = window.plan_tools.show_compare()
-    panel.include_current.setChecked(False)
-    assert panel.add_plans(issue_plans(), "Compare")  # type: ignore[arg-type]
+    panel = _laid_out(qtbot, window, (1920, 1080))
     table = panel.table
-    qtbot.waitUntil(lambda: table._laid_out_at == table.width() and not table.stacked)
+    assert not table.stacked
     font = QFont(table.font())
     font.setPointSizeF(18)
     table.setFont(font)
