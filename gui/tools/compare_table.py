@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from PySide6.QtCore import QEvent, Qt
-from PySide6.QtGui import QBrush, QColor, QFont, QFontMetrics, QResizeEvent
+from PySide6.QtGui import QBrush, QColor, QFont, QFontMetrics, QPalette, QResizeEvent
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QHeaderView,
@@ -182,8 +182,9 @@ class CompareTable(QTableWidget):
 
     def changeEvent(self, event: QEvent) -> None:
         super().changeEvent(event)
-        if event.type() in (QEvent.Type.FontChange, QEvent.Type.StyleChange) and self.comparison is not None:
-            self._fill()  # the words measured again in the new font or style's margins
+        changes = (QEvent.Type.FontChange, QEvent.Type.StyleChange, QEvent.Type.PaletteChange)
+        if event.type() in changes and self.comparison is not None:
+            self._fill()  # the words measured again in the new font or style's margins; headings in the new shade
 
     def _fill(self) -> None:
         comparison = self.comparison
@@ -288,6 +289,7 @@ class CompareTable(QTableWidget):
         header.resizeSection(0, widest_line(numbers, QFontMetrics(bold)) + self._cell_padding())
         header.setSectionResizeMode(1, QHeaderView.ResizeMode.Stretch)
         several = plans > 1
+        shade = self.palette().brush(QPalette.ColorRole.Window)
         at = 0
         for heading, values, differs, row in (
             (NAMES_HEADING, [n.split(". ", 1)[1] for n in names], False, None),
@@ -295,6 +297,7 @@ class CompareTable(QTableWidget):
         ):
             title = QTableWidgetItem(heading)
             title.setFont(bold)
+            title.setBackground(shade)  # shaded as a header section is, in the window's theme
             title.setData(SPOKEN, heading)
             self.setItem(at, 0, title)
             self.setSpan(at, 0, 1, 2)

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 from PySide6.QtCore import QSize, Qt
-from PySide6.QtGui import QAccessible, QFont, QFontMetrics
+from PySide6.QtGui import QAccessible, QFont, QFontMetrics, QPalette
 from PySide6.QtTest import QTest
 
 from core.files import comparison as comparison_file
@@ -476,6 +476,9 @@ def test_in_blocks_the_plans_are_named_selected_and_read_out_as_side_by_side(qtb
     assert table.stacked and table.horizontalScrollBar().maximum() == 0
     comparison = panel.comparison
     assert comparison is not None and len(comparison.plans) == 3  # the live plan third
+    heading = table.item(0, 0)  # a block's heading: across the table, shaded as a header section is (its Window role)
+    assert heading.text() == "Plans" and table.columnSpan(0, 0) == 2
+    assert heading.background().color() == table.palette().color(QPalette.ColorRole.Window)
     names = [table.item(r, 1).text() for r in range(1, 4)]
     assert names == [named[0][0], named[1][0], CURRENT]  # whole, wrapped at spaces by the cell if need be
     assert plan_labels(panel)[comparison.cheapest_fit()].startswith("★")  # type: ignore[index]
