@@ -9,16 +9,11 @@ a report. All figures come from :mod:`core.advice.compare`; this module only lay
 
 from __future__ import annotations
 
-import re
-import textwrap
 from collections.abc import Callable
 
 from PySide6.QtCore import QByteArray, QEvent, QRectF, QSize, Qt, QTimer, Signal
 from PySide6.QtGui import (
-    QBrush,
-    QColor,
     QFont,
-    QFontMetrics,
     QPainter,
     QPaintEvent,
     QPalette,
@@ -28,23 +23,19 @@ from PySide6.QtGui import (
 )
 from PySide6.QtSvg import QSvgRenderer
 from PySide6.QtWidgets import (
-    QAbstractItemView,
     QCheckBox,
     QFrame,
-    QHeaderView,
     QLabel,
     QPushButton,
     QScrollArea,
     QSizePolicy,
     QSplitter,
-    QTableWidget,
-    QTableWidgetItem,
     QVBoxLayout,
     QWidget,
 )
 
 from core.advice import compare as comparisons
-from core.advice.compare import MAX_PLANS, Comparison, Row, RowKind
+from core.advice.compare import MAX_PLANS, Comparison
 from core.errors import PlanError, PlanFileError
 from core.estimate import Estimate, gpu_for
 from core.files import comparison as comparison_file
@@ -57,21 +48,19 @@ from core.files.report import (
     chart_least_height,
     chart_svg_sized,
     report_for_comparison,
-    verdict_colour,
 )
 from core.plan import METHOD_LABELS, Plan
 from gui import dialogs, offthread, plaintext, saving
 from gui.display_state import Display
-from gui.format import Unit, hours, memory, money
+from gui.format import Unit
 from gui.layout import FlowLayout
-from gui.panels.verdict import text_colour
 from gui.tools import report_export
+from gui.tools.compare_table import CompareTable
 from gui.tools.context import ToolContext
 from gui.worker.runner import JobFailed
 
 COMPARISON_FILTER = "VRAM Planner comparisons (*.json);;All files (*)"
 PLANS_FILTER = "VRAM Planner plans or comparisons (*.json);;All files (*)"
-DIFF_COLOUR = "#FFF3CD"  # a pale yellow that keeps text legible in light and dark themes
 CURRENT = "Current plan (live)"
 REFRESH_MS = 80
 PIN_TIP = "Keep a copy of the plan as it is now; edit on and compare"
@@ -174,28 +163,7 @@ class PinnedEdit(QUndoCommand):
 
 
 FIRST_SHARE = (320, 420)  # the chart's and the table's parts of a tall dock, before the handle is moved
-TABLE_FIRST_ROWS = 2  # the table's rows under its header the chart's first share leaves in sight
-HEADER_PADDING_PX = 12  # the header section's own margins around its text
-HEADER_LINE_CHARS = 18  # a quarter of the dialog's least width, in an average character's width
-
-
-def _header_text(name: str) -> str:
-    """A column's name on a line per part (model, method, card), each wrapped at spaces: four
-    plans side by side in the dialog's width showed each name cut after a few words."""
-    parts = [part.strip() for part in re.split(r", | · ", name) if part.strip()]
-    return "\n".join(line for part in parts for line in textwrap.wrap(part, HEADER_LINE_CHARS) or [part])
-
-
-def _cell(row: Row, value: float | str, unit: Unit, currency: str = "") -> str:
-    if isinstance(value, str):
-        return value
-    if row.kind is RowKind.BYTES:
-        return memory(value, unit)
-    if row.kind is RowKind.HOURS:
-        return hours(value)
-    if row.kind is RowKind.MONEY:
-        return money(value, currency)  # "$3.70" as the Compute tab says it, where the plan's currency is known
-    return f"{value:,.0f}"
+TABLE_FIRST_ROWS = 2  # the table's rows under the plans' names the chart's first share leaves in sight
 
 
 class ComparePanel(QWidget):
@@ -241,13 +209,7 @@ class ComparePanel(QWidget):
         self.chart_scroll.setFrameShape(QFrame.Shape.NoFrame)
         self.chart_scroll.setWidget(self.chart)
         splitter.addWidget(self.chart_scroll)
-        self.table = QTableWidget(0, 0)
-        self.table.setObjectName("compareTable")
-        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectColumns)
-        self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
-        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Stretch)
-        self.table.verticalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        self.table = CompareTable()  # side by side where the plans' columns fit, else one block a row
         splitter.addWidget(self.table)
         splitter.setSizes(list(FIRST_SHARE))
         # Until the handle is moved by hand the chart's pane is sized by _share_chart; then it stays where put.
@@ -273,10 +235,11 @@ class ComparePanel(QWidget):
     def _share_chart(self) -> None:
         """The splitter's first share, until the handle is moved: the chart's pane as tall as the chart's least
         height (core.files.report.chart_least_height, a horizontal scroll bar's height more where the pane is
-        narrower than CHART_MIN_WIDTH), or FIRST_SHARE's part where that is more, the table keeping its header,
-        TABLE_FIRST_ROWS rows and its own scroll bar. The proportional 320 : 420 gave the chart 162 px of 375 at
-        1024 × 768 (its least 333 px: it started scrolled); docked at 375 px, 180 of 417 px, and the vertical
-        scroll bar narrowed its pane further below the chart's least width, so it scrolled sideways as well."""
+        narrower than CHART_MIN_WIDTH), or FIRST_SHARE's part where that is more, the table keeping the plans'
+        names and TABLE_FIRST_ROWS rows in sight (CompareTable.kept_rows), and its own scroll bar.
+        The proportional 320 : 420 gave the chart 162 px of 375 at 1024 × 768 (its least 333 px: it started
+        scrolled); docked at 375 px, 180 of 417 px, and the vertical scroll bar narrowed its pane further below
+        the chart's least width, so it scrolled sideways as well."""
         splitter, comparison, table = self.splitter, self.comparison, self.table
         total = sum(splitter.sizes())
         if self._split_by_hand or comparison is None or total <= 0:
@@ -288,8 +251,7 @@ class ComparePanel(QWidget):
         want = chart_least_height(comparison, width)
         if width < CHART_MIN_WIDTH:
             want += scroll.horizontalScrollBar().sizeHint().height()
-        rows = sum(table.rowHeight(r) for r in range(min(TABLE_FIRST_ROWS, table.rowCount())))
-        keep = table.horizontalHeader().sizeHint().height() + rows + 2 * table.frameWidth()
+        keep = table.kept_height(TABLE_FIRST_ROWS) + 2 * table.frameWidth()
         if table.horizontalHeader().length() > table.viewport().width():  # the table scrolls sideways too
             keep += table.horizontalScrollBar().sizeHint().height()
         chart = max(0, min(max(want, total * FIRST_SHARE[0] // sum(FIRST_SHARE)), total - keep))
@@ -401,8 +363,7 @@ class ComparePanel(QWidget):
         return self.add_plans(named, f"Open {len(named)} plan(s) for comparison")
 
     def selected_index(self) -> int | None:
-        columns = {index.column() for index in self.table.selectedIndexes()}
-        return min(columns) if columns else None
+        return self.table.selected_plan()
 
     def remove_selected(self) -> bool:
         index = self.selected_index()
@@ -485,72 +446,20 @@ class ComparePanel(QWidget):
 
     def _fill(self) -> None:
         comparison = self.comparison
-        table = self.table
-        table.setUpdatesEnabled(False)
+        self.table.show_comparison(comparison, self.unit)
         if comparison is None:
-            table.setRowCount(0)
-            table.setColumnCount(0)
             self.summary.setText("Pin the current plan or open plan files to compare up to four plans.")
             self.chart.set_svg("")
-            table.setUpdatesEnabled(True)
             return
         best = comparison.cheapest_fit()
-        names = [plaintext.escape_controls(f"{i + 1}. {name}") for i, name in enumerate(comparison.names)]
-        rows = comparison.rows()
-        table.setColumnCount(len(names))
-        table.setRowCount(len(rows))
-        headers = [_header_text(name) for name in names]
-        table.setHorizontalHeaderLabels(headers)
-        # Each column at least as wide as its header's widest line (bold: the cheapest's); the
-        # table scrolls sideways in a narrow dock rather than cut the plans' names.
-        bold = QFont(table.horizontalHeader().font())
-        bold.setBold(True)
-        widest = max(QFontMetrics(bold).horizontalAdvance(line) for text in headers for line in text.splitlines())
-        table.horizontalHeader().setMinimumSectionSize(widest + HEADER_PADDING_PX)
-        for c, name in enumerate(names):
-            header_item = table.horizontalHeaderItem(c)
-            if header_item is not None:
-                header_item.setToolTip(plaintext.tooltip(name))  # a name from a file is never markup
-        table.setVerticalHeaderLabels([r.label for r in rows])
-        several = len(names) > 1
-        highlight = QBrush(QColor(DIFF_COLOUR))
-        dark_text = QBrush(QColor("#222222"))
-        currencies = [p.estimate.compute.currency for p in comparison.plans]
-        for r, row in enumerate(rows):
-            differs = several and row.differs
-            for c, value in enumerate(row.values):
-                item = QTableWidgetItem(_cell(row, value, self.unit, currencies[c]))
-                if not isinstance(value, str):
-                    item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-                if differs:
-                    item.setBackground(highlight)
-                    item.setForeground(dark_text)
-                if row.key == "verdict":
-                    item.setForeground(
-                        QBrush(
-                            QColor(text_colour(verdict_colour(comparison.plans[c].estimate.judgement(comparison.mode))))
-                        )
-                    )
-                table.setItem(r, c, item)
-            label = table.verticalHeaderItem(r)
-            if label is not None and differs:
-                font = label.font()
-                font.setBold(True)
-                label.setFont(font)
-        if best is not None:
-            header = table.horizontalHeaderItem(best)
-            if header is not None:
-                font = header.font()
-                font.setBold(True)
-                header.setFont(font)
-                header.setText(_header_text(f"★ {names[best]}"))
         self.summary.setText(
-            f"Cheapest that fits: {names[best]}" if best is not None else "None of these plans fits its card."
+            f"Cheapest that fits: {best + 1}. {plaintext.escape_controls(comparison.names[best])}"
+            if best is not None
+            else "None of these plans fits its card."
         )
         unit = self.unit
         self.chart.set_chart(
             lambda width, height, ink: chart_svg_sized(comparison, unit, width, height, ink),
             lambda width: chart_least_height(comparison, width),
         )
-        table.setUpdatesEnabled(True)
         self._share_chart()

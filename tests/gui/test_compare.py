@@ -7,6 +7,8 @@ from typing import Any
 
 import pytest
 from PySide6.QtCore import QSize, Qt
+from PySide6.QtGui import QAccessible, QFont, QFontMetrics, QPalette
+from PySide6.QtTest import QTest
 
 from core.files import comparison as comparison_file
 from core.files.planfile import save as save_plan
@@ -15,17 +17,38 @@ from core.plan import Method
 from core.presets import plan_for_model
 from gui import dialogs, theme
 from gui.main_window import MainWindow
+from gui.screenshot import issue_plans
 from gui.tools.compare import CURRENT, ComparePanel, chart_ink
+from gui.tools.compare_table import NAMES_HEADING, SPOKEN
 from tests.core.test_compare import four_plans
 from tests.core.test_report import count_layouts
 
 
 def rows_of(panel: ComparePanel) -> dict[str, list[str]]:
+    """Each row's label and the plans' cells, read from either layout of the table."""
     table = panel.table
-    return {
-        table.verticalHeaderItem(r).text(): [table.item(r, c).text() for c in range(table.columnCount())]
-        for r in range(table.rowCount())
-    }
+    if not table.stacked:
+        return {
+            table.verticalHeaderItem(r).data(SPOKEN): [table.item(r, c).text() for c in range(table.columnCount())]
+            for r in range(table.rowCount())
+        }
+    rows: dict[str, list[str]] = {}
+    for r in range(table.rowCount()):
+        if table.columnSpan(r, 0) == 2:  # a block's heading
+            label = table.item(r, 0).data(SPOKEN)
+            rows[label] = []
+        else:
+            rows[label].append(table.item(r, 1).text())
+    del rows[NAMES_HEADING]
+    return rows
+
+
+def plan_labels(panel: ComparePanel) -> list[str]:
+    """What names each plan: its column's header side by side, its number in the names' block in blocks."""
+    table = panel.table
+    if not table.stacked:
+        return [table.horizontalHeaderItem(c).text() for c in range(table.columnCount())]
+    return [table.item(r, 0).text() for r in range(1, 1 + len(panel.comparison.plans))]  # type: ignore[union-attr]
 
 
 def test_pin_keep_editing_and_undo(window: MainWindow) -> None:
@@ -67,7 +90,7 @@ def test_four_plan_files_and_the_cheapest_that_fits(
     comparison = panel.comparison
     assert comparison is not None and len(comparison.plans) == 4  # the live plan makes way for four files
     best = comparison.cheapest_fit()
-    assert best is not None and panel.table.horizontalHeaderItem(best).text().startswith("★")
+    assert best is not None and plan_labels(panel)[best].startswith("★")
     assert "Cheapest that fits" in panel.summary.text()
     assert not panel.pin_current()  # full
 
@@ -205,12 +228,7 @@ def test_money_cells_carry_the_plans_currency(window: MainWindow) -> None:
     panel = window.plan_tools.show_compare()
     compute = window.controller.estimate.compute
     assert compute.currency == "$"
-    table = panel.table
-    texts = {
-        table.verticalHeaderItem(r).text(): table.item(r, 0).text()
-        for r in range(table.rowCount())
-        if table.verticalHeaderItem(r) is not None and table.item(r, 0) is not None
-    }
+    texts = {label: cells[0] for label, cells in rows_of(panel).items()}
     assert texts["Price per GPU-hour"] == f"${compute.price_per_gpu_hour:,.2f}"
     assert texts["Cost"] == f"${compute.cost:,.2f}"
 
@@ -286,10 +304,11 @@ def test_docked_at_375_px_the_chart_shows_whole_and_scrolls_rather_than_shrink(q
     assert chart.width() >= CHART_MIN_WIDTH
     assert chart.height() >= chart_least_height(panel.comparison, chart.width()) > 240  # type: ignore[arg-type]
     table = panel.table
-    two_rows = table.rowHeight(0) + table.rowHeight(1)
+    kept = table.kept_rows(2)  # side by side two rows under the names' header; in blocks the names' block
+    two_rows, next_row = sum(table.rowHeight(r) for r in range(kept)), table.rowHeight(kept)
     assert scroll.horizontalScrollBar().maximum() == 0 and table.viewport().height() >= two_rows
     # Down only where the table's two rows leave the chart short (0 px run alone here, 4 px after the whole suite)
-    assert scroll.verticalScrollBar().maximum() == 0 or table.viewport().height() < two_rows + table.rowHeight(2)
+    assert scroll.verticalScrollBar().maximum() == 0 or table.viewport().height() < two_rows + next_row
     # The handle moved by hand: the pane stays where put, and a pane smaller than the chart scrolls, down only.
     total = sum(panel.splitter.sizes())
     panel.splitter.splitterMoved.emit(150, 1)
@@ -334,16 +353,18 @@ def test_the_first_split_gives_the_chart_its_least_height_where_the_table_keeps_
     qtbot: Any, window: MainWindow, width: int, height: int
 ) -> None:
     # The splitter's 320 : 420 gave the chart 162 px at 1024 × 768 and 160 at 1280 × 720 (its least 333 px): it
-    # started scrolled. Now the chart's pane takes its least height where the table keeps its header and two rows,
-    # and the table takes the rest: a tall dock keeps the old share (327 px of 757 at 1920 × 1080).
+    # started scrolled. Now the chart's pane takes its least height where the table keeps the plans' names (its
+    # header; in blocks, the names' block) and two rows, and the table takes the rest: a tall dock keeps the old
+    # share (327 px of 757 at 1920 × 1080).
     panel = _docked(qtbot, window, (width, height))
     chart, scroll, table = panel.chart, panel.chart_scroll, panel.table
     pane, rest = panel.splitter.sizes()
-    two_rows = table.rowHeight(0) + table.rowHeight(1)
+    kept = table.kept_rows(2)  # side by side two rows under the names' header; in blocks the names' block
+    two_rows, next_row = sum(table.rowHeight(r) for r in range(kept)), table.rowHeight(kept)
     least = chart_least_height(panel.comparison, chart.width())  # type: ignore[arg-type]
     assert table.viewport().height() >= two_rows
     if scroll.verticalScrollBar().maximum():  # the chart scrolls: only because the table would lose its two rows
-        assert pane > (pane + rest) * 320 // 740 and table.viewport().height() < two_rows + table.rowHeight(2)
+        assert pane > (pane + rest) * 320 // 740 and table.viewport().height() < two_rows + next_row
     else:
         assert pane >= least and pane >= (pane + rest) * 320 // 740
     window.controller.undo_stack.setClean()
@@ -372,4 +393,143 @@ def test_one_redraw_lays_the_chart_out_once(qtbot: Any, window: MainWindow, monk
     panel.refresh()
     qtbot.waitUntil(lambda: chart.renderer.defaultSize() == chart.size())
     assert calls and len(calls) == len(set(calls)), calls
+    window.controller.undo_stack.setClean()
+
+
+def _words_fit(panel: ComparePanel) -> list[str]:
+    """Every word (a run between spaces: a number is one) of every cell, header and label wider than its box: the
+    text's advance plus the 8 px QTableView.sizeHintForColumn adds to it in Fusion (PySide6 6.11, offscreen)."""
+    table = panel.table
+    cells = table.fontMetrics()
+    bold = QFont(table.font())
+    bold.setBold(True)
+    heads = QFontMetrics(bold)  # headers and labels measured bold (the cheapest's and the differing rows')
+    cut = []
+    for c in range(table.columnCount()):
+        width = table.columnWidth(c)
+        for r in range(table.rowCount()):
+            item = table.item(r, c)
+            if item is None or table.columnSpan(r, c) > 1:
+                continue
+            words = item.text().split()
+            cut += [f"{word} in {width} px" for word in words if cells.horizontalAdvance(word) + 8 > width]
+        if not table.stacked:
+            lines = table.horizontalHeaderItem(c).text().splitlines()  # within the header's margins (4 px a side)
+            cut += [f"{line!r} in header {c}" for line in lines if heads.horizontalAdvance(line) + 8 > width]
+    if not table.stacked:
+        labels = table.verticalHeader().width()
+        for r in range(table.rowCount()):
+            lines = table.verticalHeaderItem(r).text().splitlines()
+            cut += [f"{line!r} in {labels} px" for line in lines if heads.horizontalAdvance(line) + 8 > labels]
+    return cut
+
+
+def _laid_out(qtbot: Any, window: MainWindow, size: tuple[int, int], plans: int = 4) -> ComparePanel:
+    """The window at ``size`` with the Compare tab docked on ``plans`` of gui.screenshot.issue_plans(), its table
+    laid out for its width."""
+    window.resize(*size)
+    window.show()
+    panel = window.plan_tools.show_compare()
+    panel.include_current.setChecked(False)
+    assert panel.add_plans(issue_plans()[:plans], "Compare")  # type: ignore[arg-type]
+    qtbot.waitUntil(window.plan_tools.docks["compare"].isVisible)
+    table = panel.table
+    qtbot.waitUntil(lambda: table._laid_out_at == table.width())
+    qtbot.wait(20)  # the rows laid out, the vertical scroll bar shown
+    return panel
+
+
+@pytest.mark.parametrize("plans", [2, 3, 4])
+@pytest.mark.parametrize(("width", "height"), [(1024, 768), (1280, 720), (1920, 1080)])
+def test_docked_the_table_never_scrolls_sideways_and_cuts_no_word(
+    qtbot: Any, window: MainWindow, width: int, height: int, plans: int
+) -> None:
+    # docs/GUI.md, 2026-12-07 (last), left: each plan column was held at its header's widest line (142 px) and the
+    # labels took 180 px, so the docked table scrolled sideways at every size: by 210 / 354 / 496 px (2 / 3 / 4 plans
+    # of gui.screenshot.issue_plans) at 1024 × 768 (the dock 270 px), 88 / 231 / 372 px at 1280 × 720 (392 px) and
+    # 92 px with four plans at 1920 × 1080 (672 px). Now the columns take their words' widths where they fit, and one
+    # block a row where they do not: no sideways scrolling, no word cut, the plans' columns kept where they fit.
+    panel = _laid_out(qtbot, window, (width, height), plans)
+    table = panel.table
+    assert table.horizontalScrollBar().maximum() == 0
+    assert table.horizontalHeader().length() <= table.viewport().width()
+    if not table.stacked:  # the labels and the columns within the room a vertical scroll bar leaves
+        assert table.verticalHeader().width() + table.horizontalHeader().length() <= table.room()
+    assert _words_fit(panel) == []
+    if width == 1920 or (width, plans) == (1280, 2):  # 672 px holds four plans' columns, 392 px two
+        assert not table.stacked and table.columnCount() == plans
+    assert rows_of(panel)["Method"][:2] == ["LoRA", "QLoRA (quantised base)"]
+    window.controller.undo_stack.setClean()
+
+
+def test_in_blocks_the_plans_are_named_selected_and_read_out_as_side_by_side(qtbot: Any, window: MainWindow) -> None:
+    # Below the width the plans' columns fit (the dock's 270 px at 1024 × 768), one block a row: its label, then each
+    # plan's number and value. The plans are still named whole, selected by keyboard, removed and edited, and each
+    # cell tells a screen reader its row and plan, as the columns' headers did.
+    window.resize(1024, 768)
+    window.show()
+    panel = window.plan_tools.show_compare()
+    named = issue_plans()
+    assert panel.add_plans(named[:2], "Compare")  # type: ignore[arg-type]
+    table = panel.table
+    qtbot.waitUntil(lambda: table._laid_out_at == table.width())
+    assert table.stacked and table.horizontalScrollBar().maximum() == 0
+    comparison = panel.comparison
+    assert comparison is not None and len(comparison.plans) == 3  # the live plan third
+    heading = table.item(0, 0)  # a block's heading: across the table, shaded as a header section is (its Window role)
+    assert heading.text() == "Plans" and table.columnSpan(0, 0) == 2
+    assert heading.background().color() == table.palette().color(QPalette.ColorRole.Window)
+    names = [table.item(r, 1).text() for r in range(1, 4)]
+    assert names == [named[0][0], named[1][0], CURRENT]  # whole, wrapped at spaces by the cell if need be
+    assert plan_labels(panel)[comparison.cheapest_fit()].startswith("★")  # type: ignore[index]
+    assert "RTX 3060" in table.item(2, 0).toolTip()
+    # A screen reader: the table's name, a number read as its plan, a value with its row and plan.
+    view = QAccessible.queryAccessibleInterface(table)
+    assert view.text(QAccessible.Text.Name) == "Plans compared"
+    spoken = {
+        (view.child(k).text(QAccessible.Text.Name), view.child(k).text(QAccessible.Text.Description))
+        for k in range(view.childCount())
+    }
+    assert (f"2. {named[1][0]}", "") in spoken
+    assert ("QLoRA (quantised base)", f"Method, 2. {named[1][0]}") in spoken
+    # The keyboard: down from the first plan's model to the second's selects the second plan; Remove takes it out.
+    model = next(r for r in range(table.rowCount()) if table.item(r, 0).text() == "Model")
+    table.setFocus()
+    table.setCurrentCell(model + 1, 1)
+    QTest.keyClick(table, Qt.Key.Key_Down)
+    assert panel.selected_index() == 1
+    assert panel.remove_selected() and [name for name, _ in panel.pinned] == [named[0][0]]
+    # Copy as Markdown: the comparison's whole text, whatever the table's layout.
+    markdown = panel.copy_markdown()
+    assert named[0][0] in markdown and "| Optimizer code path |" in markdown
+    window.controller.undo_stack.setClean()
+
+
+def test_side_by_side_the_wrapped_names_and_labels_are_read_whole(qtbot: Any, window: MainWindow) -> None:
+    # At 1920 × 1080 the four plans' columns fit (672 px): a name wraps onto lines in its header and a label in the
+    # vertical header, and a screen reader reads each whole, as before it was wrapped.
+    panel = _laid_out(qtbot, window, (1920, 1080))
+    table = panel.table
+    assert not table.stacked
+    header = table.horizontalHeaderItem(1)
+    assert "\n" in header.text() and header.data(SPOKEN) == "2. QLoRA r16 on an RTX 3060"
+    best = panel.comparison.cheapest_fit()  # type: ignore[union-attr]
+    assert best is not None and table.horizontalHeaderItem(best).data(SPOKEN).endswith(", cheapest that fits")
+    labels = {item.data(SPOKEN): item.text() for item in map(table.verticalHeaderItem, range(table.rowCount()))}
+    assert labels["Optimizer code path"] != "Optimizer code path"  # wrapped where shown
+    window.controller.undo_stack.setClean()
+
+
+def test_a_larger_font_lays_the_table_out_again(qtbot: Any, window: MainWindow) -> None:
+    # The words are measured in the table's font: at 1920 × 1080 the four plans' columns fit at the offscreen 9 pt
+    # font; at 18 pt their words no longer fit the dock's 672 px, and the table turns into blocks, not scrolling.
+    panel = _laid_out(qtbot, window, (1920, 1080))
+    table = panel.table
+    assert not table.stacked
+    font = QFont(table.font())
+    font.setPointSizeF(18)
+    table.setFont(font)
+    qtbot.waitUntil(lambda: table.stacked)
+    qtbot.wait(20)
+    assert table.horizontalScrollBar().maximum() == 0 and _words_fit(panel) == []
     window.controller.undo_stack.setClean()
