@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from core.catalogue import Generation, GpuGroup, amd_target, find_gpu, generation
+from core.context_limit import SGLANG_LONG_ENV, VLLM_LONG_ENV, past_limit, would_not_start
 from core.errors import PlanError
 from core.inputs import (
     TORCH_VERSION_LABELS,
@@ -25,7 +26,6 @@ from core.mac import mac_serving_warning, mac_training_warnings
 from core.model import kept_linears, parse_skip_modules
 from core.plan import Attention, Method, OllamaVersion, Plan
 from core.roles import cast_weights_label, deepspeed_cast_adapters, deepspeed_cast_weights, stored_weight_dtype
-from core.serving.context_limit import SGLANG_LONG_ENV, VLLM_LONG_ENV, past_limit, would_not_start
 from core.verdict import Mode
 
 
@@ -66,13 +66,13 @@ def _serving_context_warning(plan: Plan) -> str:
     """A serving context past the model's window, said where the engine starts anyway (llama.cpp, transformers'
     generate, Ollama, or vLLM / SGLang with their variable set: ``inference.long_context``), with what happens there.
     Where vLLM or SGLang refuse it, the verdict ("Would not start") and the banner's sentence say so in the engine's
-    words (core.serving.context_limit); a warning beside them said it a second time (h91diag). "" otherwise."""
+    words (core.context_limit); a warning beside them said it a second time (h91diag). "" otherwise."""
     if not past_limit(plan) or would_not_start(plan):
         return ""
     inf, model = plan.inference, plan.model
     window = model.max_position_embeddings
     past = f"The serving context of {inf.context:,} tokens is past {model.name}'s context window of {window:,} tokens"
-    # What each engine does, from core.serving.context_limit's sources: vllm 0.19.0 vllm/config/model.py and
+    # What each engine does, from core.context_limit's sources: vllm 0.19.0 vllm/config/model.py and
     # sglang 0.5.23 srt/configs/model_config.py warn with the variable set; llama.cpp src/llama-context.cpp logs
     # "n_ctx_seq (...) > n_ctx_train (...) -- possible training context overflow" and runs; transformers' generate
     # says nothing. Ollama sizes num_ctx itself (core.serving.ollama): no engine clause.

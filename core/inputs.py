@@ -2489,7 +2489,7 @@ INPUTS: Final[tuple[Input, ...]] = (
           "A serving context longer than the model's max_position_embeddings: vLLM refuses to start unless "
           "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1, SGLang unless SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 (both then "
           "warn: positions past the limit may give wrong outputs or NaN). On: that variable is set. llama.cpp "
-          "warns and runs either way (core.serving.context_limit).",
+          "warns and runs either way (core.context_limit).",
           ("--long-context",), "vLLM / SGLang: a context past the model's limit allowed (the engine's variable set)",
           matters=lambda p: p.inference.engine in (Engine.VLLM, Engine.SGLANG)
           and p.inference.context > p.model.max_position_embeddings),

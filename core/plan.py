@@ -1250,7 +1250,7 @@ class Inference:
     vllm_version: VllmVersion = DEFAULTS["inference.vllm_version"]  # the release whose rules apply
     vllm_sampler: VllmSampler = DEFAULTS["inference.vllm_sampler"]  # vLLM V1's top-k/top-p sampler
     text_only: bool = DEFAULTS["inference.text_only"]  # image-text checkpoint served without its vision tower
-    # VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 / SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 (core.serving.context_limit)
+    # VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 / SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 (core.context_limit)
     long_context: bool = DEFAULTS["inference.long_context"]
     # vLLM --enforce-eager / SGLang --disable-cuda-graph when False (core.serving.vllm_versions.graphs_captured)
     cuda_graphs: bool = DEFAULTS["inference.cuda_graphs"]

@@ -12,7 +12,7 @@ A total that carries a range (the band published real-GPU figures of plans of it
 in, :mod:`core.evidence`, down to what the card holds once the allocator gives its cache
 back) is borderline when the capacity lies inside that range: the estimate cannot say which
 side of the card's limit the run will fall on. Serving has a fifth, :attr:`Verdict.WONT_START`: the engine refuses the
-plan's context at start-up whatever the memory (core.serving.context_limit; InferenceEstimate.would_not_start says why).
+plan's context at start-up whatever the memory (core.context_limit; InferenceEstimate.would_not_start says why).
 
 One rule for "does it fit", everywhere (branch h60one). "Fits" is the verdict state. A fit whose
 range reaches past the usable memory, into the headroom, *fits narrowly* (:attr:`Judgement.fits_narrowly`,
@@ -40,7 +40,7 @@ class Verdict(StrEnum):
     BORDERLINE = "borderline"  # the card's capacity lies within the estimate's uncertainty
     OOM = "oom"  # more than the card holds
     # The serving engine refuses the plan at start-up for a reason that is not memory: a context past the model's
-    # limit without vLLM's / SGLang's variable (core.serving.context_limit, h90start). A memory refusal (vLLM's KV pool
+    # limit without vLLM's / SGLang's variable (core.context_limit, h90start). A memory refusal (vLLM's KV pool
     # smaller than one request, its start-up free-memory check) is OOM, its reason in InferenceEstimate.refusal.
     WONT_START = "would-not-start"
 

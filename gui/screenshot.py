@@ -47,7 +47,7 @@ def render(
 ) -> None:
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     from PySide6.QtCore import QSettings
-    from PySide6.QtWidgets import QApplication, QScrollArea
+    from PySide6.QtWidgets import QApplication
 
     from gui.settings import Settings
     from gui.theme import apply_theme
@@ -79,15 +79,7 @@ def render(
         for _ in range(5):
             app.processEvents()
         if parallel or local or gpu:  # the plan column scrolled to the Parallelism (Hardware) section
-            column = window.plan_dock.widget()
-            if isinstance(column, QScrollArea):
-                # llama.cpp on this machine: the Serving form's host RAM rows and what this machine has.
-                if llamacpp and local:
-                    column.ensureWidgetVisible(window.serving_form.host_row, 0, 250)
-                else:
-                    column.ensureWidgetVisible(window.hardware_form if local or gpu else window.parallel_form, 0, 0)
-                for _ in range(3):
-                    app.processEvents()
+            _scroll_plan_column(app, window, llamacpp=llamacpp, local=local, gpu=gpu)
         if diagnosis:
             _wait_for_diagnosis(app, window)
         if compare:  # View → Compare plans docked as the window places it, beside the memory chart
@@ -113,6 +105,22 @@ def render(
             raise OSError(f"cannot write {path}")
         window.controller.undo_stack.setClean()
         window.close()
+
+
+def _scroll_plan_column(app: Any, window: Any, *, llamacpp: bool, local: bool, gpu: str) -> None:
+    """The plan column scrolled to the section the picture is about."""
+    from PySide6.QtWidgets import QScrollArea
+
+    column = window.plan_dock.widget()
+    if not isinstance(column, QScrollArea):
+        return
+    # llama.cpp on this machine: the Serving form's host RAM rows and what this machine has.
+    if llamacpp and local:
+        column.ensureWidgetVisible(window.serving_form.host_row, 0, 250)
+    else:
+        column.ensureWidgetVisible(window.hardware_form if local or gpu else window.parallel_form, 0, 0)
+    for _ in range(3):
+        app.processEvents()
 
 
 def _stage(window: Any, *, diagnosis: bool, serving: bool, llamacpp: bool, parallel: bool, local: bool) -> None:

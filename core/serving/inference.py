@@ -13,11 +13,11 @@ from functools import cached_property, partial
 
 from core.breakdown import Bucket
 from core.catalogue import GpuSpec
+from core.context_limit import past_limit_words, would_not_start
 from core.format import amount, counted
 from core.format import memory as format_memory
 from core.params import ParamCounts
 from core.plan import ENGINE_LABELS, Engine, Plan
-from core.serving.context_limit import past_limit_words, would_not_start
 from core.serving.engines import (
     SERVING_OVERHEAD_BYTES,
     EngineMemory,
@@ -91,7 +91,7 @@ class InferenceEstimate:
     # memory other processes hold (core.serving.engines.vllm_start_refusal).
     refusal: str = ""
     # The engine refuses a context past the model's limit, in its words ("" where it starts or warns): vLLM or SGLang
-    # without their variable (core.serving.context_limit.would_not_start); the verdict is then WONT_START (h90start).
+    # without their variable (core.context_limit.would_not_start); the verdict is then WONT_START (h90start).
     context_refusal: str = ""
     # The serving speed, worked out when first read (:attr:`speed`): its queue curve is a third
     # of an estimate's cost, and a training plan's views never read it. A partial of
@@ -199,7 +199,7 @@ class InferenceEstimate:
         requests of the plan's context, and the longest context at the plan's concurrency, said to be the
         model's own limit where that, not the memory, stops it (and left out where it is the plan's context).
         A context past the model's limit: the engine's own words first where it would not start, after
-        where it warns (core.serving.context_limit, h89ctx: "at most 1 request of 8,192 tokens" on Llama 2 7B,
+        where it warns (core.context_limit, h89ctx: "at most 1 request of 8,192 tokens" on Llama 2 7B,
         which vLLM refuses to start)."""
         fits = self._memory_sentence(plan)
         if self.context_refusal:  # set where the engine refuses the context (inference_estimate)

@@ -82,7 +82,7 @@ class ServingForm(PlanForm):
         self.llamacpp_backend = self.add_input("inference.llamacpp_backend")
         self.concurrent = self.add_input("inference.concurrent")
         self.context = self.add_input("inference.context")
-        # vLLM / SGLang: their variable for a context past the model's limit (core.serving.context_limit)
+        # vLLM / SGLang: their variable for a context past the model's limit (core.context_limit)
         self.long_context = self.add_input("inference.long_context")
         self.new_tokens = self.add_input("inference.new_tokens")
         self.tensor_parallel = self.add_input("inference.tensor_parallel")

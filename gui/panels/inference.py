@@ -171,7 +171,7 @@ def _headline(estimate: Estimate, u: Unit) -> str:
     plan = estimate.plan.inference
     if inf.engine in (Engine.VLLM, Engine.SGLANG):
         name = ENGINE_LABELS[inf.engine]
-        if inf.context_refusal:  # the verdict's reason (core.serving.context_limit; h90start): never "✔ holds"
+        if inf.context_refusal:  # the verdict's reason (core.context_limit; h90start): never "✔ holds"
             return f"<b>✖ {name} would not start</b>: {plan.context:,} tokens is past the model's limit."
         if inf.max_concurrency < 1:
             return (

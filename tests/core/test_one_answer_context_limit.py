@@ -1,4 +1,4 @@
-"""A serving context past the model's limit: one answer (core.serving.context_limit.past_limit_words) in the banner's
+"""A serving context past the model's limit: one answer (core.context_limit.past_limit_words) in the banner's
 sentence (InferenceEstimate.limits_sentence), the command line and the report, per engine.
 
 Llama 2 7B's limit is 4,096: max_position_embeddings in https://huggingface.co/meta-llama/Llama-2-7b-hf config.json
@@ -14,13 +14,13 @@ import pytest
 
 from core.catalogue import find_model
 from core.cli.app import main
+from core.context_limit import past_limit_words, would_not_start
 from core.estimate import estimate
 from core.files.launch import Target, export
 from core.files.launch.sglang import read_sglang
 from core.files.launch.vllm import read_vllm
 from core.files.report import build_report, md_cell, to_html, to_markdown
 from core.plan import Engine, OllamaVersion, Plan, default_plan_on
-from core.serving.context_limit import past_limit_words, would_not_start
 from core.verdict import Mode
 
 LIMIT = 4096  # Llama 2 7B's max_position_embeddings (config.json above)

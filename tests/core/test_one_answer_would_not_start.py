@@ -1,5 +1,5 @@
 """"Would not start" is its own serving verdict, never "fits" (branch h90start): one rule (InferenceEstimate.verdict,
-WONT_START where core.serving.context_limit.would_not_start says the engine refuses the context) that the command
+WONT_START where core.context_limit.would_not_start says the engine refuses the context) that the command
 line's verdict line and --json, and the Markdown/HTML report read. Before it, Llama 2 7B on vLLM at 8,192 tokens read
 "Fits" beside "vLLM would not start".
 
@@ -17,10 +17,10 @@ import pytest
 from core.advice.diagnosis import diagnose
 from core.catalogue import find_model
 from core.cli.app import main
+from core.context_limit import past_limit_words
 from core.estimate import estimate
 from core.files.report import build_report, to_html, to_markdown
 from core.plan import Engine, Plan, default_plan_on
-from core.serving.context_limit import past_limit_words
 from core.verdict import VERDICT_LABELS, Mode, Verdict
 
 LIMIT = 4096  # Llama 2 7B's max_position_embeddings (config.json above)

@@ -1,4 +1,4 @@
-"""The window's banner says what the engine does with a context past the model's limit (core.serving.context_limit),
+"""The window's banner says what the engine does with a context past the model's limit (core.context_limit),
 in the words the command line and the report give (tests/core/test_one_answer_context_limit.py), and the Serving form
 offers the engine's variable only where it matters."""
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from core.catalogue import find_model
+from core.context_limit import past_limit_words
 from core.plan import Engine, default_plan_on
-from core.serving.context_limit import past_limit_words
 from gui.main_window import MainWindow
 
 

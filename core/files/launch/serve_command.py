@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from core.catalogue import load_models
+from core.context_limit import VLLM_LONG_ENV
 from core.dtypes import KvDtype, WeightFormat
 from core.errors import PlanError, PlanFileError, one_line
 from core.estimate import gpu_for
@@ -52,7 +53,6 @@ from core.files.runconfig import ModelChoice, model_choice
 from core.format import counted
 from core.inputs import BY_PATH, MAX_LLAMACPP_BUILD, SglangVersion, VllmVersion
 from core.plan import ENGINE_LABELS, Engine, Plan, PrefixCaching
-from core.serving.context_limit import VLLM_LONG_ENV
 from core.serving.ollama import ollama_defaults
 
 MAX_COMMAND_CHARS: Final = 64_000  # a launch line is a few hundred characters; vLLM's JSON flags a few thousand

@@ -50,6 +50,7 @@ from __future__ import annotations
 import shlex
 from typing import Any, Final
 
+from core.context_limit import SGLANG_LONG_ENV, past_limit
 from core.dtypes import KvDtype, WeightFormat
 from core.errors import PlanError
 from core.estimate import gpu_for
@@ -66,7 +67,6 @@ from core.files.launch.engine_flags import sglang_release_flags
 from core.files.launch.vllm import KV_DTYPES, compute_dtype, leave_out_refused
 from core.inputs import SglangVersion, input_at, sglang_multimodal_asked
 from core.plan import ENGINE_LABELS, Engine, Plan
-from core.serving.context_limit import SGLANG_LONG_ENV, past_limit
 from core.serving.engines import sglang_flag_fraction
 from core.serving.sglang_versions import at_least
 from core.serving.text_only import sglang_text_model, tower_line
@@ -85,7 +85,7 @@ QUANTIZATION: Final = {
 MXFP4_FROM: Final = SglangVersion.V0_5_1  # QUANTIZATION_CHOICES: "mxfp4" in 0.5.1, not in 0.4.10
 PP_FROM: Final = SglangVersion.V0_4_7  # --pp-size: 0.4.7 on (not in 0.4.6)
 MIN_FRACTION: Final = input_at("inference.mem_fraction_static").low  # what a plan may give: 0.01
-LONGER_CONTEXT_ENV: Final = SGLANG_LONG_ENV  # core.serving.context_limit, the one home of the name
+LONGER_CONTEXT_ENV: Final = SGLANG_LONG_ENV  # core.context_limit, the one home of the name
 PIP_MARK: Final = "pip install sglang=="
 # CUDA graphs off (inference.cuda_graphs): the spelling every release read takes (0.5.23 keeps it, deprecated,
 # for --cuda-graph-backend-{decode,prefill}=disabled: sglang/srt/server_args.py).

@@ -25,6 +25,7 @@ import shlex
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
 
+from core.context_limit import VLLM_LONG_ENV, past_limit
 from core.dtypes import KvDtype, WeightFormat
 from core.files.launch.common import (
     Draft,
@@ -37,7 +38,6 @@ from core.files.launch.common import (
 )
 from core.files.launch.engine_flags import first_release_with, refused_options, vllm_release_flags
 from core.plan import ENGINE_LABELS, Engine, Plan, PrefixCaching, VllmVersion
-from core.serving.context_limit import VLLM_LONG_ENV, past_limit
 from core.serving.vllm_versions import limit_mm_json
 
 # Switches with no value, written after every flag with one (read_vllm pairs the others).
@@ -148,7 +148,7 @@ def export_vllm(plan: Plan, model_ref: str | None = None) -> Export:
         )
     lines += gptq_int8_header(draft, "vLLM")
     # A context past the model's limit that the plan allows: the variable vLLM refuses to start without
-    # (core.serving.context_limit); an unallowed one is the verdict's "would not start", written as planned.
+    # (core.context_limit); an unallowed one is the verdict's "would not start", written as planned.
     env = [f"{VLLM_LONG_ENV}=1"] if inf.long_context and past_limit(plan) else []
     return draft.finish(Target.VLLM, header(lines) + " ".join(shlex.quote(w) for w in [*env, *argv]) + "\n")
 
