@@ -131,6 +131,11 @@ def sglang_release_flags(version: str, every_patch: bool = False) -> frozenset[s
     return frozenset().union(*(f for v, f in table.items() if v.partition(".post")[0] == release))
 
 
+def sglang_wheels() -> tuple[str, ...]:
+    """The SGLang wheels the table was read from, oldest first ("0.4.0", "0.4.0.post2", ...)."""
+    return tuple(_release_table(SGLANG_SERVER_FLAGS_FILE)[0])
+
+
 def sglang_release_values(version: str, option: str, every_patch: bool = False) -> Choices | None:
     """What ``python -m sglang.launch_server`` of wheel ``version`` takes for ``option`` (tools/engine_flags/choices.py
     SGLANG_OPTIONS); with ``every_patch``, what any wheel of its release takes. None for another option or release."""
@@ -140,11 +145,21 @@ def sglang_release_values(version: str, option: str, every_patch: bool = False) 
     return _choices([table[v].get(option, set()) for v in wheels])
 
 
-def first_release_taking(
-    option: str, value: str, releases: Iterable[str], values_of: Callable[[str, str], Choices | None]
-) -> str:
-    """The first of ``releases`` (oldest first) that takes ``value`` for ``option``; "" where none does."""
-    return next((r for r in releases if (c := values_of(r, option)) is not None and c.takes(value)), "")
+def releases_taking(
+    option: str,
+    value: str,
+    releases: Iterable[str],
+    values_of: Callable[[str, str], Choices | None],
+    current: str,
+) -> tuple[str, str]:
+    """The first of ``releases`` (oldest first) after ``current`` that takes ``value`` for ``option``, and the last
+    before it that does; "" where none does."""
+    order = list(releases)
+    taking = [r for r in order if (c := values_of(r, option)) is not None and c.takes(value)]
+    at = order.index(current) if current in order else len(order)
+    later = [r for r in taking if order.index(r) > at]
+    earlier = [r for r in taking if order.index(r) < at]
+    return (later[0] if later else ""), (earlier[-1] if earlier else "")
 
 
 def sglang_prog(version: str) -> str:
