@@ -330,7 +330,18 @@ def serve_choices(sources: Mapping[str, str]) -> dict[str, list[str]]:
                 out[option] = [ANY]
                 continue
             annotation = _fields(cls, release.classes).get(field.value)
-            values, literal, has_str = names.annotation(annotation) if annotation is not None else ([], False, False)
+            # the annotation's names as the class's own module binds them at run time (config.py's
+            # ``QuantizationMethods = Any``, not quantization/__init__.py's Literal)
+            home = next(
+                (
+                    p
+                    for p in sorted(trees, key=lambda p: (not p.startswith("vllm/config"), p))  # _classes' order
+                    if any(isinstance(n, ast.ClassDef) and n.name == cls.name for n in ast.walk(trees[p]))
+                ),
+                "",
+            )
+            local = Names(trees, prefer=(home,)) if home else names
+            values, literal, has_str = local.annotation(annotation) if annotation is not None else ([], False, False)
             out[option] = sorted(values) + ([ANY] if not literal or (metavar and has_str) else [])
     if out.get("--quantization") == [ANY]:
         # 0.9 on: QuantizationMethods is Any at run time (imported under TYPE_CHECKING), so argparse takes any name;
