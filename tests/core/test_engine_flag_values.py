@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import pytest
 
+from core.cli.app import main
 from core.dtypes import WeightFormat
 from core.errors import PlanError
 from core.files.launch import sglang as sg
@@ -171,3 +172,16 @@ def test_the_plan_s_rule_is_the_tables_for_every_format_and_release(engine: str)
             except PlanError as exc:
                 planned = exc.field != "inference.weight_dtype"  # refused for another reason
             assert planned is takes, (fmt, release)
+
+
+def test_the_command_line_says_the_engine_s_refusal_before_the_plan_s(capsys: pytest.CaptureFixture[str]) -> None:
+    # The image's tag names 0.8 (plan_from_command) or --vllm-version does (the options over the command): either way
+    # the plan is refused, vLLM's own line first.
+    for argv in (
+        ["docker run --gpus all vllm/vllm-openai:v0.8.5 --model openai/gpt-oss-20b --quantization mxfp4"],
+        ["vllm serve openai/gpt-oss-20b --quantization mxfp4", "--vllm-version", "0.8"],
+    ):
+        assert main(["import-command", *argv, "--gpu", "h100-sxm"]) != 0
+        err = capsys.readouterr().err
+        assert "the launch command: vLLM 0.8 would not start: 'vllm serve: error: argument --quantization/-q: " in err
+        assert "As a plan: " in err and "from vLLM 0.10" in err

@@ -1790,7 +1790,10 @@ def plan_from_command(
                 plan = plan.with_inference(new_tokens=plan.inference.context // 2)
     except PlanError as exc:  # named by the words that set the field, where a flag did
         words = next((n.words for n in read.read if n.field == exc.field), "")
-        raise PlanFileError(WHERE, f"{words}: {exc}" if words else str(exc)) from None
+        said = f"{words}: {exc}" if words else str(exc)
+        # where the engine would not start either (a value its release refuses: --quantization mxfp4 on vLLM 0.8),
+        # its own words first
+        raise PlanFileError(WHERE, f"{read.stops}. As a plan: {said}" if read.stops else said) from None
     except (TypeError, ValueError) as exc:
         raise PlanFileError(WHERE, f"cannot be planned: {one_line(str(exc))[:200]}") from None
     return CommandPlan(plan, choice, tuple(notes))
