@@ -1371,8 +1371,9 @@ def read_command(
     versions, version_notes = _version_fields(text, start, start.engine)
     if start.engine in (Engine.VLLM, Engine.SGLANG):
         release = _checked_release(start.engine, text, start, versions, (vllm_version, sglang_version))
+        parsing = len(stopped)  # what stops before argparse runs (the image's entrypoint, the --config file)
         _release_refuses(start.engine, release, start.args, reader, stopped)
-        _value_refusals(release, args, stopped)
+        _value_refusals(release, args, stopped, parsing)
     _environment(start, reader, stopped)
     fields = dict(reader.fields)
     dtype_given = bool(fields.pop("_dtype_given", True))
@@ -1525,10 +1526,11 @@ def _checked_release(
 _CHECKED_VALUES: Final = ("--dtype", "--quantization", "-q", "--kv-cache-dtype", "--load-format", "--attention-backend")
 
 
-def _value_refusals(release: _Release, args: _Args, stopped: list[str]) -> None:
+def _value_refusals(release: _Release, args: _Args, stopped: list[str], parsing: int) -> None:
     """A value of a checked option that the release does not take, said in ``stopped`` as the engine stops on it:
     argparse's "invalid choice" line (``_check_value``: the value and the choices, each repr'd) put before any
-    other argparse line, since argparse checks a value as it parses it and the unrecognised words after; vLLM 0.9
+    other argparse line (from index ``parsing`` of ``stopped``), since argparse checks a value as it parses it and
+    the unrecognised words after; vLLM 0.9
     on takes any ``--quantization`` name at parse time and stops at start-up (``ModelConfig._verify_quantization``:
     "Unknown quantization method: X. Must be one of [...]"), said after them. Each names the first covered release
     that takes the value."""
@@ -1553,7 +1555,7 @@ def _value_refusals(release: _Release, args: _Args, stopped: list[str]) -> None:
                 f"{release.name} would not start: '{release.prog}: error: argument {shown}: invalid choice: "
                 f"{value!r} (choose from {listed})'{since}"
             )
-    stopped[:] = [*argparse_lines, *stopped, *later]
+    stopped[:] = [*stopped[:parsing], *argparse_lines, *stopped[parsing:], *later]
 
 
 def _which_release_takes(release: _Release, option: str, value: str) -> str:
