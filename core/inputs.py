@@ -542,6 +542,18 @@ class VllmVersion(StrEnum):
 VLLM_V1_FROM: Final = VllmVersion.V0_8
 # The first release line that loads Llama 4 (0.8.3's registry; core.serving.vllm_versions says where it was read).
 LLAMA4_VLLM_FROM: Final = VllmVersion.V0_8
+# The weight formats an engine release does not load, as the releases whose parser takes the format's
+# --quantization name (the exports' core.files.launch.vllm / sglang QUANTIZATION): (first, last), None where open.
+# resources/engine_flags/vllm_serve.txt and sglang_server.txt's value rows (read from each wheel by
+# tools/engine_flags/choices.py) are the source; tests/core/test_engine_flag_values.py holds these to them. vLLM:
+# mxfp4 from 0.10 (0.6-0.8's argparse choices=[*QUANTIZATION_METHODS, None] and 0.9's QUANTIZATION_METHODS lack it),
+# bitsandbytes up to 0.27 (0.28's QuantizationMethods Literal has none, its quantization/bitsandbytes.py is gone).
+# SGLang: mxfp4 from 0.5.1 (0.4.10's --quantization choices lack it): SGLANG_WEIGHT_RELEASES, below SglangVersion.
+# Plan validation refuses the others (core.plan._weight_format_refusal).
+VLLM_WEIGHT_LINES: Final = {
+    WeightFormat.MXFP4: (VllmVersion.V0_10, None),
+    WeightFormat.NF4: (None, VllmVersion.V0_27),
+}
 
 # Text-only serving of an image-text checkpoint: the release lines whose model class leaves the vision tower
 # unbuilt when every modality it serves has ``--limit-mm-per-prompt`` 0, by the wrapper's model_type
@@ -705,6 +717,21 @@ class SglangVersion(StrEnum):
 # flag's own help text). core.serving.sglang_versions.is_multimodal reads it; Plan validation refuses it on a
 # release without it (core.plan._sglang_multimodal_refusal).
 SGLANG_ENABLE_MULTIMODAL_FROM: Final = SglangVersion.V0_4_6
+# The SGLang releases that load each weight format they do not all load (see VLLM_WEIGHT_LINES).
+SGLANG_WEIGHT_RELEASES: Final = {WeightFormat.MXFP4: (SglangVersion.V0_5_1, None)}
+
+
+def release_loads(fmt: WeightFormat, release: VllmVersion | SglangVersion) -> bool:
+    """Whether a vLLM line or SGLang release loads weights of ``fmt`` (VLLM_WEIGHT_LINES, SGLANG_WEIGHT_RELEASES)."""
+    table: dict[WeightFormat, tuple[Any, Any]] = (
+        VLLM_WEIGHT_LINES if isinstance(release, VllmVersion) else SGLANG_WEIGHT_RELEASES
+    )
+    order: list[Any] = list(type(release))
+    first, last = table.get(fmt, (None, None))
+    at = order.index(release)
+    return (first is None or order.index(first) <= at) and (last is None or at <= order.index(last))
+
+
 # The wrappers' model_type (ModelSpec.vision_family) of those two architectures.
 SGLANG_MM_DISABLED_FAMILIES: Final = frozenset(("gemma3", "llama4"))
 

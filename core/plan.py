@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 from core.catalogue import find_gpu, find_link
+from core.dtypes import WEIGHT_LABELS as WEIGHT_NAMES
 from core.dtypes import Autocast, CacheType, Dtype, GgufQuant, KvDtype, LlamaCppBackend, MpDtype, Quant, WeightFormat
 from core.errors import PlanError
 from core.hybrid import MIXER_NAMES
@@ -42,11 +43,13 @@ from core.inputs import (
     QUANT_LABELS,
     SGLANG_ENABLE_MULTIMODAL_FROM,
     SGLANG_MM_DISABLED_FAMILIES,
+    SGLANG_WEIGHT_RELEASES,
     STACK_LABELS,
     STRATEGY_LABELS,
     TE_FLOAT8,
     TEXT_ONLY_EVERY_MODEL_FROM,
     TRANSFORMERS_LOSS_LABELS,
+    VLLM_WEIGHT_LINES,
     Accounting,
     Attention,
     CheckpointPolicy,
@@ -81,6 +84,7 @@ from core.inputs import (
     VllmVersion,
     checks_of,
     input_at,
+    release_loads,
     run_checks,
     skips_tower,
     text_only_from,
@@ -344,12 +348,40 @@ def serving_refusal(model: ModelSpec, inf: Inference) -> PlanError | None:
     before vLLM 0.26 (:func:`_hybrid_prefix_caching_refusal`)."""
     refused = _model_kind_refusal(model, inf)
     if refused is None:
+        refused = _weight_format_refusal(inf)
+    if refused is None:
         refused = _text_only_refusal(model, inf)
     if refused is None:
         refused = _sglang_multimodal_refusal(model, inf)
     if refused is None:
         refused = _hybrid_prefix_caching_refusal(model, inf)
     return refused
+
+
+def _weight_format_refusal(inf: Inference) -> PlanError | None:
+    """A weight format the plan's vLLM or SGLang release does not load (core.inputs.release_loads: its --quantization
+    name is not among the release's, read from the wheels), refused with the formats that release covers and the
+    releases that take it."""
+    release: VllmVersion | SglangVersion
+    table: dict[WeightFormat, tuple[Any, Any]]
+    if inf.engine is Engine.VLLM:
+        label, release, table = "vLLM", inf.vllm_version, {**VLLM_WEIGHT_LINES}
+    elif inf.engine is Engine.SGLANG:
+        label, release, table = "SGLang", inf.sglang_version, {**SGLANG_WEIGHT_RELEASES}
+    else:
+        return None
+    if release_loads(inf.weight_dtype, release):
+        return None
+    first, last = table[inf.weight_dtype]
+    span = f"from {label} {first.value}" if first is not None else f"up to {label} {last.value if last else ''}"
+    covered = ", ".join(WEIGHT_NAMES[f] for f in WeightFormat if release_loads(f, release))
+    return PlanError(
+        "inference.weight_dtype",
+        inf.weight_dtype.value,
+        f"one of {covered} on {label} {release.value}",
+        f"{label} {release.value} has no {WEIGHT_NAMES[inf.weight_dtype]} weights: its --quantization takes the "
+        f"format {span}",
+    )
 
 
 def _model_kind_refusal(model: ModelSpec, inf: Inference) -> PlanError | None:

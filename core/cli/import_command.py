@@ -25,7 +25,7 @@ from typing import Any, Final
 from core.cli.parser import UsageError, text_arg
 from core.cli.plans import base_plan, plan_from_args, without_model
 from core.cli.render import estimate_json_text, render_serving
-from core.errors import PlanFileError, one_line
+from core.errors import PlanError, PlanFileError, one_line
 from core.estimate import estimate
 from core.files.fileio import read_regular_file
 from core.files.launch.serve_command import (
@@ -87,7 +87,12 @@ def run(args: argparse.Namespace) -> str:
     read = read_command(text, load_config=config_loader(folder), vllm_version=line, sglang_version=release)
     read = replace(read, notes=(*read.notes, *_release_notes(read, given, given_sglang)))
     built = plan_from_command(read, base, keep_model=keep_model)
-    plan = plan_from_args(without_model(args), built.plan)  # the options override the command
+    try:
+        plan = plan_from_args(without_model(args), built.plan)  # the options override the command
+    except PlanError as exc:  # the release the options name refuses what the command asks (mxfp4 on vLLM 0.8)
+        if not read.stops:
+            raise
+        raise PlanFileError("the launch command", f"{read.stops}. As a plan: {exc}") from None
     result = estimate(plan)
     if args.save:
         save_plan(plan, args.save, force=args.force, mode=Mode.INFERENCE)

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from core.catalogue import load_gpus, load_models
 from core.dtypes import Autocast, CacheType, Dtype, GgufQuant, KvDtype, Quant, WeightFormat
 from core.errors import PlanError
-from core.inputs import LLAMA4_VLLM_FROM, SGLANG_ENABLE_MULTIMODAL_FROM, SGLANG_MM_DISABLED_FAMILIES
+from core.inputs import LLAMA4_VLLM_FROM, SGLANG_ENABLE_MULTIMODAL_FROM, SGLANG_MM_DISABLED_FAMILIES, release_loads
 from core.mac import MAC_ATTENTION, MAC_OPTIMIZERS
 from core.model import LORA_TARGETS, MIXER_TARGETS, ModelSpec
 from core.plan import (
@@ -254,7 +254,7 @@ def plans(draw: st.DrawFn) -> Plan:
             ),
         ),
         inference=Inference(
-            weight_dtype=draw(st.sampled_from(list(WeightFormat))),
+            weight_dtype=(weight := draw(st.sampled_from(list(WeightFormat)))),
             # vLLM has no int8 / int4 cache: refused for a hybrid (core.plan.serving_refusal)
             kv_dtype=draw(st.sampled_from([k for k in KvDtype if not hybrid or k not in (KvDtype.INT8, KvDtype.INT4)])),
             concurrent=draw(st.integers(1, 4096)),
@@ -265,8 +265,12 @@ def plans(draw: st.DrawFn) -> Plan:
             tensor_parallel=1
             if engine is Engine.LLAMACPP or mac
             else draw(st.sampled_from(serving_tensor_parallel(spec, 64))),
-            vllm_version=draw(st.sampled_from(versions)),
-            sglang_version=(sglang_version := draw(st.sampled_from(list(SglangVersion)))),
+            # a release that loads the weights drawn (core.inputs.release_loads: mxfp4 from vLLM 0.10 / SGLang 0.5.1,
+            # bitsandbytes to vLLM 0.27; core.plan._weight_format_refusal)
+            vllm_version=draw(st.sampled_from([v for v in versions if release_loads(weight, v)])),
+            sglang_version=(
+                sglang_version := draw(st.sampled_from([v for v in SglangVersion if release_loads(weight, v)]))
+            ),
             # SGLang's --enable-multimodal: Gemma 3 / Llama 4 on SGLang refuse it before 0.4.6 (core.plan
             # _sglang_multimodal_refusal); any other plan takes it and ignores it
             sglang_enable_multimodal=draw(st.booleans())

@@ -8,6 +8,10 @@ left out and named among what the export cannot say.
   of it in 0.7.3's ``vllm/engine/arg_utils.py``). Before 0.8 one server is one replica.
 * ``--pp-size``: sglang 0.4.6's ``server_args.py`` has none (0.4.6.post5's line 705 adds it; the export pins
   ``pip install sglang==0.4.6``, the release's own wheel).
+
+Nor a value the release refuses: every ``--dtype``, ``--quantization`` and ``--kv-cache-dtype`` value written is one
+the release takes (the files' value rows; tests/core/test_engine_flag_values.py cites the wheels). A plan whose weight
+format the release does not load is refused (mxfp4 before vLLM 0.10 and SGLang 0.5.1, bitsandbytes after vLLM 0.27).
 """
 
 from __future__ import annotations
@@ -20,9 +24,15 @@ import pytest
 from core.dtypes import KvDtype, WeightFormat
 from core.errors import PlanError
 from core.files.launch import Export
-from core.files.launch.engine_flags import sglang_release_flags, vllm_release_flags
+from core.files.launch.common import Draft
+from core.files.launch.engine_flags import (
+    sglang_release_flags,
+    sglang_release_values,
+    vllm_release_flags,
+    vllm_release_values,
+)
 from core.files.launch.sglang import export_sglang
-from core.files.launch.vllm import export_vllm
+from core.files.launch.vllm import FLAG_FIELDS, export_vllm, leave_out_refused
 from core.plan import Plan, PrefixCaching, SglangVersion, VllmVersion
 from core.presets import plan_for_model
 
@@ -65,6 +75,13 @@ def _plan(engine: str, version_field: str, version: str, settings: dict[str, obj
     return plan.with_inference(engine=engine, context=4096, **{version_field: version}, **settings)
 
 
+def _values(export: Export) -> dict[str, str]:
+    """The recorded options' values the command writes (``--quantization mxfp4``)."""
+    words = shlex.split(export.text.splitlines()[-1])
+    checked = ("--dtype", "--quantization", "--kv-cache-dtype", "--load-format", "--attention-backend")
+    return {w: words[i + 1] for i, w in enumerate(words[:-1]) if w in checked}
+
+
 def _options(export: Export) -> list[str]:
     """The option strings of the command (its last line) after the program (``vllm serve``, ``python -m
     sglang.launch_server``), ``--x=y`` as ``--x``."""
@@ -83,6 +100,7 @@ def test_every_flag_an_export_writes_is_one_its_release_takes(engine: str, name:
     releases = [v.value for v in (VllmVersion if engine == "vllm" else SglangVersion)]
     vllm = engine == "vllm"
     flags_of, exporter = (vllm_release_flags, export_vllm) if vllm else (sglang_release_flags, export_sglang)
+    values_of = vllm_release_values if vllm else sglang_release_values
     exported = 0
     for release in releases:
         try:  # a release the plan refuses (gemma3's tower before vLLM 0.15, --enable-multimodal before SGLang 0.4.6)
@@ -93,6 +111,8 @@ def test_every_flag_an_export_writes_is_one_its_release_takes(engine: str, name:
         exported += 1
         refused = [o for o in _options(export) if o not in flags_of(release)]
         assert refused == [], (release, refused)
+        bad = {o: v for o, v in _values(export).items() if not values_of(release, o).takes(v)}  # type: ignore
+        assert bad == {}, (release, bad)
         assert f"flags of {'vLLM' if vllm else 'SGLang'} {release})" in export.text.splitlines()[0]
     assert exported or (engine, name) in NOT_A_PLAN
 
@@ -109,6 +129,29 @@ def test_replicas_before_vllm_0_8_are_left_out_and_said() -> None:
         "balancer"
     )
     assert f"# {why}" in old.text.splitlines()  # said in the command's header too, wherever it is pasted
+
+
+def test_a_value_the_release_refuses_is_left_out_and_said() -> None:
+    """vLLM 0.28 has no bitsandbytes quantization: a plan carried there is refused (core.plan); the exports' check,
+    handed the 0.28 release and the words an NF4 plan writes, leaves the name out rather than write it for vLLM to
+    stop on, and says so on the plan field."""
+    plan = _plan("vllm", "vllm_version", "0.27", {"weight_dtype": WeightFormat.NF4})
+    assert "--quantization bitsandbytes" in export_vllm(plan).text
+    with pytest.raises(PlanError, match="bitsandbytes NF4"):
+        plan.with_inference(vllm_version="0.28")
+    draft = Draft(plan)
+    kept, said = leave_out_refused(
+        draft,
+        ["--dtype", "bfloat16", "--quantization", "bitsandbytes", "--max-model-len", "4096"],
+        ("vLLM 0.28", vllm_release_flags("0.28")),
+        ([v.value for v in VllmVersion], vllm_release_flags),
+        FLAG_FIELDS,
+        {},
+        vllm_release_values,
+    )
+    assert kept == ["--dtype", "bfloat16", "--max-model-len", "4096"]
+    assert said == ["vLLM 0.28 takes no --quantization bitsandbytes (up to 0.27): left out"]
+    assert draft._why["inference.weight_dtype"] == said[0]
 
 
 def test_the_sglang_export_leaves_pp_size_out_on_0_4_6_as_before() -> None:

@@ -14,8 +14,11 @@ import re
 import shlex
 from dataclasses import replace
 
+import pytest
+
 from core.catalogue import find_gpu, find_model
 from core.dtypes import CacheType, KvDtype, WeightFormat
+from core.errors import PlanError
 from core.files.launch import Target, export
 from core.files.launch.ollama import read_ollama
 from core.files.launch.sglang import read_sglang
@@ -84,8 +87,8 @@ def test_sglang_flags_by_release() -> None:
         inference=Inference(engine=Engine.SGLANG, weight_dtype=WeightFormat.MXFP4),
     )
     assert "--quantization mxfp4" in export(mx, Target.SGLANG).text
-    mx_old = export(mx.with_inference(sglang_version=SglangVersion.V0_4_10), Target.SGLANG)
-    assert "--quantization" not in mx_old.text and mx_old.cannot("inference.weight_dtype")
+    with pytest.raises(PlanError, match="from SGLang 0.5.1"):  # core.plan refuses it: no export to write
+        mx.with_inference(sglang_version=SglangVersion.V0_4_10)
     long = export(served(engine=Engine.SGLANG, context=262_144), Target.SGLANG)
     assert command(long.text).startswith("SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 python -m sglang.launch_server")
     assert read_sglang(long.text)[1]["inference.context"] == 262_144

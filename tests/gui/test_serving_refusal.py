@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from core.catalogue import find_model
+from core.dtypes import WeightFormat
 from core.errors import PlanError
 from core.plan import Engine, PrefixCaching, VllmVersion, default_plan_on, serving_refusal
 from gui.controller import PlanController, refusal_text
@@ -135,3 +136,21 @@ def test_the_multimodal_box_shows_for_gemma_3_on_sglang_from_0_4_6(window: MainW
     assert str(carried.value) == str(home)
     window.controller.reset(plan.with_inference(engine=Engine.VLLM))
     assert not form.form.isRowVisible(form.sglang_multimodal)  # vLLM has no such switch
+
+
+def test_a_vllm_line_that_does_not_load_the_weights_is_refused_on_its_list(window: MainWindow) -> None:
+    # gpt-oss's MXFP4 weights on vLLM 0.19; 0.9's --quantization names have no mxfp4 (resources/engine_flags/
+    # vllm_serve.txt, read from the 0.9.2 wheel: tests/core/test_engine_flag_values.py): the switch is refused with
+    # the home's words (core.plan._weight_format_refusal) and the plan stays on 0.19.
+    window.show()
+    window.inference_action.trigger()
+    form = window.serving_form
+    oss = find_model("gpt-oss-20b")
+    plan = default_plan_on(oss.spec, oss.id).with_inference(engine=Engine.VLLM, weight_dtype=WeightFormat.MXFP4)
+    window.controller.reset(plan)
+    form.vllm_version.setCurrentIndex(form.vllm_version.findData("0.9"))
+    home = serving_refusal(oss.spec, replace(plan.inference, vllm_version=VllmVersion.V0_9))
+    assert home is not None and home.field == "inference.weight_dtype" and "from vLLM 0.10" in home.reason
+    assert window.controller.plan == plan and form.vllm_version.currentData() == "0.19"
+    assert is_marked_invalid(form.vllm_version) and form.vllm_version.property("invalidMessage") == str(home)
+    assert refusal_text(home, window.controller.plan) in window.problem.text()

@@ -24,7 +24,9 @@ path under ``python -m``; ``ArgumentParser(prog="sglang serve")`` where a releas
 
 Output (``resources/engine_flags/sglang_server.txt``): a header naming each wheel read and its parser's name, then
 each option once with the wheels that accept it (``--pp-size 0.4.6.post5-0.5.23``: a .postN adds flags, 22 of them
-in 0.4.6.post5), in the format of ``vllm_serve.txt`` (:mod:`tools.engine_flags.vllm_serve_flags`).
+in 0.4.6.post5), in the format of ``vllm_serve.txt`` (:mod:`tools.engine_flags.vllm_serve_flags`), with the values
+each wheel takes for the options the planner reads or writes after them (:func:`server_choices`; 4.0 KB, 0.8 KB
+compressed of the file's 36 KB, 7.7 KB).
 """
 
 from __future__ import annotations
@@ -36,10 +38,12 @@ import zipfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from tools.engine_flags.choices import ANY, SGLANG_OPTIONS, Names
 from tools.engine_flags.vllm_serve_flags import call_loops, print_table
 
 SERVER_ARGS = "sglang/srt/server_args.py"
 FIELDS = "sglang/srt/arg_groups/fields/"
+CHOICES = "sglang/srt/arg_groups/choices.py"  # QUANTIZATION_CHOICES and the rest from 0.5.20
 
 
 def _sources(wheel: Path) -> dict[str, str]:
@@ -47,7 +51,7 @@ def _sources(wheel: Path) -> dict[str, str]:
         return {
             name: zipped.read(name).decode("utf-8")
             for name in zipped.namelist()
-            if name == SERVER_ARGS or (name.startswith(FIELDS) and name.endswith(".py"))
+            if name in (SERVER_ARGS, CHOICES) or (name.startswith(FIELDS) and name.endswith(".py"))
         }
 
 
@@ -182,6 +186,46 @@ def server_flags(sources: Mapping[str, str]) -> set[str]:
     return release.flags | {"-h", "--help"}  # argparse's own
 
 
+def server_choices(sources: Mapping[str, str]) -> dict[str, list[str]]:
+    """The values argparse lets through for each of :data:`choices.SGLANG_OPTIONS` in one release's sources, ``*``
+    where it lets any through: the ``choices=`` of the option's ``parser.add_argument`` call (0.4.x - 0.5.13:
+    ``ServerArgs.add_cli_args`` and the functions it hands the parser; a literal list or a module-level
+    ``QUANTIZATION_CHOICES``-style list), or of the ``Arg(...)`` of the dataclass field that becomes the option
+    (0.5.14 on: ``cli_name``, ``aliases`` or ``--field-name``)."""
+    trees = {p: ast.parse(t) for p, t in sources.items()}
+    names = Names(trees, prefer=(CHOICES, SERVER_ARGS))
+    out: dict[str, list[str]] = {}
+
+    def record(options: Iterable[str], choices: ast.expr | None) -> None:
+        for option in options:
+            if option in SGLANG_OPTIONS:
+                found = [ANY] if choices is None else names.values(choices)
+                if found is None:
+                    raise SystemExit(f"{option}: choices {ast.unparse(choices)[:60]} not read")  # type: ignore[arg-type]
+                out.setdefault(option, found)
+
+    for tree in trees.values():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and _called(node) == "add_argument":
+                options = [a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+                record(options, next((k.value for k in node.keywords if k.arg == "choices"), None))
+            elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+                annotation = node.annotation
+                if not (isinstance(annotation, ast.Subscript) and ast.unparse(annotation.value) in ("A", "Annotated")):
+                    continue
+                parts = annotation.slice.elts if isinstance(annotation.slice, ast.Tuple) else [annotation.slice]
+                name = "--" + node.target.id.replace("_", "-")
+                for meta in parts[1:]:
+                    if isinstance(meta, ast.Call) and _called(meta) == "Arg":
+                        kw = {k.arg: k.value for k in meta.keywords if k.arg is not None}
+                        cli = kw.get("cli_name")
+                        first = cli.value if isinstance(cli, ast.Constant) and isinstance(cli.value, str) else name
+                        record([first, *(_strings(kw["aliases"]) if "aliases" in kw else [])], kw.get("choices"))
+                    elif _is_help(meta):
+                        record([name], None)
+    return out
+
+
 def prog_of(sources: Mapping[str, str]) -> str:
     """The parser's name in argparse's messages: prepare_server_args' ``prog=``, else launch_server.py."""
     named = re.search(r"def prepare_server_args.*?ArgumentParser\(prog=\"([^\"]+)\"", sources[SERVER_ARGS], re.S)
@@ -197,17 +241,19 @@ def version_key(version: str) -> tuple[int, ...]:
 def main(argv: list[str]) -> int:
     wheels = sorted((Path(a) for a in argv), key=lambda w: version_key(w.name.split("-")[1]))
     per_release: dict[str, set[str]] = {}
+    choices: dict[str, dict[str, list[str]]] = {}
     header = []
     for wheel in wheels:
         sources = _sources(wheel)
         version = wheel.name.split("-")[1]
         per_release[version] = server_flags(sources)
+        choices[version] = server_choices(sources)
         header.append(f"# sglang {version} wheel {wheel.name} prog {prog_of(sources)}")
     print("# The option strings `python -m sglang.launch_server` accepts, by release:")
     print("# python -m tools.engine_flags.sglang_server_flags (tools/engine_flags/sglang_server_flags.py) over these")
     print("# wheels, each release's own and its last .postN, read from their source; prog: argparse's name in errors")
     print("\n".join(header))
-    print_table(per_release)
+    print_table(per_release, choices, SGLANG_OPTIONS)
     return 0
 
 

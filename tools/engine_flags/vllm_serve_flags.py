@@ -22,7 +22,9 @@ ops). The serve parser is read from its source as ``vllm serve`` builds it:
 
 Output (``resources/engine_flags/vllm_serve.txt``): a header naming each wheel read (its release and the commit its
 ``vllm/_version.py`` records; 0.6-0.9 record none), then each option once with the release lines that accept it
-(``--swap-space 0.6-0.17``; ``0.6-0.12,0.15-0.34`` where it left and came back): 20 KB, 5 KB compressed, where 29
+(``--swap-space 0.6-0.17``; ``0.6-0.12,0.15-0.34`` where it left and came back), then the values each line takes for
+the options the planner reads or writes (``--quantization=mxfp4 0.10-0.34``: :func:`serve_choices`,
+:mod:`tools.engine_flags.choices`): 25 KB, 6 KB compressed (the values added 3.5 KB, 0.8 KB compressed), where 29
 full lists would be ten times that. Prefix matching and ``_`` for ``-`` are the reader's
 (:mod:`core.files.launch.serve_command`), as vLLM's parser does them at parse time.
 """
@@ -36,6 +38,8 @@ import zipfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from tools.engine_flags.choices import ANY, VLLM_OPTIONS, Names, value_rows
+
 CLI_ARGS = (
     "vllm/entrypoints/common/cli_args.py",
     "vllm/entrypoints/launchers/cli_args.py",
@@ -44,6 +48,11 @@ CLI_ARGS = (
 ARG_UTILS = "vllm/engine/arg_utils.py"
 SERVE = "vllm/entrypoints/cli/serve.py"
 BOOL_ACTIONS = ("BooleanOptionalAction",)
+# where the choices of --quantization (QUANTIZATION_METHODS, QuantizationMethods) and --load-format (LoadFormats) live
+CHOICE_SOURCES = (
+    "vllm/model_executor/layers/quantization/__init__.py",
+    "vllm/model_executor/model_loader/__init__.py",
+)
 
 
 def _sources(wheel: Path) -> dict[str, str]:
@@ -52,7 +61,7 @@ def _sources(wheel: Path) -> dict[str, str]:
             name: zipped.read(name).decode("utf-8")
             for name in zipped.namelist()
             if (name.endswith(".py") and (name.startswith(("vllm/config", "vllm/entrypoints/", "vllm/engine/"))))
-            or name in ("vllm/_version.py", "vllm/version.py", "vllm/utils/argparse_utils.py")
+            or name in ("vllm/_version.py", "vllm/version.py", "vllm/utils/argparse_utils.py", *CHOICE_SOURCES)
         }
 
 
@@ -275,6 +284,74 @@ def serve_flags(sources: Mapping[str, str]) -> set[str]:
     return release.flags | {"-h", "--help"}  # argparse's own
 
 
+def serve_choices(sources: Mapping[str, str]) -> dict[str, list[str]]:
+    """The values argparse lets through for each of :data:`choices.VLLM_OPTIONS` in one release's sources, ``*``
+    added where it lets any through (see :mod:`tools.engine_flags.choices`). The option's ``add_argument`` call in
+    ``EngineArgs.add_cli_args``: its ``choices=`` (0.6-0.8: a literal list, ``[*QUANTIZATION_METHODS, None]``,
+    ``[f.value for f in LoadFormat]``), else the ``**x_kwargs["field"]`` it spreads, which ``get_kwargs``
+    (``_compute_kwargs``) builds from the field's annotation: a ``Literal`` gives ``choices`` — ``metavar`` instead
+    where the annotation also holds ``str``, in the releases whose ``literal_to_kwargs`` says so (0.10 on) — and no
+    Literal gives none."""
+    trees = {p: ast.parse(t) for p, t in sources.items() if p.endswith(".py")}
+    names = Names(trees, prefer=(ARG_UTILS,))
+    release = _Release(sources)
+    metavar = '"metavar" if contains_type(type_hints, str)' in sources.get(ARG_UTILS, "")
+    out: dict[str, list[str]] = {}
+    for function, owner in _functions(trees[ARG_UTILS]):
+        if function.name != "add_cli_args" or owner not in ("EngineArgs", "AsyncEngineArgs"):
+            continue
+        kwargs_of = {
+            node.targets[0].id: ast.unparse(node.value.args[0])
+            for node in ast.walk(function)
+            if isinstance(node, ast.Assign)
+            and isinstance(node.value, ast.Call)
+            and ast.unparse(node.value.func).endswith("get_kwargs")
+            and node.value.args
+            and isinstance(node.targets[0], ast.Name)
+        }
+        for node in ast.walk(function):
+            if not (isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "add_argument"):
+                continue
+            option = next((a.value for a in node.args if isinstance(a, ast.Constant) and a.value in VLLM_OPTIONS), None)
+            if option is None:
+                continue
+            keywords = {k.arg: k.value for k in node.keywords if k.arg is not None}
+            if "choices" in keywords:
+                found = names.values(keywords["choices"])
+                if found is None:
+                    raise SystemExit(f"{option}: choices {ast.unparse(keywords['choices'])[:60]} not read")
+                out[option] = found
+                continue
+            spread = next((k.value for k in node.keywords if k.arg is None), None)
+            field = spread.slice if isinstance(spread, ast.Subscript) else None
+            holder = ast.unparse(spread.value) if isinstance(spread, ast.Subscript) else ""
+            cls = release.classes.get(kwargs_of.get(holder, ""))
+            if cls is None or not (isinstance(field, ast.Constant) and isinstance(field.value, str)):
+                out[option] = [ANY]
+                continue
+            annotation = _fields(cls, release.classes).get(field.value)
+            # the annotation's names as the class's own module binds them at run time (config.py's
+            # ``QuantizationMethods = Any``, not quantization/__init__.py's Literal)
+            home = next(
+                (
+                    p
+                    for p in sorted(trees, key=lambda p: (not p.startswith("vllm/config"), p))  # _classes' order
+                    if any(isinstance(n, ast.ClassDef) and n.name == cls.name for n in ast.walk(trees[p]))
+                ),
+                "",
+            )
+            local = Names(trees, prefer=(home,)) if home else names
+            values, literal, has_str = local.annotation(annotation) if annotation is not None else ([], False, False)
+            out[option] = sorted(values) + ([ANY] if not literal or (metavar and has_str) else [])
+    if out.get("--quantization") == [ANY]:
+        # 0.9 on: QuantizationMethods is Any at run time (imported under TYPE_CHECKING), so argparse takes any name;
+        # ModelConfig._verify_quantization then stops on one not in QUANTIZATION_METHODS ("Unknown quantization
+        # method"): its names are written beside the "*"
+        known = names.values(ast.Name("QUANTIZATION_METHODS"))
+        out["--quantization"] = [*sorted(known or []), ANY]
+    return out
+
+
 def release_of(wheel: Path, sources: Mapping[str, str]) -> tuple[str, str]:
     version = wheel.name.split("-")[1]
     text = sources.get("vllm/_version.py", "") + sources.get("vllm/version.py", "")
@@ -302,25 +379,34 @@ def ranges(present: list[bool], lines: list[str]) -> str:
 def main(argv: list[str]) -> int:
     wheels = sorted((Path(a) for a in argv), key=lambda w: tuple(int(x) for x in re.findall(r"\d+", w.name)[:3]))
     per_line: dict[str, set[str]] = {}
+    choices: dict[str, dict[str, list[str]]] = {}
     header = []
     for wheel in wheels:
         sources = _sources(wheel)
         version, commit = release_of(wheel, sources)
         per_line[line_of(version)] = serve_flags(sources)
+        choices[line_of(version)] = serve_choices(sources)
         header.append(f"# vllm {version} commit {commit} {wheel.name}")
     print("# The option strings `vllm serve` accepts, by release line: python -m tools.engine_flags.vllm_serve_flags")
     print("# (tools/engine_flags/vllm_serve_flags.py) over these wheels, one per line, read from their source:")
     print("\n".join(header))
-    print_table(per_line)
+    print_table(per_line, choices, VLLM_OPTIONS)
     return 0
 
 
-def print_table(per_line: Mapping[str, set[str]]) -> None:
-    """The ``# lines`` row, then each option once with the lines (in ``per_line``'s order) that take it."""
+def print_table(
+    per_line: Mapping[str, set[str]], choices: Mapping[str, Mapping[str, list[str]]], options: Iterable[str]
+) -> None:
+    """The ``# lines`` row, then each option once with the lines (in ``per_line``'s order) that take it, then the
+    values of ``options`` each line's parser lets through (tools/engine_flags/choices.py)."""
     lines = list(per_line)
     print(f"# lines {' '.join(lines)}")
     for flag in sorted(set().union(*per_line.values())):
         print(flag, ranges([flag in per_line[line] for line in lines], lines))
+    print("# values: OPTION=VALUE and the lines whose argparse choices= hold it; OPTION=* the lines whose parser takes")
+    print("# any value for it (beside a * line, the names the release knows): tools/engine_flags/choices.py")
+    for row, present in value_rows(choices, options):
+        print(row, ranges(present, lines))
 
 
 if __name__ == "__main__":

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Final
 
 # Why a word of a pasted command is left out of the plan when nothing more specific applies: the readers of every
@@ -52,18 +53,21 @@ SGLANG_SERVER_FLAGS_FILE: Final = "engine_flags/sglang_server.txt"
 
 
 @functools.lru_cache(maxsize=2)
-def _release_table(name: str) -> tuple[dict[str, frozenset[str]], dict[str, str]]:
-    """Release line ("0.19", "0.5.10") -> the option strings its parser has, and -> its parser's ``prog`` where the
-    header names one (``# sglang 0.5.23 wheel W prog sglang serve``)."""
+def _release_table(name: str) -> tuple[dict[str, frozenset[str]], dict[str, str], dict[str, dict[str, set[str]]]]:
+    """Release line ("0.19", "0.5.10") -> the option strings its parser has, -> its parser's ``prog`` where the
+    header names one (``# sglang 0.5.23 wheel W prog sglang serve``), and -> the values it takes for the options
+    whose choices the file records (``--quantization=mxfp4 0.10-0.34``; ``--load-format=* ...``: any value)."""
     from core.resources import resource_path
 
     lines: list[str] = []
     out: dict[str, set[str]] = {}
     progs: dict[str, str] = {}
+    values: dict[str, dict[str, set[str]]] = {}
     for row in resource_path(name).read_text(encoding="utf-8").splitlines():
         if row.startswith("# lines "):
             lines = row.split()[2:]
             out = {line: set() for line in lines}
+            values = {line: {} for line in lines}
         elif row.startswith("# sglang ") and " prog " in row:
             progs[row.split()[2]] = row.partition(" prog ")[2]
         elif row and not row.startswith("#"):
@@ -71,14 +75,49 @@ def _release_table(name: str) -> tuple[dict[str, frozenset[str]], dict[str, str]
             for span in spans.split(","):
                 first, _, last = span.partition("-")
                 for line in lines[lines.index(first) : lines.index(last or first) + 1]:
-                    out[line].add(flag)
-    return {line: frozenset(flags) for line, flags in out.items()}, progs
+                    if "=" in flag:
+                        option, _, value = flag.partition("=")
+                        values[line].setdefault(option, set()).add(value)
+                    else:
+                        out[line].add(flag)
+    return {line: frozenset(flags) for line, flags in out.items()}, progs, values
+
+
+ANY_VALUE: Final = "*"  # tools/engine_flags/choices.py ANY: the release's parser has no choices for the option
+
+
+@dataclass(frozen=True)
+class Choices:
+    """The values one release takes for one option: argparse's ``choices``, or (``free``) any value, beside which
+    ``names`` are the ones the release knows where it checks them after parsing (vLLM 0.9 on: ``--quantization``,
+    ModelConfig's "Unknown quantization method"); ``names`` sorted (vLLM's get_kwargs sorts a Literal's; the
+    0.6-0.8 lists and SGLang's keep the source's order, which the file does not)."""
+
+    names: tuple[str, ...]
+    free: bool
+
+    def takes(self, value: str) -> bool:
+        return value in self.names or (self.free and not self.names)
+
+
+def _choices(sets: Iterable[set[str]]) -> Choices | None:
+    found = [s for s in sets if s]
+    if not found:
+        return None
+    union: set[str] = set().union(*found)
+    return Choices(tuple(sorted(union - {ANY_VALUE})), ANY_VALUE in union)
 
 
 def vllm_release_flags(line: str) -> frozenset[str]:
     """The option strings ``vllm serve`` of release line ``line`` ("0.19", or a VllmVersion) accepts; empty for a
     line the file does not hold."""
     return _release_table(VLLM_SERVE_FLAGS_FILE)[0].get(str(line), frozenset())
+
+
+def vllm_release_values(line: str, option: str) -> Choices | None:
+    """What ``vllm serve`` of ``line`` takes for ``option`` (``--quantization``, ``--kv-cache-dtype``, ``--dtype``,
+    ``--load-format``: tools/engine_flags/choices.py VLLM_OPTIONS); None for another option or line."""
+    return _choices([_release_table(VLLM_SERVE_FLAGS_FILE)[2].get(str(line), {}).get(option, set())])
 
 
 def sglang_release_flags(version: str, every_patch: bool = False) -> frozenset[str]:
@@ -90,6 +129,37 @@ def sglang_release_flags(version: str, every_patch: bool = False) -> frozenset[s
         return table.get(str(version), frozenset())
     release = str(version).partition(".post")[0]
     return frozenset().union(*(f for v, f in table.items() if v.partition(".post")[0] == release))
+
+
+def sglang_wheels() -> tuple[str, ...]:
+    """The SGLang wheels the table was read from, oldest first ("0.4.0", "0.4.0.post2", ...)."""
+    return tuple(_release_table(SGLANG_SERVER_FLAGS_FILE)[0])
+
+
+def sglang_release_values(version: str, option: str, every_patch: bool = False) -> Choices | None:
+    """What ``python -m sglang.launch_server`` of wheel ``version`` takes for ``option`` (tools/engine_flags/choices.py
+    SGLANG_OPTIONS); with ``every_patch``, what any wheel of its release takes. None for another option or release."""
+    table = _release_table(SGLANG_SERVER_FLAGS_FILE)[2]
+    release = str(version).partition(".post")[0]
+    wheels = [v for v in table if (v.partition(".post")[0] == release if every_patch else v == str(version))]
+    return _choices([table[v].get(option, set()) for v in wheels])
+
+
+def releases_taking(
+    option: str,
+    value: str,
+    releases: Iterable[str],
+    values_of: Callable[[str, str], Choices | None],
+    current: str,
+) -> tuple[str, str]:
+    """The first of ``releases`` (oldest first) after ``current`` that takes ``value`` for ``option``, and the last
+    before it that does; "" where none does."""
+    order = list(releases)
+    taking = [r for r in order if (c := values_of(r, option)) is not None and c.takes(value)]
+    at = order.index(current) if current in order else len(order)
+    later = [r for r in taking if order.index(r) > at]
+    earlier = [r for r in taking if order.index(r) < at]
+    return (later[0] if later else ""), (earlier[-1] if earlier else "")
 
 
 def sglang_prog(version: str) -> str:

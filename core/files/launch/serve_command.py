@@ -43,10 +43,15 @@ from core.files.launch.engine_flags import (
     SGLANG_VALUED,
     VLLM_SWITCHES,
     VLLM_VALUED,
+    Choices,
     flag_names,
+    releases_taking,
     sglang_prog,
     sglang_release_flags,
+    sglang_release_values,
+    sglang_wheels,
     vllm_release_flags,
+    vllm_release_values,
 )
 from core.files.model_source import is_hub_id
 from core.files.runconfig import ModelChoice, model_choice
@@ -1367,7 +1372,9 @@ def read_command(
     versions, version_notes = _version_fields(text, start, start.engine)
     if start.engine in (Engine.VLLM, Engine.SGLANG):
         release = _checked_release(start.engine, text, start, versions, (vllm_version, sglang_version))
+        parsing = len(stopped)  # what stops before argparse runs (the image's entrypoint, the --config file)
         _release_refuses(start.engine, release, start.args, reader, stopped)
+        _value_refusals(release, args, stopped, parsing)
     _environment(start, reader, stopped)
     fields = dict(reader.fields)
     dtype_given = bool(fields.pop("_dtype_given", True))
@@ -1424,6 +1431,10 @@ class _Release:
     name: str  # "vLLM 0.19", "SGLang 0.4.6.post5"
     flags: frozenset[str]
     prog: str
+    # what the release takes for an option whose choices the tables record (engine_flags.vllm_release_values /
+    # sglang_release_values), and the releases read, oldest first, with what each takes
+    values: Callable[[str], Choices | None] = lambda _option: None
+    history: tuple[tuple[str, ...], Callable[[str, str], Choices | None]] = ((), lambda _release, _option: None)
 
 
 def _release_refuses(engine: Engine, release: _Release, words: list[str], reader: _Reader, stopped: list[str]) -> None:
@@ -1479,17 +1490,85 @@ def _checked_release(
     its release's wheels read takes."""
     if engine is Engine.VLLM:
         line = VllmVersion(fields.get("inference.vllm_version") or plan[0] or BY_PATH["inference.vllm_version"].default)
-        return _Release(f"vLLM {line.value}", vllm_release_flags(line), "vllm serve")
+        lines = [v.value for v in VllmVersion]
+        return _Release(
+            f"vLLM {line.value}",
+            vllm_release_flags(line),
+            "vllm serve",
+            lambda option: vllm_release_values(line.value, option),
+            (tuple(lines), vllm_release_values),
+        )
     named = _sglang_tag(text, start)
     exact = re.match(r"\d+\.\d+\.\d+(?:\.post\d+)?", named)
-    if exact and sglang_release_flags(exact.group(0)):
-        return _Release(f"SGLang {exact.group(0)}", sglang_release_flags(exact.group(0)), sglang_prog(exact.group(0)))
+    wheel = exact.group(0) if exact and sglang_release_flags(exact.group(0)) else ""
     release = SglangVersion(
         fields.get("inference.sglang_version") or plan[1] or BY_PATH["inference.sglang_version"].default
     )
+    history = (sglang_wheels(), sglang_release_values)
+    if wheel:
+        return _Release(
+            f"SGLang {wheel}",
+            sglang_release_flags(wheel),
+            sglang_prog(wheel),
+            lambda option: sglang_release_values(wheel, option),
+            history,
+        )
     return _Release(
-        f"SGLang {release.value}", sglang_release_flags(release, every_patch=True), sglang_prog(release.value)
+        f"SGLang {release.value}",
+        sglang_release_flags(release, every_patch=True),
+        sglang_prog(release.value),
+        lambda option: sglang_release_values(release.value, option, every_patch=True),
+        history,
     )
+
+
+# The options whose values the tables record (tools/engine_flags/choices.py), each as argparse names it in an error
+# (``_get_action_name``: its option strings joined by "/"; vLLM's ``--quantization`` has ``-q`` too, SGLang's not).
+_CHECKED_VALUES: Final = ("--dtype", "--quantization", "-q", "--kv-cache-dtype", "--load-format", "--attention-backend")
+
+
+def _value_refusals(release: _Release, args: _Args, stopped: list[str], parsing: int) -> None:
+    """A value of a checked option that the release does not take, said in ``stopped`` as the engine stops on it:
+    argparse's "invalid choice" line (``_check_value``: the value and the choices, each repr'd) put before any
+    other argparse line (from index ``parsing`` of ``stopped``), since argparse checks a value as it parses it and
+    the unrecognised words after; vLLM 0.9
+    on takes any ``--quantization`` name at parse time and stops at start-up (``ModelConfig._verify_quantization``:
+    "Unknown quantization method: X. Must be one of [...]"), said after them. Each names the first covered release
+    that takes the value."""
+    argparse_lines: list[str] = []
+    later: list[str] = []
+    for flag in _CHECKED_VALUES:
+        value = args.values.get(flag)
+        option = "--quantization" if flag == "-q" else flag
+        choices = release.values(option)
+        if value is None or choices is None or choices.takes(value):
+            continue
+        shown = f"{option}/-q" if option == "--quantization" and "-q" in release.flags else option
+        since = _which_release_takes(release, option, value)
+        if choices.free:
+            later.append(
+                f"{release.name} would not start: 'Unknown quantization method: {value}. Must be one of "
+                f"{list(choices.names)}.'{since}"
+            )
+        else:
+            listed = ", ".join(repr(c) for c in choices.names)
+            argparse_lines.append(
+                f"{release.name} would not start: '{release.prog}: error: argument {shown}: invalid choice: "
+                f"{value!r} (choose from {listed})'{since}"
+            )
+    stopped[:] = [*stopped[:parsing], *argparse_lines, *stopped[parsing:], *later]
+
+
+def _which_release_takes(release: _Release, option: str, value: str) -> str:
+    """ "; vLLM 0.10 is the first that takes it" (a later release), "; vLLM 0.27 is the last that takes it" (only
+    earlier ones), or that no release read does."""
+    engine, current = release.name.split()
+    later, earlier = releases_taking(option, value, *release.history, current)
+    if later:
+        return f"; {engine} {later} is the first that takes it"
+    if earlier:
+        return f"; {engine} {earlier} is the last that takes it"
+    return f"; no {engine} release read takes it"
 
 
 def _stops(start: _Start, args: _Args, refused: list[str], stopped: list[str]) -> str:
@@ -1716,7 +1795,10 @@ def plan_from_command(
                 plan = plan.with_inference(new_tokens=plan.inference.context // 2)
     except PlanError as exc:  # named by the words that set the field, where a flag did
         words = next((n.words for n in read.read if n.field == exc.field), "")
-        raise PlanFileError(WHERE, f"{words}: {exc}" if words else str(exc)) from None
+        said = f"{words}: {exc}" if words else str(exc)
+        # where the engine would not start either (a value its release refuses: --quantization mxfp4 on vLLM 0.8),
+        # its own words first
+        raise PlanFileError(WHERE, f"{read.stops}. As a plan: {said}" if read.stops else said) from None
     except (TypeError, ValueError) as exc:
         raise PlanFileError(WHERE, f"cannot be planned: {one_line(str(exc))[:200]}") from None
     return CommandPlan(plan, choice, tuple(notes))

@@ -32,8 +32,10 @@ Where the plan leaves it off, the header says that this launch takes no images, 
 (core.serving.text_only.tower_line).
 
 Every option is checked against the release's own wheel, the one the header's ``pip install sglang==X`` installs
-(core.files.launch.engine_flags ``sglang_release_flags``): one its parser has not is left out and said among what
-the export cannot say, never written for the server to stop on.
+(core.files.launch.engine_flags ``sglang_release_flags``), and so is the value of every option whose choices the
+table records (``sglang_release_values``: ``--quantization mxfp4`` before 0.5.1, ``--kv-cache-dtype``, ``--dtype``):
+one its parser has not, or refuses the value of, is left out and said among what the export cannot say, never
+written for the server to stop on.
 
 ``--mem-fraction-static`` is always written for a plan judged under SGLang's rules: the plan's own
 or the default the estimate took for the plan's release, card and layout
@@ -63,7 +65,7 @@ from core.files.launch.common import (
     header,
     model_reference,
 )
-from core.files.launch.engine_flags import sglang_release_flags
+from core.files.launch.engine_flags import sglang_release_flags, sglang_release_values
 from core.files.launch.vllm import KV_DTYPES, compute_dtype, leave_out_refused
 from core.inputs import SglangVersion, input_at, sglang_multimodal_asked
 from core.plan import ENGINE_LABELS, Engine, Plan
@@ -82,7 +84,6 @@ QUANTIZATION: Final = {
     WeightFormat.NF4: "bitsandbytes",
     WeightFormat.MXFP4: "mxfp4",
 }
-MXFP4_FROM: Final = SglangVersion.V0_5_1  # QUANTIZATION_CHOICES: "mxfp4" in 0.5.1, not in 0.4.10
 PP_FROM: Final = SglangVersion.V0_4_7  # --pp-size: 0.4.7 on (not in 0.4.6)
 MIN_FRACTION: Final = input_at("inference.mem_fraction_static").low  # what a plan may give: 0.01
 LONGER_CONTEXT_ENV: Final = SGLANG_LONG_ENV  # core.context_limit, the one home of the name
@@ -111,16 +112,14 @@ FLAG_FIELDS: Final = {
 }
 
 
-def _weights(draft: Draft, version: SglangVersion) -> list[str]:
+def _weights(draft: Draft) -> list[str]:
     inf = draft.plan.inference
     fmt, kv = inf.weight_dtype, inf.kv_dtype
     dtype = compute_dtype(
         draft, "SGLang quantises in flight to fp8 or 4-bit bitsandbytes; its int8 (w8a8_int8) is a checkpoint's"
     )
     flags = ["--dtype", dtype]
-    if fmt is WeightFormat.MXFP4 and not at_least(version, MXFP4_FROM):
-        draft.cannot("inference.weight_dtype", f"SGLang {version.value} has no mxfp4 quantization (0.5.1 on)")
-    elif fmt in QUANTIZATION:
+    if fmt in QUANTIZATION:  # a name the release does not take (mxfp4 before 0.5.1): left out by leave_out_refused
         flags += ["--quantization", QUANTIZATION[fmt]]
     if kv is KvDtype.FP8:
         flags += ["--kv-cache-dtype", FP8_KV]
@@ -178,7 +177,7 @@ def export_sglang(plan: Plan, model_ref: str | None = None) -> Export:
     version = inf.sglang_version
     env = [f"{LONGER_CONTEXT_ENV}=1"] if past_limit(plan) else []
     argv = [*env, "python", "-m", "sglang.launch_server", "--model-path", model_reference(draft, model_ref)]
-    argv += [*_weights(draft, version), "--context-length", str(inf.context), *_layout(draft, version)]
+    argv += [*_weights(draft), "--context-length", str(inf.context), *_layout(draft, version)]
     fraction, note = _fraction(draft)
     argv += fraction
     if sglang_multimodal_asked(plan):  # switches with no value, written last
@@ -193,6 +192,7 @@ def export_sglang(plan: Plan, model_ref: str | None = None) -> Export:
         ([v.value for v in SglangVersion], sglang_release_flags),
         FLAG_FIELDS,
         {},
+        sglang_release_values,
     )
     if inf.engine is not Engine.SGLANG:
         draft.cannot(

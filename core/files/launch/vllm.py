@@ -14,7 +14,8 @@ leaves the engine's default, ``--enforce-eager`` (CUDA graphs off) and ``--enabl
 Each is checked against the plan's release line (``inference.vllm_version``; core.files.launch.engine_flags
 ``vllm_release_flags``, read from each line's wheel): one the line's parser has not is left out and said among what
 the export cannot say (``--data-parallel-size`` before 0.8: one server per replica), never written for the server to
-stop on ("unrecognized arguments").
+stop on ("unrecognized arguments"). So is a value the line does not take (``vllm_release_values``: ``--quantization
+mxfp4`` before 0.10, ``bitsandbytes`` after 0.27, whose QUANTIZATION_METHODS dropped it).
 How many requests arrive at once, and how long each answer may be, are the clients'.
 """
 
@@ -36,7 +37,14 @@ from core.files.launch.common import (
     header,
     model_reference,
 )
-from core.files.launch.engine_flags import first_release_with, refused_options, vllm_release_flags
+from core.files.launch.engine_flags import (
+    Choices,
+    first_release_with,
+    refused_options,
+    releases_taking,
+    vllm_release_flags,
+    vllm_release_values,
+)
 from core.plan import ENGINE_LABELS, Engine, Plan, PrefixCaching, VllmVersion
 from core.serving.vllm_versions import limit_mm_json
 
@@ -134,6 +142,7 @@ def export_vllm(plan: Plan, model_ref: str | None = None) -> Export:
         ([v.value for v in VllmVersion], vllm_release_flags),
         FLAG_FIELDS,
         {"--data-parallel-size": replicas},
+        vllm_release_values,
     )
     if inf.engine is not Engine.VLLM:
         draft.cannot(
@@ -160,11 +169,15 @@ def leave_out_refused(
     history: tuple[Iterable[str], Callable[[str], frozenset[str]]],
     fields: Mapping[str, str],
     hints: Mapping[str, str],
+    values_of: Callable[[str, str], Choices | None] = lambda _release, _option: None,
 ) -> tuple[list[str], list[str]]:
     """``flags`` less the options the plan's release (its label and its parser's option strings) has not, each said
     on the plan field it carries: "vLLM 0.7 has no --data-parallel-size (0.8 on): left out; HINT". ``history``:
-    the covered releases oldest first and their option strings, to name the first that has it. Returned with the
-    kept options: the same words as header lines, so the command says them wherever it is pasted."""
+    the covered releases oldest first and their option strings, to name the first that has it. Then less the values
+    the release does not take (``values_of(release, option)``: engine_flags.vllm_release_values /
+    sglang_release_values), the option with it: "vLLM 0.28 takes no --quantization bitsandbytes (up to 0.27): left
+    out". Returned with the kept options: the same words as header lines, so the command says them wherever it is
+    pasted."""
     label, accepted = release
     kept, refused = refused_options(flags, accepted)
     said = []
@@ -174,7 +187,20 @@ def leave_out_refused(
         hint = f"; {hints[flag]}" if flag in hints else ""
         said.append(f"{label} has no {flag}{since}: left out{hint}")
         draft.cannot(fields.get(flag, "inference.engine"), said[-1])
-    return kept, said
+    current = label.split()[-1]
+    out: list[str] = []
+    for word in kept:
+        option = out[-1] if out else ""
+        choices = values_of(current, option) if option.startswith("-") and not word.startswith("-") else None
+        if choices is None or choices.takes(word):
+            out.append(word)
+            continue
+        out.pop()
+        later, earlier = releases_taking(option, word, history[0], values_of, current)
+        span = f" ({later} on)" if later else f" (up to {earlier})" if earlier else " (no release read takes it)"
+        said.append(f"{label} takes no {option} {word}{span}: left out")
+        draft.cannot(fields.get(option, "inference.engine"), said[-1])
+    return out, said
 
 
 def read_vllm(text: str) -> tuple[str, dict[str, Any]]:
