@@ -212,6 +212,7 @@ class HardwareForm(PlanForm):
         self.calibration = self.add_input("hardware.calibration")
         self.headroom = self.add_input("hardware.headroom")
         self.held_by_others = self.add_input("hardware.held_by_others")
+        self.platform = self.add_input("hardware.platform")  # the OS CUDA runs under: WSL2's whole-card total
         self.price = self.add_input("hardware.price_per_gpu_hour")
         self.peak_override = self.add_input("hardware.peak_tflops_override")
         self.alloc_conf = self.add_input("hardware.alloc_conf")
@@ -288,7 +289,7 @@ class HardwareForm(PlanForm):
         found = self._found()
         if found is None or not found.gpus:
             return
-        changes = found.gpus[0].hardware_changes()
+        changes = found.hardware_changes(found.gpus[0])  # its platform too (WSL2, Windows), where known
         self.controller.update("hardware.gpu", lambda p: p.with_hardware(**changes), "Use this machine's card")
 
     def _use_host(self) -> None:
