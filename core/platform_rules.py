@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
-from core.inputs import Engine, Offload, Platform
+from core.inputs import ENGINE_LABELS, Engine, Offload, Platform
 
 if TYPE_CHECKING:
     from core.plan import Plan
@@ -78,8 +78,8 @@ def platform_serving_warning(plan: Plan) -> str:
     platform, engine = plan.hardware.platform, plan.inference.engine
     if platform is Platform.WINDOWS and engine in LINUX_ONLY_ENGINES:
         return (
-            f"{engine.value} does not run on native Windows: run it under WSL2 (Platform: Windows, WSL2), where the "
-            "driver also reports the whole card."
+            f"{ENGINE_LABELS[engine]} does not run on native Windows: run it under WSL2 (Platform: Windows, WSL2), "
+            "where the driver also reports the whole card."
         )
     if platform is Platform.WSL2 and engine is Engine.VLLM and not pins_host_memory(platform):
         return (

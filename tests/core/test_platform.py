@@ -112,9 +112,10 @@ def test_vllm_under_wsl2_pins_nothing_and_does_not_run_on_native_windows() -> No
     vllm = default_plan().with_inference(engine=Engine.VLLM)
     assert platform_serving_warning(vllm) == ""
     assert "pin_memory=False" in platform_serving_warning(vllm.with_hardware(platform=Platform.WSL2))
-    assert "does not run on native Windows" in platform_serving_warning(vllm.with_hardware(platform=Platform.WINDOWS))
+    windows = vllm.with_hardware(platform=Platform.WINDOWS)
+    assert "vLLM does not run on native Windows" in platform_serving_warning(windows)
     sglang = vllm.with_inference(engine=Engine.SGLANG).with_hardware(platform=Platform.WINDOWS)
-    assert "does not run on native Windows" in platform_serving_warning(sglang)
+    assert "SGLang does not run on native Windows" in platform_serving_warning(sglang)
     llamacpp = vllm.with_inference(engine=Engine.LLAMACPP).with_hardware(platform=Platform.WINDOWS)
     assert platform_serving_warning(llamacpp) == ""
 
