@@ -43,9 +43,10 @@ def local_card(plan: Plan, found: LocalGpus | None) -> LocalGpu | None:
     of its reported memory), if any."""
     hw = plan.hardware
     for gpu in found.gpus if found is not None else ():
-        changes = gpu.hardware_changes()
+        changes = found.hardware_changes(gpu) if found is not None else gpu.hardware_changes()
         memory = changes.get("custom_memory_gb")
-        if changes["gpu"] != hw.gpu:
+        # The same card under another platform (WSL2's whole-card total) is not this machine's yet.
+        if changes["gpu"] != hw.gpu or changes.get("platform", hw.platform) != hw.platform:
             continue
         if hw.gpu != CUSTOM or (isinstance(memory, float) and abs(memory - hw.custom_memory_gb) < 1e-6):
             return gpu

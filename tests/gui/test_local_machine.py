@@ -471,3 +471,17 @@ def test_this_machines_card_under_wsl2_plans_on_wsl2_and_the_form_says_so(window
     assert window.controller.plan.hardware.platform is Platform.LINUX
     window.controller.undo_stack.undo()
     assert window.controller.plan.hardware.platform is Platform.WSL2
+
+
+def test_the_same_card_planned_as_native_linux_is_offered_again_on_a_wsl2_machine(window: MainWindow) -> None:
+    # The plan's card is this machine's, but the machine runs CUDA under WSL2 (whole-card total): "Use this machine's
+    # card" stays offered until the plan's platform is the machine's too.
+    gpu = LocalGpu(0, "NVIDIA GeForce RTX 4070 Laptop GPU", "nvidia", 8188 * MiB, 805 * MiB, 7383 * MiB, "nvidia-smi")
+    gpu = LocalGpu(**{**gpu.__dict__, "catalogue": find_gpu("rtx-4070-laptop")})
+    window.controller.reset(window.controller.plan.with_hardware(gpu="rtx-4070-laptop"))
+    window.show()
+    window.local.set_gpus(LocalGpus((gpu,), (), ("nvidia-smi",), 0.01, platform=Platform.WSL2))
+    form = window.hardware_form
+    assert form.use_local.isVisibleTo(window)
+    form.use_local.click()
+    assert window.controller.plan.hardware.platform is Platform.WSL2 and not form.use_local.isVisibleTo(window)
