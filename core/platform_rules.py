@@ -18,7 +18,8 @@ platform (h92wsl)" has the evidence and the corpus' WSL2 logs scored with and wi
   (``Platform.is_pin_memory_available``, vllm/platforms/interface.py at vllm-project/vllm@005e818: "Using
   'pin_memory=False' as WSL is detected. This may slow down the performance."; first in PR 312, 2023-06,
   ``in_wsl``: "microsoft" in ``uname()``); from PR 41496 (2026-05) ``VLLM_WSL2_ENABLE_PIN_MEMORY=1`` opts in.
-  Pageable memory changes no size the planner counts, only how fast a host copy runs: a warning.
+  Pageable memory changes no size the planner counts, only how fast a host copy runs: a warning where the plan
+  has a host copy that pins (a training CPU offload); a vLLM plan holds no host buffer, so none there.
 - **Training's capacity** is the card's memory on every platform already (core.runtime.pytorch_limit_bytes:
   the figure PyTorch's out-of-memory message reads); what the desktop holds is, again, held by others.
 """
@@ -54,11 +55,6 @@ def driver_total_bytes(card_bytes: float, reserved_bytes: float, platform: Platf
     return max(0.0, card_bytes - reserved_bytes)
 
 
-def pins_host_memory(platform: Platform) -> bool:
-    """Whether vLLM pins its host buffers on ``platform`` (not under WSL2 unless VLLM_WSL2_ENABLE_PIN_MEMORY=1)."""
-    return platform is not Platform.WSL2
-
-
 def platform_training_warning(plan: Plan) -> str:
     """The training warning the platform brings, "" when none: a CPU offload under WSL2, whose pinned host
     memory NVIDIA limits (DeepSpeed's and FSDP2's offloads pin their host copies)."""
@@ -74,17 +70,12 @@ def platform_training_warning(plan: Plan) -> str:
 
 def platform_serving_warning(plan: Plan) -> str:
     """The serving warning the platform brings, "" when none: vLLM or SGLang on native Windows, which they do
-    not support (run them under WSL2), and vLLM under WSL2, which pins no host memory."""
+    not support (run them under WSL2). vLLM's pageable host memory under WSL2 is not warned of: a plan holds no
+    vLLM host buffer (--cpu-offload-gb, V0's swap space are not modelled), so it changes nothing planned."""
     platform, engine = plan.hardware.platform, plan.inference.engine
     if platform is Platform.WINDOWS and engine in LINUX_ONLY_ENGINES:
         return (
             f"{ENGINE_LABELS[engine]} does not run on native Windows: run it under WSL2 (Platform: Windows, WSL2), "
             "where the driver also reports the whole card."
-        )
-    if platform is Platform.WSL2 and engine is Engine.VLLM and not pins_host_memory(platform):
-        return (
-            "Under WSL2 vLLM pins no host memory ('Using pin_memory=False as WSL is detected'): its host copies "
-            "run slower; the memory figures are the same. VLLM_WSL2_ENABLE_PIN_MEMORY=1 turns it back on "
-            "(vLLM PR 41496)."
         )
     return ""
