@@ -61,10 +61,15 @@ def platform_training_warning(plan: Plan) -> str:
     offloads = plan.parallel.offload is not Offload.NONE or plan.activation_offload
     if plan.hardware.platform is not Platform.WSL2 or not offloads:
         return ""
+    # Reports of the cap: PyTorch's pin_memory "CUDA error: out of memory" under WSL2 (microsoft/WSL issue 8447);
+    # pinned allocations over 500 MB failing in Docker on WSL2 where native Windows took 4 GB (microsoft/WSL issue
+    # 14078); a 0.75-1.0 GiB cumulative pin wall on an RTX 3090 (FlashML-org/FreeToken PR 233). No one figure:
+    # a warning, not a limit.
     return (
-        "Under WSL2 pinned host memory is limited (NVIDIA's CUDA on WSL guide, known limitations): the CPU "
-        "offload's pinned buffers may fail to allocate or fall back to pageable memory, and its copies run "
-        "slower than the estimate's; the memory figures are the same."
+        "Under WSL2 pinned host memory is limited (NVIDIA's CUDA on WSL guide, known limitations; pinned "
+        "allocations of 0.5 - 1 GiB have failed there with 'CUDA error: out of memory'): the CPU offload's "
+        "pinned buffers may fail to allocate, or run pageable and slower than the estimate; the memory figures "
+        "are the same."
     )
 
 
