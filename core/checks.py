@@ -25,6 +25,7 @@ from core.losses import loss_choice, loss_conflicts, loss_label
 from core.mac import mac_serving_warning, mac_training_warnings
 from core.model import kept_linears, parse_skip_modules
 from core.plan import Attention, Method, OllamaVersion, Plan
+from core.platform_rules import platform_serving_warning, platform_training_warning
 from core.roles import cast_weights_label, deepspeed_cast_adapters, deepspeed_cast_weights, stored_weight_dtype
 from core.verdict import Mode
 
@@ -189,6 +190,10 @@ def plan_warnings(plan: Plan) -> tuple[PlanWarning, ...]:
     if serving:
         warnings.append(PlanWarning(Mode.INFERENCE, serving))
     warnings += [PlanWarning(Mode.INFERENCE, text) for text in card_serving_warnings(plan)]
+    # The operating system CUDA runs under (core.platform_rules): pinned host memory under WSL2, vLLM and
+    # SGLang on native Windows.
+    on_platform = ((Mode.TRAINING, platform_training_warning(plan)), (Mode.INFERENCE, platform_serving_warning(plan)))
+    warnings += [PlanWarning(mode, text) for mode, text in on_platform if text]
     return tuple(warnings)
 
 

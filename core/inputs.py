@@ -668,6 +668,23 @@ class TorchVersion(StrEnum):
         return cls.V2_8 if value == "2.8+" else None
 
 
+class Platform(StrEnum):
+    """The operating system the CUDA runtime runs under, where what it reports of the card differs
+    (core.platform holds the rules; docs/SERVING.md "Windows' WSL2 as a platform (h92wsl)").
+
+    Native Linux: ``cudaMemGetInfo``'s total is the card less what the driver keeps (vLLM 0.19.0's
+    "total_memory=79.19GiB" on an 80 GB H100). WSL2: the total is the whole card, the driver's share
+    included (vLLM 0.29.0 under WSL2: "Free memory on device (14.8/15.9 GiB)" on a 16,311 MiB RTX 5060 Ti,
+    Freshair129/Private-Runtime-Platform@f52b9b9), and vLLM turns pinned host memory off
+    (vllm/platforms/interface.py ``is_pin_memory_available``: "Using 'pin_memory=False' as WSL is
+    detected", first in vllm-project/vllm PR 312). Native Windows (WDDM): PyTorch's total is the whole
+    card too (12.00 GiB on an RTX 3060 12 GB, ToTheBeginning/PuLID issue 13)."""
+
+    LINUX = "linux"
+    WSL2 = "wsl2"
+    WINDOWS = "windows"
+
+
 class SglangVersion(StrEnum):
     """The SGLang release whose default mem_fraction_static applies (core.serving.sglang_versions:
     the rule of each range of releases, read in the released wheels). There was no 0.5.0 on PyPI;
@@ -828,6 +845,11 @@ OLLAMA_VERSION_LABELS: Final = {
     OllamaVersion.V0_13_4: "0.13.4 – 0.15.4",
     OllamaVersion.V0_15_5: "0.15.5 – 0.24.0",
     OllamaVersion.V0_30: "0.30.0 – 0.32.15",
+}
+PLATFORM_LABELS: Final = {
+    Platform.LINUX: "Native Linux",
+    Platform.WSL2: "Windows, WSL2",
+    Platform.WINDOWS: "Native Windows (WDDM)",
 }
 TORCH_VERSION_LABELS: Final = {
     TorchVersion.V2_0: "2.0",
@@ -2083,6 +2105,17 @@ INPUTS: Final[tuple[Input, ...]] = (
           unit="GiB", low=0.0, high=float(HELD_BY_OTHERS_MAX_BYTES), scale=1 / GiB, decimals=2, step=0.25,
           metavar="GIB", cli_factor=GiB, zero_means="none",
           expected="bytes from 0 up to the card's memory (the command line and the window take GiB)"),
+    # The operating system CUDA runs under (core.platform): under WSL2 and native Windows the driver reports
+    # the whole card as its total, which vLLM's and SGLang's shares are taken of; under WSL2 vLLM pins no
+    # host memory. Native Linux by default (a plan file written before the setting reads so).
+    Input("hardware.platform", Kind.ENUM, "Platform", "Operating system CUDA runs under", Platform.LINUX,
+          "Where the run's CUDA programs run. Native Linux: the driver reports the card less what it "
+          "keeps. Windows, WSL2 (and native Windows, WDDM): the driver reports the whole card as total, "
+          "so vLLM's gpu_memory_utilization and SGLang's mem_fraction_static take a share of more memory "
+          "than there is to give, and Windows' desktop holds some of it (Held by others). Under WSL2 vLLM "
+          "turns pinned host memory off and NVIDIA limits pinned memory: CPU offloads copy slower.",
+          ("--platform",), "operating system CUDA runs under: linux, wsl2, windows (default linux)",
+          labels=PLATFORM_LABELS),
     # 0: the catalogue's typical cloud price for the card, else unknown (never a made-up price).
     Input("hardware.price_per_gpu_hour", Kind.FLOAT, "Price", "Price per GPU-hour", 0.0,
           "What one GPU costs per hour, in your currency; 0 takes the catalogue's typical cloud price "

@@ -70,6 +70,7 @@ from core.inputs import (
     OptimizerImpl,
     PipelineSchedule,
     PipelineSplit,
+    Platform,
     Precision,
     PrefixCaching,
     Preset,
@@ -164,6 +165,7 @@ __all__ = [
     "PipelineSchedule",
     "PipelineSplit",
     "Plan",
+    "Platform",
     "Precision",
     "PrecisionRoles",
     "PrefixCaching",
@@ -1055,6 +1057,7 @@ class Hardware:
     torch_version: TorchVersion = DEFAULTS["hardware.torch_version"]  # the release whose rules apply
     nccl_avoid_record_streams: bool = DEFAULTS["hardware.nccl_avoid_record_streams"]  # the env variable set
     held_by_others: float = DEFAULTS["hardware.held_by_others"]  # bytes other processes hold on each GPU
+    platform: Platform = DEFAULTS["hardware.platform"]  # the OS CUDA runs under (core.platform_rules)
 
     def __post_init__(self) -> None:
         run_checks(self, _HARDWARE_CHECKS)

@@ -739,7 +739,7 @@ class MainWindow(QMainWindow):
         untouched = self.document.path is None and self.controller.undo_stack.count() == 0
         if untouched and self.controller.plan == default_plan():
             gpu = found.gpus[0]
-            plan = self.controller.plan.with_hardware(**gpu.hardware_changes())
+            plan = self.controller.plan.with_hardware(**found.hardware_changes(gpu))
             # Its host RAM and speed too, where found: the plan is this machine's (docs/LOCAL_MACHINE.md).
             plan = found.host.apply(plan) if found.host is not None else plan
             if self.controller.reset(plan) is None:

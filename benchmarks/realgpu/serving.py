@@ -54,7 +54,7 @@ from core.dtypes import GgmlType, GgufQuant  # noqa: E402
 from core.hfconfig import model_from_hf_config  # noqa: E402
 from core.model import ModelSpec  # noqa: E402
 from core.params import param_counts  # noqa: E402
-from core.plan import Attention, Engine, Hardware, Inference, Plan  # noqa: E402
+from core.plan import Attention, Engine, Hardware, Inference, Plan, Platform  # noqa: E402
 from core.runtime import CUDA_CONTEXT_BYTES  # noqa: E402
 from core.serving.engines import serving_link, sglang_free_at_start  # noqa: E402
 from core.serving.fit import (  # noqa: E402
@@ -862,6 +862,32 @@ FREE_PRINTED_ON_THE_MACHINE_GIB: Final = MappingProxyType(
 )
 
 
+# Logs that ran under WSL2 (hardware.platform, core.platform_rules: the driver's total is the whole card), each
+# with the line of its record that says so; never fitted (every one is held out). Set before the printed free
+# memory is read, so held = the whole card's free less the printed figure.
+WSL2_LOGS: Final = MappingProxyType(
+    {
+        # the log: "Using 'pin_memory=False' as WSL is detected"
+        "sridhar-vllm0191-phi3-mini-3090-wsl": "gpu",
+        # the log: "Free memory on device (14.8/15.9 GiB)" on the 16,311 MiB card; "Filesystem type ...: 9P"
+        "freshair-vllm0290-qwen3-4b-5060ti-wsl": "gpu",
+        # env.json: a Windows 11 host, the engine in Docker Desktop's WSL2 backend
+        "gio443-vllm0300-qwen25-1.5b-4070laptop-wsl": "gpu",
+        "gio443-vllm0300-qwen25-1.5b-4070laptop-wsl-eager": "gpu",
+        # the note's section 7: "under WSL2 / Docker on Windows 11"; vLLM on the same machine "(4.95/6.0 GiB)"
+        "tegdam-sglang0520-qwen25-3b-awq-4050laptop-wsl-f080": "gpu",
+        "tegdam-sglang0520-qwen25-3b-awq-4050laptop-wsl-f060": "gpu",
+        # "the card also drives a Windows desktop (Docker Desktop, WSL2)"
+        "jerryzsj-sglang042-r1-distill-qwen7b-3090": "assumptions",
+    }
+)
+
+
+def on_platform(log: dict[str, Any], plan: Plan) -> Plan:
+    """The plan on the platform the log ran under: WSL2 where WSL2_LOGS names it, else native Linux."""
+    return plan.with_hardware(platform=Platform.WSL2) if log["id"] in WSL2_LOGS else plan
+
+
 def with_printed_free(log: dict[str, Any], plan: Plan) -> Plan:
     """The plan with the memory other processes held, where the log prints the free memory before the
     engine loads (FREE_PRINTED_KEY, FREE_PRINTED_ON_THE_MACHINE_GIB); else the plan as it is."""
@@ -920,7 +946,8 @@ def other_vllm_cases() -> list[Case]:
     for entry in OTHER_LOGS:
         log = logs[entry.log_id]
         model = config_model(entry.model_id) if entry.config else catalogue(entry.model_id)
-        plan = with_printed_free(log, serving_plan(model, entry.model_id, entry.gpu, **entry.settings))
+        plan = on_platform(log, serving_plan(model, entry.model_id, entry.gpu, **entry.settings))
+        plan = with_printed_free(log, plan)
         if entry.kv == "tokens":
             logged = number(log["logged"]["kv_cache_tokens"])
         elif entry.kv == "gib":

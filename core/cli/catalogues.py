@@ -20,7 +20,7 @@ from core.files.local_host import LocalHost
 from core.files.local_host import as_json as host_json
 from core.format import count as format_count
 from core.format import memory as format_memory
-from core.inputs import input_at
+from core.inputs import PLATFORM_LABELS, Platform, input_at
 from core.model import ModelSpec
 from core.optimizer_stacks import STACK_NAMES, STACK_RULES, OptimizerStack, built
 from core.units import GB, GiB, MiB
@@ -98,11 +98,15 @@ def _search_text(text: str | None) -> str:
 
 
 # ---- this machine's GPUs -----------------------------------------------------------------------
-def _plan_options(gpu: LocalGpu) -> str:
-    changes = gpu.hardware_changes()
+def _plan_options(gpu: LocalGpu, found: LocalGpus) -> str:
+    changes = found.hardware_changes(gpu)
     if changes.get("gpu") == "custom":
-        return f"--gpu custom --custom-memory-gb {changes['custom_memory_gb']:g}"
-    return f"--gpu {changes['gpu']}"
+        options = f"--gpu custom --custom-memory-gb {changes['custom_memory_gb']:g}"
+    else:
+        options = f"--gpu {changes['gpu']}"
+    platform = changes.get("platform")
+    # Native Linux is every plan's default: only another platform is named (core.platform_rules).
+    return options + (f" --platform {platform}" if platform not in (None, Platform.LINUX) else "")
 
 
 def render_local_gpus(found: LocalGpus) -> str:
@@ -111,7 +115,7 @@ def render_local_gpus(found: LocalGpus) -> str:
     for gpu in found.gpus:
         lines.append(f"  {gpu.index}: {gpu.label}")
         via = f"via {gpu.source}" + (f", driver {gpu.driver}" if gpu.driver else "")
-        lines.append(f"     {via}; plan on it: {_plan_options(gpu)}")
+        lines.append(f"     {via}; plan on it: {_plan_options(gpu, found)}")
         held = gpu.held_fraction
         if held:
             # Rounded up to the 0.01 GiB the window types: never less than what is held.
@@ -120,6 +124,9 @@ def render_local_gpus(found: LocalGpus) -> str:
                 f"     other processes hold {gib:g} GiB ({held:.0%}): --held-by-others {gib:g} judges a plan "
                 "against what is free now"
             )
+    if found.platform not in (None, Platform.LINUX):
+        label = PLATFORM_LABELS[found.platform]
+        lines.append(f"  CUDA runs under {label} here: --platform {found.platform} (the driver reports the whole card)")
     count = found.same_cards()
     if count > 1:
         lines.append(f"  {count} cards of one kind: --gpus {count} plans on all of them")
@@ -150,6 +157,7 @@ def local_gpus_json(found: LocalGpus) -> dict[str, Any]:
         "tried": list(found.tried),
         "notes": list(found.notes),
         "same_cards": found.same_cards(),
+        "platform": None if found.platform is None else found.platform.value,
         "gpus": [
             {
                 "index": g.index,

@@ -21,6 +21,11 @@ Every probe runs under one deadline (:data:`DEFAULT_TIMEOUT_S` in all): a hung t
 with its process group, a hung NVML call is left in a daemon thread. Nothing here raises to
 the caller: an absent tool is skipped quietly, a broken driver or an NVML/driver mismatch is
 one note in the result. "Free now" is what other processes leave of each card.
+
+The operating system CUDA runs under (``hardware.platform``, core.platform_rules): Windows' own
+(``platform.system()`` "Windows") is native Windows; a Linux kernel whose ``/proc/version`` names
+"microsoft" is WSL2's ("Linux version 5.15.153.1-microsoft-standard-WSL2 ...": Microsoft's kernel,
+the test vLLM's ``in_wsl`` makes on ``uname()``), any other Linux native Linux. On a Mac none.
 """
 
 from __future__ import annotations
@@ -60,7 +65,7 @@ from core.files.local_host import (
     unreadable_note,
     windows_total,
 )
-from core.plan import Hardware
+from core.plan import Hardware, Platform
 from core.units import GiB, MiB
 
 DEFAULT_TIMEOUT_S: Final = 1.0
@@ -73,6 +78,8 @@ NVIDIA_SMI_QUERY: Final = (
 )
 ROCM_SMI_QUERY: Final = ("rocm-smi", "--showproductname", "--showmeminfo", "vram", "--showdriverversion", "--json")
 SYSCTL_QUERY: Final = ("sysctl", "-n", "hw.memsize", "machdep.cpu.brand_string")
+PROC_VERSION: Final = "/proc/version"
+WSL_KERNEL_MARK: Final = "microsoft"  # vLLM's in_wsl (vllm/platforms/interface.py), lower-cased
 # Metal's default GPU working set (the catalogue's Apple entries, resources/gpus.json sources).
 APPLE_SMALL_SHARE: Final = 2 / 3
 APPLE_LARGE_SHARE: Final = 3 / 4
@@ -137,6 +144,7 @@ class LocalGpus:
     tried: tuple[str, ...]  # the sources looked for, in order
     elapsed_s: float
     host: LocalHost | None = None  # the host's RAM and its speed (core/files/local_host.py); None: not looked
+    platform: Platform | None = None  # the OS CUDA runs under (read_platform); None: not known (a Mac)
 
     @property
     def found(self) -> bool:
@@ -150,6 +158,14 @@ class LocalGpus:
         for gpu in self.gpus:
             names[gpu.spec.name] = names.get(gpu.spec.name, 0) + 1
         return ", ".join(f"{count} × {name}" for name, count in names.items())
+
+    def hardware_changes(self, gpu: LocalGpu) -> dict[str, object]:
+        """What ``Plan.with_hardware`` takes to plan on ``gpu`` of this machine: the card, and the operating
+        system CUDA runs under where it is known."""
+        changes = gpu.hardware_changes()
+        if self.platform is not None:
+            changes["platform"] = self.platform
+        return changes
 
     def same_cards(self) -> int:
         """How many cards are of the first card's kind (the GPUs per node a plan would use)."""
@@ -491,6 +507,21 @@ class _HostProbe:
 
 
 # ---- all of it -----------------------------------------------------------------------------
+def read_platform(system: str, proc_version: str = PROC_VERSION) -> Platform | None:
+    """The operating system CUDA runs under on this machine (module docstring), None where it is not one
+    the plan names (a Mac) or ``/proc/version`` cannot be read."""
+    if system == "Windows":
+        return Platform.WINDOWS
+    if system != "Linux":
+        return None
+    try:
+        with open(proc_version, encoding="utf-8", errors="replace") as handle:
+            text = handle.read(4096)
+    except OSError:
+        return None
+    return Platform.WSL2 if WSL_KERNEL_MARK in text.lower() else Platform.LINUX
+
+
 def detect_local_gpus(
     timeout_s: float = DEFAULT_TIMEOUT_S,
     *,
@@ -539,4 +570,5 @@ def detect_local_gpus(
     except Exception as exc:  # likewise
         found_host = LocalHost(notes=(f"host memory detection stopped: {type(exc).__name__}: {exc}",))
     gpus = tuple(probe.gpus)
-    return LocalGpus(gpus, tuple(probe.notes), tuple(probe.tried), time.monotonic() - started, found_host)
+    elapsed = time.monotonic() - started
+    return LocalGpus(gpus, tuple(probe.notes), tuple(probe.tried), elapsed, found_host, read_platform(system))

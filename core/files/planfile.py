@@ -215,6 +215,9 @@ OPTIONAL_KEYS: Final = (
             # issue 23: memory other processes hold on each GPU (branch h54held): a file without it
             # reads as 0, a card nothing else uses, what every earlier release planned on.
             "held_by_others",
+            # issue 22/23: the OS CUDA runs under (branch h92wsl): a file without it reads as native Linux,
+            # what every earlier release planned on.
+            "platform",
         )
     )
     # IA3's feedforward modules (branch h40peft): a file without it reads as PEFT's default, down_proj.

@@ -155,7 +155,8 @@ def vllm_free_at_start(plan: Plan, gpu: GpuSpec, fit: ServingFit = DEFAULT_FIT) 
     """The free memory vLLM's worker reads at init: the total it reads from the driver less its CUDA context
     and what other processes hold (``hardware.held_by_others``), never below 0; the start-up check and 0.34's
     bound on the pool read it."""
-    return max(0.0, vllm_total_memory(gpu, fit) - CUDA_CONTEXT_BYTES - plan.hardware.held_by_others)
+    hw = plan.hardware
+    return max(0.0, vllm_total_memory(gpu, fit, hw.platform) - CUDA_CONTEXT_BYTES - hw.held_by_others)
 
 
 @dataclass(frozen=True)
@@ -543,7 +544,7 @@ def vllm_pool(plan: Plan, gpu: GpuSpec, layout: RankLayout, fit: ServingFit) -> 
     model, inf = plan.model, plan.inference
     era = era_of(inf.vllm_version)
     batched, seqs = vllm_scheduler(inf, gpu)
-    total = vllm_total_memory(gpu, fit)
+    total = vllm_total_memory(gpu, fit, plan.hardware.platform)
     requested = math.ceil(total * utilization(inf))  # request_memory
     activation = vllm_profile_peak(model, layout, inf, profile_tokens(inf, batched), seqs, gpu.id)
     non_torch = vllm_non_torch_bytes(inf, serving_link(inf, gpu), fit)
@@ -606,7 +607,7 @@ def vllm_starting_utilization(plan: Plan, gpu: GpuSpec, fit: ServingFit = DEFAUL
     inf = plan.inference
     if not start_check(inf.vllm_version):
         return None
-    total = vllm_total_memory(gpu, fit)
+    total = vllm_total_memory(gpu, fit, plan.hardware.platform)
     free = vllm_free_at_start(plan, gpu, fit)
     if total <= 0 or free >= total * utilization(inf):
         return None
@@ -620,7 +621,7 @@ def vllm_start_refusal(plan: Plan, gpu: GpuSpec, fit: ServingFit = DEFAULT_FIT) 
     if would is None:
         return ""
     inf = plan.inference
-    total = vllm_total_memory(gpu, fit)
+    total = vllm_total_memory(gpu, fit, plan.hardware.platform)
     held = plan.hardware.held_by_others
     free = vllm_free_at_start(plan, gpu, fit)
     requested = total * utilization(inf)
@@ -673,7 +674,7 @@ def vllm_memory(plan: Plan, gpu: GpuSpec, layout: RankLayout, fit: ServingFit = 
     memory = _vllm_started(plan, gpu, layout, fit)
     if not refusal:
         return memory
-    share = vllm_total_memory(gpu, fit) * utilization(plan.inference) + CUDA_CONTEXT_BYTES
+    share = vllm_total_memory(gpu, fit, plan.hardware.platform) * utilization(plan.inference) + CUDA_CONTEXT_BYTES
     return _refused(memory, refusal, share)
 
 
@@ -804,12 +805,12 @@ def _vllm_formula(plan: Plan, gpu: GpuSpec, layout: RankLayout, pool: VllmPool, 
     if not graphs_captured(inf):
         after = "; --enforce-eager: no CUDA graphs captured or set aside" + (", no torch.compile" if era.v1 else "")
     budget = pool.requested - layout.weights_bytes - pool.activation - pool.non_torch - pool.graphs_reserved
-    share = f"{vllm_total_memory(gpu, fit) / GiB:.2f} GiB × {utilization(inf):g}"
+    share = f"{vllm_total_memory(gpu, fit, plan.hardware.platform) / GiB:.2f} GiB × {utilization(inf):g}"
     held = plan.hardware.held_by_others
     counts_held = held and counts_others_as_non_torch(inf.vllm_version)
     counted = f" (with {held / GiB:.2f} GiB other processes hold)" if counts_held else ""
     if pool.margin:  # 0.34: the free memory after start-up bounds it, less the margin and the reserve
-        free = vllm_total_memory(gpu, fit) - CUDA_CONTEXT_BYTES - held - pool.margin
+        free = vllm_total_memory(gpu, fit, plan.hardware.platform) - CUDA_CONTEXT_BYTES - held - pool.margin
         share = f"min({share}, free after start-up less margin {pool.margin / GiB:.2f} = {free / GiB:.2f} GiB)"
         budget = min(float(pool.requested), free) - layout.weights_bytes - pool.non_torch - 2 * pool.graphs_reserved
         budget -= pool.activation
@@ -907,7 +908,7 @@ def sglang_free_at_start(plan: Plan, gpu: GpuSpec, fit: ServingFit = DEFAULT_FIT
     (ServingFit.tp_comm_bytes). Its log prints it as "Load weight begin. avail mem=X GB" (GiB)."""
     inf = plan.inference
     comm = fit.tp_comm_bytes[link_class(serving_link(inf, gpu))] if inf.tensor_parallel > 1 else 0.0
-    return max(0.0, vllm_total_memory(gpu, fit) - SERVING_OVERHEAD_BYTES - comm)
+    return max(0.0, vllm_total_memory(gpu, fit, plan.hardware.platform) - SERVING_OVERHEAD_BYTES - comm)
 
 
 def sglang_memory(plan: Plan, gpu: GpuSpec, layout: RankLayout, fit: ServingFit = DEFAULT_FIT) -> EngineMemory:

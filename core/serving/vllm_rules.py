@@ -31,7 +31,8 @@ from typing import Final
 from core.catalogue import GpuSpec, LinkSpec
 from core.dtypes import WeightFormat
 from core.model import ModelSpec
-from core.plan import Inference, VllmSampler, VllmVersion
+from core.plan import Inference, Platform, VllmSampler, VllmVersion
+from core.platform_rules import driver_total_bytes
 from core.serving.fit import DEFAULT_FIT, ServingFit, link_class, memory_class
 from core.serving.kv import window_split
 from core.serving.vllm_versions import HUGE_CARD_DEFAULTS_FROM, Accounting, at_least, era_of, profile_tokens
@@ -171,11 +172,12 @@ def vllm_defaults(gpu: GpuSpec, version: VllmVersion = VllmVersion.V0_19) -> tup
     return VLLM_DEFAULTS_LARGE if large else VLLM_DEFAULTS_SMALL
 
 
-def vllm_total_memory(gpu: GpuSpec, fit: ServingFit = DEFAULT_FIT) -> float:
-    """The total vLLM reads from the driver: the card less what the driver keeps (fitted per
-    card where a log shows it, else per memory class: core.serving.fit)."""
+def vllm_total_memory(gpu: GpuSpec, fit: ServingFit = DEFAULT_FIT, platform: Platform = Platform.LINUX) -> float:
+    """The total vLLM (and SGLang) reads from the driver: on native Linux the card less what the driver
+    keeps (fitted per card where a log shows it, else per memory class: core.serving.fit); under WSL2 and
+    native Windows the whole card (core.platform_rules.driver_total_bytes)."""
     reserved = fit.driver_reserved_bytes
-    return max(0.0, gpu.memory_bytes - reserved.get(gpu.id, reserved[memory_class(gpu)]))
+    return driver_total_bytes(gpu.memory_bytes, reserved.get(gpu.id, reserved[memory_class(gpu)]), platform)
 
 
 def vllm_scheduler(inf: Inference, gpu: GpuSpec) -> tuple[int, int]:

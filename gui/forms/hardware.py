@@ -43,9 +43,10 @@ def local_card(plan: Plan, found: LocalGpus | None) -> LocalGpu | None:
     of its reported memory), if any."""
     hw = plan.hardware
     for gpu in found.gpus if found is not None else ():
-        changes = gpu.hardware_changes()
+        changes = found.hardware_changes(gpu) if found is not None else gpu.hardware_changes()
         memory = changes.get("custom_memory_gb")
-        if changes["gpu"] != hw.gpu:
+        # The same card under another platform (WSL2's whole-card total) is not this machine's yet.
+        if changes["gpu"] != hw.gpu or changes.get("platform", hw.platform) != hw.platform:
             continue
         if hw.gpu != CUSTOM or (isinstance(memory, float) and abs(memory - hw.custom_memory_gb) < 1e-6):
             return gpu
@@ -212,6 +213,7 @@ class HardwareForm(PlanForm):
         self.calibration = self.add_input("hardware.calibration")
         self.headroom = self.add_input("hardware.headroom")
         self.held_by_others = self.add_input("hardware.held_by_others")
+        self.platform = self.add_input("hardware.platform")  # the OS CUDA runs under: WSL2's whole-card total
         self.price = self.add_input("hardware.price_per_gpu_hour")
         self.peak_override = self.add_input("hardware.peak_tflops_override")
         self.alloc_conf = self.add_input("hardware.alloc_conf")
@@ -288,7 +290,7 @@ class HardwareForm(PlanForm):
         found = self._found()
         if found is None or not found.gpus:
             return
-        changes = found.gpus[0].hardware_changes()
+        changes = found.hardware_changes(found.gpus[0])  # its platform too (WSL2, Windows), where known
         self.controller.update("hardware.gpu", lambda p: p.with_hardware(**changes), "Use this machine's card")
 
     def _use_host(self) -> None:

@@ -78,7 +78,7 @@ from core.serving.speed import (
 )
 from core.serving.vllm_rules import vllm_total_memory
 from core.serving.vllm_versions import COLD_COMPILE_SEEN_GIB
-from core.units import GiB
+from core.units import GiB, MiB
 from tests.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -143,7 +143,14 @@ KNOWN_TTFT_MISSES = {
 # +14.3 % until the memory other processes hold became a plan input (h54held): the vLLM start on the same
 # machine prints 4.95 GiB free where the planner's headless card leaves 5.08, and with those 0.13 GiB held
 # it reads +6.4 %; the rest is SGLang's weights as allocator segments (1.98 against 1.92 GiB of tensors).
-KNOWN_KV_MISSES: set[str] = set()
+# GIO443/statecraft-serving@992a95b's compiled vLLM 0.30.0 start on an RTX 4070 Laptop under WSL2 (-0.5 % while
+# every plan was native Linux) reads +16.9 % since its platform is stated (h92wsl: the whole 8,188 MiB card as
+# vLLM's total, 0.8 x 0.42 GiB more pool): its --enforce-eager twin on the same machine moved -8.1 -> +3.0 % and
+# sridhar's warm RTX 3090 start -4.4 -> -1.6 %, so the rule holds where nothing else differs; what the compiled
+# twin lacks is the run's own 1.08 GiB that eager frees (its README) against the planner's 0.84 GiB CUDA-graph
+# estimate (VLLM_CUDA_GRAPH_BYTES) and a cold compile its container keeps no cache of (docs/SERVING.md h92wsl).
+GIO443_COMPILED = "gio443-vllm0300-qwen25-1.5b-4070laptop-wsl"
+KNOWN_KV_MISSES: set[str] = {GIO443_COMPILED}
 
 
 @pytest.fixture(scope="module")
@@ -1329,8 +1336,10 @@ def test_the_held_out_summary_line_reports_every_held_out_log(bench: ModuleType,
     # follows the install (vllm_sampler), missed again by the fourth round's RTX 3090 log (-10.2 %);
     # the fifth round's cold-compile RTX 5060 Ti log under WSL2 (+43.0 %) is no longer scored on its
     # KV figure (h78kv), so it is not in the line; the RTX 3090 log reads -5.2 % on its own driver's total
-    # (h91kv), so the worst is the eager RTX 4070 Laptop start under WSL2 (-8.1 %): met again (none past 10 %).
-    assert line.met and "worst 8.1 %" in line.line
+    # (h91kv), so the worst was the eager RTX 4070 Laptop start under WSL2 (-8.1 %): met again (none past 10 %).
+    # Since the WSL2 logs state their platform (h92wsl) that eager start reads +3.0 % and its compiled twin
+    # +16.9 % (KNOWN_KV_MISSES says why): missed again, on a CUDA-graph and cold-compile figure, not the platform.
+    assert not line.met and "worst 16.9 %" in line.line
     assert FRESHAIR not in line.line
 
 
@@ -1354,7 +1363,7 @@ def test_the_held_out_summary_line_reports_every_held_out_log(bench: ModuleType,
 THIRD_ROUND_TOKENS = {
     "abinav-vllm0110-llama31-8b-l4": (38_944, -2.3),
     "kumaxxp-vllm0130-qwen25-14b-awq-a5000": (56_736, 0.2),
-    "sridhar-vllm0191-phi3-mini-3090-wsl": (35_648, -4.4),
+    "sridhar-vllm0191-phi3-mini-3090-wsl": (35_648, -1.6),  # -4.4 % as native Linux, before h92wsl
     "kolyangg-vllm0102-qwen3-30b-a3b-h100": (94_784, 0.6),
     "nnamdiodozi-vllm0221-qwen3-30b-a3b-fp8-h100": (464_656, -1.3),
     "shanghaoli-vllm0102-qwen25-3b-4090": (445_968, -0.7),
@@ -1420,8 +1429,9 @@ def test_the_fourth_round_logs_are_scored_on_their_printed_tokens_as_held_out(be
 # 1.08 GiB"; the rest not read: no compile in an eager profile). 0.31.0 with every default on an A100 80GB (course
 # notes, code-index file 70682754770; no permalink could be resolved): +0.7 %.
 FIFTH_ROUND_TOKENS = {
-    "gio443-vllm0300-qwen25-1.5b-4070laptop-wsl": (72_400, -0.5),
-    "gio443-vllm0300-qwen25-1.5b-4070laptop-wsl-eager": (112_704, -8.1),
+    # -0.5 % and -8.1 % as native Linux; under WSL2 (h92wsl), the whole card as vLLM's total
+    GIO443_COMPILED: (72_400, 16.9),
+    "gio443-vllm0300-qwen25-1.5b-4070laptop-wsl-eager": (112_704, 3.0),
     "a100notes-vllm0310-llama31-8b-a100-80gb": (460_496, 0.7),
 }
 
@@ -1470,6 +1480,9 @@ def test_the_cold_wsl_start_is_not_scored_on_its_kv_figure_for_what_its_log_prin
     assert pool.pool_bytes / GiB == pytest.approx(2.07, abs=0.01)
     assert whole_card / GiB == pytest.approx(2.37, abs=0.01)
     assert (whole_card / GiB - COLD_COMPILE_SEEN_GIB) == pytest.approx(1.45, rel=0.05)
+    # The platform setting (h92wsl) gives the whole-card figure itself: the plan under WSL2, as the benchmark maps it.
+    wsl2 = bench.on_platform({"id": FRESHAIR}, plan)
+    assert vllm_pool(wsl2, gpu, rank_layout(wsl2), DEFAULT_FIT).pool_bytes == pytest.approx(whole_card, abs=2 * MiB)
     assert "2.07 GiB" in why and "2.37 GiB" in why and f"{COLD_COMPILE_SEEN_GIB:.2f} GiB" in why
 
 
@@ -1500,12 +1513,14 @@ def test_memory_held_by_others_is_read_from_the_logs_printed_free_memory(bench: 
     def held(log_id: str) -> float:
         entry = cases[log_id]
         model = bench.config_model(entry.model_id) if entry.config else bench.catalogue(entry.model_id)
-        plan = bench.serving_plan(model, entry.model_id, entry.gpu, **entry.settings)
+        plan = bench.on_platform(logs[log_id], bench.serving_plan(model, entry.model_id, entry.gpu, **entry.settings))
         return bench.with_printed_free(logs[log_id], plan).hardware.held_by_others / GiB
 
-    assert held("jerryzsj-sglang042-r1-distill-qwen7b-3090") == pytest.approx(0.32, abs=0.005)
+    # Both WSL2 machines (bench.WSL2_LOGS) start from the whole card, so what they hold is 0.42 GiB more than as
+    # native Linux (0.32 and 0.127 GiB before h92wsl): the Windows desktop's share, with the same pool.
+    assert held("jerryzsj-sglang042-r1-distill-qwen7b-3090") == pytest.approx(0.74, abs=0.005)
     assert held("durand-sglang0434-qwq32b-4xl4-tp4") == 0.0
-    assert held("tegdam-sglang0520-qwen25-3b-awq-4050laptop-wsl-f060") == pytest.approx(0.127, abs=0.005)
+    assert held("tegdam-sglang0520-qwen25-3b-awq-4050laptop-wsl-f060") == pytest.approx(0.547, abs=0.005)
     assert held("tokenkaki-vllm0191-qwen3-8b-a100-40gb") == 0.0  # a log that prints none is left at 0
 
 

@@ -26,7 +26,7 @@ from core.catalogue import find_gpu, find_model
 from core.files.launch import Target, export
 from core.files.local_gpus import LocalGpu, LocalGpus
 from core.files.local_host import LocalHost
-from core.plan import Engine, Method, OllamaVersion
+from core.plan import Engine, Method, OllamaVersion, Platform
 from core.presets import default_plan, plan_for_model
 from core.units import MiB
 from core.verdict import Mode
@@ -453,3 +453,35 @@ def test_a_report_export_can_be_cancelled(
         cancel.click()
     assert done.args == [False] and not out.exists()
     assert window.statusBar().currentMessage() == "Report export cancelled"
+
+
+def test_this_machines_card_under_wsl2_plans_on_wsl2_and_the_form_says_so(window: MainWindow, qtbot: Any) -> None:
+    # An RTX 4070 Laptop as nvidia-smi reports it under WSL2 (8,188 MiB, 805 MiB in use: GIO443/statecraft-serving
+    # @992a95b env.json), on a machine whose /proc/version names Microsoft's kernel (local_gpus.read_platform).
+    gpu = LocalGpu(0, "NVIDIA GeForce RTX 4070 Laptop GPU", "nvidia", 8188 * MiB, 805 * MiB, 7383 * MiB, "nvidia-smi")
+    gpu = LocalGpu(**{**gpu.__dict__, "catalogue": find_gpu("rtx-4070-laptop")})
+    window.show()
+    window.local.set_gpus(LocalGpus((gpu,), (), ("nvidia-smi",), 0.01, platform=Platform.WSL2))
+    window.hardware_form.use_local.click()
+    hw = window.controller.plan.hardware
+    assert hw.gpu == "rtx-4070-laptop" and hw.platform is Platform.WSL2
+    assert window.hardware_form.platform.currentText() == "Windows, WSL2"
+    # Back to native Linux from the form: one plan field, one undo step.
+    window.hardware_form.platform.setCurrentIndex(0)
+    assert window.controller.plan.hardware.platform is Platform.LINUX
+    window.controller.undo_stack.undo()
+    assert window.controller.plan.hardware.platform is Platform.WSL2
+
+
+def test_the_same_card_planned_as_native_linux_is_offered_again_on_a_wsl2_machine(window: MainWindow) -> None:
+    # The plan's card is this machine's, but the machine runs CUDA under WSL2 (whole-card total): "Use this machine's
+    # card" stays offered until the plan's platform is the machine's too.
+    gpu = LocalGpu(0, "NVIDIA GeForce RTX 4070 Laptop GPU", "nvidia", 8188 * MiB, 805 * MiB, 7383 * MiB, "nvidia-smi")
+    gpu = LocalGpu(**{**gpu.__dict__, "catalogue": find_gpu("rtx-4070-laptop")})
+    window.controller.reset(window.controller.plan.with_hardware(gpu="rtx-4070-laptop"))
+    window.show()
+    window.local.set_gpus(LocalGpus((gpu,), (), ("nvidia-smi",), 0.01, platform=Platform.WSL2))
+    form = window.hardware_form
+    assert form.use_local.isVisibleTo(window)
+    form.use_local.click()
+    assert window.controller.plan.hardware.platform is Platform.WSL2 and not form.use_local.isVisibleTo(window)

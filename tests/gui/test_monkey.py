@@ -350,6 +350,7 @@ def expected_values(window: MainWindow, plan: Plan) -> dict[str, Any]:
         "hardware.torch_version": h.torch_version.value,
         "hardware.nccl_avoid_record_streams": h.nccl_avoid_record_streams,
         "hardware.held_by_others": h.held_by_others,  # memory other processes hold (branch h54held)
+        "hardware.platform": h.platform.value,  # the OS CUDA runs under (branch h92wsl)
         "inference.weight_dtype": inf.weight_dtype,
         "inference.kv_dtype": inf.kv_dtype,
         "inference.concurrent": inf.concurrent,

@@ -1093,6 +1093,10 @@ _ENV_WHY: Final = {
 _ENV_OWNER: Final = (("VLLM_", Engine.VLLM), ("SGLANG_", Engine.SGLANG), ("GGML_", Engine.LLAMACPP))
 # core.inputs VllmSampler; vllm 0.19.0 vllm/envs.py reads VLLM_USE_FLASHINFER_SAMPLER as bool(int(value)).
 _FLASHINFER_SAMPLER: Final = "VLLM_USE_FLASHINFER_SAMPLER"
+# vLLM reads it only under WSL2 (vllm-project/vllm PR 41496, vllm/platforms/cuda.py is_pin_memory_available: pinned
+# memory "supported but disabled by default" there, "Set to 1 when pinned memory or UVA is required"): a line that
+# sets it is written for WSL2, the plan's platform (core.platform_rules).
+_WSL2_PIN_MEMORY: Final = "VLLM_WSL2_ENABLE_PIN_MEMORY"
 
 
 def _environment(start: _Start, reader: _Reader, stopped: list[str]) -> None:
@@ -1120,6 +1124,12 @@ def _environment(start: _Start, reader: _Reader, stopped: list[str]) -> None:
             reader.read.append(
                 FlagNote(shown, shown_setting("inference.long_context", allowed), "inference.long_context")
             )
+        elif key == _WSL2_PIN_MEMORY:
+            from core.inputs import Platform
+
+            reader.fields["hardware.platform"] = Platform.WSL2
+            setting = shown_setting("hardware.platform", Platform.WSL2)
+            reader.read.append(FlagNote(shown, f"{setting} (vLLM reads it under WSL2 alone)", "hardware.platform"))
         elif key == _FLASHINFER_SAMPLER:
             try:
                 sampler = VllmSampler.FLASHINFER if int(value) else VllmSampler.NATIVE
