@@ -1381,10 +1381,7 @@ def read_command(
     ignored = _not_used(start.engine, args, reader, ignored_set, why)
     versions, version_notes = _version_fields(text, start, start.engine)
     if start.engine in (Engine.VLLM, Engine.SGLANG):
-        release = _checked_release(start.engine, text, start, versions, (vllm_version, sglang_version))
-        parsing = len(stopped)  # what stops before argparse runs (the image's entrypoint, the --config file)
-        _release_refuses(start.engine, release, start.args, reader, stopped)
-        _value_refusals(release, args, stopped, parsing)
+        _check_release(text, start, versions, (vllm_version, sglang_version), reader, args, stopped)
     _environment(start, reader, stopped)
     fields = dict(reader.fields)
     dtype_given = bool(fields.pop("_dtype_given", True))
@@ -1414,6 +1411,23 @@ def read_command(
         stops=_stops(start, args, refused, stopped),
     )
     return read if start.gpus is None else _with_gpus(read, start.gpus)
+
+
+def _check_release(
+    text: str,
+    start: _Start,
+    versions: dict[str, Any],
+    asked: tuple[VllmVersion | None, SglangVersion | None],
+    reader: _Reader,
+    args: _Args,
+    stopped: list[str],
+) -> None:
+    """A vLLM or SGLang command's options and values against the release it runs: what that release's argparse
+    refuses joins ``stopped``, after what stops before argparse runs (the image's entrypoint, the --config file)."""
+    release = _checked_release(start.engine, text, start, versions, asked)
+    parsing = len(stopped)
+    _release_refuses(start.engine, release, start.args, reader, stopped)
+    _value_refusals(release, args, stopped, parsing)
 
 
 def _not_used(
