@@ -45,16 +45,15 @@ def would_not_start(plan: Plan) -> bool:
 
 def refused_context_words(plan: Plan) -> str:
     """How far a plan goes where its engine refuses the context at start-up (:func:`would_not_start`), for the
-    Diagnosis's limits: "vLLM refuses a context of 8,192 tokens at start-up: the model's limit is 4,096 (VLLM_ALLOW_
-    LONG_MAX_MODEL_LEN=1 starts it)"; "" where it starts (h92verd: the limits said "14 requests of 8,192 tokens" of a
-    plan vLLM would not start)."""
+    Diagnosis's limits: "vLLM refuses a context of 8,192 tokens at start-up, past the model's 4,096"; "" where it
+    starts (h92verd: the limits said "14 requests of 8,192 tokens" of a plan vLLM would not start). The variable
+    that starts it is said beside, in the engine's words (:func:`past_limit_words`): too long a name for the limits."""
     if not would_not_start(plan):
         return ""
     inf = plan.inference
-    variable = VLLM_LONG_ENV if inf.engine is Engine.VLLM else SGLANG_LONG_ENV
     return (
-        f"{ENGINE_LABELS[inf.engine]} refuses a context of {inf.context:,} tokens at start-up: the model's limit is "
-        f"{plan.model.max_position_embeddings:,} ({variable}=1 starts it)"
+        f"{ENGINE_LABELS[inf.engine]} refuses a context of {inf.context:,} tokens at start-up, past the model's "
+        f"{plan.model.max_position_embeddings:,}"
     )
 
 

@@ -634,7 +634,7 @@ class DiagnosisPanel(QScrollArea):
         # core's words (core.advice.limits.serving_limits): an engine that refuses the context says so
         for key, limit in zip(("concurrent", "context"), d.serving_limits, strict=True):
             figure = f"<b>{limit.figure}</b> " if limit.figure else ""
-            self.limits[key].setText(f"{figure}{escape(limit.words)}")
+            self.limits[key].setText(f"{figure}{limit.words}")  # core's own words, no outside text (as before)
         in_serving = d.mode is Mode.INFERENCE  # each mode shows its own limits (issue 26, item 11)
         for key in ("micro_batch", "seq_len"):
             self._limits_form.setRowVisible(self.limits[key], not in_serving)
