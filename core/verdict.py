@@ -147,9 +147,8 @@ class Judgement:
     @property
     def short_of(self) -> str:
         """Why the plan is out of memory though its total lies within the usable memory: the host's RAM
-        (``host_limits``), or a pooled engine that serves no request; "" where the total decides."""
-        if self.verdict is Verdict.WONT_START:
-            return "the engine would not start"
+        (``host_limits``), or a pooled engine that serves no request; "" where the total decides. An engine that would
+        not start (WONT_START) is said in both senses by :attr:`start_words`."""
         if self.verdict is not Verdict.OOM or self.margin_bytes < 0:
             return ""
         return "the host's RAM is short" if self.host_limits else "no request fits"
