@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from core.plan import Engine, OllamaVersion, Plan
+from core.plan import ENGINE_LABELS, Engine, OllamaVersion, Plan
 
 VLLM_LONG_ENV: Final = "VLLM_ALLOW_LONG_MAX_MODEL_LEN"
 SGLANG_LONG_ENV: Final = "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN"  # read by core.files.launch (export, paste)
@@ -41,6 +41,26 @@ def would_not_start(plan: Plan) -> bool:
     """The engine refuses a context past the model's limit: vLLM or SGLang without their variable set."""
     inf = plan.inference
     return past_limit(plan) and inf.engine in (Engine.VLLM, Engine.SGLANG) and not inf.long_context
+
+
+def refused_context_words(plan: Plan) -> str:
+    """How far a plan goes where its engine refuses the context at start-up (:func:`would_not_start`), for the
+    Diagnosis's limits: "vLLM refuses a context of 8,192 tokens at start-up, past the model's 4,096"; "" where it
+    starts (h92verd: the limits said "14 requests of 8,192 tokens" of a plan vLLM would not start). The variable
+    that starts it is said beside, in the engine's words (:func:`past_limit_words`): too long a name for the limits."""
+    if not would_not_start(plan):
+        return ""
+    inf = plan.inference
+    return (
+        f"{ENGINE_LABELS[inf.engine]} refuses a context of {inf.context:,} tokens at start-up, past the model's "
+        f"{plan.model.max_position_embeddings:,}"
+    )
+
+
+def starting_context(plan: Plan, longest: int) -> int:
+    """The longest context the plan's engine starts with, of ``longest`` (what the memory holds at the plan's
+    concurrency): at most the model's limit where the engine refuses a longer one (:func:`would_not_start`)."""
+    return min(longest, plan.model.max_position_embeddings) if would_not_start(plan) else longest
 
 
 def past_limit_words(plan: Plan) -> str:

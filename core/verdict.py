@@ -77,6 +77,17 @@ NARROW_MEANING: Final = (
 NO_MARGIN_FALLBACK: Final = "none fits with margin"
 
 
+# A plan the serving engine would not start (Verdict.WONT_START), by the memory's own verdict (Judgement.gpu_verdict):
+# true in both senses (h92verd: the command line said "margin -20.0 GB; the card holds the total, but the engine would
+# not start" where the card did not hold it). Serving's total has no range, so its memory verdict is never BORDERLINE;
+# a training total with one would read so.
+START_WORDS: Final = {
+    Verdict.FITS: "the card holds the total, but the engine would not start",
+    Verdict.OVER_HEADROOM: "the engine would not start, and the total is over the usable memory too",
+    Verdict.BORDERLINE: "the engine would not start, and the card's capacity lies within the estimate's range too",
+    Verdict.OOM: "the engine would not start, and the card does not hold the total either",
+}
+
 # From best to worst: the verdict of several judged parts is the worst of theirs.
 SEVERITY: Final = {
     Verdict.FITS: 0,
@@ -136,12 +147,30 @@ class Judgement:
     @property
     def short_of(self) -> str:
         """Why the plan is out of memory though its total lies within the usable memory: the host's RAM
-        (``host_limits``), or a pooled engine that serves no request; "" where the total decides."""
-        if self.verdict is Verdict.WONT_START:
-            return "the engine would not start"
+        (``host_limits``), or a pooled engine that serves no request; "" where the total decides. An engine that would
+        not start (WONT_START) is said in both senses by :attr:`start_words`."""
         if self.verdict is not Verdict.OOM or self.margin_bytes < 0:
             return ""
         return "the host's RAM is short" if self.host_limits else "no request fits"
+
+    @property
+    def start_words(self) -> str:
+        """A plan the serving engine would not start (:attr:`Verdict.WONT_START`) said in both senses, the memory's
+        (:attr:`gpu_verdict`: does the card hold its total?) and the engine's; "" for any other verdict
+        (:data:`START_WORDS`)."""
+        return START_WORDS[self.gpu_verdict] if self.verdict is Verdict.WONT_START else ""
+
+    @property
+    def after_margin(self) -> str:
+        """What the verdict says after its margin where the figures alone do not tell it ("" where they do): the
+        nodes' RAM deciding, a pooled engine that serves no request, an engine that would not start
+        (:attr:`start_words`). One home for the command line's verdict line (and its --json), the report's and the
+        window's banner."""
+        if self.host_limits:
+            return f"the GPUs hold it ({VERDICT_LABELS[self.gpu_verdict].lower()}), a node's RAM does not"
+        if self.start_words:
+            return self.start_words
+        return f"the card holds the total, but {self.short_of}" if self.short_of else ""
 
     @property
     def fits(self) -> bool:

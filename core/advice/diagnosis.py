@@ -13,7 +13,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
-from core.advice.limits import AXES, Curve, Limits, limits, max_micro_batch, max_sequence, memory_curve
+from core.advice.limits import (
+    AXES,
+    Curve,
+    Limits,
+    ServingLimit,
+    limits,
+    max_micro_batch,
+    max_sequence,
+    memory_curve,
+    serving_limits,
+)
 from core.advice.remedies import (
     MAX_COMBINED,
     TRAINING_KINDS,
@@ -70,13 +80,15 @@ class Advice:
 
 
 # Failures of a plan whose training step fits: what else would fail.
-_AFTER_THE_STEP: Final = (Failure.EVALUATION, Failure.SERVING, Failure.SERVING_WEIGHTS)
+_AFTER_THE_STEP: Final = (Failure.EVALUATION, Failure.SERVING, Failure.SERVING_WEIGHTS, Failure.SERVING_START)
 # Where a training plan's diagnosis may find serving failing: the training step and the evaluation fit.
-_STEP_AND_EVAL_FIT: Final = (Failure.NONE, Failure.SERVING, Failure.SERVING_WEIGHTS)
+_STEP_AND_EVAL_FIT: Final = (Failure.NONE, Failure.SERVING, Failure.SERVING_WEIGHTS, Failure.SERVING_START)
+# Serving's own failures: where a training plan whose step and evaluation fit fails.
+_SERVING_FAILURES: Final = (Failure.SERVING, Failure.SERVING_WEIGHTS, Failure.SERVING_START)
 # How sure a failure is, by the verdict of what fails (an over-headroom run may start and fail later, on
 # fragmentation; a borderline one lies within the estimate's uncertainty).
 _FAILS: Final = {Verdict.OVER_HEADROOM: "Likely to fail", Verdict.BORDERLINE: "May fail"}
-SERVING_START: Final = "when the serving engine starts"  # where a plan fails whose serving engine refuses it
+SERVING_START: Final = SYMPTOM_BY_FAILURE[Failure.SERVING_START].when  # where a plan fails whose engine refuses it
 # The buckets that exist before any activation: a first-step failure is theirs.
 _STATE_BUCKETS = frozenset({BucketKey.WEIGHTS, BucketKey.GRADIENTS, BucketKey.OPTIMIZER})
 
@@ -213,9 +225,7 @@ class Diagnosis:
     def serving_after_step(self) -> bool:
         """A training plan whose step and evaluation fit and whose serving does not fit or start: what the
         diagnosis says of it (:attr:`outcome`) is serving's verdict, not the step's."""
-        return bool(self.serving_refused) or (
-            self.mode is Mode.TRAINING and self.failure in (Failure.SERVING, Failure.SERVING_WEIGHTS)
-        )
+        return bool(self.serving_refused) or (self.mode is Mode.TRAINING and self.failure in _SERVING_FAILURES)
 
     @property
     def offers_symptom(self) -> bool:
@@ -254,6 +264,12 @@ class Diagnosis:
         return Outcome(f"{_FAILS.get(self.verdict, 'Fails')} ", self.when, ".", self.symptom.symptom)
 
     @property
+    def serving_limits(self) -> tuple[ServingLimit, ServingLimit]:
+        """How far serving goes, in words: the most requests of the plan's context and the longest context at its
+        concurrency, an engine's refusal of the context said (:func:`core.advice.limits.serving_limits`)."""
+        return serving_limits(self.estimate.plan, self.estimate.inference, self.limits)
+
+    @property
     def margin_bytes(self) -> float:
         return self.judgement.margin_bytes
 
@@ -285,10 +301,11 @@ class Diagnosis:
         """The cause in words; it names the largest bucket only where that bucket is the cause."""
         dom = BUCKET_LABELS[self.dominant].lower()
         if self.mode is Mode.INFERENCE and self.estimate.inference.would_not_start:
-            return self.estimate.inference.would_not_start  # the engine does not start: its own check decides
+            # the engine does not start: its own check decides, its words a sentence (h92verd: vLLM's ended "NaN")
+            return _ended(self.estimate.inference.would_not_start)
         if _untrained(self.estimate.plan, self.mode):
             return f"Training is not estimated: {training_refusal(self.estimate.plan)}."
-        if self.failure is Failure.NONE:
+        if self.failure in (Failure.NONE, Failure.SERVING_START):  # the engine's refusal: the outcome's own words
             return f"{self._fit_in_words()}; the largest part is {self.largest[0].lower()}."
         cause = SYMPTOM_BY_FAILURE[self.failure].cause
         if self.failure is Failure.FIRST_STEP:
@@ -349,9 +366,13 @@ def failing_phase(est: Estimate, load_bytes: float, usable_bytes: float) -> str:
 
 
 def _serving_failure(est: Estimate) -> Failure:
-    """NONE, SERVING (the requests' KV cache) or SERVING_WEIGHTS (the weights alone do not fit
-    one GPU of the serving split: no number of users is the cause). An engine that refuses the context
-    (Verdict.WONT_START) while the memory holds the plan has no memory failure: the explanation gives its words."""
+    """SERVING_START where the engine refuses the plan at start-up, whatever its memory verdict (its KV pool short
+    of one request, its free-memory check, a context past the model's limit: InferenceEstimate.would_not_start; it
+    exits before any request, so no symptom of a running server applies), else NONE, SERVING (the requests' KV
+    cache) or SERVING_WEIGHTS (the weights alone do not fit one GPU of the serving split: no number of users is the
+    cause)."""
+    if est.inference.would_not_start:
+        return Failure.SERVING_START
     judged = est.judgement(Mode.INFERENCE)
     if judged.fits or (judged.verdict is Verdict.WONT_START and judged.margin_bytes >= 0):
         return Failure.NONE
@@ -420,6 +441,9 @@ def remedies_for_symptom(
     symptom = SYMPTOM_BY_FAILURE.get(failure)
     if symptom is None:
         raise ValueError(f"no symptom for {failure!r}")
+    if failure is Failure.SERVING_START:  # the serving changes after which the engine starts
+        found = remedies_for(plan, SERVING_KINDS, pins=pins)
+        return symptom, tuple(r for r in found if not r.estimate.inference.would_not_start)
     if failure in (Failure.SERVING, Failure.SERVING_WEIGHTS):
         found = remedies_for(plan, SERVING_KINDS, pins=pins)
         return symptom, tuple(r for r in found if failure in r.addresses)

@@ -13,8 +13,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
+from core.context_limit import refused_context_words, starting_context
 from core.estimate import Estimate, estimate
-from core.plan import Plan
+from core.format import counted
+from core.plan import ENGINE_LABELS, Plan
+from core.serving.inference import InferenceEstimate
 from core.solve import largest_fitting
 from core.verdict import limit_parts, limit_words
 
@@ -106,6 +109,59 @@ def limits(plan: Plan, est: Estimate | None = None) -> Limits:
     margin_micro = max_micro_batch(plan, high=micro, margin=True)
     margin_seq = max_sequence(plan, high=seq, margin=True)
     return Limits(micro, seq, inf.max_concurrent, inf.max_context, margin_micro, margin_seq)
+
+
+@dataclass(frozen=True)
+class ServingLimit:
+    """A serving limit as the Diagnosis's "How far it goes" says it: ``figure`` (the number the window sets in bold;
+    "" where there is none) and the words after it."""
+
+    figure: str
+    words: str
+
+    @property
+    def text(self) -> str:
+        return f"{self.figure} {self.words}" if self.figure else self.words
+
+
+def serving_limits(plan: Plan, inf: InferenceEstimate, found: Limits) -> tuple[ServingLimit, ServingLimit]:
+    """The most requests of the plan's context and the longest context at its concurrency, in words. Where the
+    engine refuses the context at start-up (core.context_limit.would_not_start) no request of it runs,
+    whatever the memory holds: the engine's refusal is said, and the longest context it starts with given instead
+    (core.context_limit.starting_context; h92verd: "14 requests of 8,192 tokens" on Llama 2 7B, whose
+    4,096-token limit vLLM enforces)."""
+    serving = plan.inference
+    requests = counted(serving.concurrent, "request")
+    now = f"now {serving.context:,}"
+    refused = refused_context_words(plan)
+    if refused:
+        most = ServingLimit("", f"none: {refused}")
+        longest = starting_context(plan, found.max_context)
+        at_limit = "the model's limit, " if longest == plan.model.max_position_embeddings else ""
+        started = f"{at_limit}the longest {ENGINE_LABELS[serving.engine]} starts with; {now}"
+        context = (
+            ServingLimit(f"{longest:,}", f"tokens at {requests} ({started})")
+            if longest
+            else ServingLimit("", f"none at {requests}")
+        )
+        return most, context
+    # "3 of 4,096 tokens" said neither what the 3 counts nor what the 4,096 is (docs/GUI.md, 2026-12-07): the
+    # banner's words, "at most 3 requests of 4,096 tokens at once"
+    count = found.max_concurrent
+    noun = "request" if count == 1 else "requests"
+    most = (
+        ServingLimit(f"{count:,}", f"{noun} of {serving.context:,} tokens (now {serving.concurrent:,})")
+        if count
+        else ServingLimit("", f"none: {inf.none_served}")
+    )
+    # the model's own limit, not the memory, where the banner says so (InferenceEstimate.limits_sentence)
+    cap = ", the model's limit" if inf.at_model_limit(plan) else ""
+    context = (
+        ServingLimit(f"{found.max_context:,}", f"tokens at {requests}{cap} ({now})")
+        if found.max_context
+        else ServingLimit("", f"none at {requests}")
+    )
+    return most, context
 
 
 @dataclass(frozen=True)

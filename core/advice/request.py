@@ -74,11 +74,11 @@ def pin_label(pin: Pin, mode: Mode) -> str:
 
 
 def symptoms_for(mode: Mode) -> tuple[Failure, ...]:
-    """The symptoms the Diagnosis tab offers in ``mode``: serving fails loading the model or
-    serving many users (core.advice.diagnosis._serving_failure); a training plan can fail at any
-    of them, serving last (the step fits, serving does not)."""
+    """The symptoms the Diagnosis tab offers in ``mode``: serving fails loading the model, serving many users, or
+    is refused at start-up (core.advice.diagnosis._serving_failure); a training plan can fail at any of them,
+    serving last (the step fits, serving does not)."""
     if mode is Mode.INFERENCE:
-        return (Failure.SERVING, Failure.SERVING_WEIGHTS)
+        return (Failure.SERVING, Failure.SERVING_WEIGHTS, Failure.SERVING_START)
     return tuple(symptom.failure for symptom in SYMPTOMS)
 
 

@@ -17,6 +17,10 @@ class Failure(StrEnum):
     EVALUATION = "evaluation"  # a large eval batch, logits of long sequences
     SERVING = "serving"  # KV cache
     SERVING_WEIGHTS = "serving-weights"  # the served weights alone, on one GPU of the split
+    # The serving engine refuses the plan at start-up, in its own words (InferenceEstimate.would_not_start): its KV
+    # pool short of one request, its free-memory check, or a context past the model's limit (h92verd: said "Out of
+    # memory when serving many users" where vLLM exits before serving any).
+    SERVING_START = "serving-start"
 
 
 @dataclass(frozen=True)
@@ -65,6 +69,17 @@ SYMPTOMS: Final = (
         "More GPUs (tensor parallel; llama.cpp: the layers split over them, or fewer layers on the GPU), "
         "a quantised format (AWQ, GPTQ, FP8; a smaller GGUF type), a smaller model",
         "when loading the model to serve it",
+    ),
+    Symptom(
+        Failure.SERVING_START,
+        "Refused at start-up: the serving engine exits with its own error before it serves a request",
+        "The serving engine's own start-up check refuses the plan: its KV cache pool holds less than one request of "
+        "the context, the free memory is less than it asks for, or the context passes the model's limit",
+        "What starts it, as the engine's error names it: a shorter context (--max-model-len), a higher "
+        "--gpu-memory-utilization (or a lower one where its free-memory check fails), an fp8 KV cache, tensor "
+        "parallel over more GPUs; past the model's limit, VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 or "
+        "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1",
+        "when the serving engine starts",
     ),
 )
 SYMPTOM_BY_FAILURE: Final = {s.failure: s for s in SYMPTOMS}

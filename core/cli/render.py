@@ -45,6 +45,8 @@ def judgement_to_json(judged: Judgement) -> dict[str, Any]:
         "margin_bytes": round(judged.margin_bytes),
         "gpu_verdict": judged.gpu_verdict.value,
         "host_verdict": judged.host_verdict.value if judged.host_verdict is not None else None,
+        # the verdict line's words after the margin ("" where the figures tell it): Judgement.after_margin
+        "after_margin": judged.after_margin,
     }
 
 
@@ -211,6 +213,7 @@ def inference_to_json(est: Estimate) -> dict[str, Any]:
         "margin_bytes": round(judged.margin_bytes),
         "verdict": judged.verdict.value,
         "fits_with_margin": judged.fits_with_margin,  # False for a narrow fit (core.verdict)
+        "after_margin": judged.after_margin,  # the verdict line's words after the margin, as the banner says them
         "queued": inf.queued,
         "kv_cache_tokens": inf.kv_cache_tokens,
         "refusal": inf.refusal,  # the engine's refusal to start in its words ("" where it starts)
@@ -329,10 +332,8 @@ def verdict_line(judged: Judgement, headroom: float, gib: bool) -> str:
         line += f": the card's {fmt(judged.capacity_bytes, gib)} lies within it, the run may or may not fit"
     if judged.fits_narrowly:  # core.verdict's words for a narrow fit
         line += f": it {judged.narrow_words('GiB' if gib else 'GB')}"
-    if judged.host_limits:
-        line += f"; the GPUs hold it ({VERDICT_LABELS[judged.gpu_verdict].lower()}), a node's RAM does not"
-    elif judged.short_of:
-        line += f"; the card holds the total, but {judged.short_of}"
+    if judged.after_margin:  # the host's RAM, a pool that serves no request, an engine that would not start
+        line += f"; {judged.after_margin}"
     return line
 
 

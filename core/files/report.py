@@ -160,10 +160,11 @@ def _verdict_line(est: Estimate, unit: str, mode: Mode = Mode.TRAINING) -> str:
         if mode is Mode.INFERENCE
         else f"peak at the {est.peak_phase}"
     )
+    after = f"; {judged.after_margin}" if judged.after_margin else ""  # as the command line's verdict line says it
     return (
         f"{judged.label}: {_size(judged.total_bytes, unit)} of {_size(judged.capacity_bytes, unit)} "
         f"({_size(judged.usable_bytes, unit)} usable with {plan.hardware.headroom:.0%} headroom), "
-        f"margin {_size(judged.margin_bytes, unit)}; {where}"
+        f"margin {_size(judged.margin_bytes, unit)}{after}; {where}"
     )
 
 

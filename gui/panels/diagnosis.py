@@ -74,6 +74,7 @@ SYMPTOM_NAMES: dict[Failure, str] = {
     Failure.EVALUATION: "Only during evaluation",
     Failure.SERVING: "Serving many users",
     Failure.SERVING_WEIGHTS: "Loading the model to serve",
+    Failure.SERVING_START: "Refused at start-up",
 }
 PICK_A_SYMPTOM = "Where did it run out?…"
 
@@ -611,7 +612,6 @@ class DiagnosisPanel(QScrollArea):
         plan = d.estimate.plan
         wl = plan.workload
         limits = d.limits
-        serving = plan.inference
         # Each limit as core.verdict words it: the largest that fits with margin, a larger narrow fit noted.
         micro, micro_note = limits.parts("micro_batch")
         now = f"now {wl.micro_batch:,}"
@@ -631,23 +631,10 @@ class DiagnosisPanel(QScrollArea):
         else:
             seq_text = f"none fits, not even 1 token ({now})"
         self.limits["seq_len"].setText(seq_text)
-        most = limits.max_concurrent
-        # "3 of 4,096 tokens" said neither what the 3 counts nor what the 4,096 is (docs/GUI.md, 2026-12-07):
-        # the banner's words, "at most 3 requests of 4,096 tokens at once"
-        self.limits["concurrent"].setText(
-            f"<b>{most:,}</b> {'request' if most == 1 else 'requests'} of {serving.context:,} tokens "
-            f"(now {serving.concurrent:,})"
-            if limits.max_concurrent
-            else f"none: {d.estimate.inference.none_served}"
-        )
-        requests = counted(serving.concurrent, "request")
-        # the model's own limit, not the memory, where the banner says so (InferenceEstimate.limits_sentence)
-        cap = ", the model's limit" if d.estimate.inference.at_model_limit(d.estimate.plan) else ""
-        self.limits["context"].setText(
-            f"<b>{limits.max_context:,}</b> tokens at {requests}{cap} (now {serving.context:,})"
-            if limits.max_context
-            else f"none at {requests}"
-        )
+        # core's words (core.advice.limits.serving_limits): an engine that refuses the context says so
+        for key, limit in zip(("concurrent", "context"), d.serving_limits, strict=True):
+            figure = f"<b>{limit.figure}</b> " if limit.figure else ""
+            self.limits[key].setText(f"{figure}{limit.words}")  # core's own words, no outside text (as before)
         in_serving = d.mode is Mode.INFERENCE  # each mode shows its own limits (issue 26, item 11)
         for key in ("micro_batch", "seq_len"):
             self._limits_form.setRowVisible(self.limits[key], not in_serving)

@@ -113,10 +113,16 @@ def margin_text(judged: Judgement, headroom: float, unit: Unit) -> str:
         )
     if judged.fits_narrowly:  # core.verdict's words: fits with X to spare, but the range reaches Y ...
         return judged.narrow_words(unit)
+    # An engine that would not start: the memory's sense and the engine's, in core.verdict's one clause (h92verd)
+    refused = f"; {judged.start_words}" if judged.start_words else ""
     if judged.margin_bytes >= 0:
         spare = f"{memory(judged.margin_bytes, unit)} to spare"
+        if refused:
+            return f"{spare}{refused}"
         return f"{spare} on the card, but {judged.short_of}" if judged.short_of else spare
     over = f"{memory(-judged.margin_bytes, unit)} over the usable memory"
+    if refused:
+        return f"{over}{refused}"
     if judged.verdict is Verdict.OVER_HEADROOM:
         return (
             f"{over}: into the {headroom:.0%} headroom you keep free, "

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from core.advice.diagnosis import SERVING_START, diagnose
 from core.advice.request import AdviceKind
+from core.advice.symptoms import Failure
 from core.catalogue import find_model
 from core.cli.app import main
 from core.estimate import estimate
@@ -64,8 +65,9 @@ def test_a_training_plan_whose_serving_would_not_start_says_so() -> None:
     assert ALL_FIT not in said and "Nothing fails" not in said
     assert said == f"Fails {SERVING_START}: the training step and evaluation fit; {est.inference.would_not_start}."
     assert est.inference.would_not_start.startswith("vLLM would not start")
-    # the remedies' note agrees: the step fits, not the plan; no symptom row to show (none of the table's rows)
-    assert d.advice.kind is AdviceKind.STEP_FITS_BUT and d.when == SERVING_START and not d.offers_symptom
+    # the remedies' note agrees: the step fits, not the plan; the symptom row is the start-up refusal's own (h92verd)
+    assert d.advice.kind is AdviceKind.STEP_FITS_BUT and d.when == SERVING_START and d.offers_symptom
+    assert d.failure is Failure.SERVING_START and d.symptom is not None and d.symptom.when == SERVING_START
 
 
 def test_a_training_plan_whose_vllm_pool_holds_no_request_says_vllm_would_not_start() -> None:
@@ -75,7 +77,9 @@ def test_a_training_plan_whose_vllm_pool_holds_no_request_says_vllm_would_not_st
     d = diagnose(plan)
     assert d.outcome.text.startswith(f"Fails {SERVING_START}: the training step and evaluation fit; vLLM 0.19 would")
     assert est.inference.refusal in d.outcome.text and "serving many users" not in d.outcome.sentence
-    assert d.offers_symptom  # the serving symptom's remedies (a shorter context, an fp8 cache) are one click away
+    # the start-up refusal's symptom, not "Out of memory when serving many users" (h92verd): what starts it is one
+    # click away (a shorter context, tensor parallel over more GPUs)
+    assert d.offers_symptom and d.failure is Failure.SERVING_START
 
 
 def test_where_serving_starts_and_fits_nothing_fails_and_serving_itself_says_why_it_would_not_start() -> None:

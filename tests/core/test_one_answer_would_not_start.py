@@ -47,7 +47,8 @@ def test_the_estimate_says_would_not_start_and_why() -> None:
 
 def test_the_diagnosis_gives_the_engines_words() -> None:
     plan = _plan()
-    assert diagnose(plan, Mode.INFERENCE).explanation == past_limit_words(plan)
+    # the engine's words, closed as a sentence (h92verd: they ended "gives NaN" with no full stop)
+    assert diagnose(plan, Mode.INFERENCE).explanation == f"{past_limit_words(plan)}."
 
 
 def test_the_command_line_says_would_not_start(capsys: pytest.CaptureFixture[str]) -> None:

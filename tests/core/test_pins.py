@@ -62,13 +62,16 @@ def test_each_mode_offers_the_symptoms_its_diagnosis_can_name() -> None:
     from core.advice.symptoms import SYMPTOMS, Failure
 
     serving = symptoms_for(Mode.INFERENCE)
-    assert serving == (Failure.SERVING, Failure.SERVING_WEIGHTS)
+    assert serving == (Failure.SERVING, Failure.SERVING_WEIGHTS, Failure.SERVING_START)
     assert symptoms_for(Mode.TRAINING) == tuple(s.failure for s in SYMPTOMS)
     llama = plan_for_model("llama-3.1-8b")
     named = {
         diagnose(plan, Mode.INFERENCE).failure
         for plan in (
-            llama.with_hardware(gpu="l4").with_inference(engine=Engine.VLLM, context=131072),  # the KV cache
+            # transformers' generate holds all 64 requests' KV cache at once (tests/core/test_cli.py): many users
+            llama.with_hardware(gpu="rtx-4090").with_inference(engine=Engine.HF, concurrent=64, context=8192),
+            # vLLM's pool on an L4 holds less than one 131,072-token request: refused at start-up (h92verd)
+            llama.with_hardware(gpu="l4").with_inference(engine=Engine.VLLM, context=131072),
             plan_for_model("llama-3.1-70b").with_hardware(gpu="l4").with_inference(engine=Engine.VLLM),  # weights
         )
     }

@@ -32,6 +32,11 @@ def test_the_tab_says_serving_would_not_start_beside_a_fitting_step(qtbot: Any, 
     assert shown == diagnose(plan).outcome.text
     assert shown.startswith("Fails when the serving engine starts: the training step and evaluation fit; vLLM would")
     assert "The training step fits, but it would fail when the serving engine starts." in panel.remedy_note.text()
-    assert not panel.show_symptom_button.isVisibleTo(panel)  # no symptom row to select
+    # the start-up refusal's own symptom row (h92verd), one click away, with the changes that start the engine
+    assert panel.show_symptom_button.isVisibleTo(panel)
+    panel.show_symptom_button.click()
+    assert panel.symptom_picker.currentText() == "Refused at start-up"
+    qtbot.waitUntil(lambda: "Refused at start-up" in panel.symptom_cause.text(), timeout=10000)
+    qtbot.waitUntil(lambda: bool(panel.symptom_list.rows), timeout=10000)
     window.grab().save("/tmp/h91diag-tab.png")
     window.controller.undo_stack.setClean()

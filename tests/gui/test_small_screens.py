@@ -280,7 +280,8 @@ def test_each_mode_lists_its_own_symptoms(qtbot: Any, window: MainWindow) -> Non
     assert window.diagnoser.latest.symptom is Failure.LONG_BATCHES
 
     window.set_chart_mode("inference")
-    assert _symptoms_listed(window) == [Failure.SERVING.value, Failure.SERVING_WEIGHTS.value]
+    serving = [Failure.SERVING.value, Failure.SERVING_WEIGHTS.value, Failure.SERVING_START.value]  # h92verd: a refusal
+    assert _symptoms_listed(window) == serving
     assert panel.symptom_picker.currentData() is None
     assert window.diagnoser.latest.symptom is None  # training's pick does not reach serving
     panel.select_symptom(Failure.SERVING)
