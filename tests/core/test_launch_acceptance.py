@@ -23,7 +23,7 @@ from core.files.launch import Target, export
 from core.files.runconfig import loads_run_config, plan_from_run
 from core.inputs import Float8
 from tests.core.test_launch_roundtrip import launch_plans
-from tools.measure.export_plans import keys_of, named_plans
+from tools.measure.export_plans import keys_of, named_plans, with_layout
 
 RECORDING = Path(__file__).resolve().parents[1] / "data" / "launch_acceptance.json"
 RERUN = (
@@ -209,3 +209,39 @@ def test_torchtitan_sequence_length_is_a_multiple_of_tp_times_two_cp() -> None:
     assert exported.cannot("workload.seq_len")
     even, _ = _titan("full-1gpu-bf16")
     assert even["training"]["seq_len"] == 2048  # export_plans: Workload(seq_len=2048), a multiple of 2
+
+
+# ---- Megatron-Bridge: its override path (run_recipe.py → omegaconf_utils.process_config_with_overrides, Hydra's
+# struct mode) read at NVIDIA-NeMo/Megatron-Bridge v0.6.0 and run at 067f987d (docs/CONFIGS.md says how far) -------
+def _megatron(plan: Any) -> tuple[dict[str, Any], list[str]]:
+    text = export(plan, Target.MEGATRON_BRIDGE).text
+    launch = next(line[2:] for line in text.splitlines() if line.startswith("# torchrun "))
+    return yaml.safe_load(text), launch.split()
+
+
+def test_megatron_bridge_writes_comm_overlap_whole_and_only_when_on() -> None:
+    plan, _ = named_plans()["tp2-pp2-megatron"]
+    document, words = _megatron(plan)
+    # The recipes leave comm_overlap None (v0.6.0 src/megatron/bridge/recipes/common.py lines 128, 228, 327); with the
+    # struct config of omegaconf_utils.py:180 hydra-core 1.3.2 refuses comm_overlap.tp_comm_overlap=false ("Could not
+    # override 'comm_overlap.tp_comm_overlap'", run at 067f987d and on hydra alone). Off is None: nothing written.
+    assert "comm_overlap" not in document and not any(w.startswith("comm_overlap") for w in words)
+    on = with_layout(plan, tp_overlap=True)
+    document, words = _megatron(on)
+    target = "megatron.bridge.training.comm_overlap.CommOverlapConfig"  # v0.6.0 training/comm_overlap.py:377
+    assert document["comm_overlap"] == {"_target_": target, "tp_comm_overlap": True}
+    # Hydra's dict syntax, which _apply_overrides instantiates through its _target_ (accepted by hydra-core 1.3.2).
+    assert f"comm_overlap={{_target_:{target},tp_comm_overlap:true}}" in " ".join(words).replace("'", "")
+    read = loads_run_config(export(on, Target.MEGATRON_BRIDGE).text.encode(), "overrides.yaml")
+    assert plan_from_run(read, plan).parallel.tp_overlap and "comm_overlap._target_" not in read.unknown
+
+
+def test_megatron_bridge_command_leaves_the_adapter_to_the_file() -> None:
+    plan, _ = named_plans()["lora-attn"]
+    document, words = _megatron(plan)
+    # The recipe's PEFT object is callable (v0.6.0 peft/base.py:84 __call__): omegaconf_utils.py:215
+    # _is_omegaconf_problematic leaves it out of the struct config, so Hydra refuses peft.dim=16 ("Could not override
+    # 'peft.dim'", run at 067f987d). The command runs the recipe's adapter (--mode lora); the file carries the plan's.
+    assert not any(word.startswith("peft") for word in words) and words[words.index("--mode") + 1] == "lora"
+    assert (document["peft"]["dim"], document["peft"]["alpha"]) == (16, 32)  # export_plans._lora(16): alpha 2 × rank
+    assert "--config-file only" in export(plan, Target.MEGATRON_BRIDGE).text.splitlines()[3]
