@@ -10,6 +10,7 @@ check is re-run; and the fixes the check led to are pinned on the text.
 from __future__ import annotations
 
 import json
+import tomllib
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -19,9 +20,10 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 
 from core.files.launch import Target, export
-from core.files.runconfig import loads_run_config
+from core.files.runconfig import loads_run_config, plan_from_run
+from core.inputs import Float8
 from tests.core.test_launch_roundtrip import launch_plans
-from tools.measure.export_plans import keys_of, named_plans
+from tools.measure.export_plans import keys_of, named_plans, with_layout
 
 RECORDING = Path(__file__).resolve().parents[1] / "data" / "launch_acceptance.json"
 RERUN = (
@@ -55,9 +57,10 @@ def _unchecked(target: Target, text: str) -> set[str]:
 
 
 def test_the_recording_holds_every_target_a_tool_parser_checks_and_no_refusal() -> None:
-    # The ten targets whose tools' parsers run on CPU (Megatron-Bridge, torchtitan, llama.cpp and Ollama are not
-    # checked: docs/CONFIGS.md says why).
+    # The eleven targets whose tools' parsers run on CPU (Megatron-Bridge, llama.cpp and Ollama are not checked:
+    # docs/CONFIGS.md says why).
     checked = {
+        Target.TORCHTITAN,
         Target.TRL,
         Target.ACCELERATE,
         Target.ACCELERATE_LAUNCH,
@@ -72,6 +75,17 @@ def test_the_recording_holds_every_target_a_tool_parser_checks_and_no_refusal() 
     assert set(ACCEPTED) == checked
     refused = [(r["target"], r["plan"], r["error"]) for r in _recording()["records"] if not r["accepted"]]
     assert refused == [], f"a tool refused these exports: {refused}; fix the exporter, then {RERUN}"
+
+
+def test_the_newer_checkers_refused_an_unknown_key() -> None:
+    # The negative control export_check.py runs for each checker in its CONTROLS: an accepted export with one key
+    # added must be refused, or the checker checks nothing. torchtitan 0.2.2 config/manager.py _dict_to_dataclass:
+    # "Invalid field names in <class ...Training> data: {'frobnicate'}".
+    controls = {c["target"]: c for c in _recording()["controls"]}
+    assert set(controls) >= {Target.TORCHTITAN.value}
+    for control in controls.values():
+        assert control["refused"], f"{control['tool']} {control['version']} accepted {control['added']}: {RERUN}"
+        assert control["added"].rsplit(".", 1)[-1] in control["error"]
 
 
 def test_every_recorded_plan_still_writes_only_accepted_keys() -> None:
@@ -145,3 +159,89 @@ def test_multi_node_commands_leave_the_node_rank_to_the_shell(target: Target) ->
     # torch 2.13.0 torch/distributed/run.py --node-rank is an int: the export's $NODE_RANK / $MACHINE_RANK is the
     # shell's to expand (export_check.py SHELL_VALUES puts in node 0's).
     assert "_RANK" in export(plan, target).text
+
+
+# ---- torchtitan 0.2.2: what its start-up refused (tools/measure/export_check.py _titan_startup), fixed -----------
+def _titan(name: str) -> tuple[dict[str, Any], Any]:
+    plan, _ = named_plans()[name]
+    exported = export(plan, Target.TORCHTITAN)
+    return tomllib.loads(exported.text), exported
+
+
+def test_torchtitan_writes_tensorwise_float8_without_a_recipe_name() -> None:
+    document, exported = _titan("titan-float8-allgather")
+    # torchtitan 0.2.2 components/quantization/float8.py:65-69: "using `float8_config.enable_fsdp_float8_all_gather`
+    # together with `float8_config.recipe_name` is not supported"; tensorwise is recipe_name unset (:79-95).
+    assert document["quantize"]["linear"]["float8"] == {"enable_fsdp_float8_all_gather": True}
+    assert not exported.cannot("method.float8") and not exported.cannot("parallel.fsdp_float8_all_gather")
+    rowwise, _ = _titan("titan-float8-rowwise")
+    assert rowwise["quantize"]["linear"]["float8"] == {"recipe_name": "rowwise"}
+    # The importer reads the name unset as tensorwise (core/files/runconfig/torchtitan.py FLOAT8_RECIPES).
+    plan, _ = named_plans()["titan-float8-allgather"]
+    assert plan_from_run(loads_run_config(exported.text.encode(), "job.toml"), plan).float8 is Float8.TENSORWISE
+
+
+def test_torchtitan_mxfp8_with_tensor_parallel_leaves_the_model_uncompiled() -> None:
+    document, exported = _titan("titan-mxfp8-tp2-compile")
+    # torchtitan 0.2.2 components/quantization/mx.py:50-52: "TP not yet supported with torch.compile for mxfp8".
+    assert document["compile"] == {"enable": True, "components": ["loss"]}
+    assert exported.cannot("method.stack")
+
+
+def test_torchtitan_async_tp_only_on_the_compiled_model_and_ddp_only_alone() -> None:
+    document, exported = _titan("titan-ddp-tp2-async")
+    # torchtitan 0.2.2 distributed/tensor_parallel.py:20-23: "Async TP requires 'model' in --compile.components and
+    # --compile.enable"; models/llama3/infra/parallelize.py:149-151: "DDP has not supported > 1D parallelism".
+    assert document["parallelism"]["enable_async_tensor_parallel"] is False
+    parallelism = document["parallelism"]
+    assert (parallelism["data_parallel_replicate_degree"], parallelism["data_parallel_shard_degree"]) == (1, -1)
+    assert exported.cannot("parallel.tp_overlap") and exported.cannot("parallel.strategy")
+    compiled, _ = _titan("tp2-fsdp")  # the compiled model keeps it
+    assert compiled["parallelism"]["tensor_parallel_degree"] == 2 and compiled["compile"]["enable"] is True
+
+
+def test_torchtitan_sequence_length_is_a_multiple_of_tp_times_two_cp() -> None:
+    document, exported = _titan("titan-odd-seq-tp2")
+    # torchtitan 0.2.2 models/llama3/infra/parallelize.py:69 asserts seq_len % seq_len_divisor == 0, and
+    # distributed/parallel_dims.py:372 seq_len_divisor = tp * (cp * 2): 2 × 2 × 1 = 4 here; 1001 → 1000 (below, so the
+    # run holds no more than the plan).
+    assert document["training"]["seq_len"] == 1000
+    assert exported.cannot("workload.seq_len")
+    even, _ = _titan("full-1gpu-bf16")
+    assert even["training"]["seq_len"] == 2048  # export_plans: Workload(seq_len=2048), a multiple of 2
+
+
+# ---- Megatron-Bridge: its override path (run_recipe.py → omegaconf_utils.process_config_with_overrides, Hydra's
+# struct mode) read at NVIDIA-NeMo/Megatron-Bridge v0.6.0 and run at 067f987d (docs/CONFIGS.md says how far) -------
+def _megatron(plan: Any) -> tuple[dict[str, Any], list[str]]:
+    text = export(plan, Target.MEGATRON_BRIDGE).text
+    launch = next(line[2:] for line in text.splitlines() if line.startswith("# torchrun "))
+    return yaml.safe_load(text), launch.split()
+
+
+def test_megatron_bridge_writes_comm_overlap_whole_and_only_when_on() -> None:
+    plan, _ = named_plans()["tp2-pp2-megatron"]
+    document, words = _megatron(plan)
+    # The recipes leave comm_overlap None (v0.6.0 src/megatron/bridge/recipes/common.py lines 128, 228, 327); with the
+    # struct config of omegaconf_utils.py:180 hydra-core 1.3.2 refuses comm_overlap.tp_comm_overlap=false ("Could not
+    # override 'comm_overlap.tp_comm_overlap'", run at 067f987d and on hydra alone). Off is None: nothing written.
+    assert "comm_overlap" not in document and not any(w.startswith("comm_overlap") for w in words)
+    on = with_layout(plan, tp_overlap=True)
+    document, words = _megatron(on)
+    target = "megatron.bridge.training.comm_overlap.CommOverlapConfig"  # v0.6.0 training/comm_overlap.py:377
+    assert document["comm_overlap"] == {"_target_": target, "tp_comm_overlap": True}
+    # Hydra's dict syntax, which _apply_overrides instantiates through its _target_ (accepted by hydra-core 1.3.2).
+    assert f"comm_overlap={{_target_:{target},tp_comm_overlap:true}}" in " ".join(words).replace("'", "")
+    read = loads_run_config(export(on, Target.MEGATRON_BRIDGE).text.encode(), "overrides.yaml")
+    assert plan_from_run(read, plan).parallel.tp_overlap and "comm_overlap._target_" not in read.unknown
+
+
+def test_megatron_bridge_command_leaves_the_adapter_to_the_file() -> None:
+    plan, _ = named_plans()["lora-attn"]
+    document, words = _megatron(plan)
+    # The recipe's PEFT object is callable (v0.6.0 peft/base.py:84 __call__): omegaconf_utils.py:215
+    # _is_omegaconf_problematic leaves it out of the struct config, so Hydra refuses peft.dim=16 ("Could not override
+    # 'peft.dim'", run at 067f987d). The command runs the recipe's adapter (--mode lora); the file carries the plan's.
+    assert not any(word.startswith("peft") for word in words) and words[words.index("--mode") + 1] == "lora"
+    assert (document["peft"]["dim"], document["peft"]["alpha"]) == (16, 32)  # export_plans._lora(16): alpha 2 × rank
+    assert "--config-file only" in export(plan, Target.MEGATRON_BRIDGE).text.splitlines()[3]

@@ -21,10 +21,11 @@ import importlib.metadata
 import io
 import json
 import os
+import shlex
 import sys
 import tempfile
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -237,6 +238,134 @@ def check_sglang(text: str) -> None:
         assert hasattr(args, name), name
 
 
+def check_torchtitan(text: str) -> None:
+    """torchtitan 0.2.2 (the last release configured by TOML; its config/ is that of 238fa995, which the exporter
+    cites): the header's launch through torchrun's parser, its script arguments through torchtitan's own
+    ``ConfigManager().parse_args`` (torchtitan/config/manager.py: ``_dict_to_dataclass`` refuses a key JobConfig
+    does not define), then the file's every value again as a ``--section.key`` flag, which tyro checks against the
+    field's type (the TOML path does not: ``mode = "bogus"`` passes it) and which must give the same config, and the
+    start-up checks ``train.py`` makes before it touches a GPU (_titan_startup)."""
+    import dataclasses
+    import tomllib
+
+    from torch.distributed.run import get_args_parser
+
+    path = _file(text, ".toml")
+    launch = next(line[2:] for line in text.splitlines() if line.startswith("# torchrun "))
+    words = shlex.split(launch.replace("<this file>", shlex.quote(path)))
+    run_args = _argparse(get_args_parser(), words[1:])
+    assert run_args.module and run_args.training_script == "torchtitan.train", words
+    argv = list(run_args.training_script_args)
+    from_file = _titan_parse(argv)
+    flags = [word for key, value in _leaves(tomllib.loads(text)) for word in _tyro_words(key, value)]
+    # Without the file: tyro adds a default it finds outside a Literal's choices to the choices.
+    from_flags = _titan_parse(flags)
+    from_flags.job.config_file = from_file.job.config_file
+    differ = _differences(dataclasses.asdict(from_file), dataclasses.asdict(from_flags))
+    if differ:
+        raise ValueError(f"the file's values differ from the same values as flags: {differ}")
+    _titan_startup(from_file, world=int(run_args.nnodes) * int(run_args.nproc_per_node))
+
+
+def _titan_parse(argv: list[str]) -> Any:
+    """``ConfigManager().parse_args(argv)``; tyro's refusal (a box on stderr and exit 2) as one line."""
+    import logging
+
+    from torchtitan.config.manager import ConfigManager
+
+    logging.getLogger("torchtitan").setLevel(logging.ERROR)  # "HF assets path ... does not exist": the user's
+    said = io.StringIO()
+    with contextlib.redirect_stderr(said), contextlib.redirect_stdout(said):
+        try:
+            return ConfigManager().parse_args(argv)
+        except SystemExit as stop:
+            lines = [" ".join(line.strip(" │╭╮╰╯─-").split()) for line in said.getvalue().splitlines()]
+            said_lines = "; ".join(line for line in lines if line and "--help" not in line)
+            raise _ArgparseExit(said_lines or str(stop)) from None
+
+
+def _leaves(data: dict[str, Any], prefix: str = "") -> Iterator[tuple[str, Any]]:
+    for key, value in data.items():
+        if isinstance(value, dict):
+            yield from _leaves(value, f"{prefix}{key}.")
+        else:
+            yield f"{prefix}{key}", value
+
+
+def _tyro_words(key: str, value: Any) -> list[str]:
+    """A TOML value as torchtitan's command line takes it: a bool as ``--x`` / ``--…no_x``, a list of strings
+    comma-joined (ConfigManager.register_tyro_rules), the rest as its text."""
+    if isinstance(value, bool):
+        head, _, last = key.rpartition(".")
+        return [f"--{key}" if value else f"--{head}.no_{last}"]
+    if isinstance(value, list):
+        return [f"--{key}", ",".join(map(str, value))]
+    return [f"--{key}", str(value)]
+
+
+def _differences(a: Any, b: Any, prefix: str = "") -> list[str]:
+    if isinstance(a, dict) and isinstance(b, dict):
+        return [d for key in a for d in _differences(a[key], b.get(key), f"{prefix}{key}.")]
+    same_type = type(a) is type(b) or {type(a), type(b)} <= {int, float}  # TOML's 0 for a float field is 0.0
+    return [] if a == b and same_type else [f"{prefix[:-1]}: {a!r} in the file, {b!r} as a flag"]
+
+
+def _titan_startup(config: Any, world: int) -> None:
+    """What torchtitan 0.2.2 checks at start-up, run on the parsed config: the model and flavour
+    (train.py:117 get_train_spec, :138 model_args[flavor]), the parallel degrees against the world size
+    (train.py:373 ParallelDims, distributed/parallel_dims.py:35 _validate), the global batch (train.py:196-205),
+    the sequence length's divisor (models/llama3/infra/parallelize.py:69, qwen3 :62), DDP alone on the mesh
+    (llama3 parallelize.py:151), async TP (distributed/tensor_parallel.py:16 maybe_enable_async_tp), the
+    selective-AC option (distributed/activation_checkpoint.py:177), the pipeline schedule
+    (distributed/pipeline_parallel.py:55 get_schedule_class) and the model converters' own constructors
+    (protocols/model_converter.py build_model_converters: Float8LinearConverter, MXLinearConverter), with the card
+    the plan names (torchtitan.tools.utils.has_cuda_capability: the run's card, not this CPU)."""
+    from torch.distributed.pipelining.schedules import get_schedule_class
+    from torchtitan.distributed import ParallelDims
+    from torchtitan.distributed.tensor_parallel import maybe_enable_async_tp
+    from torchtitan.protocols.train_spec import get_train_spec
+
+    spec = get_train_spec(config.model.name)
+    if config.model.flavor not in spec.model_args:
+        raise KeyError(f"{config.model.name} has no flavor {config.model.flavor!r}: {sorted(spec.model_args)}")
+    par = config.parallelism
+    dims = ParallelDims(
+        dp_shard=par.data_parallel_shard_degree,
+        dp_replicate=par.data_parallel_replicate_degree,
+        cp=par.context_parallel_degree,
+        tp=par.tensor_parallel_degree,
+        pp=par.pipeline_parallel_degree,
+        ep=par.expert_parallel_degree,
+        etp=par.expert_tensor_parallel_degree,
+        world_size=world,
+    )
+    training = config.training
+    batch_degree = dims.dp_replicate * dims.dp_shard if dims.dp_enabled else 1
+    global_batch = training.global_batch_size if training.global_batch_size > 0 else training.local_batch_size
+    if global_batch % (training.local_batch_size * batch_degree):
+        raise AssertionError(
+            f"global batch size must be multiple of local batch size times data-parallel degree "
+            f"({global_batch} % ({training.local_batch_size} * {batch_degree}) != 0)"
+        )
+    if training.seq_len % dims.seq_len_divisor:
+        raise AssertionError(f"Sequence length {training.seq_len} must be divisible by {dims.seq_len_divisor}")
+    if not dims.fsdp_enabled and dims.dp_replicate_enabled and dims.world_size != dims.dp_replicate:
+        raise RuntimeError("DDP has not supported > 1D parallelism")
+    if dims.tp_enabled:
+        maybe_enable_async_tp(config, None)  # the flag's check comes before any use of the mesh
+    ac = config.activation_checkpoint
+    if ac.mode == "selective" and not (ac.selective_ac_option == "op" or ac.selective_ac_option.isdigit()):
+        raise ValueError(f"Invalid selective AC option: {ac.selective_ac_option}")
+    if dims.pp_enabled:
+        get_schedule_class(par.pipeline_parallel_schedule)
+    import torchtitan.components.quantization.float8 as float8
+    import torchtitan.components.quantization.mx as mx
+    from torchtitan.protocols.model_converter import build_model_converters
+
+    float8.has_cuda_capability = mx.has_cuda_capability = lambda major, minor: True  # the plan's card
+    build_model_converters(config, dims)
+
+
 class _ArgparseExit(Exception):
     pass
 
@@ -269,6 +398,14 @@ CHECKERS: dict[Target, tuple[str, Callable[[str], None]]] = {
     Target.AXOLOTL: ("axolotl", check_axolotl),
     Target.VLLM: ("vllm", check_vllm),
     Target.SGLANG: ("sglang", check_sglang),
+    Target.TORCHTITAN: ("torchtitan", check_torchtitan),
+}
+
+
+# The negative control: an unknown key added to an accepted export, which the checker must refuse (one that passes
+# anything checks nothing). (the key added, the text with it). Recorded under "controls".
+CONTROLS: dict[Target, tuple[str, Callable[[str], str]]] = {
+    Target.TORCHTITAN: ("training.frobnicate", lambda t: t.replace("[training]\n", "[training]\nfrobnicate = 1\n", 1)),
 }
 
 
@@ -279,6 +416,7 @@ def _error(exc: BaseException) -> str:
 
 # The libraries a tool's parser runs on, recorded beside its own version.
 STACK = ("transformers", "accelerate", "peft", "trl", "deepspeed", "torch")
+TOOL_STACK = {"torchtitan": ("torch", "tyro", "torchao")}  # what torchtitan's config and converters run on
 
 
 def merged(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
@@ -286,11 +424,29 @@ def merged(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
     ran = {(r["tool"], r["target"]) for r in new["records"]}
     kept = [r for r in old.get("records", []) if (r["tool"], r["target"]) not in ran]
     records = sorted([*kept, *new["records"]], key=lambda r: (r["target"], r["plan"]))
-    return {"format": "vramplan-launch-acceptance", "version": 1, "records": records}
+    controls = [c for c in old.get("controls", []) if (c["tool"], c["target"]) not in ran]
+    controls = sorted([*controls, *new.get("controls", [])], key=lambda c: c["target"])
+    return {"format": "vramplan-launch-acceptance", "version": 1, "records": records, "controls": controls}
+
+
+def _control(target: Target, text: str) -> dict[str, Any]:
+    package, checker = CHECKERS[target]
+    added, adding = CONTROLS[target]
+    changed = adding(text)
+    assert changed != text, f"the {target.value} control added nothing"
+    try:
+        checker(changed)
+        said = None
+    except Exception as exc:
+        said = _error(exc)
+    print(f"{'ok  ' if said else 'FAIL'} {target.value:18} control {added}: {said or 'accepted'}", flush=True)
+    return {"target": target.value, "tool": package, "version": _version(package), "added": added,
+            "refused": said is not None, "error": said}  # fmt: skip
 
 
 def run(only: str | None) -> dict[str, Any]:
     records: list[dict[str, Any]] = []
+    controlled: dict[str, dict[str, Any]] = {}
     unavailable: dict[str, str] = {}
     for name, target, text in exports():
         if target not in CHECKERS or (only and not {target.value, CHECKERS[target][0]} & set(only.split(","))):
@@ -314,16 +470,18 @@ def run(only: str | None) -> dict[str, Any]:
                 "target": target.value,
                 "tool": package,
                 "version": _version(package),
-                "with": {dep: _version(dep) for dep in STACK if dep != package},
+                "with": {dep: _version(dep) for dep in TOOL_STACK.get(package, STACK) if dep != package},
                 "accepted": verdict is None,
                 "error": verdict,
                 "keys": sorted(keys_of(target, text)),
             }
         )
         print(f"{'ok  ' if verdict is None else 'FAIL'} {target.value:18} {name:32} {verdict or ''}", flush=True)
+        if verdict is None and target in CONTROLS and target.value not in controlled:
+            controlled[target.value] = _control(target, text)
     for package, why in unavailable.items():
         print(f"not checked: {package}: {why}")
-    return {"records": records, "unavailable": unavailable}
+    return {"records": records, "controls": list(controlled.values()), "unavailable": unavailable}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -333,7 +491,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     result = run(args.only)
     rejected = [r for r in result["records"] if not r["accepted"]]
-    print(f"{len(result['records'])} exports checked, {len(rejected)} rejected")
+    rejected += [c for c in result["controls"] if not c["refused"]]
+    print(f"{len(result['records'])} exports checked, {len(rejected)} rejected or controls passed")
     if args.write:
         old = json.loads(RECORDING.read_text()) if RECORDING.exists() else {}
         atomic_write_text(RECORDING, json.dumps(merged(old, result), indent=1) + "\n", force=True)  # ours

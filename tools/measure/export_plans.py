@@ -191,6 +191,36 @@ def _training() -> Iterator[tuple[str, Callable[[], Plan]]]:
     yield "optimizer-in-backward", lambda: _llama("llama-3.2-1b", optimizer_in_backward=True, checkpointing=True)
 
 
+def _torchtitan() -> Iterator[tuple[str, Callable[[], Plan]]]:
+    """torchtitan's float8 recipes and the branches its start-up checks refused before branch h91titan
+    (torchtitan 0.2.2): tensorwise with FSDP2's float8 all-gather, MX with TP under compile, DDP beside TP with async
+    TP, a sequence length TP × 2·CP does not divide."""
+    fsdp8 = _gpus(8, Strategy.FSDP)
+    yield (
+        "titan-float8-allgather",
+        lambda: _llama(
+            stack=Stack.COMPILE, float8=Float8.TENSORWISE, parallel=replace(fsdp8, fsdp_float8_all_gather=True)
+        ),
+    )
+    yield (
+        "titan-mxfp8-tp2-compile",
+        lambda: _llama(
+            stack=Stack.COMPILE,
+            float8=Float8.MXFP8,
+            compiled_loss=True,
+            parallel=replace(fsdp8, tensor_parallel=2, tp_overlap=True),
+        ),
+    )
+    yield "titan-float8-rowwise", lambda: _llama(stack=Stack.COMPILE, float8=Float8.ROWWISE, parallel=fsdp8)
+    yield "titan-ddp-tp2-async", lambda: _llama(parallel=_gpus(8, Strategy.DDP, tensor_parallel=2, tp_overlap=True))
+    yield (
+        "titan-odd-seq-tp2",
+        lambda: _llama(
+            parallel=_gpus(8, Strategy.FSDP, tensor_parallel=2), workload=Workload(micro_batch=1, seq_len=1001)
+        ),
+    )
+
+
 def _serving() -> Iterator[tuple[str, Callable[[], Plan]]]:
     def served(model: str = "llama-3.1-8b", **inference: Any) -> Plan:
         return _llama(model, inference=Inference(**inference))
@@ -235,6 +265,8 @@ def named_plans() -> dict[str, tuple[Plan, tuple[Target, ...]]]:
     found: dict[str, tuple[Plan, tuple[Target, ...]]] = {}
     for name, build in _training():
         found[name] = (build(), TRAINING_TARGETS)
+    for name, build in _torchtitan():
+        found[name] = (build(), (Target.TORCHTITAN,))
     for name, build in _serving():
         gguf = name.startswith(("llamacpp", "ollama"))
         found[name] = (build(), ENGINE_TARGETS if gguf else (Target.VLLM, Target.SGLANG))

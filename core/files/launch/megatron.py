@@ -70,6 +70,8 @@ RECIPES: Final = {
     "gpt-oss-20b": "gpt_oss_20b",
     "gpt-oss-120b": "gpt_oss_120b",
 }
+# Megatron-Bridge v0.6.0 src/megatron/bridge/training/comm_overlap.py:377.
+COMM_OVERLAP_TARGET: Final = "megatron.bridge.training.comm_overlap.CommOverlapConfig"
 # The planner's matrices -> Megatron-Core's fused projections (the inverse of the importer's).
 FUSED: Final = {
     "linear_qkv": ("q_proj", "k_proj", "v_proj"),
@@ -302,8 +304,13 @@ def export_megatron_bridge(plan: Plan, model_ref: str | None = None) -> Export:
         "ddp": {"use_distributed_optimizer": par.strategy is Strategy.ZERO1, **_grad_reduce(draft, precision)},
         "dist": {"use_torch_fsdp2": par.strategy is Strategy.FSDP},
         "peft": _peft(draft, mode),
-        "comm_overlap": {"tp_comm_overlap": par.tensor_parallel > 1 and par.tp_overlap},
     }
+    if par.tensor_parallel > 1 and par.tp_overlap:
+        # The recipes leave comm_overlap None (NVIDIA-NeMo/Megatron-Bridge v0.6.0 src/megatron/bridge/recipes/common.py
+        # lines 128, 228, 327), so Hydra's struct mode refuses comm_overlap.tp_comm_overlap=… ("Could not override",
+        # training/utils/omegaconf_utils.py:180, hydra-core 1.3.2): the whole CommOverlapConfig is written, with
+        # its _target_, which _apply_overrides instantiates. Off, nothing is written: None is no overlap.
+        document["comm_overlap"] = {"_target_": COMM_OVERLAP_TARGET, "tp_comm_overlap": True}
     steps = optimizer_steps(plan)
     if steps is not None:
         document["train"]["train_iters"] = steps
@@ -343,18 +350,30 @@ def export_megatron_bridge(plan: Plan, model_ref: str | None = None) -> Export:
         "or pass this file to a recipe script that takes --config-file "
         "(tutorials/recipes/llama/03_finetune_with_yaml.py)",
     ]
+    if document["peft"] is not None:
+        lines.append(
+            "the command runs the recipe's own adapter (--mode); this file's peft section (dim, alpha, dropout, "
+            "target_modules) is read through --config-file only"
+        )
     return draft.finish(Target.MEGATRON_BRIDGE, header(lines) + dump_yaml(document))
 
 
 def _flat(document: dict[str, Any], prefix: str = "") -> list[str]:
-    """``KEY=VALUE`` overrides, as run_recipe.py takes them (the PEFT scheme is its --mode)."""
+    """``KEY=VALUE`` overrides, as run_recipe.py takes them. The PEFT scheme is its --mode and the adapter's settings
+    are the file's only: the recipe's PEFT object is callable (Megatron-Bridge v0.6.0 peft/base.py:84 ``__call__``), so
+    ``create_omegaconf_dict_config`` leaves it out of the struct config (training/utils/omegaconf_utils.py:215
+    ``_is_omegaconf_problematic``) and Hydra refuses ``peft.dim=…`` ("Could not override 'peft.dim'"). A mapping with a
+    ``_target_`` is written whole, in Hydra's dict syntax."""
     words: list[str] = []
     for key, value in document.items():
-        if key == "_target_":
+        if prefix == "" and key == "peft":
             continue
-        if isinstance(value, dict):
+        if isinstance(value, dict) and "_target_" in value:
+            fields = ",".join(f"{k}:{_value(v)}" for k, v in value.items())
+            words.append(shlex.quote(f"{prefix}{key}={{{fields}}}"))
+        elif isinstance(value, dict):
             words.extend(_flat(value, f"{prefix}{key}."))
-        elif not (prefix == "" and key == "peft"):
+        else:
             # Shell-quoted: a model id from a config.json's _name_or_path ("/data/my models/x",
             # "a#b") split the printed command or cut it at a comment (2026-12-04).
             words.append(shlex.quote(f"{prefix}{key}={_value(value)}"))

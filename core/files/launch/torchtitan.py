@@ -131,10 +131,15 @@ def _float8(draft: Draft) -> dict[str, Any] | None:
         return {"linear": {"mx": {"recipe_name": MX_DEFAULT_RECIPE}}}
     if plan.float8 not in FLOAT8_RECIPES:
         return None
-    table: dict[str, Any] = {"recipe_name": FLOAT8_RECIPES[plan.float8]}
-    if plan.parallel.strategy is Strategy.FSDP:
+    # torchtitan 0.2.2 components/quantization/float8.py:65-69 asserts enable_fsdp_float8_all_gather off whenever
+    # recipe_name is set; its tensorwise run with FSDP2's float8 all-gather is recipe_name unset (:79-95, what the
+    # importer reads as tensorwise), so tensorwise is written without the name.
+    table: dict[str, Any] = {}
+    if plan.float8 is not Float8.TENSORWISE:
+        table["recipe_name"] = FLOAT8_RECIPES[plan.float8]
+    elif plan.parallel.strategy is Strategy.FSDP:
         table["enable_fsdp_float8_all_gather"] = plan.parallel.fsdp_float8_all_gather
-    return {"linear": {"float8": table}}
+    return {"linear": {"float8": table}} if table else None
 
 
 def _compile(draft: Draft) -> dict[str, Any]:
@@ -144,6 +149,10 @@ def _compile(draft: Draft) -> dict[str, Any]:
     if plan.stack is not Stack.COMPILE:
         draft.outside(["method.compiled_loss"], "torchtitan compiles the loss only with the model (compile.enable)")
         return {"enable": False}
+    if plan.float8 is Float8.MXFP8 and plan.parallel.tensor_parallel > 1:
+        # torchtitan 0.2.2 components/quantization/mx.py:50-52: "TP not yet supported with torch.compile for mxfp8".
+        draft.cannot("method.stack", "torchtitan's MX linears with tensor parallel run the model eager (not compiled)")
+        return {"enable": plan.compiled_loss, "components": ["loss"]}
     return {"enable": True, "components": ["model", "loss"] if plan.compiled_loss else ["model"]}
 
 
@@ -174,12 +183,30 @@ def _precision(draft: Draft) -> dict[str, Any]:
     return keys
 
 
+def _seq_len(draft: Draft) -> int:
+    """The plan's sequence length, or the nearest torchtitan runs: its llama3 and qwen3 models need a multiple of
+    TP × 2·CP, 2 without either (torchtitan 0.2.2 models/llama3/infra/parallelize.py:69 and qwen3 :62 assert
+    ``seq_len % parallel_dims.seq_len_divisor == 0``; distributed/parallel_dims.py:372 ``tp * (cp * 2)``). The
+    multiple below is written, so the run holds no more than the plan."""
+    par, seq = draft.plan.parallel, draft.plan.workload.seq_len
+    step = par.tensor_parallel * 2 * par.context_parallel
+    if seq % step == 0:
+        return seq
+    written = max(step, seq - seq % step)
+    draft.cannot(
+        "workload.seq_len",
+        f"torchtitan's sequence length is a multiple of tensor parallel x 2 x context parallel ({step}): "
+        f"{written} is written",
+    )
+    return written
+
+
 def _training(draft: Draft) -> dict[str, Any]:
     plan, work = draft.plan, draft.plan.workload
     table: dict[str, Any] = {
         "local_batch_size": work.micro_batch,
         "global_batch_size": work.micro_batch * plan.parallel.data_parallel * work.grad_accum,
-        "seq_len": work.seq_len,
+        "seq_len": _seq_len(draft),
     }
     steps = optimizer_steps(plan)
     if steps is not None:
@@ -243,19 +270,37 @@ def _reshard_word(par: Parallelism) -> str:
     return "always" if par.reshard_after_forward else "never"
 
 
+def _ddp_alone(par: Parallelism) -> bool:
+    """Whether torchtitan can run the plan's DDP: only as the one parallelism (torchtitan 0.2.2
+    models/llama3/infra/parallelize.py:149-151 and qwen3 :178-180, "DDP has not supported > 1D parallelism")."""
+    return par.strategy is Strategy.DDP and par.tensor_parallel * par.pipeline_parallel * par.context_parallel == 1
+
+
 def _parallelism(draft: Draft) -> dict[str, Any]:
-    par = draft.plan.parallel
+    plan, par = draft.plan, draft.plan.parallel
+    ddp = _ddp_alone(par)
+    if par.strategy is Strategy.DDP and not ddp:
+        draft.cannot(
+            "parallel.strategy",
+            "torchtitan runs DDP only alone, not beside tensor, pipeline or context parallel: FSDP2 is written",
+        )
+    # torchtitan 0.2.2 distributed/tensor_parallel.py:20-23: async TP "requires 'model' in --compile.components and
+    # --compile.enable" (what _compile writes).
+    async_tp = par.tensor_parallel > 1 and par.tp_overlap
+    if async_tp and (plan.stack is not Stack.COMPILE or plan.float8 is Float8.MXFP8):
+        draft.cannot("parallel.tp_overlap", "torchtitan's async tensor parallel runs only on the compiled model")
+        async_tp = False
     table: dict[str, Any] = {
         # HSDP: R replicas of FSDP2's shards, the shard degree derived (-1) as world ÷ (R·cp·tp·pp).
-        "data_parallel_replicate_degree": par.data_parallel if par.strategy is Strategy.DDP else par.dp_replicate,
-        "data_parallel_shard_degree": 1 if par.strategy is Strategy.DDP else -1,  # ZeRO: FSDP2, the nearest
+        "data_parallel_replicate_degree": par.data_parallel if ddp else par.dp_replicate,
+        "data_parallel_shard_degree": 1 if ddp else -1,  # ZeRO: FSDP2, the nearest
         "fsdp_reshard_after_forward": _reshard_word(par),
         "tensor_parallel_degree": par.tensor_parallel,
         "pipeline_parallel_degree": par.pipeline_parallel,
         "pipeline_parallel_schedule": SCHEDULES[par.schedule],
         "context_parallel_degree": par.context_parallel,
         "context_parallel_rotate_method": par.cp_rotate_method.value,
-        "enable_async_tensor_parallel": par.tensor_parallel > 1 and par.tp_overlap,
+        "enable_async_tensor_parallel": async_tp,
         "expert_parallel_degree": par.expert_parallel,
     }
     if par.expert_parallel > 1 and par.tensor_parallel > 1:
@@ -265,7 +310,7 @@ def _parallelism(draft: Draft) -> dict[str, Any]:
             "efsdp = dp_shard·cp·tp ÷ ep, experts not split by TP); the plan splits experts by TP × EP "
             "as Megatron does",
         )
-    if par.strategy not in (Strategy.DDP, Strategy.FSDP):
+    if par.strategy not in (Strategy.DDP, Strategy.FSDP):  # DDP beside other splits: listed above
         draft.cannot(
             "parallel.strategy", "torchtitan shards with FSDP2 (ZeRO is DeepSpeed's): data_parallel_shard_degree"
         )

@@ -82,6 +82,7 @@ IRRELEVANT: Final = (
     "model.cp_comm_type", "ddp.average_in_collective",
     "ddp.check_for_nan_in_grad", "ddp.overlap_grad_reduce", "ddp.overlap_param_gather",
     "peft._target_", "model.hf_model_id",
+    "comm_overlap._target_",  # CommOverlapConfig, as the launch export writes it (core/files/launch/megatron.py)
 )  # fmt: skip
 
 
