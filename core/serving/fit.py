@@ -28,7 +28,7 @@ from typing import Final
 
 from core.catalogue import GpuSpec, LinkSpec
 from core.runtime import HF_HOST_LAYER_S
-from core.units import GiB
+from core.units import GiB, MiB
 
 
 class LinkClass(StrEnum):
@@ -189,6 +189,17 @@ HF_HOST_LAYER: Final = "hf-host-layer"
 DEFAULT_LAUNCH: Final = _frozen({"cuda-graphs": 0.0, "eager": 0.74e-6, HF_HOST_LAYER: HF_HOST_LAYER_S})
 
 
+# vLLM 0.20+'s CUDA-graph estimate ("Estimated CUDA graph memory: X GiB total", or in 0.29+ "CUDA graph pool
+# memory: ... (estimated)"), per decoder layer of the rank per graph captured: the sum of the printed
+# estimates over the sum of layers x graphs (core.serving.vllm_rules.vllm_graph_count) of the 0.20+ logs that
+# print one (benchmarks/realgpu/engine_logs.json: NnamdiOdozi 0.22.1 Qwen3-30B-A3B 0.14 GiB over 48 x 30,
+# LukeJYK 0.26.1 Qwen3-Coder-30B-A3B 0.15 over 48 x 12, Freshair 0.29.0 Qwen3-4B 0.38 over 36 x 86, eslam
+# 0.30.0 Qwen2.5-1.5B 0.34 over 28 x 86). The 0.19 logs' printed estimates (0.51 - 2.35 GiB) are not used:
+# 0.19 does not apply them.
+GRAPH_PER_LAYER: Final = "per-layer-graph"
+DEFAULT_GRAPHS: Final = _frozen({GRAPH_PER_LAYER: 0.1375 * MiB})
+
+
 @dataclass(frozen=True)
 class ServingFit:
     """The fitted constants (bytes, seconds, fractions), by the class each is set per."""
@@ -210,6 +221,9 @@ class ServingFit:
     kernel_cycles: Mapping[str, float] = field(default_factory=lambda: DEFAULT_KERNEL_CYCLES)
     # Launch overhead (s) per kernel launched one by one (not replayed from a CUDA graph), by engine family.
     launch_seconds: Mapping[str, float] = field(default_factory=lambda: DEFAULT_LAUNCH)
+    # vLLM 0.20+'s CUDA-graph estimate per decoder layer per captured graph
+    # (core.serving.vllm_rules.vllm_graph_estimate).
+    vllm_graph_bytes: Mapping[str, float] = field(default_factory=lambda: DEFAULT_GRAPHS)
 
 
 DEFAULT_FIT: Final = ServingFit()

@@ -28,12 +28,12 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final
 
-from core.catalogue import GpuSpec, LinkSpec
+from core.catalogue import GpuSpec, LinkSpec, tcgen05
 from core.dtypes import WeightFormat
 from core.model import ModelSpec
 from core.plan import Inference, Platform, VllmSampler, VllmVersion
 from core.platform_rules import driver_total_bytes
-from core.serving.fit import DEFAULT_FIT, ServingFit, link_class, memory_class
+from core.serving.fit import DEFAULT_FIT, GRAPH_PER_LAYER, ServingFit, link_class, memory_class
 from core.serving.kv import window_split
 from core.serving.vllm_versions import HUGE_CARD_DEFAULTS_FROM, Accounting, at_least, era_of, profile_tokens
 from core.units import GiB
@@ -156,6 +156,28 @@ VLLM_NON_TORCH_PP_BYTES: Final = 0.07 * GiB
 # to the pool's deductions. vLLM's own estimate ("Estimated CUDA graph memory") in the
 # tuning logs runs 0.49-1.92 GiB; 0.84 GiB is its median there (Llama-3.1-8B logs it).
 VLLM_CUDA_GRAPH_BYTES: Final = 0.84 * GiB
+# From 0.20 the estimate is set aside before the KV cache, and it is a measurement, not a formula:
+# Worker.determine_available_memory subtracts GPUModelRunner.profile_cudagraph_memory, which captures
+# into a throwaway pool and reads what mem_get_info lost. V1 runner (gpu_model_runner.py, the same
+# code in 0.21.0 ad7125a43, 0.22.1 0decac0d9, 0.27.1 6e448d0ea and 0.30.0 ced6857af): for each mode of
+# CudagraphDispatcher.get_capture_descs (PIECEWISE, then FULL) it captures the largest two sizes and
+# takes first + (n - 1) x max(second, 1 MiB). Model Runner V2 (0.29 on; gpu/cudagraph_utils.py
+# profile_cudagraph_memory, 0.30.0) captures every PIECEWISE graph and the two largest FULL ones,
+# extrapolated the same way (_extrapolate_full_graph_memory). A piecewise graph per size has one
+# piece per decoder layer, a FULL one every layer's kernels, so what the driver keeps per graph grows
+# with the layers: the estimate is modelled as bytes per layer per captured graph (fitted on the
+# printed estimates of 0.20+ logs, core.serving.fit.ServingFit.vllm_graph_bytes) times the rank's
+# layers times the graphs the release captures (vllm_graph_count).
+VLLM_GRAPH_SIZES_SMALL: Final = (1, 2, 4)  # _set_cudagraph_sizes: [1, 2, 4] + range(8, 256, 8) + range(256, max, 16)
+VLLM_GRAPH_STEP: Final = 8  # below 256
+VLLM_GRAPH_STEP_LARGE: Final = 16  # from 256
+VLLM_GRAPH_STEP_FROM: Final = 256
+# max_cudagraph_capture_size = min(max_num_seqs x 2, 512) (0.21.0 - 0.27.1: vllm/config/vllm.py; from
+# 0.28.0 2cf0a6915, read again in 0.29.0 and 0.30.0, 1024 on device capability family 100, datacenter
+# Blackwell), then at most max_num_batched_tokens.
+VLLM_GRAPH_CEILING: Final = 512
+VLLM_GRAPH_CEILING_SM100: Final = 1024
+VLLM_GRAPH_CEILING_SM100_FROM: Final = VllmVersion.V0_28
 # 0.34.0's extensible KV cache (62d4bc3c7, vllm/v1/worker/extensible_kv_cache.py): after
 # warm-up and capture it keeps free a margin of max(1 GiB, 0.75 x the reserve) on top of the
 # reserve itself (the profiled activation peak plus the CUDA-graph estimate) on CUDA.
@@ -170,6 +192,39 @@ def vllm_defaults(gpu: GpuSpec, version: VllmVersion = VllmVersion.V0_19) -> tup
         return VLLM_DEFAULTS_HUGE
     large = gpu.memory_bytes >= VLLM_LARGE_CARD_BYTES and "a100" not in gpu.id.lower()
     return VLLM_DEFAULTS_LARGE if large else VLLM_DEFAULTS_SMALL
+
+
+def vllm_capture_sizes(seqs: int, batched: int, gpu_id: str, version: VllmVersion) -> tuple[int, ...]:
+    """The batch sizes vLLM 0.20+ captures CUDA graphs of by default (VllmConfig._set_cudagraph_sizes, no
+    speculative decoding, the default performance mode)."""
+    ceiling = VLLM_GRAPH_CEILING
+    if tcgen05(gpu_id) and at_least(version, VLLM_GRAPH_CEILING_SM100_FROM):
+        ceiling = VLLM_GRAPH_CEILING_SM100
+    top = min(seqs * 2, ceiling, batched)
+    sizes = [s for s in VLLM_GRAPH_SIZES_SMALL if s <= top]
+    sizes += range(VLLM_GRAPH_STEP, min(top + 1, VLLM_GRAPH_STEP_FROM), VLLM_GRAPH_STEP)
+    sizes += range(VLLM_GRAPH_STEP_FROM, top + 1, VLLM_GRAPH_STEP_LARGE)
+    if batched <= top and batched not in sizes:  # "ensure max_num_tokens is captured"
+        sizes.append(batched)
+    return tuple(sorted(sizes))
+
+
+def vllm_graph_count(seqs: int, batched: int, gpu_id: str, version: VllmVersion) -> int:
+    """Graphs the default FULL_AND_PIECEWISE mode captures: a PIECEWISE graph of every capture size and a FULL
+    one of every size up to max_num_seqs (CudagraphDispatcher.initialize_cudagraph_keys: uniform decode
+    batches, one token a request)."""
+    sizes = vllm_capture_sizes(seqs, batched, gpu_id, version)
+    return len(sizes) + sum(1 for s in sizes if s <= seqs)
+
+
+def vllm_graph_estimate(
+    layers: int, seqs: int, batched: int, gpu_id: str, version: VllmVersion, fit: ServingFit = DEFAULT_FIT
+) -> float:
+    """The CUDA-graph estimate vLLM 0.20+ sets aside before the KV cache (profile_cudagraph_memory): the
+    fitted bytes per layer per graph times the rank's layers and the graphs captured. Not yet what the pool
+    subtracts (that is still VLLM_CUDA_GRAPH_BYTES): in its place the 0.21+ logs' KV tokens get worse as a whole,
+    since the fixed 0.84 GiB also covers a cold compile's transient peak (docs/SERVING.md, h93graph)."""
+    return fit.vllm_graph_bytes[GRAPH_PER_LAYER] * layers * vllm_graph_count(seqs, batched, gpu_id, version)
 
 
 def vllm_total_memory(gpu: GpuSpec, fit: ServingFit = DEFAULT_FIT, platform: Platform = Platform.LINUX) -> float:
