@@ -89,3 +89,24 @@ def test_held_out_the_rule_lands_within_a_tenth_of_a_gib_of_each_printed_estimat
         rule = units * fit.vllm_graph_bytes[GRAPH_PER_LAYER]
         assert abs(rule - printed) < 0.1 * GiB, log_id
         assert abs(VLLM_CUDA_GRAPH_BYTES - printed) > 0.45 * GiB, log_id
+
+
+def test_in_the_pool_the_rule_would_mend_the_warm_logs_and_sink_the_cold_compile(bench: ModuleType) -> None:
+    # Why the pool keeps the fixed 0.84 GiB (docs/SERVING.md, h93graph): leave-one-source-out, the rule brings the
+    # three logs whose estimate is printed to within 2 % (NnamdiOdozi 464,656 printed tokens, LukeJYK 151,216,
+    # eslam 324,704: -1.3 / -4.8 / -4.8 % with 0.84 GiB), but the cold-compiled gio443 start
+    # (GIO443/statecraft-serving@992a95b default/env.json, 72,400 tokens) goes from +16.9 % to past +40 %:
+    # the 0.84 GiB also stood in for the compile's transient peak, which no plan input states.
+    rows = {case.id: (fixed, rule, case.logged) for case, fixed, rule in bench.graph_rule_rows(bench.all_cases())}
+    for log_id in (
+        "nnamdiodozi-vllm0221-qwen3-30b-a3b-fp8-h100",
+        "lukejyk-vllm0261dev-qwen3-coder-30b-a3b-a100",
+        "eslam-vllm0300-qwen25-1.5b-t4",
+    ):
+        fixed, rule, logged = rows[log_id]
+        assert abs(rule / logged - 1) < min(0.02, abs(fixed / logged - 1)), log_id
+    fixed, rule, logged = rows["gio443-vllm0300-qwen25-1.5b-4070laptop-wsl"]
+    assert fixed / logged - 1 == pytest.approx(0.169, abs=0.002) and rule / logged - 1 > 0.40
+    # The eager twin sets nothing aside either way.
+    fixed, rule, _ = rows["gio443-vllm0300-qwen25-1.5b-4070laptop-wsl-eager"]
+    assert fixed == rule
