@@ -10,7 +10,7 @@ estimating modified plans with the same :func:`core.estimate.estimate`.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Final
 
 from core.advice.limits import (
@@ -35,11 +35,11 @@ from core.advice.remedies import (
 )
 from core.advice.request import PIN_LABELS, AdviceKind, DiagnosisRequest, Pin
 from core.advice.serving_remedies import SERVING_KINDS
-from core.advice.symptoms import SEEN, SYMPTOM_BY_FAILURE, SYMPTOMS, Failure, Symptom
+from core.advice.symptoms import SEEN, SYMPTOM_BY_FAILURE, SYMPTOMS, Failure, Symptom, start_cause
 from core.breakdown import BUCKET_LABELS, BucketKey
 from core.estimate import Estimate, estimate
 from core.format import memory
-from core.plan import Plan, training_refusal
+from core.plan import ENGINE_LABELS, Plan, training_refusal
 from core.verdict import Judgement, Mode, Verdict
 
 __all__ = [
@@ -393,6 +393,18 @@ def _failure(est: Estimate, eval_bytes: float, mode: Mode) -> Failure:
     return _serving_failure(est)
 
 
+def symptom_of(est: Estimate, failure: Failure) -> Symptom | None:
+    """The symptom table's row for ``failure``, its likely cause this plan's own where the row lists several: a plan
+    its engine refuses at start-up names the checks that refuse it (InferenceEstimate.start_cause_words; h93diag2:
+    "its KV cache pool ..., the free memory ..., or the context ..." for every plan). The row as it stands otherwise
+    (a symptom picked for a plan the engine starts)."""
+    symptom = SYMPTOM_BY_FAILURE.get(failure)
+    causes = est.inference.start_cause_words(est.plan) if failure is Failure.SERVING_START else ""
+    if symptom is None or not causes:
+        return symptom
+    return replace(symptom, cause=start_cause(ENGINE_LABELS[est.inference.engine], causes))
+
+
 def _dominant(est: Estimate) -> BucketKey:
     return max(est.buckets, key=lambda b: b.bytes).key
 
@@ -418,7 +430,7 @@ def diagnose(plan: Plan, mode: Mode = Mode.TRAINING, pins: frozenset[Pin] = froz
         judgement=judged,
         dominant=_dominant(est),
         failure=failure,
-        symptom=SYMPTOM_BY_FAILURE.get(failure),
+        symptom=symptom_of(est, failure),
         state_bytes=_state_bytes(est),
         eval_bytes=eval_bytes,
         remedies=remedies,
@@ -438,7 +450,9 @@ def remedies_for_symptom(
 
     ``remedies`` may pass the training remedies a :func:`diagnose` of the same plan found.
     """
-    symptom = SYMPTOM_BY_FAILURE.get(failure)
+    symptom = (
+        symptom_of(estimate(plan), failure) if failure is Failure.SERVING_START else SYMPTOM_BY_FAILURE.get(failure)
+    )
     if symptom is None:
         raise ValueError(f"no symptom for {failure!r}")
     if failure is Failure.SERVING_START:  # the serving changes after which the engine starts

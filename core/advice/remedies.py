@@ -81,6 +81,8 @@ class RemedyKind(StrEnum):
     MORE_TENSOR_PARALLEL = "more-tensor-parallel"
     SMALLER_BATCHED_TOKENS = "smaller-batched-tokens"
     STARTING_UTILIZATION = "starting-utilization"  # vLLM: the gpu_memory_utilization its start-up check passes
+    # vLLM's / SGLang's variable that starts a context past the model's limit (core.context_limit)
+    LONG_CONTEXT = "long-context"
     # llama.cpp / Ollama (core.advice.serving_remedies)
     KV_Q8_0 = "kv-q8_0"  # -ctk q8_0 -ctv q8_0
     SMALLER_GGUF = "smaller-gguf"  # a smaller file type of the same model
@@ -837,7 +839,12 @@ def worth_offering(judged: Judgement, before: Judgement) -> bool:
     """The one rule for listing a change: it lowers the judged total and fits, or it saves enough to
     matter (MIN_SAVING_*) both on the estimate and at the top of the estimate's range. A saving the
     range swallows is not one: optimizer offload on QLoRA (Llama 3.1 8B on an RTX 3060 12GB) saved
-    0.3 GB of a few million adapter parameters' state while its published-figure range rose at the top."""
+    0.3 GB of a few million adapter parameters' state while its published-figure range rose at the top. A plan the
+    engine would not start (WONT_START: a context past the model's limit) is remedied by a change after which it
+    starts and fits, whatever it saves: the long-context variable saves nothing, nor does a shorter context on a
+    sliding-window model (h93diag2: Phi-3 mini 4k at 32,768 tokens, its window 2,047, was offered neither)."""
+    if before.verdict is Verdict.WONT_START and judged.fits:
+        return True
     saved = before.total_bytes - judged.total_bytes
     at_top = before.range_bytes[1] - judged.range_bytes[1]
     enough = max(MIN_SAVING_BYTES, MIN_SAVING_FRACTION * before.total_bytes)

@@ -17,6 +17,7 @@ from typing import Any, Final
 from core.advice.remedies import RemedyKind, RemedySpec, Transform
 from core.advice.request import Pin
 from core.advice.symptoms import Failure
+from core.context_limit import SGLANG_LONG_ENV, VLLM_LONG_ENV, would_not_start
 from core.estimate import Estimate, estimate, gpu_for
 from core.format import gb
 from core.memo import last_answer
@@ -100,6 +101,39 @@ def _starting_utilization(plan: Plan) -> tuple[Plan, str] | None:
     if would is None or would <= 0:
         return None
     return plan.with_inference(gpu_memory_utilization=would), f"gpu_memory_utilization {would:.3f}"
+
+
+# What the long-context variable costs, in the engines' own words. vLLM: vllm-project/vllm@18ec6629
+# vllm/config/model.py _get_and_verify_max_len, the warning logged with the variable set (raised without it); SGLang:
+# the warning sglang 0.5.23's sglang/srt/configs/model_config.py ModelConfig._derive_context_length logs with its own
+# (core.context_limit.past_limit_words quotes both in full).
+VLLM_LONG_CAUTION: Final = (
+    "If the model uses relative position encoding (RoPE), positions exceeding derived_max_model_len lead to nan"
+)
+SGLANG_LONG_CAUTION: Final = "This may lead to incorrect model outputs or CUDA errors"
+
+
+def _long_context(plan: Plan) -> tuple[Plan, str] | None:
+    """vLLM's or SGLang's variable that starts a context past the model's limit (core.context_limit.would_not_start):
+    the model then runs past the positions it was trained on. Listed after the changes that keep it within them
+    (its rank, 5, past every other serving change's), never combined (h93diag2)."""
+    if not would_not_start(plan):
+        return None
+    inf = plan.inference
+    env = VLLM_LONG_ENV if inf.engine is Engine.VLLM else SGLANG_LONG_ENV
+    title = f"{env}=1 ({inf.context:,} tokens, past the model's {plan.model.max_position_embeddings:,})"
+    return plan.with_inference(long_context=True), title
+
+
+def _long_context_note(plan: Plan) -> str:
+    """The cost of :func:`_long_context`, with the engine's own caution quoted."""
+    if plan.inference.engine is Engine.VLLM:
+        harm, said = "NaN or degraded output", f'vLLM\'s caution: "{VLLM_LONG_CAUTION}"'
+    else:
+        harm, said = "incorrect output", f'SGLang\'s warning: "{SGLANG_LONG_CAUTION}"'
+    return (
+        f"positions past {plan.model.max_position_embeddings:,} are outside the model's trained range: {harm} ({said})"
+    )
 
 
 def _served_fits(plan: Plan) -> bool:
@@ -283,6 +317,7 @@ SERVING_KINDS: Final = (
         "slower decode: the CPU reads the routed experts from host memory; prompts copy them to the GPU",
         rank_of=_cpu_moe_rank,
     ),
+    _served(K.LONG_CONTEXT, _long_context, 5, SERVING, "", combinable=False, plan_note=_long_context_note),
     _served(
         K.SHORTER_CONTEXT,
         _shorter_context,

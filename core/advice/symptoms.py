@@ -83,5 +83,13 @@ SYMPTOMS: Final = (
     ),
 )
 SYMPTOM_BY_FAILURE: Final = {s.failure: s for s in SYMPTOMS}
+
+
+def start_cause(engine: str, causes: str) -> str:
+    """The "Refused at start-up" row's likely cause for a plan its engine refuses: the checks that refuse it
+    (InferenceEstimate.start_cause_words), not the row's three possible ones (h93diag2)."""
+    return f"{engine}'s own start-up check refuses this plan: {causes}"
+
+
 # Before a symptom's error where the diagnosis says what fails (core.advice.diagnosis.Outcome.text, the Diagnosis tab).
 SEEN: Final = "What you would see:"

@@ -129,6 +129,31 @@ class InferenceEstimate:
         starts. The one home the command line's JSON and the Diagnosis read (h90start)."""
         return self.refusal or self.context_refusal
 
+    def start_causes(self, plan: Plan) -> tuple[str, ...]:
+        """Which of the engine's start-up checks refuse the plan, each in a few words, in the order the engine runs
+        them: the context against the model's limit (vLLM's ModelConfig, SGLang's model config, before any weight
+        loads), then its memory (:attr:`refusal`): a KV pool that holds blocks but fewer than one request's (vLLM's
+        core.serving.engines.vllm_kv_refusal, the only refusal that leaves a pool), else no pool at all (vLLM's
+        free-memory check, vllm_start_refusal; SGLang's empty token pool, _sglang_refusal). () where it starts.
+        h93diag2: the Diagnosis's likely cause listed all three for every plan."""
+        context, limit = plan.inference.context, plan.model.max_position_embeddings
+        causes = (
+            [f"the context, {context:,} tokens, passes the model's limit of {limit:,}"] if self.context_refusal else []
+        )
+        if self.refusal and self.kv_cache_tokens > 0:
+            causes.append(
+                f"its KV cache pool, {self.kv_cache_tokens:,} tokens, holds less than one request of {context:,}"
+            )
+        elif self.refusal and self.engine is Engine.SGLANG:
+            causes.append("the memory other processes hold leaves its token pool empty")
+        elif self.refusal:
+            causes.append("the free memory at start-up is less than the gpu_memory_utilization share it asks for")
+        return tuple(causes)
+
+    def start_cause_words(self, plan: Plan) -> str:
+        """:meth:`start_causes` as one clause: the Diagnosis's likely cause and the Serving tab's headline say it."""
+        return "; and ".join(self.start_causes(plan))
+
     @property
     def pooled(self) -> bool:
         """The engine allocates its KV cache pool at start-up (vLLM, SGLang), whatever the requests use."""

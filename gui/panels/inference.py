@@ -12,10 +12,10 @@ from core.breakdown import BucketKey
 from core.estimate import Estimate
 from core.plan import ENGINE_LABELS, Engine
 from core.runtime import runtime_names
-from core.verdict import VERDICT_LABELS
+from core.verdict import VERDICT_LABELS, Mode
 from gui.format import Unit, counted, memory
 from gui.panels.figures import FiguresPanel
-from gui.panels.verdict import VERDICT_STYLE
+from gui.panels.verdict import VERDICT_STYLE, margin_text
 
 ROWS = (
     ("engine", "Engine", "How the engine spends the card: a static batch (generate) or a paged pool (vLLM)."),
@@ -171,8 +171,10 @@ def _headline(estimate: Estimate, u: Unit) -> str:
     plan = estimate.plan.inference
     if inf.engine in (Engine.VLLM, Engine.SGLANG):
         name = ENGINE_LABELS[inf.engine]
-        if inf.context_refusal:  # the verdict's reason (core.context_limit; h90start): never "✔ holds"
-            return f"<b>✖ {name} would not start</b>: {plan.context:,} tokens is past the model's limit."
+        if inf.would_not_start:  # never "✔ holds" (h90start): the checks that refuse it, then the banner's words
+            causes = inf.start_cause_words(estimate.plan)  # core's, the Diagnosis's cause (h93diag2: its own words)
+            margin = margin_text(estimate.judgement(Mode.INFERENCE), estimate.plan.hardware.headroom, u)
+            return f"<b>✖ {name} would not start</b>: {escape(causes)} — {escape(margin)}."
         if inf.max_concurrency < 1:
             return (
                 f"<b>✖ {name} would not start</b>: its pool holds {inf.kv_cache_tokens:,} tokens, less than one "

@@ -10,8 +10,10 @@ from core.catalogue import find_model
 from core.context_limit import past_limit_words
 from core.plan import Engine, Plan, default_plan_on
 from core.presets import plan_for_model
-from core.verdict import START_WORDS, Verdict
+from core.units import GiB
+from core.verdict import START_WORDS, Mode, Verdict
 from gui.main_window import MainWindow
+from gui.panels.verdict import margin_text
 
 
 def _serve(qtbot: Any, window: MainWindow, plan: Plan) -> None:
@@ -71,4 +73,45 @@ def test_the_banner_and_the_diagnosis_say_a_refusal_true_in_both_senses(qtbot: A
     qtbot.waitUntil(lambda: "Fails at start-up" in diagnosis.failure.text(), timeout=10000)
     assert diagnosis.limits["concurrent"].text().startswith("none: vLLM refuses a context of 200,000 tokens")
     window.grab().save("/tmp/h92verd-diagnosis-70b.png")
+    window.controller.undo_stack.setClean()
+
+
+def _serving_headline(qtbot: Any, window: MainWindow, plan: Plan) -> str:
+    _serve(qtbot, window, plan)
+    panel = window.inference_panel
+    window.tabs.setCurrentWidget(panel)
+    qtbot.wait(20)
+    assert panel.headline is not None
+    return panel.headline.text()
+
+
+def test_the_serving_tab_says_a_refusal_in_the_banners_words(qtbot: Any, window: MainWindow) -> None:
+    """h93diag2: the Serving tab's headline had its own sentence ("8,192 tokens is past the model's limit.") beside a
+    banner saying "the card holds the total, but the engine would not start": it names the check that refuses the plan
+    (core's InferenceEstimate.start_causes, the Diagnosis's likely cause) and then the banner's margin words, the
+    clause the command line and the report say (Judgement.after_margin). Llama 2 7B at 8,192 tokens on vLLM,
+    past its 4,096 (huggingface.co/meta-llama/Llama-2-7b-hf config.json)."""
+    model = find_model("llama-2-7b")
+    plan = default_plan_on(model.spec, model.id).with_inference(engine=Engine.VLLM, context=8192)
+    text = _serving_headline(qtbot, window, plan)
+    judged = window.controller.estimate.judgement(Mode.INFERENCE)
+    assert judged.after_margin == START_WORDS[Verdict.FITS] and judged.after_margin in text
+    assert margin_text(judged, plan.hardware.headroom, "GB") in window.verdict.headline.text()
+    assert margin_text(judged, plan.hardware.headroom, "GB") in text  # the banner's words, the same
+    assert "passes the model&#x27;s limit of 4,096" in text and text.startswith("<b>✖ vLLM would not start</b>")
+    window.grab().save("/tmp/h93diag2-serving-llama2-8192.png")
+    window.controller.undo_stack.setClean()
+
+
+def test_the_serving_tab_says_sglangs_empty_pool_as_the_banner_does(qtbot: Any, window: MainWindow) -> None:
+    """SGLang on an RTX 4090 of which other processes hold 3 GiB (tests/core/test_held_by_others.py): the tab said
+    "its pool holds 0 tokens, less than one request of 4,096." beside a banner's "to spare on the card, but no request
+    fits"."""
+    plan = plan_for_model("llama-3.1-8b").with_hardware(gpu="rtx-4090", held_by_others=3 * GiB)
+    text = _serving_headline(qtbot, window, plan.with_inference(engine=Engine.SGLANG, context=4096))
+    judged = window.controller.estimate.judgement(Mode.INFERENCE)
+    said = margin_text(judged, plan.hardware.headroom, "GB")  # "… to spare on the card, but no request fits"
+    assert judged.short_of and judged.short_of in said and said in text and said in window.verdict.headline.text()
+    assert "holds 0 tokens" not in text
+    assert "leaves its token pool empty" in text
     window.controller.undo_stack.setClean()
