@@ -160,7 +160,12 @@ def roles_for(plan: Plan, model_dtype: str | None, settings: RunSettings) -> Pre
     framework casts them (LLaMA-Factory's ``cast_trainable_params_to_fp32``), the frozen ones where loaded.
     None: the file says nothing about precision.
     """
-    if model_dtype is None and settings.autocast is None and settings.adapter_dtype is None:
+    if (
+        model_dtype is None
+        and settings.autocast is None
+        and settings.adapter_dtype is None
+        and not settings.trainable_dtype
+    ):
         return None
     stored = Dtype(model_dtype) if model_dtype is not None else plan.weight_dtype
     return PrecisionRoles(
