@@ -148,3 +148,12 @@ def test_lora_under_pure_bf16_is_written_with_float32_adapters() -> None:
     document, unexpressed, back = _written(plan)
     assert document["pure_bf16"] is True and "method.adapter_dtype" not in unexpressed
     assert back.adapter_dtype is Dtype.FP32
+
+
+def test_freeze_with_float32_blocks_on_a_bf16_base_is_written_exactly() -> None:
+    roles = {**_roles(Preset.TRAINER_BF16), "preset": Preset.CUSTOM, "weight_dtype": Dtype.FP32}
+    plan = default_plan().with_changes(method=Method.FROZEN, frozen_layers=30, **roles)  # Llama 3.1 8B: 32 blocks
+    document, unexpressed, back = _written(plan)
+    assert document["finetuning_type"] == "freeze" and document["freeze_trainable_layers"] == 2
+    assert document["bf16"] is True and not {"method.weight_dtype", "method.base_dtype"} & set(unexpressed)
+    assert (back.weight_dtype, back.base_dtype, back.autocast) == (Dtype.FP32, Dtype.BF16, Autocast.BF16)
