@@ -56,6 +56,7 @@ def test_the_full_example_trains_float32_weights_under_bf16_amp() -> None:
     plan = plan_from_run(run, replace(default_plan(), model=spec, model_id="qwen2.5-1.5b"), None)
     assert plan.method is Method.FULL and plan.weight_dtype is Dtype.FP32 and plan.autocast is Autocast.BF16
     assert dtypes_for(plan).param == 4 and dtypes_for(plan).grad == 4  # Adam's state takes the parameter's dtype
+    assert plan.preset is Preset.FP32_AUTOCAST_BF16  # every weight trained, so every weight cast
 
 
 def test_freeze_holds_its_trained_blocks_in_float32_and_the_frozen_ones_as_loaded() -> None:
@@ -76,7 +77,7 @@ def test_no_cast_under_pure_bf16_badam_or_zero3() -> None:
 
 def test_float32_full_training_has_no_amp_key() -> None:
     plan = _read("finetuning_type: full\n")  # no bf16 / fp16: the cast still runs (adapter.py:353)
-    assert plan.weight_dtype is Dtype.FP32 and plan.autocast is Autocast.NONE
+    assert plan.weight_dtype is Dtype.FP32 and plan.autocast is Autocast.NONE and plan.preset is Preset.FP32
 
 
 def test_freeze_without_amp_says_the_forward_fails_on_a_16_bit_model() -> None:
