@@ -9,7 +9,9 @@ train), ``lora_rank``, ``lora_alpha`` (an int), ``lora_target`` (names joined by
 ``data_args.py`` ``cutoff_len``, ``lora_dropout``) and the transformers TrainingArguments it passes
 through (``torch_compile``, ``max_grad_norm``, ``fsdp`` / ``fsdp_config``).
 ``parser.py`` loads the model in bf16 under ``bf16`` or ``pure_bf16`` and in fp16 under ``fp16``;
-with neither it infers the dtype from the card, so float32 training has no key. Gradient
+with neither it infers the dtype from the card. ``model/adapter.py`` ``init_adapter`` then casts full and freeze
+tuning's trained weights to float32 unless ``pure_bf16`` or ZeRO-3 (lines 340-353), so float32 full training has no
+key and bf16 AMP trains float32 weights. Gradient
 checkpointing is on unless disabled. Dataset, template and output folder are the user's.
 """
 
@@ -76,13 +78,28 @@ def _method(draft: Draft) -> dict[str, Any]:
     return keys
 
 
+# v0.9.4 model/adapter.py init_adapter, lines 340-353 (core.files.runconfig.llamafactory.FLOAT32_CAST): full and
+# freeze tuning's trained weights are cast to float32 unless pure_bf16 or DeepSpeed ZeRO-3; the frozen blocks keep
+# the dtype the model is loaded in.
+CAST_WHY: Final = (
+    "LLaMA-Factory 0.9.4 casts the trained weights to float32 unless pure_bf16 or ZeRO-3 (model/adapter.py:347-353)"
+)
+# PEFT v0.17.1 peft_model.py:132-134 (get_peft_model's autocast_adapter_dtype=True, which adapter.py leaves on).
+ADAPTERS_WHY: Final = "PEFT's get_peft_model keeps the adapters in float32 (autocast_adapter_dtype=True)"
+
+AMP_WHY: Final = "LLaMA-Factory's AMP runs in the dtype it loads the model in (bf16 AMP is written)"
+
+
 def _precision(draft: Draft) -> dict[str, Any]:
-    """bf16 AMP on a bf16 model, pure bf16 (adapters too), or fp16 AMP on an fp16 model."""
+    """bf16 AMP on a bf16 model, pure bf16, fp16 AMP on an fp16 model; full and freeze tuning's trained weights in
+    float32 where LLaMA-Factory casts them (:data:`CAST_WHY`), the adapters in float32 throughout (ADAPTERS_WHY)."""
     plan = draft.plan
+    if plan.adapter_based and plan.adapter_dtype is not Dtype.FP32:
+        draft.cannot("method.adapter_dtype", ADAPTERS_WHY)
+    if not plan.adapter_based and plan.parallel.strategy is not Strategy.ZERO3:
+        return _cast_precision(draft)
     dtype = loaded_dtype(draft)
     if dtype is Dtype.BF16 and plan.autocast is Autocast.NONE:
-        if plan.adapter_based and plan.adapter_dtype is not Dtype.BF16:
-            draft.cannot("method.adapter_dtype", "pure_bf16 keeps the adapters in bf16 too")
         if plan.parallel.strategy is Strategy.ZERO3:
             # LLaMA-Factory v0.9.4 hparams/parser.py:331 refuses pure_bf16 under ZeRO-3 ("`pure_bf16` is incompatible
             # with DeepSpeed ZeRO-3"; found by tools/measure/export_check.py). bf16 is written instead: DeepSpeed's
@@ -95,8 +112,6 @@ def _precision(draft: Draft) -> dict[str, Any]:
             )
             return {"bf16": True, "fp16": False}
         return {"bf16": False, "fp16": False, "pure_bf16": True}
-    if plan.adapter_based and plan.adapter_dtype is not Dtype.FP32:
-        draft.cannot("method.adapter_dtype", "under AMP PEFT keeps the adapters in float32")
     if (dtype, plan.autocast) in ((Dtype.BF16, Autocast.BF16), (Dtype.FP16, Autocast.FP16)):
         return {"bf16": dtype is Dtype.BF16, "fp16": dtype is Dtype.FP16}
     for name in ("method.weight_dtype", "method.base_dtype"):
@@ -106,10 +121,41 @@ def _precision(draft: Draft) -> dict[str, Any]:
                 name, "LLaMA-Factory loads the model in bf16, or in fp16 only under fp16 AMP (bf16 is written)"
             )
     if plan.autocast is not Autocast.BF16:
-        draft.cannot(
-            "method.autocast", "LLaMA-Factory's AMP runs in the dtype it loads the model in (bf16 AMP is written)"
-        )
+        draft.cannot("method.autocast", AMP_WHY)
     return {"bf16": True, "fp16": False}
+
+
+def _amp_dtype(draft: Draft) -> Autocast:
+    """The AMP written: the plan's bf16 or fp16 autocast, else bf16 (listed)."""
+    autocast = draft.plan.autocast
+    if autocast in (Autocast.BF16, Autocast.FP16):
+        return autocast
+    draft.cannot("method.autocast", AMP_WHY)
+    return Autocast.BF16
+
+
+def _cast_precision(draft: Draft) -> dict[str, Any]:
+    """Full or freeze tuning outside ZeRO-3: the model loaded in the AMP dtype (bf16 under pure_bf16, the
+    checkpoint's with neither key), its trained weights cast to float32 (:data:`CAST_WHY`) except under pure_bf16.
+    Float32 full training is the cast with no AMP key; a freeze run has no float32 counterpart (its float32 blocks
+    would meet the frozen 16-bit head without autocast), so bf16 AMP is written for it."""
+    plan = draft.plan
+    frozen = plan.method is Method.FROZEN
+    if (
+        plan.autocast is Autocast.NONE
+        and plan.weight_dtype is Dtype.BF16
+        and (not frozen or plan.base_dtype is Dtype.BF16)
+    ):
+        return {"bf16": False, "fp16": False, "pure_bf16": True}
+    if plan.autocast is Autocast.NONE and plan.weight_dtype is Dtype.FP32 and not frozen:
+        return {"bf16": False, "fp16": False}
+    if plan.weight_dtype is not Dtype.FP32:
+        draft.cannot("method.weight_dtype", f"{CAST_WHY} (float32 is written)")
+    amp = _amp_dtype(draft)
+    loaded = Dtype.BF16 if amp is Autocast.BF16 else Dtype.FP16
+    if frozen and plan.base_dtype is not loaded:
+        draft.cannot("method.base_dtype", f"the frozen blocks stay in the dtype the model is loaded in, {loaded.value}")
+    return {"bf16": amp is Autocast.BF16, "fp16": amp is Autocast.FP16}
 
 
 def _unsloth(draft: Draft) -> dict[str, Any]:

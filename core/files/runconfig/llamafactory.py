@@ -5,6 +5,9 @@ as :mod:`core.files.runconfig.hf` reads them) and adds its own: ``finetuning_typ
 ``lora_rank``/``lora_alpha``/``lora_target``, ``quantization_bit``, ``cutoff_len``. It loads
 the model in the compute dtype (bf16 when ``bf16: true``) and, unless
 ``disable_gradient_checkpointing`` is set, turns gradient checkpointing on.
+
+``init_adapter`` then casts the trained parameters to float32 (:data:`FLOAT32_CAST`): full and freeze tuning's
+trained weights (``RunSettings.trainable_dtype``), and the LoRA adapters, which PEFT holds in float32 anyway.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from typing import Any, Final
 from core.files.runconfig.common import OddValues, finish, lora_targets, modules_to_save, rank_and_alpha
 from core.files.runconfig.hf import take_trainer_args
 from core.files.runconfig.reading import Taker
-from core.files.runconfig.result import ConfigKind, RunConfig
+from core.files.runconfig.result import ConfigKind, FieldRead, RunConfig
 
 # Defaults in LLaMA-Factory's hparams: lora_rank 8 (FinetuningArguments), lora_alpha
 # None meaning 2 × rank, cutoff_len 2048 (DataArguments), freeze_trainable_layers 2.
@@ -56,6 +59,31 @@ USE_UNSLOTH_NOTE: Final = (
 )
 
 
+# hiyouga/LLaMA-Factory v0.9.4 (95ac3f2373b82662c1bd855c284d3379e6a763d3) src/llamafactory/model/adapter.py
+# init_adapter, lines 340-353: the trained parameters are cast to float32 unless ``pure_bf16`` or ``use_badam``
+# (line 347) or DeepSpeed ZeRO-3 without ``quantization_bit`` (line 349); _setup_full_tuning (line 54) and
+# _setup_freeze_tuning (line 136) run ``param.data = param.data.to(torch.float32)`` on every trained parameter,
+# _setup_lora_tuning (lines 315-316) on every parameter with requires_grad (the adapters and PEFT's modules_to_save
+# copies). The frozen blocks keep the dtype the model was loaded in. The same rule in v0.9.3 (adapter.py:287-293)
+# and v0.9.5 (:319-325); v0.9.0-v0.9.2 skipped the cast under FSDP too (adapter.py:288).
+FLOAT32_CAST: Final = "LLaMA-Factory 0.9.4 model/adapter.py:353 init_adapter casts the trained parameters to float32"
+# PEFT v0.17.1 (LLaMA-Factory 0.9.4's pin) peft_model.py:132-134: PeftModel.__init__ calls _cast_adapter_dtype with
+# autocast_adapter_dtype=True (mapping_func.py:36, get_peft_model's default; adapter.py calls get_peft_model(model,
+# peft_config)), which casts bf16 / fp16 adapter weights to float32 (tuners/tuners_utils.py:353-395): the adapters
+# are float32 under pure_bf16 too, where LLaMA-Factory's own cast is off.
+PEFT_FLOAT32_ADAPTERS: Final = "PEFT get_peft_model(autocast_adapter_dtype=True): float32 adapters under pure_bf16 too"
+SAVED_COPIES_FLOAT32: Final = (
+    "LLaMA-Factory casts every trained parameter to float32 (model/adapter.py:315-316), the additional_target copies "
+    "among them; the plan holds those copies in the base's dtype, so their weights, gradients and optimizer states "
+    "are low by up to half"
+)
+FREEZE_WITHOUT_AMP: Final = (
+    "freeze without bf16 / fp16: the trained blocks are cast to float32 and no autocast casts them back, so on a "
+    "16-bit model their output meets the frozen 16-bit head and the forward fails (as measured for LLaMA-Factory "
+    "v1's same cast, docs/CONFIGS.md); the plan is what the run would hold"
+)
+
+
 def read_llamafactory(document: dict[str, Any], where: str) -> RunConfig:
     taker = Taker(document, where)
     odd = OddValues()
@@ -73,6 +101,7 @@ def read_llamafactory(document: dict[str, Any], where: str) -> RunConfig:
         taker.record("seq_len", cutoff, "default: cutoff_len = 2048")
     s["seq_len"] = cutoff
     s.update(_model_dtype(taker, s["autocast"]))
+    s.update(_float32_cast(taker, s))
     s.update(_memory_savers(taker, odd))
     s.update(_unsloth(taker, s["checkpointing"]))
     if taker.word("stage", "sft, pt, rm, ppo, dpo or kto") not in (None, "sft", "pt"):
@@ -165,8 +194,29 @@ def _model_dtype(taker: Taker, autocast: str) -> dict[str, Any]:
         taker.record("model_dtype", s["model_dtype"], "pure_bf16" if pure else "bf16 / fp16 (compute dtype)")
     if pure:
         s["autocast"] = "none"
-        s["adapter_dtype"] = "bf16"
     return s
+
+
+def _float32_cast(taker: Taker, s: dict[str, Any]) -> dict[str, Any]:
+    """init_adapter's float32 cast of the trained parameters (:data:`FLOAT32_CAST`): full and freeze tuning's
+    trained weights; the adapters are float32 whether it runs or not (:data:`PEFT_FLOAT32_ADAPTERS`)."""
+    out: dict[str, Any] = {}
+    pure = taker.flag("pure_bf16")
+    badam = taker.document.get("use_badam") is True  # listed as not modelled; it still keeps the dtype
+    zero3 = s.get("sharding") == "zero3" and s["method"] != "qlora"
+    if s["method"] in ("lora", "dora", "qlora"):
+        if pure:
+            taker.record("adapter_dtype", "fp32", PEFT_FLOAT32_ADAPTERS)
+        if not (pure or badam or zero3) and s.get("modules_to_save"):
+            taker.note("additional_target", SAVED_COPIES_FLOAT32)
+        return out
+    if pure or badam or zero3:
+        return out
+    out["trainable_dtype"] = "fp32"
+    taker.record("trainable_dtype", "fp32", f"{FLOAT32_CAST} (no pure_bf16, use_badam or ZeRO-3)")
+    if "trainable_layers" in s and s["autocast"] == "none" and s.get("model_dtype") != "fp32":
+        taker.notes.append(FieldRead("note", "freeze", FREEZE_WITHOUT_AMP))
+    return out
 
 
 def _memory_savers(taker: Taker, odd: OddValues) -> dict[str, Any]:

@@ -157,15 +157,25 @@ def roles_for(plan: Plan, model_dtype: str | None, settings: RunSettings) -> Pre
     config dtype, which transformers 5 loads by default); its trainable weights and the frozen
     base both live there. Adapters are float32 unless the framework says otherwise (PEFT's
     ``autocast_adapter_dtype=True``). Freeze tuning's trained blocks are held in ``trainable_dtype`` where the
-    framework casts them (LLaMA-Factory's ``cast_trainable_params_to_fp32``), the frozen ones where loaded.
+    framework casts them (LLaMA-Factory's ``cast_trainable_params_to_fp32``), the frozen ones where loaded; full
+    tuning's whole model there.
     None: the file says nothing about precision.
     """
-    if model_dtype is None and settings.autocast is None and settings.adapter_dtype is None:
+    if (
+        model_dtype is None
+        and settings.autocast is None
+        and settings.adapter_dtype is None
+        and not settings.trainable_dtype
+    ):
         return None
     stored = Dtype(model_dtype) if model_dtype is not None else plan.weight_dtype
+    trained = Dtype(settings.trainable_dtype) if settings.trainable_dtype else stored
+    # Full tuning casts every weight it trains, which is all of them: no frozen base is left in the loaded dtype
+    # (the plan reads no base dtype for full tuning), so the roles are the preset the run is.
+    whole = settings.method == "full" and settings.trainable_layers is None
     return PrecisionRoles(
-        weight_dtype=Dtype(settings.trainable_dtype) if settings.trainable_dtype else stored,
-        base_dtype=stored,
+        weight_dtype=trained,
+        base_dtype=trained if whole else stored,
         adapter_dtype=Dtype(settings.adapter_dtype) if settings.adapter_dtype else Dtype.FP32,
         autocast=Autocast(settings.autocast) if settings.autocast else plan.autocast,
     )
