@@ -360,6 +360,40 @@ def serving_refusal(model: ModelSpec, inf: Inference) -> PlanError | None:
     return refused
 
 
+# The serving choices whose entries an engine release may refuse with the rest of the plan as it is: the release
+# pickers and the weight and KV-cache formats (:func:`refused_choices`).
+RELEASE_CHOICES: Final = (
+    "inference.vllm_version",
+    "inference.sglang_version",
+    "inference.weight_dtype",
+    "inference.kv_dtype",
+)
+
+
+@last_answer
+def refused_choices(model: ModelSpec, inf: Inference) -> dict[str, dict[str, str]]:
+    """By path of :data:`RELEASE_CHOICES`, the entries :func:`serving_refusal` refuses were the plan to pick one, the
+    rest of ``inf`` as it is, each entry's value with the refusal's reason: a weight format the release does not load
+    (:func:`_weight_format_refusal`: its reason names the first or last release that does), a release that does not
+    load the plan's weights, its model or what else it asks (text only, prefix caching of a hybrid), a KV format a
+    hybrid's cache has not. The Serving form greys those entries with the reason, so that it offers only what Plan
+    validation takes. A release picker is read only on its own engine; the plan's own values are never refused (it is
+    valid). Reused for the same ``model`` and ``inf`` objects, as a training edit leaves both."""
+    versions = {Engine.VLLM: "inference.vllm_version", Engine.SGLANG: "inference.sglang_version"}
+    paths = [p for p in RELEASE_CHOICES if p not in versions.values() or versions.get(inf.engine) == p]
+    refused: dict[str, dict[str, str]] = {path: {} for path in RELEASE_CHOICES}
+    for path in paths:
+        spec = input_at(path)
+        attribute, current = spec.attribute, getattr(inf, spec.attribute)
+        for value in spec.enum:
+            if value is current:
+                continue
+            error = serving_refusal(model, replaced(inf, **{attribute: value}))
+            if error is not None:
+                refused[path][value.value] = error.reason or f"expected {error.allowed}"
+    return refused
+
+
 def _weight_format_refusal(inf: Inference) -> PlanError | None:
     """A weight format the plan's vLLM or SGLang release does not load (core.inputs.release_loads: its --quantization
     name is not among the release's, read from the wheels), refused with the formats that release covers and the

@@ -15,9 +15,10 @@ from PySide6.QtWidgets import QPushButton, QVBoxLayout, QWidget
 from core.catalogue import LinkKind
 from core.estimate import gpu_for
 from core.inputs import input_at
-from core.plan import Plan
+from core.plan import RELEASE_CHOICES, Plan, refused_choices
 from gui.controller import PlanController
 from gui.forms.base import PlanForm
+from gui.forms.fields import ChoiceField
 from gui.forms.hardware import note_label
 from gui.forms.parallel import LinkField, link_choices
 
@@ -130,8 +131,19 @@ class ServingForm(PlanForm):
         if host is not None and host.plan_values():
             self.controller.update("", host.apply, "Use this machine's RAM")
 
+    def shown_key(self, plan: Plan) -> tuple[object, ...]:
+        # the entries the plan's engine release refuses (they depend on the model as well as the form's inputs)
+        return (*super().shown_key(plan), refused_choices(plan.model, plan.inference))
+
     def show_plan(self, plan: Plan) -> None:
         super().show_plan(plan)
+        # The releases, weight formats and KV formats Plan validation would refuse with the rest of the plan: greyed,
+        # each entry's tooltip saying why (core.plan.refused_choices), so the lists offer only what loads.
+        refused = refused_choices(plan.model, plan.inference)
+        for path in RELEASE_CHOICES:
+            field = self.fields[path]
+            assert isinstance(field, ChoiceField)
+            field.show_refused(refused[path])
         host = self.host_here
         shown = self.form.isRowVisible(self.host_bandwidth) or self.form.isRowVisible(self.host_ram)
         self.set_widget_row_visible(self.host_row, host is not None and shown)
