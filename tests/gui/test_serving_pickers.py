@@ -114,3 +114,14 @@ def _key(key: Qt.Key) -> object:
     from PySide6.QtGui import QKeyEvent
 
     return QKeyEvent(QEvent.Type.KeyPress, key, Qt.KeyboardModifier.NoModifier)
+
+
+def test_transformers_before_4_49_greys_fp8_weights(window: MainWindow) -> None:
+    # Hugging Face generate: the fine-grained FP8 linear is in the 4.49.0 wheel, not in 4.48.3's (core.plan
+    # _transformers_fp8_refusal). On 4.48 the FP8 entry is greyed; with FP8 weights on 5.25, 4.45 - 4.48 are.
+    _serving(window, _on("qwen3-8b", engine=Engine.HF, transformers_version="4.48"))
+    form = window.serving_form
+    greyed = _greyed(form.weights)
+    assert list(greyed) == [WeightFormat.FP8.value] and "from 4.49" in greyed[WeightFormat.FP8.value]
+    window.controller.reset(_on("qwen3-8b", engine=Engine.HF, weight_dtype=WeightFormat.FP8))
+    assert list(_greyed(form.transformers_version)) == ["4.45", "4.46", "4.47", "4.48"]
