@@ -40,7 +40,8 @@ def with_ollama_line(plan: Plan, value: object) -> Plan:
 class ServingForm(PlanForm):
     """Rows only one engine reads (transformers' release, vLLM's release and scheduler limits,
     SGLang's release and static fraction, llama.cpp's GGUF type, GPU layers and cache type) show
-    for that engine only: the input table says which."""
+    for that engine only: the input table says which. The release, weight and KV lists grey the entries the plan's
+    engine release refuses (core.plan.refused_choices), each one's tooltip saying why."""
 
     def __init__(self, controller: PlanController, parent: QWidget | None = None) -> None:
         super().__init__("Serving", controller, parent)
