@@ -132,20 +132,27 @@ class ServingForm(PlanForm):
         if host is not None and host.plan_values():
             self.controller.update("", host.apply, "Use this machine's RAM")
 
+    def _refused(self, plan: Plan) -> dict[str, dict[str, str]] | None:
+        """The entries the plan's engine release refuses (core.plan.refused_choices), in Inference mode, where the
+        form shows; None in Training mode, where it is hidden (switching mode redraws it)."""
+        return refused_choices(plan.model, plan.inference) if self.mode == "inference" else None
+
     def shown_key(self, plan: Plan) -> tuple[object, ...]:
-        # the entries the plan's engine release refuses (they depend on the model as well as the form's inputs)
-        return (*super().shown_key(plan), refused_choices(plan.model, plan.inference))
+        # the refused entries depend on the model as well as the form's inputs
+        return (*super().shown_key(plan), self._refused(plan))
 
     def show_plan(self, plan: Plan) -> None:
         super().show_plan(plan)
-        # The releases, weight formats and KV formats Plan validation would refuse with the rest of the plan: greyed,
-        # each entry's tooltip saying why (core.plan.refused_choices), so the lists offer only what loads.
-        refused = refused_choices(plan.model, plan.inference)
-        for path in RELEASE_CHOICES:
-            field = self.fields[path]
-            assert isinstance(field, ChoiceField)
-            field.show_refused(refused[path])
         host = self.host_here
         shown = self.form.isRowVisible(self.host_bandwidth) or self.form.isRowVisible(self.host_ram)
         self.set_widget_row_visible(self.host_row, host is not None and shown)
         self.use_host.setVisible(host is not None and bool(host.plan_values()) and not host.applied(plan))
+        # The releases, weight formats and KV formats Plan validation would refuse with the rest of the plan: greyed,
+        # each entry's tooltip saying why, so the lists offer only what loads.
+        refused = self._refused(plan)
+        if refused is None:
+            return
+        for path in RELEASE_CHOICES:
+            field = self.fields[path]
+            assert isinstance(field, ChoiceField)
+            field.show_refused(refused[path])

@@ -125,3 +125,13 @@ def test_transformers_before_4_49_greys_fp8_weights(window: MainWindow) -> None:
     assert list(greyed) == [WeightFormat.FP8.value] and "from 4.49" in greyed[WeightFormat.FP8.value]
     window.controller.reset(_on("qwen3-8b", engine=Engine.HF, weight_dtype=WeightFormat.FP8))
     assert list(_greyed(form.transformers_version)) == ["4.45", "4.46", "4.47", "4.48"]
+
+
+def test_a_plan_set_in_training_mode_is_greyed_once_inference_shows(window: MainWindow) -> None:
+    # The hidden form skips the lists in Training mode (refused_choices costs ~0.5 ms a serving change); switching to
+    # Inference redraws them for the plan that arrived meanwhile: gpt-oss MXFP4 greys vLLM 0.6 - 0.9 (from 0.10).
+    window.show()
+    form = window.serving_form
+    window.controller.reset(_on("gpt-oss-20b", engine=Engine.VLLM, weight_dtype=WeightFormat.MXFP4))
+    window.inference_action.trigger()
+    assert list(_greyed(form.vllm_version)) == ["0.6", "0.7", "0.8", "0.9"]
