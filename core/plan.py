@@ -345,18 +345,62 @@ def serving_refusal(model: ModelSpec, inf: Inference) -> PlanError | None:
     recurrent model on the vLLM releases read and on llama.cpp (:func:`_hybrid_serving_refusal`); a
     latent-attention model on llama.cpp at a current build and without Ollama (:func:`_latent_llamacpp_refusal`).
     Sliding windows and mixtures of experts are served by every engine (their own settings are checked with the
-    engine's: Plan._check_serving_layout). Then what the plan asks of the engine beyond the model: text only where
+    engine's: Plan._check_serving_layout). Then the weights: a format the vLLM or SGLang release does not load
+    (:func:`_weight_format_refusal`), FP8 under transformers before 4.49 (:func:`_transformers_fp8_refusal`). Then
+    what the plan asks of the engine beyond the model: text only where
     the engine or release builds the vision tower anyway (:func:`_text_only_refusal`), prefix caching of a hybrid
     before vLLM 0.26 (:func:`_hybrid_prefix_caching_refusal`)."""
     refused = _model_kind_refusal(model, inf)
     if refused is None:
         refused = _weight_format_refusal(inf)
     if refused is None:
+        refused = _transformers_fp8_refusal(inf)
+    if refused is None:
         refused = _text_only_refusal(model, inf)
     if refused is None:
         refused = _sglang_multimodal_refusal(model, inf)
     if refused is None:
         refused = _hybrid_prefix_caching_refusal(model, inf)
+    return refused
+
+
+# The serving choices whose entries an engine release may refuse with the rest of the plan as it is: the release
+# pickers and the weight and KV-cache formats (:func:`refused_choices`).
+RELEASE_CHOICES: Final = (
+    "inference.vllm_version",
+    "inference.sglang_version",
+    "inference.transformers_version",
+    "inference.weight_dtype",
+    "inference.kv_dtype",
+)
+
+
+@last_answer
+def refused_choices(model: ModelSpec, inf: Inference) -> dict[str, dict[str, str]]:
+    """By path of :data:`RELEASE_CHOICES`, the entries :func:`serving_refusal` refuses were the plan to pick one, the
+    rest of ``inf`` as it is, each entry's value with the refusal's reason: a weight format the release does not load
+    (:func:`_weight_format_refusal`: its reason names the first or last release that does; FP8 under transformers
+    before 4.49, :func:`_transformers_fp8_refusal`), a release that does not
+    load the plan's weights, its model or what else it asks (text only, prefix caching of a hybrid), a KV format a
+    hybrid's cache has not. The Serving form greys those entries with the reason, so that it offers only what Plan
+    validation takes. A release picker is read only on its own engine; the plan's own values are never refused (it is
+    valid). Reused for the same ``model`` and ``inf`` objects, as a training edit leaves both."""
+    versions = {
+        Engine.VLLM: "inference.vllm_version",
+        Engine.SGLANG: "inference.sglang_version",
+        Engine.HF: "inference.transformers_version",
+    }
+    paths = [p for p in RELEASE_CHOICES if p not in versions.values() or versions.get(inf.engine) == p]
+    refused: dict[str, dict[str, str]] = {path: {} for path in RELEASE_CHOICES}
+    for path in paths:
+        spec = input_at(path)
+        attribute, current = spec.attribute, getattr(inf, spec.attribute)
+        for value in spec.enum:
+            if value is current:
+                continue
+            error = serving_refusal(model, replaced(inf, **{attribute: value}))
+            if error is not None:
+                refused[path][value.value] = error.reason or f"expected {error.allowed}"
     return refused
 
 
@@ -383,6 +427,24 @@ def _weight_format_refusal(inf: Inference) -> PlanError | None:
         f"one of {covered} on {label} {release.value}",
         f"{label} {release.value} has no {WEIGHT_NAMES[inf.weight_dtype]} weights: its --quantization takes the "
         f"format {span}",
+    )
+
+
+def _transformers_fp8_refusal(inf: Inference) -> PlanError | None:
+    """FP8 weights under a transformers that cannot load them: the fine-grained FP8 integration
+    (``integrations/finegrained_fp8.py``, ``FP8Linear``) is in the 4.49.0 wheel and not in 4.48.3's
+    (core.serving.transformers_versions). Refused on the release, as Plan validation refused it before it joined
+    :func:`serving_refusal` (branch h93form), so that the Serving form greys what Hugging Face generate cannot load."""
+    if inf.engine is not Engine.HF or inf.weight_dtype is not WeightFormat.FP8:
+        return None
+    version, first = inf.transformers_version, TransformersVersion.V4_49
+    if list(TransformersVersion).index(version) >= list(TransformersVersion).index(first):
+        return None
+    return PlanError(
+        "inference.transformers_version",
+        version.value,
+        f"{first.value} or later with FP8 weights",
+        "transformers loads fine-grained FP8 checkpoints from 4.49 (integrations/finegrained_fp8.py)",
     )
 
 
@@ -1689,26 +1751,10 @@ class Plan:
                 f"at most {model.num_layers} stages",
                 f"the model has {model.num_layers} layers",
             )
-        if inf.engine is Engine.HF and inf.weight_dtype is WeightFormat.FP8:
-            self._check_transformers_fp8()
         if inf.engine is Engine.LLAMACPP:
             self._check_llamacpp()
         elif inf.link.strip().lower() != "auto":
             find_link(inf.link, "inference.link")
-
-    def _check_transformers_fp8(self) -> None:
-        """Refuse FP8 weights under a transformers that cannot load them: the fine-grained FP8
-        integration (``integrations/finegrained_fp8.py``, ``FP8Linear``) is in the 4.49.0 wheel
-        and not in 4.48.3's (core.serving.transformers_versions)."""
-        version = self.inference.transformers_version
-        first = TransformersVersion.V4_49
-        if list(TransformersVersion).index(version) < list(TransformersVersion).index(first):
-            raise PlanError(
-                "inference.transformers_version",
-                version.value,
-                f"{first.value} or later with FP8 weights",
-                "transformers loads fine-grained FP8 checkpoints from 4.49 (integrations/finegrained_fp8.py)",
-            )
 
     def _check_llamacpp(self) -> None:
         """Refuse what llama.cpp refuses (ggml-org/llama.cpp src/llama-context.cpp, the stored

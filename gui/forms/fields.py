@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from enum import Enum
 from typing import Any
 
 from PySide6.QtCore import QEvent, QSignalBlocker, QSize, Qt, Signal
-from PySide6.QtGui import QFocusEvent, QKeyEvent, QKeySequence, QValidator
+from PySide6.QtGui import QFocusEvent, QKeyEvent, QKeySequence, QStandardItemModel, QValidator
 from PySide6.QtWidgets import (
     QAbstractSpinBox,
     QComboBox,
@@ -557,7 +557,23 @@ class ChoiceField(QComboBox):
         _let_shrink(self)
         for label, value in choices:
             self.addItem(label, value)
+        self._refused: Mapping[str, str] = {}  # the greyed entries' values, with why (show_refused)
         self.currentIndexChanged.connect(lambda index: self.edited.emit(self.itemData(index)))
+
+    def show_refused(self, refused: Mapping[str, str]) -> None:
+        """Grey the entries whose value ``refused`` holds, each one's tooltip saying why ("Not offered: ..."), and
+        enable the rest, which keep the field's tooltip. The arrow keys and the wheel pass over a greyed entry."""
+        if refused == self._refused:
+            return
+        self._refused = refused
+        entries = self.model()
+        assert isinstance(entries, QStandardItemModel)  # QComboBox's own model
+        for index in range(self.count()):
+            reason = refused.get(str(self.itemData(index)))
+            self.setItemData(index, f"Not offered: {reason}" if reason else None, Qt.ItemDataRole.ToolTipRole)
+            item = entries.item(index)
+            if item is not None:
+                item.setEnabled(reason is None)
 
     def show_value(self, value: Any) -> None:
         for index in range(self.count()):

@@ -15,9 +15,10 @@ from PySide6.QtWidgets import QPushButton, QVBoxLayout, QWidget
 from core.catalogue import LinkKind
 from core.estimate import gpu_for
 from core.inputs import input_at
-from core.plan import Plan
+from core.plan import RELEASE_CHOICES, Plan, refused_choices
 from gui.controller import PlanController
 from gui.forms.base import PlanForm
+from gui.forms.fields import ChoiceField
 from gui.forms.hardware import note_label
 from gui.forms.parallel import LinkField, link_choices
 
@@ -39,7 +40,8 @@ def with_ollama_line(plan: Plan, value: object) -> Plan:
 class ServingForm(PlanForm):
     """Rows only one engine reads (transformers' release, vLLM's release and scheduler limits,
     SGLang's release and static fraction, llama.cpp's GGUF type, GPU layers and cache type) show
-    for that engine only: the input table says which."""
+    for that engine only: the input table says which. The release, weight and KV lists grey the entries the plan's
+    engine release refuses (core.plan.refused_choices), each one's tooltip saying why."""
 
     def __init__(self, controller: PlanController, parent: QWidget | None = None) -> None:
         super().__init__("Serving", controller, parent)
@@ -130,9 +132,27 @@ class ServingForm(PlanForm):
         if host is not None and host.plan_values():
             self.controller.update("", host.apply, "Use this machine's RAM")
 
+    def _refused(self, plan: Plan) -> dict[str, dict[str, str]] | None:
+        """The entries the plan's engine release refuses (core.plan.refused_choices), in Inference mode, where the
+        form shows; None in Training mode, where it is hidden (switching mode redraws it)."""
+        return refused_choices(plan.model, plan.inference) if self.mode == "inference" else None
+
+    def shown_key(self, plan: Plan) -> tuple[object, ...]:
+        # the refused entries depend on the model as well as the form's inputs
+        return (*super().shown_key(plan), self._refused(plan))
+
     def show_plan(self, plan: Plan) -> None:
         super().show_plan(plan)
         host = self.host_here
         shown = self.form.isRowVisible(self.host_bandwidth) or self.form.isRowVisible(self.host_ram)
         self.set_widget_row_visible(self.host_row, host is not None and shown)
         self.use_host.setVisible(host is not None and bool(host.plan_values()) and not host.applied(plan))
+        # The releases, weight formats and KV formats Plan validation would refuse with the rest of the plan: greyed,
+        # each entry's tooltip saying why, so the lists offer only what loads.
+        refused = self._refused(plan)
+        if refused is None:
+            return
+        for path in RELEASE_CHOICES:
+            field = self.fields[path]
+            assert isinstance(field, ChoiceField)
+            field.show_refused(refused[path])

@@ -40,6 +40,7 @@ from core.inputs import (
     MAX_TOKENS,
     Stack,
     input_at,
+    release_loads,
 )
 from core.mac import MAC_ATTENTION, MAC_OPTIMIZERS
 from core.model import LIMITS, LORA_TARGETS, MAX_PARAMS, ModelSpec
@@ -369,7 +370,7 @@ def _random_plan(rng: random.Random) -> Plan:
             offload=rng.choice(list(Offload)),
         ),
         inference=Inference(
-            weight_dtype=rng.choice(list(WeightFormat)),
+            weight_dtype=(weight := rng.choice(list(WeightFormat))),
             kv_dtype=rng.choice(list(KvDtype)),
             concurrent=_pick(rng, 1, MAX_BATCH),
             context=_pick(rng, 1, MAX_SEQ),
@@ -380,7 +381,9 @@ def _random_plan(rng: random.Random) -> Plan:
             tensor_parallel=1
             if engine is Engine.LLAMACPP
             else rng.choice(serving_tensor_parallel(model, MAX_PARALLEL)),
-            vllm_version=rng.choice(versions),
+            # a line that loads the weights drawn (core.inputs.release_loads: MXFP4 from 0.10, NF4 up to 0.27; Plan
+            # validation refuses the rest since h91vals); SGLang's and transformers' defaults load every format
+            vllm_version=rng.choice([v for v in versions if release_loads(weight, v)]),
             gguf_quant=rng.choice(list(GgufQuant)),
             gpu_layers=_pick(rng, 0, MAX_LAYERS_FLAG),
             cache_type=rng.choice(list(CacheType)),
@@ -410,7 +413,8 @@ def _random_plan(rng: random.Random) -> Plan:
     if model.hybrid is not None:  # served on vLLM 0.11 - 0.34, one stage, a 16-bit or fp8 cache (serving_refusal)
         inf = drawn["inference"]
         kv = inf.kv_dtype if inf.kv_dtype not in (KvDtype.INT8, KvDtype.INT4) else KvDtype.BF16
-        version = rng.choice(sorted(hybrid_vllm_lines(model)))  # the TP drawn above splits the state (strategies)
+        # the TP drawn above splits the state (strategies); a line that loads the weights drawn (NF4 up to 0.27)
+        version = rng.choice(sorted(v for v in hybrid_vllm_lines(model) if release_loads(inf.weight_dtype, v)))
         drawn["inference"] = replace(inf, engine=Engine.VLLM, vllm_version=version, kv_dtype=kv, pipeline_parallel=1)
     return Plan(**_prompt_learning_runs(drawn))
 
