@@ -20,10 +20,12 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 
 from core.files.launch import Target, export
+from core.files.launch.deepspeed import read_deepspeed
 from core.files.runconfig import loads_run_config, plan_from_run
 from core.inputs import Float8
+from core.plan import Optimizer
 from tests.core.test_launch_roundtrip import launch_plans
-from tools.measure.export_plans import keys_of, named_plans, with_layout
+from tools.measure.export_plans import document, keys_of, named_plans, with_layout
 
 RECORDING = Path(__file__).resolve().parents[1] / "data" / "launch_acceptance.json"
 RERUN = (
@@ -81,8 +83,11 @@ def test_the_newer_checkers_refused_an_unknown_key() -> None:
     # The negative control export_check.py runs for each checker in its CONTROLS: an accepted export with one key
     # added must be refused, or the checker checks nothing. torchtitan 0.2.2 config/manager.py _dict_to_dataclass:
     # "Invalid field names in <class ...Training> data: {'frobnicate'}".
+    # deepspeed 0.18.3: DeepSpeedConfig stores optimizer.params unread (runtime/config.py get_optimizer_params), so the
+    # check builds the optimizer (export_check.py _deepspeed_optimizer) and DeepSpeedCPUAdam.__init__ refuses the key
+    # (ops/adam/cpu_adam.py line 16: no **kwargs).
     controls = {c["target"]: c for c in _recording()["controls"]}
-    assert set(controls) >= {Target.TORCHTITAN.value}
+    assert set(controls) >= {Target.TORCHTITAN.value, Target.DEEPSPEED.value}
     for control in controls.values():
         assert control["refused"], f"{control['tool']} {control['version']} accepted {control['added']}: {RERUN}"
         assert control["added"].rsplit(".", 1)[-1] in control["error"]
@@ -151,6 +156,47 @@ def test_llamafactory_writes_bf16_not_pure_bf16_under_zero3() -> None:
     assert exported.cannot("method.autocast")
     single, _ = named_plans()["full-adafactor-flash"]  # pure bf16 on one GPU keeps pure_bf16
     assert yaml.safe_load(export(single, Target.LLAMA_FACTORY).text)["pure_bf16"] is True
+
+
+ZERO_OFFLOAD_ADAM = ("zero1-offload-adam", "zero2-offload-adam", "zero3-offload-adam", "zero3-offload-params-adam")
+INLINE_DEEPSPEED = (Target.TRL, Target.AXOLOTL, Target.LLAMA_FACTORY)
+
+
+@pytest.mark.parametrize("name", ZERO_OFFLOAD_ADAM)
+def test_zero_offload_adam_is_deepspeeds_adam_with_adam_w_mode_off(name: str) -> None:
+    plan, _ = named_plans()[name]
+    assert plan.optimizer is Optimizer.ADAM
+    # deepspeed 0.18.3 runtime/engine.py line 1545 pops adam_w_mode (default True, runtime/config.py line 93) and line
+    # 1548 builds AdamW when the type is AdamW *or* adam_w_mode: type "Adam" alone is AdamW. Lines 1556-1564 build
+    # DeepSpeedCPUAdam(adamw_mode=False) under offload, Adam's L2 decay (0.16.9: lines 1440-1455, the same rule).
+    written = json.loads(export(plan, Target.DEEPSPEED).text)["optimizer"]
+    assert written == {"type": "Adam", "params": {"weight_decay": 0.01, "adam_w_mode": False}}  # export_plans: 0.01
+    # Inside a trainer's config lr and weight decay are "auto": transformers 5.25.0 integrations/deepspeed.py lines 165
+    # and 172 fill them from TrainingArguments; adam_w_mode is passed on as written.
+    for target in INLINE_DEEPSPEED:
+        inline = document(target, export(plan, target).text)["deepspeed"]["optimizer"]
+        assert inline == {"type": "Adam", "params": {"lr": "auto", "weight_decay": "auto", "adam_w_mode": False}}
+    # Read back (core/files/launch/deepspeed.py _read_optimizer): Adam, not AdamW.
+    assert read_deepspeed(json.loads(export(plan, Target.DEEPSPEED).text))["method.optimizer"] is Optimizer.ADAM
+
+
+def test_zero_offload_adam_was_built_by_deepspeed_for_every_trainer() -> None:
+    # tools/measure/export_check.py _deepspeed_optimizer: the section built by DeepSpeed's own
+    # _configure_basic_optimizer (0.18.3 for trl and the standalone file, 0.16.9 under LLaMA-Factory and axolotl).
+    records = {(r["plan"], r["target"]): r for r in _recording()["records"]}
+    for name in ZERO_OFFLOAD_ADAM:
+        for target in (Target.DEEPSPEED, *INLINE_DEEPSPEED):
+            record = records[(name, target.value)]
+            key = (
+                "optimizer.params.adam_w_mode"
+                if target is Target.DEEPSPEED
+                else "deepspeed.optimizer.params.adam_w_mode"
+            )
+            assert record["accepted"] and key in record["keys"], (name, target.value)
+    adamw, _ = named_plans()["zero3-offload-adamw-decay"]
+    section = json.loads(export(adamw, Target.DEEPSPEED).text)["optimizer"]
+    # export_plans: weight decay 0.1; AdamW needs no mode (engine.py line 1548).
+    assert section == {"type": "AdamW", "params": {"weight_decay": 0.1}}
 
 
 @pytest.mark.parametrize("target", [Target.TORCHRUN, Target.ACCELERATE_LAUNCH])

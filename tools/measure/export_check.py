@@ -71,6 +71,7 @@ def check_trl(text: str) -> None:
     parser = TrlParser((ScriptArguments, SFTConfig, ModelConfig))
     argv = ["--config", path, "--dataset_name", "trl-lib/Capybara", "--output_dir", DUMMY_OUTPUT]
     parser.parse_args_and_config(argv, fail_with_unknown_args=True)
+    _deepspeed_inline(json.loads(text))
 
 
 def check_accelerate(text: str) -> None:
@@ -107,7 +108,78 @@ def check_deepspeed(text: str) -> None:
 def _deepspeed(config: dict[str, Any]) -> None:
     from deepspeed.runtime.config import DeepSpeedConfig
 
-    DeepSpeedConfig(config)
+    _deepspeed_optimizer(DeepSpeedConfig(config))
+
+
+# What transformers puts for the optimizer's "auto" values before DeepSpeed reads them (transformers 5.25.0
+# integrations/deepspeed.py trainer_config_process lines 165 and 172: TrainingArguments.learning_rate and weight_decay;
+# 4.57.1 lines 160 and 167): the check's learning rate (check_axolotl's) and TrainingArguments' default decay.
+AUTO_OPTIMIZER_VALUES = {"lr": 2e-4, "weight_decay": 0.0}
+
+
+def _deepspeed_inline(document: dict[str, Any]) -> None:
+    """A trainer's inline ``deepspeed`` section's optimizer, built as DeepSpeed builds it once the trainer has filled
+    "auto" (the trainer itself builds no optimizer then: transformers 5.25.0 integrations/deepspeed.py lines
+    578-579, 4.57.1 lines 374-380, DummyOptim). The section's other keys are the tool's parser's, checked above."""
+    inline = document.get("deepspeed")
+    if not isinstance(inline, dict) or not isinstance(inline.get("optimizer"), dict):
+        return
+    from deepspeed.runtime.config import DeepSpeedConfig
+
+    optimizer = inline["optimizer"]
+    params = {k: AUTO_OPTIMIZER_VALUES[k] if v == "auto" else v for k, v in (optimizer.get("params") or {}).items()}
+    minimal = {  # the batch keys filled as a one-GPU run's; the rest as written
+        **{k: v for k, v in inline.items() if v != "auto" and not isinstance(v, dict)},
+        "train_micro_batch_size_per_gpu": 1,
+        "gradient_accumulation_steps": 1,
+        "zero_optimization": inline.get("zero_optimization", {}),
+        "optimizer": {**optimizer, "params": params},
+    }
+    _deepspeed_optimizer(DeepSpeedConfig(minimal))
+
+
+def _deepspeed_optimizer(config: Any) -> None:
+    """The optimizer of a DeepSpeed config's ``optimizer`` section, built by DeepSpeed's own
+    ``DeepSpeedEngine._configure_basic_optimizer`` (deepspeed 0.18.3 runtime/engine.py lines 1533-1611; 0.16.9
+    lines 1428-1500) on one float32 parameter: under ZeRO-Offload its CPU optimizers (DeepSpeedCPUAdam / Adagrad /
+    Lion), each constructor refusing a parameter it does not take. DeepSpeedConfig itself stores ``optimizer.params``
+    unread (runtime/config.py get_optimizer_params). The C++ kernel each constructor loads last (``*Builder().load()``,
+    a JIT build with ``DS_BUILD_OPS=0``, minutes per op on this CPU) is stood in for: it takes the values the Python
+    constructor has already accepted."""
+    if config.optimizer_name is None:
+        return
+    from unittest import mock
+
+    import deepspeed.ops.adagrad.cpu_adagrad as adagrad
+    import deepspeed.ops.adam.cpu_adam as adam
+    import torch
+    from deepspeed.runtime.engine import DeepSpeedEngine
+
+    for builder in (adam.CPUAdamBuilder, adagrad.CPUAdagradBuilder, _lion_builder()):
+        if builder is not None:
+            builder.load = lambda self, verbose=True: mock.MagicMock()
+
+    class _Engine:  # the engine's own methods on the parsed config, without a model, a process group or a GPU
+        _config = config
+        client_optimizer = None
+        zenflow = False  # 0.18.3 engine.py line 1558: ZenFlow is a config section the exports never write
+        optimizer_name = DeepSpeedEngine.optimizer_name
+        optimizer_params = DeepSpeedEngine.optimizer_params
+        zero_use_cpu_optimizer = DeepSpeedEngine.zero_use_cpu_optimizer
+        build = DeepSpeedEngine._configure_basic_optimizer
+
+    built = _Engine().build([torch.nn.Parameter(torch.zeros(8))])
+    mode = getattr(built, "adam_w_mode", None)
+    print(f"     deepspeed built {type(built).__name__}" + ("" if mode is None else f" adam_w_mode={mode}"), flush=True)
+
+
+def _lion_builder() -> Any:
+    """DeepSpeedCPULion's op builder (deepspeed 0.18.3 ops/lion/cpu_lion.py; the module is there in 0.16.9 too)."""
+    try:
+        import deepspeed.ops.lion.cpu_lion as lion
+    except ImportError:
+        return None
+    return lion.CPULionBuilder
 
 
 def check_torchtune(text: str) -> None:
@@ -120,7 +192,11 @@ def check_torchtune(text: str) -> None:
     done = subprocess.run([str(tune), "validate", _file(text, ".yaml")], capture_output=True, text=True, check=False)
     said = (done.stdout + done.stderr).strip()
     if done.returncode != 0 or "Config is well-formed" not in said:
-        raise RuntimeError(said.splitlines()[-1] if said else f"tune validate exited {done.returncode}")
+        last = said.splitlines()[-1] if said else f"tune validate exited {done.returncode}"
+        missing = last.split("'")[1] if last.startswith("ModuleNotFoundError") and last.count("'") >= 2 else ""
+        if missing and missing.split(".")[0] not in text:  # tune's own import failed (kagglesdk), no _component_'s
+            raise ImportError(f"tune validate: {last}")
+        raise RuntimeError(last)
 
 
 def check_llamafactory(text: str) -> None:
@@ -149,6 +225,7 @@ def check_llamafactory(text: str) -> None:
     config = document(Target.LLAMA_FACTORY, text)
     config.update({"dataset": "alpaca_en_demo", "template": "llama3", "output_dir": DUMMY_OUTPUT})
     get_train_args(config)
+    _deepspeed_inline(config)
 
 
 def check_axolotl(text: str) -> None:
@@ -164,6 +241,7 @@ def check_axolotl(text: str) -> None:
     )
     capabilities = {"bf16": True, "fp8": False, "n_gpu": 8, "n_node": 1, "compute_capability": "sm_90"}
     validate_config(DictDefault(config), capabilities=capabilities, env_capabilities={"torch_version": "2.13.0"})
+    _deepspeed_inline(config)
     # The model keeps keys it does not define (a negative control, frobnicate: 1, passed): each top-level key must
     # also be one of its fields.
     from axolotl.utils.schemas.config import AxolotlInputConfig
@@ -406,7 +484,17 @@ CHECKERS: dict[Target, tuple[str, Callable[[str], None]]] = {
 # anything checks nothing). (the key added, the text with it). Recorded under "controls".
 CONTROLS: dict[Target, tuple[str, Callable[[str], str]]] = {
     Target.TORCHTITAN: ("training.frobnicate", lambda t: t.replace("[training]\n", "[training]\nfrobnicate = 1\n", 1)),
+    # DeepSpeedConfig stores optimizer.params unread: the control is for _deepspeed_optimizer, on ZeRO-Offload's Adam.
+    Target.DEEPSPEED: ("optimizer.params.frobnicate", lambda t: _with_offloaded_adam(t, frobnicate=1)),
 }
+
+
+def _with_offloaded_adam(text: str, **params: Any) -> str:
+    document = json.loads(text)
+    zero = {**document.get("zero_optimization", {}), "offload_optimizer": {"device": "cpu"}}
+    zero["stage"] = max(zero.get("stage", 0), 2)
+    optimizer = {"type": "Adam", "params": {"adam_w_mode": False, **params}}
+    return json.dumps({**document, "zero_optimization": zero, "optimizer": optimizer}, indent=2)
 
 
 def _error(exc: BaseException) -> str:

@@ -18,6 +18,7 @@ import shlex
 import tomllib
 from collections.abc import Callable, Iterator
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 import yaml
@@ -189,6 +190,49 @@ def _training() -> Iterator[tuple[str, Callable[[], Plan]]]:
         ),
     )
     yield "optimizer-in-backward", lambda: _llama("llama-3.2-1b", optimizer_in_backward=True, checkpointing=True)
+    yield from _zero_offload()
+
+
+def _zero_offload() -> Iterator[tuple[str, Callable[[], Plan]]]:
+    """ZeRO-Offload's own optimizer section (core/files/launch/deepspeed.py optimizer_section): DeepSpeed steps an
+    offloaded optimizer in its CPU kernels, built from ``optimizer.type`` and ``params``; Adam is written with
+    ``adam_w_mode: false``. Each stage that offloads (1, 2, 3; 3 with its parameters too) with AdamW and Adam, and
+    the two other types it builds there (Adagrad, Lion). ``zero2-offload-optimizer``, ``zero3-offload-params-lora``
+    and ``zero3-offload-bf16-master`` above are AdamW on stages 2 and 3."""
+    for name, strategy, offload in (
+        ("zero1-offload", Strategy.ZERO1, Offload.OPTIMIZER),
+        ("zero2-offload", Strategy.ZERO2, Offload.OPTIMIZER),
+        ("zero3-offload", Strategy.ZERO3, Offload.OPTIMIZER),
+        ("zero3-offload-params", Strategy.ZERO3, Offload.PARAMS),
+    ):
+        layout = _gpus(4, strategy, offload=offload)
+        adam = {"optimizer": Optimizer.ADAM, "weight_decay": 0.01, "parallel": layout, "grad_clip": True}
+        yield f"{name}-adam", partial(_llama, "llama-3.2-1b", **adam)
+    yield (
+        "zero3-offload-adamw-decay",
+        lambda: _llama(
+            "llama-3.2-1b",
+            optimizer=Optimizer.ADAMW,
+            weight_decay=0.1,
+            parallel=_gpus(4, Strategy.ZERO3, offload=Offload.OPTIMIZER),
+        ),
+    )
+    yield (
+        "zero2-offload-adagrad",
+        lambda: _llama(
+            "llama-3.2-1b", optimizer=Optimizer.ADAGRAD, parallel=_gpus(2, Strategy.ZERO2, offload=Offload.OPTIMIZER)
+        ),
+    )
+    yield (
+        "zero3-offload-params-lion-lora",
+        lambda: _llama(
+            method=Method.LORA,
+            lora=_lora(),
+            optimizer=Optimizer.LION,
+            preset=Preset.TRAINER_BF16,
+            parallel=_gpus(4, Strategy.ZERO3, offload=Offload.PARAMS),
+        ),
+    )
 
 
 def _torchtitan() -> Iterator[tuple[str, Callable[[], Plan]]]:
