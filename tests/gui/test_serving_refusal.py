@@ -12,7 +12,7 @@ import pytest
 from core.catalogue import find_model
 from core.dtypes import WeightFormat
 from core.errors import PlanError
-from core.plan import Engine, PrefixCaching, VllmVersion, default_plan_on, serving_refusal
+from core.plan import Engine, Plan, PrefixCaching, VllmVersion, default_plan_on, serving_refusal
 from gui.controller import PlanController, refusal_text
 from gui.forms.fields import is_marked_invalid
 from gui.main_window import MainWindow
@@ -55,12 +55,9 @@ def test_the_text_only_box_is_offered_only_where_the_engine_takes_it(
     # Before branch h76sglui the box showed on SGLang, transformers and vLLM 0.14, where every tick was refused: the
     # form offered a setting the engine cannot take. The row follows core.inputs.text_only_offered, which agrees with
     # Plan validation: a tick is taken exactly where the box shows (llama.cpp aside, whose tick changes nothing).
-    window.show()
-    window.inference_action.trigger()
-    form = window.serving_form
     gemma = find_model("gemma-3-4b")
     plan = default_plan_on(gemma.spec, gemma.id).with_inference(engine=engine, vllm_version=version)
-    window.controller.reset(plan)
+    form = serving_form_on(window, plan)
     assert form.form.isRowVisible(form.text_only) is shown
     refused = serving_refusal(gemma.spec, replace(plan.inference, text_only=True))
     assert (refused is None) is (shown or engine is Engine.LLAMACPP)
@@ -71,12 +68,9 @@ def test_an_engine_switch_that_refuses_the_ticked_box_is_refused_on_it(window: M
     # (core.plan._text_only_refusal): the switch is refused with the home's words on the engine list and in the status
     # bar, and the plan stays on vLLM with its box shown and ticked. A plan that carries the tick onto SGLang (a file,
     # the command line) gets the same refusal from Plan validation.
-    window.show()
-    window.inference_action.trigger()
-    form = window.serving_form
     gemma = find_model("gemma-3-4b")
     plan = default_plan_on(gemma.spec, gemma.id).with_inference(engine=Engine.VLLM, text_only=True)
-    window.controller.reset(plan)
+    form = serving_form_on(window, plan)
     form.engine.setCurrentIndex(form.engine.findData("sglang"))
     home = serving_refusal(gemma.spec, replace(plan.inference, engine=Engine.SGLANG))
     assert home is not None and home.field == "inference.text_only"
@@ -91,12 +85,9 @@ def test_an_engine_switch_that_refuses_the_ticked_box_is_refused_on_it(window: M
 
 def test_a_hybrids_prefix_caching_before_vllm_0_26_is_refused_on_its_list(window: MainWindow) -> None:
     # vLLM 0.24 does not support prefix caching for hybrid models (core.plan._hybrid_prefix_caching_refusal).
-    window.show()
-    window.inference_action.trigger()
-    form = window.serving_form
     granite = find_model("granite-4.0-h-tiny")
     plan = default_plan_on(granite.spec, granite.id).with_inference(engine=Engine.VLLM, vllm_version=VllmVersion.V0_24)
-    window.controller.reset(plan)
+    form = serving_form_on(window, plan)
     assert form.form.isRowVisible(form.prefix_caching)
     form.prefix_caching.setCurrentIndex(form.prefix_caching.findData(PrefixCaching.ON))
     home = serving_refusal(granite.spec, replace(plan.inference, prefix_caching=PrefixCaching.ON))
@@ -113,12 +104,9 @@ def test_the_multimodal_box_shows_for_gemma_3_on_sglang_from_0_4_6(window: MainW
     # 0.4.5's server_args.py has no such flag (and serves Gemma 3 with images without it): before branch h76sglui the
     # box showed there and every tick was refused; now it is not offered, and a plan that carries the flag onto 0.4.5
     # gets the home's refusal.
-    window.show()
-    window.inference_action.trigger()
-    form = window.serving_form
     gemma = find_model("gemma-3-4b")
     plan = default_plan_on(gemma.spec, gemma.id).with_hardware(gpu="h100-sxm").with_inference(engine=Engine.SGLANG)
-    window.controller.reset(plan)
+    form = serving_form_on(window, plan)
     assert form.form.isRowVisible(form.sglang_multimodal)
     pool = window.controller.estimate.inference.kv_cache_tokens
     form.sglang_multimodal.click()
@@ -142,15 +130,20 @@ def test_a_vllm_line_that_does_not_load_the_weights_is_refused_on_its_list(windo
     # gpt-oss's MXFP4 weights on vLLM 0.19; 0.9's --quantization names have no mxfp4 (resources/engine_flags/
     # vllm_serve.txt, read from the 0.9.2 wheel: tests/core/test_engine_flag_values.py): the switch is refused with
     # the home's words (core.plan._weight_format_refusal) and the plan stays on 0.19.
-    window.show()
-    window.inference_action.trigger()
-    form = window.serving_form
     oss = find_model("gpt-oss-20b")
     plan = default_plan_on(oss.spec, oss.id).with_inference(engine=Engine.VLLM, weight_dtype=WeightFormat.MXFP4)
-    window.controller.reset(plan)
+    form = serving_form_on(window, plan)
     form.vllm_version.setCurrentIndex(form.vllm_version.findData("0.9"))
     home = serving_refusal(oss.spec, replace(plan.inference, vllm_version=VllmVersion.V0_9))
     assert home is not None and home.field == "inference.weight_dtype" and "from vLLM 0.10" in home.reason
     assert window.controller.plan == plan and form.vllm_version.currentData() == "0.19"
     assert is_marked_invalid(form.vllm_version) and form.vllm_version.property("invalidMessage") == str(home)
     assert refusal_text(home, window.controller.plan) in window.problem.text()
+
+
+def serving_form_on(window: MainWindow, plan: Plan) -> Any:
+    """The window shown in Inference mode on ``plan``: its Serving form."""
+    window.show()
+    window.inference_action.trigger()
+    window.controller.reset(plan)
+    return window.serving_form
