@@ -10,6 +10,7 @@ from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QWidget
 
 from gui.colours import OKABE_ITO
+from gui.theme import contrast  # WCAG 2.1; here for the plots that import it with the rest
 
 __all__ = ["OKABE_ITO", "band_alpha", "contrast", "style_plot"]
 
@@ -18,19 +19,6 @@ __all__ = ["OKABE_ITO", "band_alpha", "contrast", "style_plot"]
 # (docs/GUI.md, 2026-12-04); there the band takes the alpha that reaches 1.6 : 1 (about 100).
 LIGHT_BAND_ALPHA = 40
 DARK_BAND_CONTRAST = 1.6
-
-
-def contrast(a: QColor, b: QColor) -> float:
-    """WCAG 2.1 contrast ratio of two opaque colours."""
-
-    def luminance(colour: QColor) -> float:
-        def channel(value: float) -> float:
-            return value / 12.92 if value <= 0.04045 else ((value + 0.055) / 1.055) ** 2.4
-
-        return 0.2126 * channel(colour.redF()) + 0.7152 * channel(colour.greenF()) + 0.0722 * channel(colour.blueF())
-
-    high, low = sorted((luminance(a), luminance(b)), reverse=True)
-    return (high + 0.05) / (low + 0.05)
 
 
 def _over(colour: QColor, background: QColor, alpha: int) -> QColor:

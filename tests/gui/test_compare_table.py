@@ -1,0 +1,112 @@
+"""The Compare table's finish (docs/GUI.md, 2026-12-08): balanced header lines, verdicts legible on the changed rows'
+shade in both themes, a floating dock that keeps the chart's least width and lays nothing over anything, and the
+selected plans copied as a table."""
+
+from __future__ import annotations
+
+from itertools import combinations, pairwise
+from typing import Any
+
+import pytest
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QBrush, QColor, QFont, QFontMetrics, QPalette
+from PySide6.QtWidgets import QStyleFactory
+
+from core.colours import CAUTION, FITS, PROBLEM, UNCERTAIN
+from gui import theme
+from gui.main_window import MainWindow
+from gui.tools.compare_table import SPOKEN, words
+from tests.gui.test_compare import _laid_out
+
+WCAG_AA = 4.5  # WCAG 2.1 SC 1.4.3: text at its usual size against its background
+
+
+def _bold(font: QFont) -> QFontMetrics:
+    bold = QFont(font)
+    bold.setBold(True)
+    return QFontMetrics(bold)
+
+
+def _least_widest(tokens: list[str], lines: int, metrics: QFontMetrics) -> int:
+    """The least widest line of any way to break ``tokens`` into ``lines`` lines, tried one by one."""
+    best = None
+    for cuts in combinations(range(1, len(tokens)), lines - 1):
+        edges = (0, *cuts, len(tokens))
+        widest = max(metrics.horizontalAdvance(" ".join(tokens[a:b])) for a, b in pairwise(edges))
+        best = widest if best is None else min(best, widest)
+    assert best is not None
+    return best
+
+
+@pytest.mark.parametrize(("size", "plans"), [((1920, 1080), 4), ((1920, 1080), 3), ((1280, 720), 2)])
+def test_wrapped_names_and_labels_break_into_balanced_lines(
+    qtbot: Any, window: MainWindow, size: tuple[int, int], plans: int
+) -> None:
+    # Before: each line was filled greedily, so at 1920 × 1080 "4. LoRA r16 on an L4" read "4. LoRA r16 on an" over
+    # a lone "L4", "2. QLoRA r16 on" over "an RTX 3060" and "Tensor / pipeline / context" put "/ context" on a line
+    # of its own. Now each name and label takes as many lines as before at the least width that holds them (its
+    # widest line no wider than any other break into that many lines), and no line starts with "/" or "×".
+    panel = _laid_out(qtbot, window, size, plans)
+    table = panel.table
+    assert not table.stacked
+    shown = [(table.horizontalHeaderItem(c).text(), table.horizontalHeader()) for c in range(table.columnCount())]
+    shown += [(table.verticalHeaderItem(r).text(), table.verticalHeader()) for r in range(table.rowCount())]
+    assert any("\n" in text for text, _ in shown)
+    for text, header in shown:
+        lines = text.splitlines()
+        metrics = _bold(header.font())  # measured bold: the cheapest's header and the differing rows' labels
+        widest = max(metrics.horizontalAdvance(line) for line in lines)
+        assert widest == _least_widest(words(" ".join(lines)), len(lines), metrics), lines
+        starts = [line.split()[0] for line in lines]
+        assert all(word == "★" or any(ch.isalnum() for ch in word) for word in starts), lines
+    assert table.horizontalHeaderItem(3 if plans == 4 else 0).data(SPOKEN).startswith(("4. LoRA", "1. LoRA"))
+    window.controller.undo_stack.setClean()
+
+
+def _palettes() -> dict[str, QPalette]:
+    fusion = QStyleFactory.create("Fusion")
+    return {"light": fusion.standardPalette(), "dark": theme.dark_palette()}
+
+
+@pytest.mark.parametrize("name", ["light", "dark"])
+def test_every_verdict_reads_at_4_5_to_1_on_the_base_and_on_a_changed_row(name: str) -> None:
+    # The verdict panel's shades for a light background (gui.panels.verdict.TEXT_SHADES) on the changed rows' pale
+    # yellow #fff3cd: Over headroom #B07800 3.4:1, Fits #009E73 3.1:1, Out of memory #D55E00 3.5:1; the same yellow
+    # stood in the dark theme. gui.theme.legible darkens (light) or lightens (dark) each towards the Text.
+    palette = _palettes()[name]
+    base, text = palette.color(QPalette.ColorRole.Base), palette.color(QPalette.ColorRole.Text)
+    shade = theme.changed_row(palette)
+    assert theme.contrast(text, shade) >= WCAG_AA  # a changed row's own text
+    assert theme.contrast(shade, base) > 1.1  # and the shade seen against the unchanged rows (#fff3cd on white: 1.1)
+    for colour in (FITS, CAUTION, UNCERTAIN, PROBLEM):  # core.files.report.VERDICT_COLOURS and a narrow fit's
+        ink = theme.legible(QColor(colour), (base, shade), text)
+        assert min(theme.contrast(ink, base), theme.contrast(ink, shade)) >= WCAG_AA, (name, colour, ink.name())
+        assert ink != text  # still the verdict's hue, not the plain text colour
+
+
+@pytest.mark.parametrize("name", ["light", "dark"])
+def test_the_verdict_cells_contrast_with_their_shade_in_either_theme(qtbot: Any, window: MainWindow, name: str) -> None:
+    # gui.screenshot.issue_plans: "Fits narrowly" (yellow) and "Over headroom" (orange) on the changed row's shade.
+    panel = _laid_out(qtbot, window, (1920, 1080))
+    table = panel.table
+    panel.setPalette(_palettes()[name])
+    qtbot.waitUntil(
+        lambda: table.palette().color(QPalette.ColorRole.Base) == _palettes()[name].color(QPalette.ColorRole.Base)
+    )
+    labels = [table.verticalHeaderItem(r).data(SPOKEN) for r in range(table.rowCount())]
+    verdicts = labels.index("Verdict")
+    base = table.palette().color(QPalette.ColorRole.Base)
+    for c in range(table.columnCount()):
+        for r in range(table.rowCount()):
+            item = table.item(r, c)
+            background: QBrush = item.background()
+            shown = background.color() if background.style() != Qt.BrushStyle.NoBrush else base
+            foreground: QBrush = item.foreground()
+            ink = (
+                foreground.color()
+                if foreground.style() != Qt.BrushStyle.NoBrush
+                else table.palette().color(QPalette.ColorRole.Text)
+            )
+            assert theme.contrast(ink, shown) >= WCAG_AA, (name, labels[r], c, ink.name(), shown.name())
+        assert table.item(verdicts, c).background().color() == theme.changed_row(table.palette())
+    window.controller.undo_stack.setClean()
