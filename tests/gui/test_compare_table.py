@@ -13,6 +13,7 @@ from PySide6.QtGui import QBrush, QColor, QFont, QFontMetrics, QPalette
 from PySide6.QtWidgets import QStyleFactory
 
 from core.colours import CAUTION, FITS, PROBLEM, UNCERTAIN
+from core.files.report import CHART_MIN_WIDTH
 from gui import theme
 from gui.main_window import MainWindow
 from gui.tools.compare_table import SPOKEN, words
@@ -109,4 +110,29 @@ def test_the_verdict_cells_contrast_with_their_shade_in_either_theme(qtbot: Any,
             )
             assert theme.contrast(ink, shown) >= WCAG_AA, (name, labels[r], c, ink.name(), shown.name())
         assert table.item(verdicts, c).background().color() == theme.changed_row(table.palette())
+    window.controller.undo_stack.setClean()
+
+
+def test_a_floating_dock_keeps_the_chart_s_least_width_and_lays_nothing_over_anything(
+    qtbot: Any, window: MainWindow
+) -> None:
+    # Before: floating, the dock could be dragged to its layout's 213 × 231 px: the chart's pane, 213 px less its
+    # scroll bar, scrolled sideways under CHART_MIN_WIDTH (240 px), and the buttons' four rows were drawn over the
+    # "Include the current plan" box and the summary. Now the panel holds the chart's least width beside a vertical
+    # scroll bar and the height its buttons' rows take at its width; the chart's pane gives way and scrolls, down only.
+    panel = _laid_out(qtbot, window, (1280, 720))
+    dock = window.plan_tools.docks["compare"]
+    dock.setFloating(True)
+    dock.resize(100, 100)
+    qtbot.waitUntil(lambda: panel.width() < 400)  # as narrow as the dock lets it be
+    qtbot.wait(20)
+    scroll = panel.chart_scroll
+    assert scroll.viewport().width() >= CHART_MIN_WIDTH and scroll.horizontalScrollBar().maximum() == 0
+    buttons = [panel.pin_button, panel.open_button, panel.remove_button, panel.use_button, panel.save_button]
+    buttons += [panel.report_button, panel.copy_button]
+    parts = [*buttons, panel.include_current, panel.summary, panel.splitter]
+    for a, b in combinations(parts, 2):
+        assert not a.geometry().intersects(b.geometry()), (repr(a), a.geometry(), repr(b), b.geometry())
+    assert all(panel.rect().contains(part.geometry()) for part in parts)
+    assert panel.summary.height() >= panel.summary.heightForWidth(panel.summary.width())
     window.controller.undo_stack.setClean()
