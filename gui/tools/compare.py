@@ -210,6 +210,7 @@ class ComparePanel(QWidget):
         self.chart_scroll.setWidget(self.chart)
         splitter.addWidget(self.chart_scroll)
         self.table = CompareTable()  # side by side where the plans' columns fit, else one block a row
+        self.table.removeRequested.connect(self.remove_selected)
         splitter.addWidget(self.table)
         splitter.setSizes(list(FIRST_SHARE))
         # Until the handle is moved by hand the chart's pane is sized by _share_chart; then it stays where put.

@@ -15,8 +15,18 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from PySide6.QtCore import QEvent, Qt
-from PySide6.QtGui import QBrush, QColor, QFont, QFontMetrics, QPalette, QResizeEvent
+from PySide6.QtCore import QEvent, Qt, Signal
+from PySide6.QtGui import (
+    QBrush,
+    QColor,
+    QFont,
+    QFontMetrics,
+    QGuiApplication,
+    QKeyEvent,
+    QKeySequence,
+    QPalette,
+    QResizeEvent,
+)
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QHeaderView,
@@ -27,7 +37,7 @@ from PySide6.QtWidgets import (
 )
 
 from core.advice.compare import Comparison, Row
-from core.files.report import value_text, verdict_colour
+from core.files.report import csv_text, value_text, verdict_colour
 from core.verdict import Judgement
 from gui import plaintext, theme
 from gui.format import Unit
@@ -138,7 +148,10 @@ def share_out(least: list[int], natural: list[int], room: int) -> list[int]:
 
 
 class CompareTable(QTableWidget):
-    """The comparison's table; :meth:`show_comparison` fills it, and each new width lays it out again."""
+    """The comparison's table; :meth:`show_comparison` fills it, and each new width lays it out again. Copy
+    (Ctrl+C) puts the selected plans' rows on the clipboard as a table; Delete asks to remove the selected plan."""
+
+    removeRequested = Signal()
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(0, 0, parent)
@@ -357,6 +370,32 @@ class CompareTable(QTableWidget):
                 at += 1
 
     # ---- reading back ----------------------------------------------------------------
+    def keyPressEvent(self, event: QKeyEvent) -> None:
+        """Copy: the selected plans as a table (QAbstractItemView's copied the current cell's text alone, one value
+        of one plan). Delete and Backspace: remove the selected plan, as the Remove button does."""
+        if event.matches(QKeySequence.StandardKey.Copy):
+            QGuiApplication.clipboard().setText(self.copied_text())
+            event.accept()
+        elif event.key() in (Qt.Key.Key_Delete, Qt.Key.Key_Backspace) and self.selected_plan() is not None:
+            self.removeRequested.emit()
+            event.accept()
+        else:
+            super().keyPressEvent(event)
+
+    def copied_text(self) -> str:
+        """The selected plans (every plan where none is) as tab-separated lines a spreadsheet pastes into cells: the
+        plans' numbered names, then a row's label and its values, in either layout; a cell a spreadsheet would read
+        as a formula (a name from a file starting with "=", a negative margin) quoted as text, as the CSV report's."""
+        comparison = self.comparison
+        if comparison is None:
+            return ""
+        chosen = sorted({p for p in (item.data(PLAN_ROLE) for item in self.selectedItems()) if isinstance(p, int)})
+        plans = chosen or list(range(len(comparison.plans)))
+        texts = self._texts()
+        lines = [["", *(f"{c + 1}. {comparison.names[c]}" for c in plans)]]
+        lines += [[row.label, *(texts[c][r] for c in plans)] for r, row in enumerate(comparison.rows())]
+        return "".join("\t".join(csv_text(cell).replace("\t", " ") for cell in line) + "\n" for line in lines)
+
     def kept_rows(self, rows: int) -> int:
         """The rows the table keeps in sight when the chart's pane is sized: side by side, ``rows`` rows under the
         header that names the plans; in blocks, the block that names them (its heading and a row a plan, as

@@ -9,13 +9,15 @@ from typing import Any
 
 import pytest
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QBrush, QColor, QFont, QFontMetrics, QPalette
+from PySide6.QtGui import QBrush, QColor, QFont, QFontMetrics, QGuiApplication, QKeySequence, QPalette
+from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QStyleFactory
 
 from core.colours import CAUTION, FITS, PROBLEM, UNCERTAIN
 from core.files.report import CHART_MIN_WIDTH
 from gui import theme
 from gui.main_window import MainWindow
+from gui.screenshot import issue_plans
 from gui.tools.compare_table import SPOKEN, words
 from tests.gui.test_compare import _laid_out
 
@@ -135,4 +137,56 @@ def test_a_floating_dock_keeps_the_chart_s_least_width_and_lays_nothing_over_any
         assert not a.geometry().intersects(b.geometry()), (repr(a), a.geometry(), repr(b), b.geometry())
     assert all(panel.rect().contains(part.geometry()) for part in parts)
     assert panel.summary.height() >= panel.summary.heightForWidth(panel.summary.width())
+    window.controller.undo_stack.setClean()
+
+
+def _clipboard_after_copy(qtbot: Any, table: Any) -> list[list[str]]:
+    QGuiApplication.clipboard().clear()
+    table.setFocus()
+    QTest.keySequence(table, QKeySequence.StandardKey.Copy)
+    return [line.split("\t") for line in QGuiApplication.clipboard().text().splitlines()]
+
+
+@pytest.mark.parametrize("size", [(1920, 1080), (1024, 768)])
+def test_copy_puts_the_selected_plans_on_the_clipboard_as_a_table(
+    qtbot: Any, window: MainWindow, size: tuple[int, int]
+) -> None:
+    # Before: Ctrl+C in the table copied the current cell's text alone ("QLoRA (quantised base)"), whichever plan
+    # was selected. Now the selected plan's rows, labelled, tab-separated as a spreadsheet pastes them; with no
+    # selection every plan. Side by side (1920 × 1080: a column a plan) and in blocks (1024 × 768) alike.
+    panel = _laid_out(qtbot, window, size)
+    table = panel.table
+    assert table.stacked is (size == (1024, 768))
+    names = [f"{i + 1}. {name}" for i, (name, _) in enumerate(issue_plans())]
+    table.clearSelection()
+    lines = _clipboard_after_copy(qtbot, table)
+    assert lines[0] == ["", *names]
+    rows = {line[0]: line[1:] for line in lines[1:]}
+    assert rows["Method"] == ["LoRA", "QLoRA (quantised base)", "Full fine-tuning", "LoRA"]
+    assert rows["Margin"][1] == "'-0.10 GB"  # a spreadsheet would read "-0.10 GB" as a formula (core's csv_text)
+    if table.stacked:  # the second plan's row in the Method block
+        method = next(r for r in range(table.rowCount()) if table.item(r, 0).text() == "Method")
+        table.setCurrentCell(method + 2, 1)
+    else:
+        table.setCurrentCell(0, 1)
+    assert panel.selected_index() == 1
+    lines = _clipboard_after_copy(qtbot, table)
+    assert lines[0] == ["", names[1]] and ["Method", "QLoRA (quantised base)"] in lines
+    assert len(lines) == 1 + len(panel.comparison.rows())  # type: ignore[union-attr]
+    window.controller.undo_stack.setClean()
+
+
+def test_delete_removes_the_selected_plan_and_undo_brings_it_back(qtbot: Any, window: MainWindow) -> None:
+    # The keyboard's way to the Remove button: Delete (or Backspace) in the table, undone with Ctrl+Z like it.
+    panel = _laid_out(qtbot, window, (1920, 1080))
+    table = panel.table
+    table.setFocus()
+    table.setCurrentCell(0, 1)
+    QTest.keyClick(table, Qt.Key.Key_Delete)
+    assert [name for name, _ in panel.pinned] == [name for i, (name, _) in enumerate(issue_plans()) if i != 1]
+    window.controller.undo_stack.undo()
+    assert len(panel.pinned) == 4
+    table.clearSelection()
+    QTest.keyClick(table, Qt.Key.Key_Delete)  # nothing selected: nothing removed
+    assert len(panel.pinned) == 4
     window.controller.undo_stack.setClean()
