@@ -162,6 +162,9 @@ class CompareTable(QTableWidget):
         self.setHorizontalScrollMode(QAbstractItemView.ScrollMode.ScrollPerPixel)
         self.setWordWrap(True)
         self.verticalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        # A selected plan's column selects every row: the labels, all drawn bold as highlighted sections, lost the
+        # bold that marks the rows whose values differ between the plans.
+        self.verticalHeader().setHighlightSections(False)
         self.horizontalHeader().setMinimumSectionSize(1)
         self.comparison: Comparison | None = None
         self.unit: Unit = "GB"

@@ -190,3 +190,33 @@ def test_delete_removes_the_selected_plan_and_undo_brings_it_back(qtbot: Any, wi
     QTest.keyClick(table, Qt.Key.Key_Delete)  # nothing selected: nothing removed
     assert len(panel.pinned) == 4
     window.controller.undo_stack.setClean()
+
+
+def test_selecting_a_plan_keeps_the_differing_rows_labels_apart(qtbot: Any, window: MainWindow) -> None:
+    # Before: selecting a plan's column selected every row, and the vertical header drew every label bold as a
+    # highlighted section: the bold that marks the rows whose values differ between the plans was lost. Measured in
+    # the labels' pixels: a label's ink is as wide as its text drawn in the font it is shown in.
+    panel = _laid_out(qtbot, window, (1920, 1080))
+    table = panel.table
+    labels = [table.verticalHeaderItem(r) for r in range(table.rowCount())]
+    same = next(r for r, item in enumerate(labels) if not item.font().bold() and "\n" not in item.text())
+    header = table.verticalHeader()
+
+    def ink_width() -> int:
+        image = header.grab().toImage()
+        top, height = header.sectionViewportPosition(same), header.sectionSize(same)
+        text = table.palette().color(QPalette.ColorRole.WindowText).lightness()
+        columns = [
+            x
+            for x in range(image.width() - 2)
+            for y in range(top + 2, top + height - 2)
+            if abs(image.pixelColor(x, y).lightness() - text) < 60
+        ]
+        return max(columns) - min(columns) if columns else 0
+
+    before = ink_width()
+    table.setCurrentCell(0, 1)
+    qtbot.wait(20)
+    assert panel.selected_index() == 1
+    assert ink_width() == before > 0, labels[same].text()
+    window.controller.undo_stack.setClean()
