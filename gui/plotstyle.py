@@ -9,8 +9,8 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QWidget
 
+from gui import colours
 from gui.colours import OKABE_ITO
-from gui.theme import contrast  # WCAG 2.1; here for the plots that import it with the rest
 
 __all__ = ["OKABE_ITO", "band_alpha", "contrast", "style_plot"]
 
@@ -19,6 +19,11 @@ __all__ = ["OKABE_ITO", "band_alpha", "contrast", "style_plot"]
 # (docs/GUI.md, 2026-12-04); there the band takes the alpha that reaches 1.6 : 1 (about 100).
 LIGHT_BAND_ALPHA = 40
 DARK_BAND_CONTRAST = 1.6
+
+
+def contrast(a: QColor, b: QColor) -> float:
+    """WCAG 2.1 contrast ratio of two opaque colours (gui.colours.contrast)."""
+    return colours.contrast((a.redF(), a.greenF(), a.blueF()), (b.redF(), b.greenF(), b.blueF()))
 
 
 def _over(colour: QColor, background: QColor, alpha: int) -> QColor:

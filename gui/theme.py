@@ -9,6 +9,7 @@ from PySide6.QtGui import QColor, QFont, QFontDatabase, QGuiApplication, QPainte
 from PySide6.QtWidgets import QApplication, QProxyStyle, QStyle, QStyleOption, QWidget
 
 from core.colours import CHANGED_ROW
+from gui import colours
 from gui.colours import ACCENT, OKABE_ITO, UNCERTAIN
 
 TEXT_CONTRAST = 4.5  # WCAG 2.1 SC 1.4.3 (level AA): the least contrast of text at its usual size to its background
@@ -38,16 +39,8 @@ def _mix(a: QColor, b: QColor, share_of_a: float) -> QColor:
 
 
 def contrast(a: QColor, b: QColor) -> float:
-    """WCAG 2.1 contrast ratio of two opaque colours."""
-
-    def luminance(colour: QColor) -> float:
-        def channel(value: float) -> float:
-            return value / 12.92 if value <= 0.04045 else ((value + 0.055) / 1.055) ** 2.4
-
-        return 0.2126 * channel(colour.redF()) + 0.7152 * channel(colour.greenF()) + 0.0722 * channel(colour.blueF())
-
-    high, low = sorted((luminance(a), luminance(b)), reverse=True)
-    return (high + 0.05) / (low + 0.05)
+    """WCAG 2.1 contrast ratio of two opaque colours (gui.colours.contrast)."""
+    return colours.contrast((a.redF(), a.greenF(), a.blueF()), (b.redF(), b.greenF(), b.blueF()))
 
 
 def is_dark(palette: QPalette) -> bool:
