@@ -19,6 +19,7 @@ from PySide6.QtCore import QEvent, Qt, Signal
 from PySide6.QtGui import (
     QBrush,
     QColor,
+    QContextMenuEvent,
     QFont,
     QFontMetrics,
     QGuiApplication,
@@ -30,6 +31,7 @@ from PySide6.QtGui import (
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QHeaderView,
+    QMenu,
     QStyle,
     QTableWidget,
     QTableWidgetItem,
@@ -377,13 +379,34 @@ class CompareTable(QTableWidget):
         """Copy: the selected plans as a table (QAbstractItemView's copied the current cell's text alone, one value
         of one plan). Delete and Backspace: remove the selected plan, as the Remove button does."""
         if event.matches(QKeySequence.StandardKey.Copy):
-            QGuiApplication.clipboard().setText(self.copied_text())
+            self.copy_selected()
             event.accept()
         elif event.key() in (Qt.Key.Key_Delete, Qt.Key.Key_Backspace) and self.selected_plan() is not None:
             self.removeRequested.emit()
             event.accept()
         else:
             super().keyPressEvent(event)
+
+    def contextMenuEvent(self, event: QContextMenuEvent) -> None:
+        menu = self.context_menu()
+        menu.exec(event.globalPos())
+        menu.deleteLater()
+
+    def context_menu(self) -> QMenu:
+        """The right-click menu: Copy, the selected plans as a table (every plan where none is: a right-click
+        selects the plan under it first). A table with no menu left the keyboard's Copy to be guessed."""
+        menu = QMenu(self)
+        one = self.selected_plan() is not None
+        copy = menu.addAction("Copy the selected plan" if one else "Copy every plan")
+        copy.setShortcut(QKeySequence(QKeySequence.StandardKey.Copy))  # shown beside it; the table's keys copy
+        copy.setEnabled(self.comparison is not None)
+        copy.triggered.connect(self.copy_selected)
+        return menu
+
+    def copy_selected(self) -> str:
+        text = self.copied_text()
+        QGuiApplication.clipboard().setText(text)
+        return text
 
     def copied_text(self) -> str:
         """The selected plans (every plan where none is) as tab-separated lines a spreadsheet pastes into cells: the

@@ -220,3 +220,22 @@ def test_selecting_a_plan_keeps_the_differing_rows_labels_apart(qtbot: Any, wind
     assert panel.selected_index() == 1
     assert ink_width() == before > 0, labels[same].text()
     window.controller.undo_stack.setClean()
+
+
+def test_the_right_click_menu_copies_the_plan_under_it(qtbot: Any, window: MainWindow) -> None:
+    # A table with no menu left the keyboard's Copy to be guessed. Right-clicking a plan's cell selects it
+    # (QAbstractItemView) and the menu offers to copy it; with nothing selected, every plan.
+    panel = _laid_out(qtbot, window, (1920, 1080))
+    table = panel.table
+    table.clearSelection()
+    menu = table.context_menu()
+    assert [action.text() for action in menu.actions()] == ["Copy every plan"]
+    table.setCurrentCell(0, 2)
+    menu = table.context_menu()
+    copy = menu.actions()[0]
+    assert copy.text() == "Copy the selected plan" and copy.shortcut() == QKeySequence(QKeySequence.StandardKey.Copy)
+    QGuiApplication.clipboard().clear()
+    copy.trigger()
+    lines = [line.split("\t") for line in QGuiApplication.clipboard().text().splitlines()]
+    assert lines[0] == ["", "3. Full on 2 × A100 80GB"] and ["Method", "Full fine-tuning"] in lines
+    window.controller.undo_stack.setClean()
