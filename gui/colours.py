@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Final
 
+RGB = tuple[float, float, float]  # a colour's red, green and blue, each 0-1
+
 OKABE_ITO: Final = {
     "orange": "#E69F00",
     "sky": "#56B4E9",
@@ -28,3 +30,17 @@ ACCENT: Final = OKABE_ITO["blue"]  # selection and highlight
 
 # A line of text that reports a problem (status bar, plan warnings, dialogs).
 PROBLEM_TEXT_STYLE: Final = f"color: {PROBLEM}; font-weight: 600;"
+
+
+def contrast(a: RGB, b: RGB) -> float:
+    """WCAG 2.1 contrast ratio of two opaque colours (relative luminance, sRGB channels linearised)."""
+
+    def luminance(colour: RGB) -> float:
+        def channel(value: float) -> float:
+            return value / 12.92 if value <= 0.04045 else ((value + 0.055) / 1.055) ** 2.4
+
+        red, green, blue = colour
+        return 0.2126 * channel(red) + 0.7152 * channel(green) + 0.0722 * channel(blue)
+
+    high, low = sorted((luminance(a), luminance(b)), reverse=True)
+    return (high + 0.05) / (low + 0.05)

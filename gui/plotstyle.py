@@ -9,6 +9,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QWidget
 
+from gui import colours
 from gui.colours import OKABE_ITO
 
 __all__ = ["OKABE_ITO", "band_alpha", "contrast", "style_plot"]
@@ -21,16 +22,8 @@ DARK_BAND_CONTRAST = 1.6
 
 
 def contrast(a: QColor, b: QColor) -> float:
-    """WCAG 2.1 contrast ratio of two opaque colours."""
-
-    def luminance(colour: QColor) -> float:
-        def channel(value: float) -> float:
-            return value / 12.92 if value <= 0.04045 else ((value + 0.055) / 1.055) ** 2.4
-
-        return 0.2126 * channel(colour.redF()) + 0.7152 * channel(colour.greenF()) + 0.0722 * channel(colour.blueF())
-
-    high, low = sorted((luminance(a), luminance(b)), reverse=True)
-    return (high + 0.05) / (low + 0.05)
+    """WCAG 2.1 contrast ratio of two opaque colours (gui.colours.contrast)."""
+    return colours.contrast((a.redF(), a.greenF(), a.blueF()), (b.redF(), b.greenF(), b.blueF()))
 
 
 def _over(colour: QColor, background: QColor, alpha: int) -> QColor:

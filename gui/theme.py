@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from PySide6.QtCore import QRectF, Qt
 from PySide6.QtGui import QColor, QFont, QFontDatabase, QGuiApplication, QPainter, QPalette, QPen
 from PySide6.QtWidgets import QApplication, QProxyStyle, QStyle, QStyleOption, QWidget
 
-from gui.colours import ACCENT, OKABE_ITO
+from core.colours import CHANGED_ROW
+from gui import colours
+from gui.colours import ACCENT, OKABE_ITO, UNCERTAIN
+
+TEXT_CONTRAST = 4.5  # WCAG 2.1 SC 1.4.3 (level AA): the least contrast of text at its usual size to its background
+CHANGED_ROW_DARK_SHARE = 0.2  # borderline's yellow over a dark Base, a fifth: #494729 on dark_palette's #1f2023
 
 _STYLES: list[QStyle] = []
 _PLATFORM_PALETTE: list[QPalette] = []  # the palette the platform gave, before ours replaced it
@@ -29,6 +36,36 @@ def _mix(a: QColor, b: QColor, share_of_a: float) -> QColor:
         a.greenF() * share_of_a + b.greenF() * (1 - share_of_a),
         a.blueF() * share_of_a + b.blueF() * (1 - share_of_a),
     )
+
+
+def contrast(a: QColor, b: QColor) -> float:
+    """WCAG 2.1 contrast ratio of two opaque colours (gui.colours.contrast)."""
+    return colours.contrast((a.redF(), a.greenF(), a.blueF()), (b.redF(), b.greenF(), b.blueF()))
+
+
+def is_dark(palette: QPalette) -> bool:
+    return palette.color(QPalette.ColorRole.Base).lightness() < 128
+
+
+def changed_row(palette: QPalette) -> QColor:
+    """The shade of a compared row whose value differs between the plans, in the palette's theme: on a light Base
+    the report's pale yellow (core.colours.CHANGED_ROW, #fff3cd); on a dark one borderline's yellow a fifth over the
+    Base (#494729 on dark_palette's #1f2023: 1.7:1 to the Base, its Text 7.6:1 on it). The pale yellow in the dark
+    theme was a glaring block, its text forced to #222 to be read at all."""
+    if not is_dark(palette):
+        return QColor(CHANGED_ROW)
+    return _mix(QColor(UNCERTAIN), palette.color(QPalette.ColorRole.Base), CHANGED_ROW_DARK_SHARE)
+
+
+def legible(colour: QColor, backgrounds: Sequence[QColor], ink: QColor, ratio: float = TEXT_CONTRAST) -> QColor:
+    """``colour`` as text on every one of ``backgrounds``: mixed towards ``ink`` (the palette's Text) in steps of a
+    twentieth until it reaches ``ratio`` against each, so it keeps its hue as far as it can (the verdicts' green,
+    orange, yellow and vermillion in the Compare table, on its Base and on a changed row's shade)."""
+    for step in range(21):
+        shade = _mix(ink, colour, step / 20)
+        if all(contrast(shade, background) >= ratio for background in backgrounds):
+            return shade
+    return QColor(ink)
 
 
 class ClearIndicators(QProxyStyle):

@@ -1037,15 +1037,15 @@ def to_csv(report: Report) -> str:
     for row in report.comparison.rows():
         for item, value in zip(report.plans, row.values, strict=True):
             unit = {RowKind.BYTES: "bytes", RowKind.HOURS: "h", RowKind.RATE: "tokens/s"}.get(row.kind, "")
-            shown = _csv_text(value) if isinstance(value, str) else round(value) if row.kind is RowKind.BYTES else value
-            writer.writerow([_csv_text(item.name), row.section, row.label, shown, unit, ""])
+            shown = csv_text(value) if isinstance(value, str) else round(value) if row.kind is RowKind.BYTES else value
+            writer.writerow([csv_text(item.name), row.section, row.label, shown, unit, ""])
     for item in report.plans:
         for bucket in _buckets(item.estimate, report.mode):
             writer.writerow(
-                [_csv_text(item.name), "arithmetic", bucket.label, round(bucket.bytes), "bytes", bucket.formula]
+                [csv_text(item.name), "arithmetic", bucket.label, round(bucket.bytes), "bytes", bucket.formula]
             )
         writer.writerow(
-            [_csv_text(item.name), "diagnosis", "explanation", _csv_text(_csv_explanation(item.diagnosis)), "", ""]
+            [csv_text(item.name), "diagnosis", "explanation", csv_text(_csv_explanation(item.diagnosis)), "", ""]
         )
     writer.writerow(["", "tool", "VRAM Planner", __version__, "", report.generated])
     return buffer.getvalue()
@@ -1057,7 +1057,7 @@ def _csv_explanation(d: Diagnosis) -> str:
     return _explanation(d) if d.serving_after_step else d.explanation
 
 
-def _csv_text(text: str) -> str:
+def csv_text(text: str) -> str:
     """A spreadsheet reads a cell starting with = + - @ as a formula: quote it as text.
 
     Control characters become spaces first (csv quotes a field with "\n" but not a bare "\r",

@@ -181,9 +181,9 @@ class ComparePanel(QWidget):
 
         # The chart and the table take the dock's whole width (a scroll area's edge needs no margin): docked at
         # 375 px, 8 px each side left the chart's pane 359 px, under its 360 px least width, so it scrolled sideways.
-        outer = QVBoxLayout(self)
+        self._outer = outer = QVBoxLayout(self)
         outer.setContentsMargins(0, 8, 0, 8)
-        layout = QVBoxLayout()
+        self._top = layout = QVBoxLayout()  # the buttons, the live plan's box and the summary
         layout.setContentsMargins(8, 0, 8, 0)
         outer.addLayout(layout)
         layout.addLayout(self._build_buttons())
@@ -210,6 +210,7 @@ class ComparePanel(QWidget):
         self.chart_scroll.setWidget(self.chart)
         splitter.addWidget(self.chart_scroll)
         self.table = CompareTable()  # side by side where the plans' columns fit, else one block a row
+        self.table.removeRequested.connect(self.remove_selected)
         splitter.addWidget(self.table)
         splitter.setSizes(list(FIRST_SHARE))
         # Until the handle is moved by hand the chart's pane is sized by _share_chart; then it stays where put.
@@ -230,7 +231,23 @@ class ComparePanel(QWidget):
 
     def resizeEvent(self, event: QResizeEvent) -> None:
         super().resizeEvent(event)  # the layout has set the splitter's new size
+        self._hold_least_size()
         self._share_chart()
+
+    def _hold_least_size(self) -> None:
+        """The least size the panel takes, its dock floating or not: as wide as the chart's least width beside a
+        vertical scroll bar, so its pane never scrolls sideways, and as tall as the buttons' rows, the live plan's
+        box and the summary take at this width, over the splitter's least height. The layout's own least size
+        (213 × 231 px) took no account of the buttons' rows wrapping: a floating dock dragged to it drew four rows
+        of buttons over the box and the summary, and the chart's pane 213 px wide scrolled sideways."""
+        outer = self._outer
+        margins = outer.contentsMargins()
+        bar = self.chart_scroll.verticalScrollBar().sizeHint().width()
+        width = max(CHART_MIN_WIDTH + bar, self._top.minimumSize().width()) + margins.left() + margins.right()
+        top = self._top.heightForWidth(max(width, self.width()) - margins.left() - margins.right())
+        height = margins.top() + top + outer.spacing() + self.splitter.minimumSizeHint().height() + margins.bottom()
+        if self.minimumSize() != QSize(width, height):
+            self.setMinimumSize(width, height)
 
     def _share_chart(self) -> None:
         """The splitter's first share, until the handle is moved: the chart's pane as tall as the chart's least
@@ -442,6 +459,7 @@ class ComparePanel(QWidget):
             button.setToolTip(tip if on else greyed)
         self.save_button.setEnabled(self.comparison is not None)
         self._fill()
+        self._hold_least_size()  # the summary's new text may take another line
         self.comparisonChanged.emit(self.comparison)
 
     def _fill(self) -> None:

@@ -13,13 +13,25 @@ The figures and texts come from :mod:`core.advice.compare`; this module only mea
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
-from PySide6.QtCore import QEvent, Qt
-from PySide6.QtGui import QBrush, QColor, QFont, QFontMetrics, QPalette, QResizeEvent
+from PySide6.QtCore import QEvent, Qt, Signal
+from PySide6.QtGui import (
+    QBrush,
+    QColor,
+    QContextMenuEvent,
+    QFont,
+    QFontMetrics,
+    QGuiApplication,
+    QKeyEvent,
+    QKeySequence,
+    QPalette,
+    QResizeEvent,
+)
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QHeaderView,
+    QMenu,
     QStyle,
     QTableWidget,
     QTableWidgetItem,
@@ -27,12 +39,11 @@ from PySide6.QtWidgets import (
 )
 
 from core.advice.compare import Comparison, Row
-from core.files.report import value_text, verdict_colour
-from gui import plaintext
+from core.files.report import csv_text, value_text, verdict_colour
+from core.verdict import Judgement
+from gui import plaintext, theme
 from gui.format import Unit
-from gui.panels.verdict import text_colour
 
-DIFF_COLOUR = "#FFF3CD"  # a pale yellow that keeps text legible in light and dark themes
 HEADER_PADDING_PX = 12  # a header section's own margins around its text (QHeaderView's, measured offscreen)
 HEADER_MAX_LINES = 4  # a plan's name in its column's header: model, method and card each take a line or more
 NAMES_HEADING = "Plans"  # the first block of the one-block-a-row layout: each plan's number and whole name
@@ -41,9 +52,22 @@ SPOKEN = Qt.ItemDataRole.AccessibleTextRole  # a wrapped header's whole text, as
 CHEAPEST = "cheapest that fits"
 
 
-def widest_word(texts: Sequence[str], metrics: QFontMetrics) -> int:
-    """The widest run between spaces in ``texts``: the least width that wraps them without cutting a word."""
-    return max((metrics.horizontalAdvance(word) for text in texts for word in text.split()), default=0)
+def words(text: str) -> list[str]:
+    """``text``'s runs between spaces, a run of neither letters nor digits ("/", "×", "·") kept with the word before
+    it: a line never starts with one ("Tensor /" over "pipeline /" over "context", "Full on 2 ×" over "A100 80GB")."""
+    kept: list[str] = []
+    for word in text.split():
+        if kept and not any(ch.isalnum() for ch in word):
+            kept[-1] = f"{kept[-1]} {word}"
+        else:
+            kept.append(word)
+    return kept
+
+
+def widest_word(texts: Sequence[str], metrics: QFontMetrics, split: Callable[[str], list[str]] = str.split) -> int:
+    """The widest run between spaces in ``texts`` (``split`` into runs: :func:`words` for the lines
+    :func:`wrap_words` breaks): the least width that wraps them without cutting a word."""
+    return max((metrics.horizontalAdvance(word) for text in texts for word in split(text)), default=0)
 
 
 def widest_line(texts: Sequence[str], metrics: QFontMetrics) -> int:
@@ -51,10 +75,10 @@ def widest_line(texts: Sequence[str], metrics: QFontMetrics) -> int:
 
 
 def wrap_words(text: str, metrics: QFontMetrics, width: int) -> list[str]:
-    """``text`` in lines no wider than ``width``, broken at spaces; a word wider than the width alone on its line,
-    elided (its whole text is in the tooltip)."""
+    """``text`` in lines no wider than ``width``, broken at spaces between :func:`words`; a word wider than the width
+    alone on its line, elided (its whole text is in the tooltip)."""
     lines: list[str] = []
-    for word in text.split():
+    for word in words(text):
         if metrics.horizontalAdvance(word) > width:
             word = metrics.elidedText(word, Qt.TextElideMode.ElideRight, width)
         joined = f"{lines[-1]} {word}" if lines else word
@@ -65,6 +89,23 @@ def wrap_words(text: str, metrics: QFontMetrics, width: int) -> list[str]:
     return lines
 
 
+def balanced_wrap(text: str, metrics: QFontMetrics, width: int) -> list[str]:
+    """``text`` wrapped as :func:`wrap_words` wraps it to ``width``, in as many lines, at the least width that keeps
+    that many (as CSS's text-wrap: balance): "4. LoRA r16 on an" over "L4" becomes "4. LoRA r16" over "on an L4".
+    The greedy wrap takes no more lines at a wider width, so the least such width is found by halving."""
+    lines = wrap_words(text, metrics, width)
+    if len(lines) < 2:
+        return lines
+    low, high = min(width, widest_word([text], metrics, words)), width
+    while low < high:
+        middle = (low + high) // 2
+        if len(wrap_words(text, metrics, middle)) <= len(lines):
+            high = middle
+        else:
+            low = middle + 1
+    return wrap_words(text, metrics, high)
+
+
 def name_parts(name: str) -> list[str]:
     """A plan's name in its parts (model, method, card), each on lines of its own in a header."""
     parts = [part.strip() for part in name.replace(" · ", ", ").split(", ")]
@@ -72,9 +113,10 @@ def name_parts(name: str) -> list[str]:
 
 
 def header_text(name: str, metrics: QFontMetrics, width: int) -> str:
-    """A column's header: the name's parts on lines of their own, each wrapped at spaces to ``width``; past
+    """A column's header: the name's parts on lines of their own, each wrapped at spaces to ``width`` in balanced
+    lines; past
     HEADER_MAX_LINES the last line ends in an ellipsis after a whole word."""
-    lines = [line for part in name_parts(name) for line in wrap_words(part, metrics, width)]
+    lines = [line for part in name_parts(name) for line in balanced_wrap(part, metrics, width)]
     if len(lines) > HEADER_MAX_LINES:
         kept = lines[:HEADER_MAX_LINES]
         words = kept[-1].split()
@@ -108,7 +150,10 @@ def share_out(least: list[int], natural: list[int], room: int) -> list[int]:
 
 
 class CompareTable(QTableWidget):
-    """The comparison's table; :meth:`show_comparison` fills it, and each new width lays it out again."""
+    """The comparison's table; :meth:`show_comparison` fills it, and each new width lays it out again. Copy
+    (Ctrl+C) puts the selected plans' rows on the clipboard as a table; Delete asks to remove the selected plan."""
+
+    removeRequested = Signal()
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(0, 0, parent)
@@ -119,6 +164,9 @@ class CompareTable(QTableWidget):
         self.setHorizontalScrollMode(QAbstractItemView.ScrollMode.ScrollPerPixel)
         self.setWordWrap(True)
         self.verticalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        # A selected plan's column selects every row: the labels, all drawn bold as highlighted sections, lost the
+        # bold that marks the rows whose values differ between the plans.
+        self.verticalHeader().setHighlightSections(False)
         self.horizontalHeader().setMinimumSectionSize(1)
         self.comparison: Comparison | None = None
         self.unit: Unit = "GB"
@@ -161,11 +209,11 @@ class CompareTable(QTableWidget):
         heads = self._bold(self.horizontalHeader().font())
         labels_font = self._bold(self.verticalHeader().font())
         labels = [row.label for row in comparison.rows()]
-        least = [widest_word(labels, labels_font) + HEADER_PADDING_PX]
+        least = [widest_word(labels, labels_font, words) + HEADER_PADDING_PX]
         natural = [widest_line(labels, labels_font) + HEADER_PADDING_PX]
         for name, column in zip(names, texts, strict=True):
             parts = name_parts(f"★ {name}")  # room for the cheapest's star, whichever column it marks
-            least.append(max(widest_word(column, cells) + pad, widest_word(parts, heads) + HEADER_PADDING_PX))
+            least.append(max(widest_word(column, cells) + pad, widest_word(parts, heads, words) + HEADER_PADDING_PX))
             natural.append(max(widest_line(column, cells) + pad, widest_line(parts, heads) + HEADER_PADDING_PX))
         room = self.room()
         return share_out(least, natural, room) if sum(least) <= room else None
@@ -220,12 +268,19 @@ class CompareTable(QTableWidget):
         if not isinstance(row.values[c], str):
             item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         if differs:
-            item.setBackground(QBrush(QColor(DIFF_COLOUR)))
-            item.setForeground(QBrush(QColor("#222222")))
+            item.setBackground(QBrush(theme.changed_row(self.palette())))  # its text in the palette's Text
         if row.key == "verdict":
-            colour = verdict_colour(comparison.plans[c].estimate.judgement(comparison.mode))
-            item.setForeground(QBrush(QColor(text_colour(colour))))
+            item.setForeground(QBrush(self.verdict_ink(comparison.plans[c].estimate.judgement(comparison.mode))))
         return item
+
+    def verdict_ink(self, judged: Judgement) -> QColor:
+        """A verdict's colour as text the table's palette can show on its Base and on a changed row's shade alike,
+        at WCAG's 4.5:1 (gui.theme.legible): the verdict panel's light-background shades read 3.1-3.5:1 on the
+        pale yellow (Over headroom's #B07800, Fits' green, Out of memory's vermillion), and Fits narrowly's #7A6A00
+        3.0:1 on the dark Base."""
+        palette = self.palette()
+        backgrounds = (palette.color(QPalette.ColorRole.Base), theme.changed_row(palette))
+        return theme.legible(QColor(verdict_colour(judged)), backgrounds, palette.color(QPalette.ColorRole.Text))
 
     def _fill_columns(self, names: list[str], texts: list[list[str]], widths: list[int]) -> None:
         """A column a plan; the labels, wrapped at spaces to their share, in the vertical header."""
@@ -258,7 +313,7 @@ class CompareTable(QTableWidget):
         several = len(names) > 1
         for r, row in enumerate(rows):
             differs = several and row.differs
-            label = QTableWidgetItem("\n".join(wrap_words(row.label, labels_font, widths[0] - HEADER_PADDING_PX)))
+            label = QTableWidgetItem("\n".join(balanced_wrap(row.label, labels_font, widths[0] - HEADER_PADDING_PX)))
             label.setData(SPOKEN, row.label)
             if differs:
                 font = label.font()
@@ -320,6 +375,53 @@ class CompareTable(QTableWidget):
                 at += 1
 
     # ---- reading back ----------------------------------------------------------------
+    def keyPressEvent(self, event: QKeyEvent) -> None:
+        """Copy: the selected plans as a table (QAbstractItemView's copied the current cell's text alone, one value
+        of one plan). Delete and Backspace: remove the selected plan, as the Remove button does."""
+        if event.matches(QKeySequence.StandardKey.Copy):
+            self.copy_selected()
+            event.accept()
+        elif event.key() in (Qt.Key.Key_Delete, Qt.Key.Key_Backspace) and self.selected_plan() is not None:
+            self.removeRequested.emit()
+            event.accept()
+        else:
+            super().keyPressEvent(event)
+
+    def contextMenuEvent(self, event: QContextMenuEvent) -> None:
+        menu = self.context_menu()
+        menu.exec(event.globalPos())
+        menu.deleteLater()
+
+    def context_menu(self) -> QMenu:
+        """The right-click menu: Copy, the selected plans as a table (every plan where none is: a right-click
+        selects the plan under it first). A table with no menu left the keyboard's Copy to be guessed."""
+        menu = QMenu(self)
+        one = self.selected_plan() is not None
+        copy = menu.addAction("Copy the selected plan" if one else "Copy every plan")
+        copy.setShortcut(QKeySequence(QKeySequence.StandardKey.Copy))  # shown beside it; the table's keys copy
+        copy.setEnabled(self.comparison is not None)
+        copy.triggered.connect(self.copy_selected)
+        return menu
+
+    def copy_selected(self) -> str:
+        text = self.copied_text()
+        QGuiApplication.clipboard().setText(text)
+        return text
+
+    def copied_text(self) -> str:
+        """The selected plans (every plan where none is) as tab-separated lines a spreadsheet pastes into cells: the
+        plans' numbered names, then a row's label and its values, in either layout; a cell a spreadsheet would read
+        as a formula (a name from a file starting with "=", a negative margin) quoted as text, as the CSV report's."""
+        comparison = self.comparison
+        if comparison is None:
+            return ""
+        chosen = sorted({p for p in (item.data(PLAN_ROLE) for item in self.selectedItems()) if isinstance(p, int)})
+        plans = chosen or list(range(len(comparison.plans)))
+        texts = self._texts()
+        lines = [["", *(f"{c + 1}. {comparison.names[c]}" for c in plans)]]
+        lines += [[row.label, *(texts[c][r] for c in plans)] for r, row in enumerate(comparison.rows())]
+        return "".join("\t".join(csv_text(cell).replace("\t", " ") for cell in line) + "\n" for line in lines)
+
     def kept_rows(self, rows: int) -> int:
         """The rows the table keeps in sight when the chart's pane is sized: side by side, ``rows`` rows under the
         header that names the plans; in blocks, the block that names them (its heading and a row a plan, as
