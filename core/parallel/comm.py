@@ -871,7 +871,9 @@ def _torch_ring_traffic(step: _Step) -> _Traffic:
     (:func:`_ring_kv_term`); the backward passes dK/dV on, in float32, after every step, and waits
     for the last one after its loop (its dkv_rotater is the all-to-all one whatever the method).
     torchtitan repeats the grouped K/V heads before SDPA (torchtitan/models/llama/model.py,
-    repeat_kv), so K/V travel at the query heads' width."""
+    repeat_kv), so K/V travel at the query heads' width. Under the compile stack the ring is traced
+    into the compiled block and each collective is waited for where it is issued: both terms
+    exposed whole (``_RING_TRACED``)."""
     plan = step.plan
     par, model = plan.parallel, plan.model
     cp = par.context_parallel
@@ -888,11 +890,34 @@ def _torch_ring_traffic(step: _Step) -> _Traffic:
         window=step.compute_seconds,
     )
     grads = replace(grads, unhidden_seconds=grads.seconds / cp)  # the last send of each ring waits
+    if plan.stack is Stack.COMPILE:  # traced into the compiled block: every collective waited for at once
+        kv, grads = (replace(term, overlapped=False, window_seconds=0.0, unhidden_seconds=0.0) for term in (kv, grads))
+        return _Traffic((kv, grads), _RING_TRACED)
     return _Traffic(
         (kv, grads),
         f"Context parallel (PyTorch ring attention): {how}; dK/dV passed on in float32 after every backward "
         "step, the last of each layer waited for.",
     )
+
+
+# PyTorch's ring attention under torch.compile waits for each of its collectives where it issues it. torchtitan
+# compiles every TransformerBlock whole (pytorch/torchtitan@9dec370 torchtitan/parallelisms/parallelize_llama.py
+# L303 ``torch.compile(transformer_block, fullgraph=True)``), so dynamo traces the patched SDPA and AOTAutograd the
+# DTensor dispatch into the ring (_templated_ring_attention and its backward, the rotaters' ft_c.all_gather_tensor
+# and ft_c.permute_tensor); the Dec-2024 test compiles that ring with fullgraph=True (pytorch/pytorch@01df946
+# test/distributed/tensor/test_attention.py ``compiled``). A functional collective returns
+# ``wait_tensor(self)`` at once when ``_are_we_tracing()`` and an AsyncCollectiveTensor, waited at first use, only
+# in eager (torch/distributed/_functional_collectives.py ``_maybe_wrap_tensor``, every release read: pytorch/pytorch
+# @fff02e67 and earlier). Inductor moves a wait only under ``reorder_for_compute_comm_overlap``, False by default
+# (torch/_inductor/config.py, pytorch/pytorch@000091cf; the "sink_waits" / "raise_comms" passes run only with it),
+# and torchtitan 9dec370 sets no inductor option but ``_micro_pipeline_tp`` (parallelize_llama.py L204). So the
+# K/V all-gather (or each all-to-all send) and every float32 dK/dV send run alone, the compute stream waiting.
+_RING_TRACED: Final = (
+    "Context parallel (PyTorch ring attention) under torch.compile: the ring is traced into the compiled block, "
+    "where each collective is waited for where it is issued (functional collectives' wait_tensor while tracing; "
+    "Inductor's reorder_for_compute_comm_overlap off by default), so the K/V exchange and every float32 dK/dV "
+    "send are exposed whole."
+)
 
 
 def _ring_kv_term(step: _Step, width: float, span: Span, link: LinkSpec) -> tuple[CommTerm, str]:

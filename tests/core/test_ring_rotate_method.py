@@ -94,14 +94,36 @@ def test_alltoall_sends_one_chunk_per_step_hidden_under_that_steps_attention() -
     # 8B, CP 8, full recompute: 3 ring calls per layer (forward, recompute, backward) × 32 layers.
     # allgather: one gather of 2 × 8 chunks per call, hidden under 1/8 of the attention (40 s);
     # alltoall: 7 sends of one 2 × 32,768 × 4,096 × 2-byte chunk per call, under 7/8 of it.
-    plan = _cp_plan(cp=8)
+    # Eager: the rotaters' AsyncCollectiveTensor is waited for at its first use, the next step.
+    plan = _cp_plan(cp=8, stack=Stack.EAGER)
     gather, ring = _kv_term(plan), _kv_term(plan.with_parallel(cp_rotate_method=CpRotate.ALLTOALL))
     assert gather.label == "context-parallel K/V all-gather"
-    assert gather.window_seconds == pytest.approx(40.0 / 8)
+    assert gather.overlapped and gather.window_seconds == pytest.approx(40.0 / 8)
     assert ring.label == "context-parallel K/V ring (alltoall)"
     assert ring.bytes == pytest.approx(7 * 3 * 32 * 2 * 32768 * 4096 * 2)
-    assert ring.window_seconds == pytest.approx(40.0 * 7 / 8)
+    assert ring.overlapped and ring.window_seconds == pytest.approx(40.0 * 7 / 8)
     assert ring.formula.startswith("672 × send of")
+
+
+def test_under_torch_compile_every_ring_collective_is_waited_for_where_it_is_issued() -> None:
+    # torch/distributed/_functional_collectives.py _maybe_wrap_tensor (pytorch/pytorch@fff02e67): while tracing,
+    # ``return wait_tensor(self)`` at once; torch/_inductor/config.py (pytorch/pytorch@000091cf)
+    # reorder_for_compute_comm_overlap = False, so no pass moves the wait. The same bytes, all of them exposed.
+    for method in CpRotate:
+        eager = step_communication(
+            _cp_plan(cp=8, stack=Stack.EAGER).with_parallel(cp_rotate_method=method),
+            param_counts(_cp_plan(cp=8)), 100.0, 1 / 3, attention_share=0.4,
+        )
+        compiled = step_communication(
+            _cp_plan(cp=8).with_parallel(cp_rotate_method=method),
+            param_counts(_cp_plan(cp=8)), 100.0, 1 / 3, attention_share=0.4,
+        )
+        ring = [t for t in compiled.terms if t.label.startswith("context-parallel")]
+        hidden = [t for t in eager.terms if t.label.startswith("context-parallel")]
+        assert [(t.label, t.bytes, t.seconds) for t in ring] == [(t.label, t.bytes, t.seconds) for t in hidden]
+        assert len(ring) == 2 and not any(t.overlapped for t in ring) and all(t.overlapped for t in hidden)
+        assert compiled.exposed_seconds >= sum(t.seconds for t in ring) > eager.exposed_seconds
+        assert any("under torch.compile" in a and "exposed whole" in a for a in compiled.assumptions)
 
 
 # ---- the files, the command line -----------------------------------------------------------

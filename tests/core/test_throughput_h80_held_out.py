@@ -84,30 +84,35 @@ def test_prime_rl_is_held_out_and_scored_with_the_all_source_fit(bench: ModuleTy
     held = {r.case.id: r for r in report.held_out if r.case.record["source_id"] == PRIME}
     assert len(held) == 8 and not any(r.case.record["source_id"] == PRIME for r in report.scored)
     # Today's scores (docs/TRAINING_TIME.md, "prime-rl's benchmark baselines, held out"): recorded, not a target; no
-    # rule or coefficient was fitted on them. Within 13 % on the 4B on H100 / H200.
+    # rule or coefficient was fitted on them. Within 14 % on the 4B on H100 / H200. Branch h94cp's exposed ring
+    # collectives under torch.compile (core.parallel.comm._RING_TRACED) moved the all-source fit (Hopper's flash
+    # attention 3.193 -> 3.173 × its peak time) and these scores by 0.0-0.6 points: 12.9 -> 13.3, 9.1 -> 9.4 here.
     errors = {k: round(r.error, 1) for k, r in held.items()}
-    assert errors["prime-qwen3-4b-sft-16k-8xh100-fa2"] == pytest.approx(12.9, abs=0.15)
-    assert errors["prime-qwen3-4b-sft-16k-8xh200-fa2"] == pytest.approx(9.1, abs=0.15)
+    assert errors["prime-qwen3-4b-sft-16k-8xh100-fa2"] == pytest.approx(13.3, abs=0.15)
+    assert errors["prime-qwen3-4b-sft-16k-8xh200-fa2"] == pytest.approx(9.4, abs=0.15)
     # Beyond 25 %, explained there, not fixed: the 0.6B on the A6000 at 8k (an unmodelled per-step cost). The rows that
     # ran FlashAttention-3 are planned with it since branch h81attn (Attention.FLASH3, 1.94 x FlashAttention-2's speed
     # from the kernels' own benchmark): the 0.6B at 8k and 16k on H100 and the 30B-A3B (prime-rl's own MoE model) read
-    # +72.6 %, +36.9 % and +84.6 % where FlashAttention-2's rate read +33.0 %, -6.4 % and +35.0 %: the cost the 8k row
-    # shows (about 0.27 s a step, 0.35 s at 16k) is no longer hidden by a slower attention.
-    assert errors["prime-qwen3-06b-sft-8k-1xh100-fa3"] == pytest.approx(72.6, abs=0.15)
-    assert errors["prime-qwen3-06b-sft-16k-1xh100-fa3"] == pytest.approx(36.9, abs=0.15)
+    # +72.6 %, +36.9 % and +84.6 % (h94cp's refit: +72.9 and +37.3 for the first two) where FlashAttention-2's rate
+    # read +33.0 %, -6.4 % and +35.0 %: the cost the 8k row shows (about 0.27 s a step, 0.35 s at 16k) is no longer
+    # hidden by a slower attention.
+    assert errors["prime-qwen3-06b-sft-8k-1xh100-fa3"] == pytest.approx(72.9, abs=0.15)
+    assert errors["prime-qwen3-06b-sft-16k-1xh100-fa3"] == pytest.approx(37.3, abs=0.15)
     assert errors["prime-qwen3-06b-sft-8k-1xa6000-fa2"] == pytest.approx(26.9, abs=0.15)
     # The 30B-A3B read +84.6 % until branch h92moet counted its MoE layer's own copies (torchtitan's scatter-add layer,
     # prime-rl's src/prime_rl/trainer/models/layers/moe.py at 8718eb14: core.training.speed.TITAN_SCATTER_*): the
     # gather, expert_parallel's vstack, permute and unpermute, the scores' product and the scatter-add move the N·k
-    # copies 12 times a pass where a fused permute moves them twice (moe_permute 0.079 s -> 0.433 s a step).
-    assert errors["prime-qwen3-30b-a3b-sft-16k-8xh200-fa3"] == pytest.approx(69.7, abs=0.15)
+    # copies 12 times a pass where a fused permute moves them twice (moe_permute 0.079 s -> 0.433 s a step): +69.7 %,
+    # +70.1 % after h94cp's refit.
+    assert errors["prime-qwen3-30b-a3b-sft-16k-8xh200-fa3"] == pytest.approx(70.1, abs=0.15)
     # B200 under flash-attn 2 (its kernels issue SM80 mma.sync on every card): +93.2 % and +103.5 % while its attention
     # was timed at the B200's peak; at the H100's FlashAttention-2 rate per SM and clock (efficiency.FLASH_SM80, a fixed
     # ratio from the cards' FLOPs per SM and clock, fitted on nothing: docs/TRAINING_TIME.md "flash-attn 2 on
-    # datacenter Blackwell") +26.6 % and +9.6 %.
-    assert errors["prime-qwen3-4b-sft-16k-8xb200-fa2"] == pytest.approx(26.6, abs=0.15)
-    assert errors["prime-qwen3-4b-sft-64k-8xb200-fa2"] == pytest.approx(9.6, abs=0.15)
-    assert bench.summary(list(held.values()))["median"] == pytest.approx(26.7, abs=0.1)
+    # datacenter Blackwell") +26.6 % and +9.6 %; +27.1 % and +10.2 % after h94cp's refit (Blackwell's flash attention is
+    # tied to Hopper's, efficiency.TIES).
+    assert errors["prime-qwen3-4b-sft-16k-8xb200-fa2"] == pytest.approx(27.1, abs=0.15)
+    assert errors["prime-qwen3-4b-sft-64k-8xb200-fa2"] == pytest.approx(10.2, abs=0.15)
+    assert bench.summary(list(held.values()))["median"] == pytest.approx(27.0, abs=0.1)
 
 
 
