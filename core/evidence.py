@@ -49,7 +49,7 @@ class KindEvidence:
 EVIDENCE: Final[dict[str, KindEvidence]] = {
     "all": KindEvidence(262, 26, -0.078, 0.085, -0.144, 0.44),
     "allocator:expandable_segments": KindEvidence(7, 3, -0.038, 0.139, -0.054, 0.206),
-    "checkpointing:full": KindEvidence(103, 17, -0.062, 0.093, -0.144, 0.44),
+    "checkpointing:full": KindEvidence(103, 17, -0.062, 0.092, -0.144, 0.44),
     "checkpointing:op": KindEvidence(32, 5, -0.049, 0.038, -0.054, 0.206),
     "float8:mxfp8": KindEvidence(2, 1, -0.04, -0.04, -0.04, -0.04),
     "float8:rowwise": KindEvidence(4, 2, -0.037, 0.022, -0.044, 0.039),
@@ -85,8 +85,8 @@ EVIDENCE: Final[dict[str, KindEvidence]] = {
     "method:loha+gpus:one": KindEvidence(1, 1, 0.04, 0.04, 0.04, 0.04),
     "method:lokr": KindEvidence(1, 1, 0.031, 0.031, 0.031, 0.031),
     "method:lokr+gpus:one": KindEvidence(1, 1, 0.031, 0.031, 0.031, 0.031),
-    "method:lora": KindEvidence(58, 13, -0.037, 0.095, -0.121, 0.159),
-    "method:lora+gpus:many": KindEvidence(12, 3, -0.092, 0.101, -0.121, 0.159),
+    "method:lora": KindEvidence(58, 13, -0.037, 0.094, -0.121, 0.159),
+    "method:lora+gpus:many": KindEvidence(12, 3, -0.092, 0.096, -0.121, 0.159),
     "method:lora+gpus:one": KindEvidence(46, 10, -0.023, 0.092, -0.047, 0.144),
     "method:miss": KindEvidence(1, 1, 0.047, 0.047, 0.047, 0.047),
     "method:miss+gpus:one": KindEvidence(1, 1, 0.047, 0.047, 0.047, 0.047),
@@ -99,7 +99,7 @@ EVIDENCE: Final[dict[str, KindEvidence]] = {
     "method:prompt-tuning": KindEvidence(3, 1, -0.038, -0.037, -0.038, -0.037),
     "method:prompt-tuning+gpus:one": KindEvidence(3, 1, -0.038, -0.037, -0.038, -0.037),
     "method:qlora": KindEvidence(45, 7, -0.09, 0.064, -0.144, 0.17),
-    "method:qlora+gpus:many": KindEvidence(15, 2, -0.088, 0.093, -0.144, 0.17),
+    "method:qlora+gpus:many": KindEvidence(15, 2, -0.088, 0.087, -0.144, 0.17),
     "method:qlora+gpus:one": KindEvidence(30, 5, -0.089, 0.038, -0.101, 0.087),
     "method:randlora": KindEvidence(1, 1, -0.077, -0.077, -0.077, -0.077),
     "method:randlora+gpus:one": KindEvidence(1, 1, -0.077, -0.077, -0.077, -0.077),
@@ -126,7 +126,7 @@ EVIDENCE: Final[dict[str, KindEvidence]] = {
     "strategy:ddp": KindEvidence(12, 3, 0.003, 0.053, -0.053, 0.077),
     "strategy:fsdp": KindEvidence(97, 14, -0.057, 0.084, -0.144, 0.44),
     "strategy:zero1": KindEvidence(7, 1, -0.004, 0.01, -0.01, 0.014),
-    "strategy:zero3": KindEvidence(8, 3, 0.038, 0.313, 0.003, 0.344),
+    "strategy:zero3": KindEvidence(8, 3, 0.038, 0.305, 0.003, 0.336),
 }
 # --- end of generated table -------------------------------------------------------------------
 

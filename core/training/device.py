@@ -50,6 +50,7 @@ from core.runtime import (
     NCCL_CONNECTIONS_PER_CHANNEL,
     SEGMENT_ROUNDING_PER_TENSOR_BYTES,
     TE_GROUPED_GEMM_STREAMS,
+    ZERO3_NCCL_COMMUNICATORS,
     RuntimeNames,
     cublas_workspace,
     runs_mps,
@@ -121,17 +122,26 @@ def allocator_config(plan: Plan) -> AllocatorConfig:
 
 
 def nccl_bytes(plan: Plan) -> tuple[float, str]:
-    """NCCL's own buffers on one GPU of a multi-GPU plan, with the arithmetic."""
+    """NCCL's own buffers on one GPU of a multi-GPU plan, with the arithmetic: one communicator's,
+    two under DeepSpeed ZeRO-3 across data-parallel ranks (the world group's all-gathers and the cloned
+    data-parallel group's reduce-scatters, :data:`core.runtime.ZERO3_NCCL_COMMUNICATORS`)."""
     if plan.world_size <= 1:
         return 0.0, ""
     link = intra_link_of(plan.parallel.intra_link, plan.hardware.gpu)
     fast = any(link.id.startswith(kind) for kind in _FAST_LINKS)
     channels = NCCL_CHANNELS_FAST_LINK if fast else NCCL_CHANNELS_PCIE
-    total = channels * NCCL_CONNECTIONS_PER_CHANNEL * NCCL_CONNECTION_BYTES
+    zero3 = plan.parallel.strategy is Strategy.ZERO3 and plan.parallel.data_parallel > 1
+    communicators = ZERO3_NCCL_COMMUNICATORS if zero3 else 1
+    total = communicators * channels * NCCL_CONNECTIONS_PER_CHANNEL * NCCL_CONNECTION_BYTES
     formula = (
         f"{channels} channels ({link.id}) × {NCCL_CONNECTIONS_PER_CHANNEL} connections × "
         f"{NCCL_CONNECTION_BYTES / MiB:.2f} MiB (Simple 4 MiB + LL 0.5 MiB + LL128 4.69 MiB)"
     )
+    if zero3:
+        formula = (
+            f"{communicators} communicators (DeepSpeed ZeRO-3: the world group's all-gathers, the cloned "
+            f"data-parallel group's reduce-scatters) × {formula}"
+        )
     return total, formula
 
 

@@ -182,6 +182,19 @@ def test_nccl_buffers_on_more_than_one_gpu() -> None:
     assert next(t for t in pcie.buckets[-1].terms if t.label == "NCCL buffers").bytes == 2 * 2 * NCCL_CONNECTION_BYTES
 
 
+def test_deepspeed_zero3_connects_two_communicators() -> None:
+    # DeepSpeed v0.11.1 (e9503fe4): zero.Init all-gathers on dist.get_world_group()
+    # (runtime/zero/partition_parameters.py, Init.__init__) and the engine reduce-scatters on
+    # groups._get_data_parallel_group() -> _clone_world_group(), a new_group of the same ranks
+    # (utils/groups.py): two NCCL communicators over the same links, each with its own buffers.
+    base = lora_1b(hardware=Hardware(gpu="h100-sxm")).with_method(Method.FULL)
+    for strategy, communicators in ((Strategy.ZERO3, 2), (Strategy.ZERO2, 1), (Strategy.FSDP, 1), (Strategy.DDP, 1)):
+        est = estimate(base.on_gpus(8, strategy))
+        nccl = next(t for t in est.buckets[-1].terms if t.label == "NCCL buffers")
+        # NVLink 4: 16 channels × 2 connections per communicator (the test above).
+        assert nccl.bytes == communicators * 16 * 2 * NCCL_CONNECTION_BYTES, strategy
+        assert ("2 communicators" in nccl.formula) is (communicators == 2)
+
 def test_fsdp_keeps_its_communication_streams_cached() -> None:
     plan = lora_1b(hardware=Hardware(gpu="h100-sxm")).with_method(Method.FULL).on_gpus(8, Strategy.FSDP)
     labels = [t.label for t in estimate(plan).buckets[-1].terms]
