@@ -2684,7 +2684,8 @@ INPUTS: Final[tuple[Input, ...]] = (
           ("--llamacpp-backend",), "llama.cpp: GPU backend (native: CUDA / Metal; vulkan)",
           labels=LLAMACPP_BACKEND_LABELS, matters=lambda p: p.inference.engine is Engine.LLAMACPP),
     Input("inference.kv_dtype", Kind.ENUM, "KV cache", "KV cache storage", KvDtype.BF16,
-          "Element type of the cached keys and values.",
+          "Element type of the cached keys and values. int8 / int4 on vLLM: its per-token-head caches (from 0.20 / "
+          "0.25), a float32 scale per token and head beside them; SGLang keeps no integer cache.",
           ("--kv-dtype",), "element type of the KV cache", labels=KV_LABELS,
           matters=lambda p: p.inference.engine is not Engine.LLAMACPP),
     Input("inference.concurrent", Kind.INT, "Concurrent", "Concurrent requests", 1,
