@@ -127,3 +127,12 @@ def test_the_export_writes_vllms_name_and_the_reader_maps_it_back(kv: KvDtype, v
     # pasted with no release named: the default line (0.19) would not start, as vLLM's argparse says
     pasted = read_command(f"vllm serve Qwen/Qwen3-8B --kv-cache-dtype {VLLM_KV_NAMES[kv]}")
     assert f"invalid choice: '{VLLM_KV_NAMES[kv]}'" in pasted.stops
+
+
+def test_import_command_reads_the_name_onto_the_release_its_option_names(capsys: pytest.CaptureFixture[str]) -> None:
+    command = "vllm serve Qwen/Qwen3-8B --kv-cache-dtype int4_per_token_head"
+    assert main(["import-command", command, "--vllm-version", "0.25", "--gpu", "h100-sxm"]) == 0
+    assert "--kv-cache-dtype int4_per_token_head  → KV cache = int4" in capsys.readouterr().out
+    # no release named: vLLM 0.19 (the default) would not start, and says which line takes it
+    assert main(["import-command", command, "--gpu", "h100-sxm"]) != 0
+    assert "vLLM 0.25 is the first that takes it" in capsys.readouterr().err
