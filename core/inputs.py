@@ -759,7 +759,8 @@ def release_loads(fmt: WeightFormat, release: VllmVersion | SglangVersion) -> bo
 VLLM_KV_NAMES: Final = {KvDtype.INT8: "int8_per_token_head", KvDtype.INT4: "int4_per_token_head"}
 VLLM_KV_FROM: Final = {KvDtype.INT8: VllmVersion.V0_20, KvDtype.INT4: VllmVersion.V0_25}
 # SGLang: no release read takes an integer KV cache. Its --kv-cache-dtype choices (sglang_server.txt, 0.4.0 -
-# 0.5.23): auto, bf16 / bfloat16, fp8_e5m2, fp8_e4m3, fp4_e2m1, fp4_mx_block16, mxfp8 and nvfp4, floats all.
+# 0.5.23): auto, bf16 / bfloat16, fp8_e5m2, fp8_e4m3, fp4_e2m1, fp4_mx_block16, mxfp8 and nvfp4, floats all (read
+# again by hand in the 0.5.23 wheel: sglang/srt/arg_groups/fields/model.py line 209, ``kv_cache_dtype``'s choices).
 INTEGER_KV: Final = frozenset(VLLM_KV_NAMES)
 
 
