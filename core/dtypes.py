@@ -103,8 +103,8 @@ class KvDtype(StrEnum):
     FP16 = "fp16"
     FP32 = "fp32"
     FP8 = "fp8"  # vLLM --kv-cache-dtype fp8 (e4m3 / e5m2)
-    INT8 = "int8"  # HF QuantizedCache / SGLang int8
-    INT4 = "int4"  # HF QuantizedCache (quanto) 4-bit
+    INT8 = "int8"  # HF QuantizedCache; vLLM int8_per_token_head from 0.20 (core.inputs.VLLM_KV_NAMES); not SGLang
+    INT4 = "int4"  # HF QuantizedCache (quanto) 4-bit; vLLM int4_per_token_head from 0.25
 
 
 DTYPE_LABELS: Final = {Dtype.FP32: "float32", Dtype.BF16: "bf16", Dtype.FP16: "fp16"}

@@ -49,6 +49,8 @@ from core.inputs import (
     TE_FLOAT8,
     TEXT_ONLY_EVERY_MODEL_FROM,
     TRANSFORMERS_LOSS_LABELS,
+    VLLM_KV_FROM,
+    VLLM_KV_NAMES,
     VLLM_WEIGHT_LINES,
     Accounting,
     Attention,
@@ -85,6 +87,7 @@ from core.inputs import (
     VllmVersion,
     checks_of,
     input_at,
+    release_keeps_kv,
     release_loads,
     run_checks,
     skips_tower,
@@ -354,6 +357,8 @@ def serving_refusal(model: ModelSpec, inf: Inference) -> PlanError | None:
     if refused is None:
         refused = _weight_format_refusal(inf)
     if refused is None:
+        refused = _kv_format_refusal(model, inf)
+    if refused is None:
         refused = _transformers_fp8_refusal(inf)
     if refused is None:
         refused = _text_only_refusal(model, inf)
@@ -428,6 +433,48 @@ def _weight_format_refusal(inf: Inference) -> PlanError | None:
         f"{label} {release.value} has no {WEIGHT_NAMES[inf.weight_dtype]} weights: its --quantization takes the "
         f"format {span}",
     )
+
+
+# vLLM's per-token-head integer caches run on one attention backend: TRITON_ATTN is the only backend whose
+# supported_kv_cache_dtypes names int8_per_token_head / int4_per_token_head (vllm/v1/attention/backends/triton_attn.py
+# in the 0.20.2, 0.25.1 and 0.34.0 wheels; no MLA backend has them). Without --attention-backend the platform takes
+# the first valid backend of its priority list (0.20.2 vllm/platforms/cuda.py get_attn_backend_cls /
+# get_valid_backends: FLASH_ATTN, FLASHINFER, TRITON_ATTN, ...; vllm/platforms/rocm.py appends TRITON_ATTN), so a
+# model with ordinary attention falls to Triton, whose supports_head_size is ``head_size >= 32``; a latent-attention
+# model, whose backends are all MLA ones, finds none ("No valid attention backend found"). int4 also rotates every
+# head with a Hadamard transform that asserts a power-of-2 head size (0.25.1
+# vllm/v1/attention/ops/int4_per_token_head.py fast_hadamard_transform: "Requires power-of-2 dim").
+TRITON_MIN_HEAD_SIZE: Final = 32
+
+
+def _kv_format_refusal(model: ModelSpec, inf: Inference) -> PlanError | None:
+    """An integer KV cache on vLLM or SGLang where the release does not keep it (core.inputs.release_keeps_kv:
+    vLLM's int8_per_token_head from 0.20 and int4_per_token_head from 0.25, no SGLang release), refused with the
+    formats that release covers and the lines that take it; on vLLM, one its attention backend cannot run (above).
+    transformers' QuantizedCache and llama.cpp's q8_0 / q4_0 are their own engines' rules."""
+    if inf.engine not in (Engine.VLLM, Engine.SGLANG) or inf.kv_dtype not in VLLM_KV_NAMES:
+        return None
+    kv = inf.kv_dtype
+    label, release = ("vLLM", inf.vllm_version) if inf.engine is Engine.VLLM else ("SGLang", inf.sglang_version)
+    covered = ", ".join(k.value for k in KvDtype if release_keeps_kv(k, release))
+    if not release_keeps_kv(kv, release):
+        if inf.engine is Engine.SGLANG:
+            why = "SGLang's --kv-cache-dtype takes no integer format in any release (0.4.0 - 0.5.23: floats only)"
+        else:
+            lines = "; ".join(f"{VLLM_KV_NAMES[k]} ({k.value}) from {VLLM_KV_FROM[k].value}" for k in VLLM_KV_NAMES)
+            why = f"vLLM {release.value}'s --kv-cache-dtype has no {VLLM_KV_NAMES[kv]}: vLLM takes {lines}"
+        return PlanError("inference.kv_dtype", kv.value, f"one of {covered} on {label} {release.value}", why)
+    name = VLLM_KV_NAMES[kv]
+    if model.latent_attention:
+        why = f"vLLM's MLA attention backends have no {name}: only TRITON_ATTN keeps it, and it runs no MLA"
+        return PlanError("inference.kv_dtype", kv.value, "bf16, fp16, fp32 or fp8 for a latent-attention model", why)
+    if model.head_dim < TRITON_MIN_HEAD_SIZE:
+        why = f"vLLM runs {name} on TRITON_ATTN only, which takes heads of {TRITON_MIN_HEAD_SIZE} or more"
+        return PlanError("inference.kv_dtype", kv.value, f"a 16-bit or fp8 cache for a head of {model.head_dim}", why)
+    if kv is KvDtype.INT4 and model.head_dim & (model.head_dim - 1):
+        why = f"vLLM's {name} rotates each head by a Hadamard transform of a power-of-2 size, not {model.head_dim}"
+        return PlanError("inference.kv_dtype", kv.value, f"int8, fp8 or 16 bits for a head of {model.head_dim}", why)
+    return None
 
 
 def _transformers_fp8_refusal(inf: Inference) -> PlanError | None:
@@ -587,8 +634,8 @@ def _hybrid_serving_refusal(model: ModelSpec, inf: Inference) -> PlanError | Non
         first = HYBRID_VLLM_FROM[model.family]
         why = f"vLLM {inf.vllm_version.value} does not load {model.name}: vLLM {first.value} is the first that does"
         return PlanError("inference.vllm_version", inf.vllm_version.value, f"vLLM {_hybrid_lines_text(model)}", why)
-    if inf.kv_dtype in (KvDtype.INT8, KvDtype.INT4):  # vLLM's --kv-cache-dtype: auto, bf16 / fp16, fp8
-        why = "vLLM's KV cache has no int8 or int4 format; the hybrid page rule was read for 16-bit and fp8 caches"
+    if inf.kv_dtype in (KvDtype.INT8, KvDtype.INT4):  # vLLM's int8 / int4_per_token_head (core.inputs.VLLM_KV_NAMES)
+        why = "the hybrid page rule was read for 16-bit and fp8 caches, not vLLM's per-token-head int8 or int4 ones"
         return PlanError("inference.kv_dtype", inf.kv_dtype.value, "bf16, fp16, fp32 or fp8 for a hybrid model", why)
     if inf.pipeline_parallel > 1:
         why = "the split of a hybrid's attention and recurrent layers over pipeline stages is not modelled"

@@ -14,6 +14,7 @@ FILE`` in the command is read (relative to the ``--file``'s folder, else the wor
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shlex
@@ -86,6 +87,9 @@ def run(args: argparse.Namespace) -> str:
     release = SglangVersion(given_sglang) if given_sglang is not None else base.inference.sglang_version
     read = read_command(text, load_config=config_loader(folder), vllm_version=line, sglang_version=release)
     read = replace(read, notes=(*read.notes, *_release_notes(read, given, given_sglang)))
+    if given is not None or given_sglang is not None:  # the command is read onto the release the options name,
+        with contextlib.suppress(PlanError):  # which may take what the default's does not (int4 KV from vLLM 0.25)
+            base = base.with_inference(vllm_version=line, sglang_version=release)
     built = plan_from_command(read, base, keep_model=keep_model)
     try:
         plan = plan_from_args(without_model(args), built.plan)  # the options override the command

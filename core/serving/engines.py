@@ -40,6 +40,7 @@ from core.dtypes import (
     weight_bytes,
 )
 from core.format import gb
+from core.inputs import INTEGER_KV
 from core.model import ModelSpec
 from core.plan import Attention, Engine, Inference, Plan, PrefixCaching
 from core.runtime import (
@@ -53,7 +54,13 @@ from core.runtime import (
 )
 from core.serving.fit import DEFAULT_FIT, ServingFit, link_class
 from core.serving.gptq import after_loading_delta, cuda_old_dequant_bytes
-from core.serving.kv import cached_positions, kv_bytes_per_token_layer, kv_formula, kv_heads_per_rank
+from core.serving.kv import (
+    cached_positions,
+    kv_bytes_per_token_layer,
+    kv_formula,
+    kv_heads_per_rank,
+    per_token_head_scale_bytes,
+)
 from core.serving.sglang_versions import (
     TEXT_LAUNCH,
     Launch,
@@ -202,6 +209,16 @@ def weights_term(layout: RankLayout) -> Term:
     return Term("weights on the rank (language model + vision tower)", formula, layout.weights_bytes)
 
 
+def _kv_token_layer_bytes(model: ModelSpec, inf: Inference, tp: int) -> float:
+    """One token in one layer on a rank, as the plan's engine keeps it: transformers' generate caches MLA's
+    decompressed K and V, the engines its latent; vLLM's integer caches add their per-token-head scales
+    (core.serving.kv.per_token_head_scale_bytes)."""
+    kv = kv_bytes_per_token_layer(model, KV_BYTES[inf.kv_dtype], tp, inf.engine is not Engine.HF)
+    if inf.engine is Engine.VLLM and inf.kv_dtype in INTEGER_KV:
+        kv += per_token_head_scale_bytes(model, tp)
+    return kv
+
+
 def rank_layout(plan: Plan) -> RankLayout:
     model, inf = plan.model, plan.inference
     tp, pp = inf.tensor_parallel, inf.pipeline_parallel
@@ -235,8 +252,7 @@ def rank_layout(plan: Plan) -> RankLayout:
     return RankLayout(
         weights_bytes=rank_params * per_param + padding + tower,
         layers=layers,
-        # transformers' generate caches MLA's decompressed K and V; the engines its latent.
-        kv_token_layer_bytes=kv_bytes_per_token_layer(model, KV_BYTES[inf.kv_dtype], tp, inf.engine is not Engine.HF),
+        kv_token_layer_bytes=_kv_token_layer_bytes(model, inf, tp),
         kv_heads=kv_heads_per_rank(model, tp),
         intermediate=math.ceil(model.intermediate_size * max(1, model.experts_per_token) / tp),
         q_heads=max(1, model.num_heads // tp),
@@ -564,7 +580,7 @@ def vllm_pool(plan: Plan, gpu: GpuSpec, layout: RankLayout, fit: ServingFit) -> 
     # Chunked-local layers get groups of their own only where the release does so by default (vllm_versions).
     grouped = era.kv_groups and (not model.chunked_attention or chunked_groups(inf.vllm_version))
     groups = vllm_kv_groups(model, layout.layers, grouped)
-    block_size = default_block_size(model, gpu.id, inf.vllm_version)
+    block_size = default_block_size(model, gpu.id, inf.vllm_version, inf.kv_dtype in INTEGER_KV)
     page_bytes = block_size * layout.kv_token_layer_bytes
     smallest_block = block_size
     hybrid = model.hybrid

@@ -45,6 +45,24 @@ def kv_bytes_per_token_layer(
     return 2 * kv_heads_per_rank(model, tensor_parallel) * model.head_dim * bytes_per_element
 
 
+# vLLM's per-token-head KV caches (int8_per_token_head from 0.20, int4_per_token_head from 0.25:
+# core.inputs.VLLM_KV_FROM) keep one float32 scale per token, KV head and side beside the integers: 0.20.2 - 0.27.1
+# vllm/v1/kv_cache_interface.py AttentionSpec.page_size_bytes adds ``2 * block_size * num_kv_heads *
+# get_dtype_size(torch.float32)`` to the page when ``kv_quant_mode.is_per_token_head``, and 0.28.0 - 0.34.0
+# (62d4bc3c7) vllm/v1/attention/backends/triton_attn.py TritonAttentionBackend.customize_spec sets each head's
+# ``state_content_bytes`` to ``(hs_k + hs_v) * dtype size + 2 * 4``, the same bytes. The integers: int8 one byte an
+# element (STR_DTYPE_TO_TORCH_DTYPE torch.int8), int4 two to a byte (torch.uint8 over ``head_size // 2``,
+# AttentionSpec.real_page_size_bytes from 0.25.1; its 4-bit zero point rides in the scale's low mantissa bits,
+# vllm/v1/attention/ops/int4_per_token_head.py), so core.dtypes.KV_BYTES' 1 and 0.5 B hold.
+PER_TOKEN_HEAD_SCALE_BYTES = 4  # torch.float32
+
+
+def per_token_head_scale_bytes(model: ModelSpec, tensor_parallel: int = 1) -> int:
+    """The scales vLLM's per-token-head integer cache adds to one token in one layer on one rank: K's and V's
+    float32 for each KV head the rank keeps (above)."""
+    return 2 * kv_heads_per_rank(model, tensor_parallel) * PER_TOKEN_HEAD_SCALE_BYTES
+
+
 def kv_formula(model: ModelSpec, layers: int, tensor_parallel: int = 1, latent: bool = True) -> str:
     """The per-token words of the cache: ``2 · L layers · KV heads · head width`` or MLA's latent."""
     if model.latent_attention and latent:

@@ -184,14 +184,16 @@ ROCM_NATIVE_HEAD_SIZES: Final = frozenset((32, 64, 80, 96, 128, 160, 192, 224, 2
 ROCM_TRITON_FIRST_TARGETS: Final = frozenset(("gfx1100", "gfx1201"))
 
 
-def default_block_size(model: ModelSpec, gpu_id: str, version: VllmVersion) -> int:
+def default_block_size(model: ModelSpec, gpu_id: str, version: VllmVersion, triton_only: bool = False) -> int:
     """The KV block vLLM takes without --block-size on this card: the release's default, or on an AMD card at 0.34
-    the native ROCm kernel's 16 when ROCM_ATTN serves the model (see ROCM_NATIVE_BLOCK)."""
+    the native ROCm kernel's 16 when ROCM_ATTN serves the model (see ROCM_NATIVE_BLOCK). ``triton_only``: a cache
+    only TRITON_ATTN keeps (vLLM's int8 / int4_per_token_head: ROCM_ATTN's supported_kv_cache_dtypes has neither in
+    0.34.0, so the platform's list falls to Triton, core.plan._kv_format_refusal)."""
     block = era_of(version).block_size
     target = amd_target(gpu_id)
     if target is None or block == ROCM_NATIVE_BLOCK:
         return block
-    triton = model.latent_attention or model.attention_sinks or target in ROCM_TRITON_FIRST_TARGETS
+    triton = triton_only or model.latent_attention or model.attention_sinks or target in ROCM_TRITON_FIRST_TARGETS
     return block if triton or model.head_dim not in ROCM_NATIVE_HEAD_SIZES else ROCM_NATIVE_BLOCK
 
 

@@ -28,7 +28,11 @@ ROWS = (
         "requests' blocks (the pool they allocate at start-up is its own row, below 'Needed at once').",
     ),
     ("kv_tokens", "KV cache tokens", "vLLM's 'GPU KV cache size'; for generate, requests × context."),
-    ("kv_per_token", "KV per token", "2 · layers · KV heads per GPU · head width · bytes."),
+    (
+        "kv_per_token",
+        "KV per token",
+        "2 · layers · KV heads per GPU · head width · bytes; vLLM's int8 / int4 caches add a float32 scale per head.",
+    ),
     ("activations", "Activations", "generate: prefill working memory; vLLM: the peak of its profiling forward."),
     ("non_torch", "Outside torch", "vLLM: what its profiling run adds outside PyTorch (NCCL at TP > 1)."),
     (

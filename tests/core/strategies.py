@@ -10,7 +10,14 @@ from hypothesis import strategies as st
 from core.catalogue import load_gpus, load_models
 from core.dtypes import Autocast, CacheType, Dtype, GgufQuant, KvDtype, Quant, WeightFormat
 from core.errors import PlanError
-from core.inputs import LLAMA4_VLLM_FROM, SGLANG_ENABLE_MULTIMODAL_FROM, SGLANG_MM_DISABLED_FAMILIES, release_loads
+from core.inputs import (
+    INTEGER_KV,
+    LLAMA4_VLLM_FROM,
+    SGLANG_ENABLE_MULTIMODAL_FROM,
+    SGLANG_MM_DISABLED_FAMILIES,
+    release_keeps_kv,
+    release_loads,
+)
 from core.mac import MAC_ATTENTION, MAC_OPTIMIZERS
 from core.model import LORA_TARGETS, MIXER_TARGETS, ModelSpec
 from core.plan import (
@@ -41,6 +48,7 @@ from core.plan import (
     hybrid_vllm_lines,
     lora_on,
     precision_fields,
+    serving_refusal,
 )
 from core.runtime import runs_mps
 
@@ -61,6 +69,14 @@ def _splits_state(model: ModelSpec, tensor_parallel: int) -> bool:
         return model.hybrid is None or bool(model.hybrid.state_elements(tensor_parallel))
     except PlanError:
         return False
+
+
+def kv_formats(model: ModelSpec, engine: Engine) -> list[KvDtype]:
+    """The KV formats ``engine`` keeps for ``model`` at its newest release (core.plan.serving_refusal: the integer
+    ones on vLLM only, not for a latent-attention or hybrid model, int4 for a power-of-2 head); the release drawn
+    must then keep the one drawn (core.inputs.release_keeps_kv: int8 from vLLM 0.20, int4 from 0.25)."""
+    newest = Inference(engine=engine, vllm_version=list(VllmVersion)[-1])
+    return [k for k in KvDtype if k not in INTEGER_KV or serving_refusal(model, replace(newest, kv_dtype=k)) is None]
 
 
 gpu_ids = st.sampled_from([g.id for g in load_gpus()] + ["custom"])
@@ -255,8 +271,7 @@ def plans(draw: st.DrawFn) -> Plan:
         ),
         inference=Inference(
             weight_dtype=(weight := draw(st.sampled_from(list(WeightFormat)))),
-            # vLLM has no int8 / int4 cache: refused for a hybrid (core.plan.serving_refusal)
-            kv_dtype=draw(st.sampled_from([k for k in KvDtype if not hybrid or k not in (KvDtype.INT8, KvDtype.INT4)])),
+            kv_dtype=(kv := draw(st.sampled_from(kv_formats(spec, engine)))),
             concurrent=draw(st.integers(1, 4096)),
             context=draw(st.integers(1, 1_000_000)),
             engine=engine,
@@ -267,7 +282,10 @@ def plans(draw: st.DrawFn) -> Plan:
             else draw(st.sampled_from(serving_tensor_parallel(spec, 64))),
             # a release that loads the weights drawn (core.inputs.release_loads: mxfp4 from vLLM 0.10 / SGLang 0.5.1,
             # bitsandbytes to vLLM 0.27; core.plan._weight_format_refusal)
-            vllm_version=draw(st.sampled_from([v for v in versions if release_loads(weight, v)])),
+            # and keeps the KV format drawn (release_keeps_kv; core.plan._kv_format_refusal)
+            vllm_version=draw(
+                st.sampled_from([v for v in versions if release_loads(weight, v) and release_keeps_kv(kv, v)])
+            ),
             sglang_version=(
                 sglang_version := draw(st.sampled_from([v for v in SglangVersion if release_loads(weight, v)]))
             ),

@@ -40,6 +40,7 @@ from core.inputs import (
     MAX_TOKENS,
     Stack,
     input_at,
+    release_keeps_kv,
     release_loads,
 )
 from core.mac import MAC_ATTENTION, MAC_OPTIMIZERS
@@ -69,7 +70,7 @@ from core.plan import (
 )
 from core.presets import default_plan, plan_for_model
 from core.runtime import runs_mps
-from tests.core.strategies import LYCORIS, boft_block, plans, serving_tensor_parallel, vblora_targets
+from tests.core.strategies import LYCORIS, boft_block, kv_formats, plans, serving_tensor_parallel, vblora_targets
 
 FUZZ = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 
@@ -371,7 +372,7 @@ def _random_plan(rng: random.Random) -> Plan:
         ),
         inference=Inference(
             weight_dtype=(weight := rng.choice(list(WeightFormat))),
-            kv_dtype=rng.choice(list(KvDtype)),
+            kv_dtype=(kv := rng.choice(kv_formats(model, engine))),
             concurrent=_pick(rng, 1, MAX_BATCH),
             context=_pick(rng, 1, MAX_SEQ),
             engine=engine,
@@ -382,8 +383,9 @@ def _random_plan(rng: random.Random) -> Plan:
             if engine is Engine.LLAMACPP
             else rng.choice(serving_tensor_parallel(model, MAX_PARALLEL)),
             # a line that loads the weights drawn (core.inputs.release_loads: MXFP4 from 0.10, NF4 up to 0.27; Plan
-            # validation refuses the rest since h91vals); SGLang's and transformers' defaults load every format
-            vllm_version=rng.choice([v for v in versions if release_loads(weight, v)]),
+            # validation refuses the rest since h91vals; SGLang's and transformers' defaults load every format) and
+            # keeps the KV format drawn (core.inputs.release_keeps_kv: int8 from 0.20, int4 from 0.25)
+            vllm_version=rng.choice([v for v in versions if release_loads(weight, v) and release_keeps_kv(kv, v)]),
             gguf_quant=rng.choice(list(GgufQuant)),
             gpu_layers=_pick(rng, 0, MAX_LAYERS_FLAG),
             cache_type=rng.choice(list(CacheType)),

@@ -38,6 +38,7 @@ from core.plan import (
     Plan,
     Preset,
     Strategy,
+    VllmVersion,
     Workload,
     default_plan_on,
     training_refusal,
@@ -268,7 +269,8 @@ def test_serving_commands() -> None:
         "--tensor-parallel-size 1"  # no --gpu-memory-utilization: the release's default
     )
     assert [u.field for u in vllm.unexpressed] == ["inference.concurrent"]  # the clients' load
-    llama = export(served.with_inference(kv_dtype=KvDtype.INT8), Target.LLAMA_SERVER)
+    # an int8 cache on vLLM from 0.20 (int8_per_token_head, core.inputs.VLLM_KV_FROM), llama.cpp's q8_0
+    llama = export(served.with_inference(kv_dtype=KvDtype.INT8, vllm_version=VllmVersion.V0_20), Target.LLAMA_SERVER)
     assert llama.text.splitlines()[-1] == (
         "llama-server -m Llama-3.1-8B-BF16.gguf -c 131072 -np 16 -n 256 -ngl 999 -fa on -ctk q8_0 -ctv q8_0 -sm none"
     )

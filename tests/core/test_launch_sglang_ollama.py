@@ -104,12 +104,14 @@ def test_sglang_reads_back() -> None:
 
 def test_what_sglang_cannot_say() -> None:
     """Another engine's plan is written but its engine is named; SGLang's KV cache is the model's
-    dtype or fp8 (--kv-cache-dtype auto | fp8_e5m2 | fp8_e4m3 ...), never int8; LLM.int8 is no
+    dtype or fp8 (--kv-cache-dtype auto | fp8_e5m2 | fp8_e4m3 ...), never int8: such a plan is refused before any
+    export (resources/engine_flags/sglang_server.txt: no integer --kv-cache-dtype in 0.4.0 - 0.5.23); LLM.int8 is no
     in-flight quantisation of SGLang's."""
     vllm_plan = export(served(engine=Engine.VLLM), Target.SGLANG)
     assert vllm_plan.cannot("inference.engine") and "--mem-fraction-static" not in vllm_plan.text
     assert "vLLM's memory rules" in next(u.why for u in vllm_plan.unexpressed if u.field == "inference.engine")
-    assert export(served(engine=Engine.SGLANG, kv_dtype=KvDtype.INT8), Target.SGLANG).cannot("inference.kv_dtype")
+    with pytest.raises(PlanError, match="SGLang's --kv-cache-dtype takes no integer format"):
+        served(engine=Engine.SGLANG, kv_dtype=KvDtype.INT8)
     assert export(served(engine=Engine.SGLANG, weight_dtype=WeightFormat.INT8), Target.SGLANG).cannot(
         "inference.weight_dtype"
     )

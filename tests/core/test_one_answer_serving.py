@@ -67,9 +67,10 @@ ENGINES: dict[str, tuple[dict[str, Any], list[str]]] = {
         {"engine": Engine.VLLM, "vllm_version": VllmVersion.V0_7},
         ["--engine", "vllm", "--vllm-version", "0.7"],
     ),
+    # vLLM's int8_per_token_head cache, from 0.20 (core.inputs.VLLM_KV_FROM): no MLA backend keeps it
     "vllm int8 cache": (
-        {"engine": Engine.VLLM, "vllm_version": VllmVersion.V0_19, "kv_dtype": KvDtype.INT8},
-        ["--engine", "vllm", "--vllm-version", "0.19", "--kv-dtype", "int8"],
+        {"engine": Engine.VLLM, "vllm_version": VllmVersion.V0_20, "kv_dtype": KvDtype.INT8},
+        ["--engine", "vllm", "--vllm-version", "0.20", "--kv-dtype", "int8"],
     ),
     "sglang": ({"engine": Engine.SGLANG}, ["--engine", "sglang"]),
     "llama.cpp": ({"engine": Engine.LLAMACPP}, ["--engine", "llamacpp"]),

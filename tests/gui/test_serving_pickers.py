@@ -51,7 +51,8 @@ def test_vllm_0_8_greys_mxfp4_naming_the_first_line_that_loads_it(window: MainWi
     assert greyed[WeightFormat.MXFP4.value].startswith("Not offered: vLLM 0.8 has no MXFP4")
     assert "from vLLM 0.10" in greyed[WeightFormat.MXFP4.value]
     assert form.weights.currentData() == WeightFormat.AWQ_INT4.value  # the plan's own entry, offered
-    assert _greyed(form.kv) == {}  # vLLM 0.8 refuses no KV format of a dense model (core.plan.serving_refusal)
+    # vLLM 0.8 keeps 16-bit and fp8 caches; its --kv-cache-dtype has no int8 / int4_per_token_head (from 0.20 / 0.25)
+    assert list(_greyed(form.kv)) == [KvDtype.INT8.value, KvDtype.INT4.value]
     # The next line loads it: the entry comes back.
     window.controller.reset(window.controller.plan.with_inference(vllm_version=VllmVersion.V0_10))
     assert _greyed(form.weights) == {}
@@ -98,14 +99,14 @@ def test_sglang_before_0_5_1_and_mxfp4_grey_each_other(window: MainWindow) -> No
 
 
 def test_a_hybrids_kv_list_greys_int8_and_int4_on_vllm(window: MainWindow) -> None:
-    # The one KV format Plan validation refuses: a hybrid's cache on vLLM is 16-bit or fp8 (core.plan
-    # _hybrid_serving_refusal). Its version list greys the lines before those its hybrid rules were read for (vLLM
-    # 0.11 - 0.34: core.plan.HYBRID_VLLM_LINES).
-    _serving(window, _on("granite-4.0-h-tiny", engine=Engine.VLLM))
+    # A hybrid's cache on vLLM is planned 16-bit or fp8 on every line, the newest too (core.plan
+    # _hybrid_serving_refusal: its page rule was not read for the per-token-head integer caches). Its version list
+    # greys the lines before those its hybrid rules were read for (vLLM 0.11 - 0.34: core.plan.HYBRID_VLLM_LINES).
+    _serving(window, _on("granite-4.0-h-tiny", engine=Engine.VLLM, vllm_version=VllmVersion.V0_34))
     form = window.serving_form
     greyed = _greyed(form.kv)
     assert list(greyed) == [KvDtype.INT8.value, KvDtype.INT4.value]
-    assert all("no int8 or int4 format" in tip for tip in greyed.values())
+    assert all("not vLLM's per-token-head int8 or int4 ones" in tip for tip in greyed.values())
     assert list(_greyed(form.vllm_version)) == ["0.6", "0.7", "0.8", "0.9", "0.10"]
 
 
@@ -135,3 +136,37 @@ def test_a_plan_set_in_training_mode_is_greyed_once_inference_shows(window: Main
     window.controller.reset(_on("gpt-oss-20b", engine=Engine.VLLM, weight_dtype=WeightFormat.MXFP4))
     window.inference_action.trigger()
     assert list(_greyed(form.vllm_version)) == ["0.6", "0.7", "0.8", "0.9"]
+
+
+def test_vllm_kv_list_offers_int8_from_0_20_and_int4_from_0_25(window: MainWindow) -> None:
+    # vLLM's --kv-cache-dtype takes int8_per_token_head from 0.20 and int4_per_token_head from 0.25
+    # (resources/engine_flags/vllm_serve.txt: "--kv-cache-dtype=int8_per_token_head 0.20-0.34",
+    # "--kv-cache-dtype=int4_per_token_head 0.25-0.34"; core.inputs.VLLM_KV_FROM).
+    _serving(window, _on("llama-3.1-8b", engine=Engine.VLLM, vllm_version=VllmVersion.V0_19))
+    form = window.serving_form
+    greyed = _greyed(form.kv)
+    assert list(greyed) == [KvDtype.INT8.value, KvDtype.INT4.value]
+    assert greyed[KvDtype.INT8.value].startswith("Not offered: vLLM 0.19's --kv-cache-dtype has no int8_per_token_head")
+    window.controller.reset(window.controller.plan.with_inference(vllm_version=VllmVersion.V0_20))
+    assert list(_greyed(form.kv)) == [KvDtype.INT4.value]
+    window.controller.reset(window.controller.plan.with_inference(vllm_version=VllmVersion.V0_25))
+    assert _greyed(form.kv) == {}
+    # an int4 plan greys the lines before 0.25 on its version list, each naming the line that takes it
+    window.controller.reset(window.controller.plan.with_inference(kv_dtype=KvDtype.INT4))
+    greyed = _greyed(form.vllm_version)
+    assert list(greyed) == [v.value for v in VllmVersion][: list(VllmVersion).index(VllmVersion.V0_25)]
+    assert all("int4_per_token_head (int4) from 0.25" in tip for tip in greyed.values())
+
+
+def test_sglang_and_a_latent_model_grey_the_integer_kv_formats(window: MainWindow) -> None:
+    # SGLang's --kv-cache-dtype holds no integer format in any release (sglang_server.txt, 0.4.0 - 0.5.23); vLLM's
+    # MLA backends keep no int8_per_token_head (only TRITON_ATTN's supported_kv_cache_dtypes names it, 0.34.0).
+    _serving(window, _on("llama-3.1-8b", engine=Engine.SGLANG))
+    form = window.serving_form
+    greyed = _greyed(form.kv)
+    assert list(greyed) == [KvDtype.INT8.value, KvDtype.INT4.value]
+    assert all("takes no integer format" in tip for tip in greyed.values())
+    window.controller.reset(_on("deepseek-v2-lite", engine=Engine.VLLM, vllm_version=VllmVersion.V0_34))
+    greyed = _greyed(form.kv)
+    assert list(greyed) == [KvDtype.INT8.value, KvDtype.INT4.value]
+    assert all("MLA attention backends" in tip for tip in greyed.values())

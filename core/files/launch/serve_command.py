@@ -56,7 +56,7 @@ from core.files.launch.engine_flags import (
 from core.files.model_source import is_hub_id
 from core.files.runconfig import ModelChoice, model_choice
 from core.format import counted
-from core.inputs import BY_PATH, MAX_LLAMACPP_BUILD, SglangVersion, VllmVersion
+from core.inputs import BY_PATH, MAX_LLAMACPP_BUILD, VLLM_KV_NAMES, SglangVersion, VllmVersion
 from core.plan import ENGINE_LABELS, Engine, Plan, PrefixCaching
 from core.serving.ollama import ollama_defaults
 
@@ -871,7 +871,12 @@ _KV_OF: Final = {WeightFormat.BF16: KvDtype.BF16, WeightFormat.FP16: KvDtype.FP1
 _MORE_QUANT: Final = {"awq_marlin": WeightFormat.AWQ_INT4}
 
 
-def _weights(reader: _Reader, quantization: Mapping[WeightFormat, str], fp8_kv: Callable[[str], bool]) -> None:
+def _weights(
+    reader: _Reader,
+    quantization: Mapping[WeightFormat, str],
+    fp8_kv: Callable[[str], bool],
+    kv_names: Mapping[KvDtype, str],
+) -> None:
     dtype_text = reader.value("--dtype")
     flags: tuple[str, ...] = ("--dtype",)
     dtype: WeightFormat | None = None
@@ -896,10 +901,15 @@ def _weights(reader: _Reader, quantization: Mapping[WeightFormat, str], fp8_kv: 
     kv_text = reader.value("--kv-cache-dtype")
     kv: KvDtype | None = None
     if kv_text is not None and kv_text != "auto":
+        kv_of = {v: k for k, v in kv_names.items()}
         if fp8_kv(kv_text):
             kv = KvDtype.FP8
+        elif kv_text in kv_of:  # the export's own name (vLLM's int8 / int4_per_token_head)
+            kv = kv_of[kv_text]
         else:
-            reader.cannot("--kv-cache-dtype", f"{kv_text}: the plan's KV cache is the model's dtype or fp8")
+            kept = ["the model's dtype", "fp8", *kv_names.values()]
+            words = f"{', '.join(kept[:-1])} or {kept[-1]}"
+            reader.cannot("--kv-cache-dtype", f"{kv_text}: the plan's KV cache is {words}")
     reader.set("inference.weight_dtype", fmt or WeightFormat.BF16, flags)
     compute = dtype or WeightFormat.BF16
     reader.set("inference.kv_dtype", kv or _KV_OF[compute], ("--kv-cache-dtype",) if kv else ())
@@ -949,7 +959,7 @@ def _vllm(args: _Args, entry: str = "serve") -> tuple[_Reader, str]:
     elif model:
         reader.read.append(FlagNote(args.written["--model"], "the model"))
     reader.unknown += [f"{p}{_NO_FLAG}" for p in positional]
-    _weights(reader, vl.QUANTIZATION, lambda v: v.startswith("fp8"))
+    _weights(reader, vl.QUANTIZATION, lambda v: v.startswith("fp8"), VLLM_KV_NAMES)
     _context_and_layout(
         reader, "--max-model-len", human_int, (("--tensor-parallel-size", "-tp"), ("--pipeline-parallel-size", "-pp"))
     )
@@ -976,7 +986,7 @@ def _sglang(args: _Args) -> tuple[_Reader, str]:
     model = reader.value("--model-path", "--model") or ""
     reader.read += [FlagNote(args.written[f], "the model") for f in ("--model", "--model-path") if f in args.written]
     reader.unknown += [f"{p}{_NO_FLAG}" for p in args.positional]
-    _weights(reader, sg.QUANTIZATION, lambda v: v.startswith("fp8"))
+    _weights(reader, sg.QUANTIZATION, lambda v: v.startswith("fp8"), {})
     _context_and_layout(
         reader,
         "--context-length",
@@ -1008,10 +1018,14 @@ def _sglang(args: _Args) -> tuple[_Reader, str]:
 
 
 def _version_fields(text: str, start: _Start, engine: Engine) -> tuple[dict[str, Any], list[str]]:
-    """The release a docker image's tag or an SGLang export's header names, where the plan has its line."""
+    """The release a docker image's tag or an export's header names (SGLang's pip line, vLLM's first), where the
+    plan has its line."""
     found: dict[str, Any] = {}
     notes: list[str] = []
     tag = start.image_version.removeprefix("v")
+    if engine is Engine.VLLM and not tag:  # an export's own header names its line
+        header = next((line for line in text.splitlines() if line.startswith(f"# {vl.FLAGS_MARK}")), "")
+        tag = header.removeprefix(f"# {vl.FLAGS_MARK}").removesuffix(")")
     if engine is Engine.LLAMACPP:
         build, why = _llamacpp_build(text, start)
         if build is not None:

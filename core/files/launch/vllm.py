@@ -3,7 +3,8 @@
 Flags read from vLLM 0.19.0 (the release :mod:`core.serving.vllm_rules` follows; ``vllm/engine/arg_utils.py``
 builds them from ``vllm/config/``): ``--dtype`` (bfloat16 | float16 | float32), ``--quantization``
 (fp8: weights quantised in flight; awq / gptq, and gptq_marlin for an 8-bit GPTQ plan: the checkpoint
-must be one; bitsandbytes: 4-bit in flight), ``--kv-cache-dtype`` (auto: the model's dtype; fp8), ``--max-model-len``,
+must be one; bitsandbytes: 4-bit in flight), ``--kv-cache-dtype`` (auto: the model's dtype; fp8;
+int8_per_token_head from 0.20 and int4_per_token_head from 0.25, core.inputs.VLLM_KV_NAMES), ``--max-model-len``,
 ``--tensor-parallel-size``, ``--pipeline-parallel-size``, ``--data-parallel-size`` (replicas),
 ``--gpu-memory-utilization`` (always written: its default moved from 0.9 to 0.92 in later
 releases), ``--max-num-seqs`` and ``--max-num-batched-tokens`` (written when the plan sets them), and for a
@@ -45,6 +46,7 @@ from core.files.launch.engine_flags import (
     vllm_release_flags,
     vllm_release_values,
 )
+from core.inputs import VLLM_KV_NAMES
 from core.plan import ENGINE_LABELS, Engine, Plan, PrefixCaching, VllmVersion
 from core.serving.vllm_versions import limit_mm_json
 
@@ -66,6 +68,9 @@ QUANTIZATION: Final = {
     WeightFormat.NF4: "bitsandbytes",
     WeightFormat.MXFP4: "mxfp4",  # vllm/model_executor/layers/quantization/mxfp4.py, get_name()
 }
+# The export's first line names the release line whose flags it wrote; the pasted-command reader takes it back as the
+# plan's line (core.files.launch.serve_command._version_fields), as it does SGLang's PIP_MARK line.
+FLAGS_MARK: Final = "vllm serve written by VRAM Planner (flags of vLLM "
 CLIENT_WHY: Final = "the clients' (requests at once, max_tokens per answer), not the server's"
 # The plan field each written option carries, named where a release's parser has not the option.
 FLAG_FIELDS: Final = {
@@ -105,6 +110,8 @@ def _weights(draft: Draft) -> list[str]:
         flags += ["--quantization", QUANTIZATION[fmt]]
     if kv is KvDtype.FP8:
         flags += ["--kv-cache-dtype", "fp8"]
+    elif kv in VLLM_KV_NAMES:  # the release takes it (Plan validation: core.plan._kv_format_refusal)
+        flags += ["--kv-cache-dtype", VLLM_KV_NAMES[kv]]
     elif kv not in KV_DTYPES:
         draft.cannot("inference.kv_dtype", "vLLM's quantised KV cache is fp8")
     elif KV_DTYPES[kv] != dtype:
@@ -150,7 +157,7 @@ def export_vllm(plan: Plan, model_ref: str | None = None) -> Export:
         )
     draft.outside(["inference.concurrent", "inference.new_tokens"], CLIENT_WHY)
     draft.outside(["inference.mem_fraction_static"], "SGLang's, not vLLM's")
-    lines = [f"vllm serve written by VRAM Planner (flags of vLLM {line.value})", *left_out]
+    lines = [f"{FLAGS_MARK}{line.value})", *left_out]
     if inf.weight_dtype in (WeightFormat.AWQ_INT4, WeightFormat.GPTQ_INT4):
         lines.append(
             f"Serve an {QUANTIZATION[inf.weight_dtype].upper()} checkpoint of the model: the weights come from it."
