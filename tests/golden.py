@@ -58,6 +58,7 @@ DERIVED: dict[str, tuple[str, ...]] = {
 # digests as before (h94start: an engine that starts has no start-up refusal; one that refuses pins its kinds).
 ADDED_WHEN_SET: dict[str, tuple[str, ...]] = {
     "InferenceEstimate": ("refusals",),
+    "Remedy": ("refused",),
 }
 
 

@@ -8,7 +8,10 @@
    before its KV pool is sized (ModelConfig.__post_init__: ``self.max_model_len = self.get_and_verify_max_len(...)``,
    vllm-project/vllm@0052a5b8 vllm/config/model.py, raising in ``_get_and_verify_max_len``; the KV check,
    vllm/v1/core/kv_cache_utils.py ``check_enough_kv_cache_memory``, runs once the model is loaded and profiled). The
-   first the engine prints is said; the second is listed after it.
+   first the engine prints is said; the second is listed after it;
+3. a serving remedy after which the engine still would not start ("4-bit weights", "Would not start") was listed
+   among the others by its cost, before a change with which it starts: it is listed after every one of them, and its
+   cost says why.
 
 Llama 2 7B's and 13B's limit is 4,096, Llama 3.1 8B's 131,072: max_position_embeddings in
 https://huggingface.co/meta-llama/Llama-2-7b-hf, https://huggingface.co/meta-llama/Llama-2-13b-hf and
@@ -107,3 +110,23 @@ def test_the_context_refusal_is_said_first_and_the_memory_one_listed_after(capsy
     assert [r["kind"] for r in served["start_refusals"]] == ["context-past-limit", "kv-pool-short"]
     assert [r["words"] for r in served["start_refusals"]] == [context, memory]
 
+
+def test_remedies_the_engine_would_not_start_with_are_listed_after_those_it_starts_with() -> None:
+    """Llama 2 13B at 131,072 tokens (past its 4,096, config.json above) on an A100 80GB, 4 GiB held by others, an
+    fp8 KV cache: "4-bit weights" (Would not start, cost rank 2) was listed before "Context of ... tokens" (over the
+    headroom, cost rank 3), after which vLLM starts."""
+    model = find_model("llama-2-13b")
+    plan = default_plan_on(model.spec, model.id).with_hardware(gpu="a100-80gb-sxm", held_by_others=4 * GiB)
+    plan = plan.with_inference(engine=Engine.VLLM, context=LONG, concurrent=32, kv_dtype="fp8")
+    remedies = diagnose(plan, Mode.INFERENCE).remedies
+    refused = [r.refused for r in remedies]
+    assert True in refused and False in refused  # the case: some start, some do not
+    assert refused == sorted(refused)  # every one that starts before every one that does not
+    starting = [r for r in remedies if not r.refused]
+    assert not any(r.fits for r in starting)  # none fits: the order is not fit_rank's
+    for r in remedies:
+        assert r.refused == bool(r.estimate.inference.would_not_start)
+        first = r.estimate.inference.start_refusal
+        why = f"listed last: the engine would still not start: {first.cause}" if first else ""
+        assert (why in r.cost) if r.refused else ("listed last" not in r.cost)
+    assert any(r.label == "Would not start" for r in remedies if r.refused)
