@@ -110,7 +110,7 @@ def test_the_serving_tab_says_sglangs_empty_pool_as_the_banner_does(qtbot: Any, 
     plan = plan_for_model("llama-3.1-8b").with_hardware(gpu="rtx-4090", held_by_others=3 * GiB)
     text = _serving_headline(qtbot, window, plan.with_inference(engine=Engine.SGLANG, context=4096))
     judged = window.controller.estimate.judgement(Mode.INFERENCE)
-    said = margin_text(judged, plan.hardware.headroom, "GB")  # "… to spare on the card, but no request fits"
+    said = margin_text(judged, plan.hardware.headroom, "GB")  # "… to spare; the card holds the total, but no …"
     assert judged.short_of and judged.short_of in said and said in text and said in window.verdict.headline.text()
     assert "holds 0 tokens" not in text
     assert "leaves its token pool empty" in text
