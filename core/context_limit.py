@@ -22,6 +22,7 @@ from __future__ import annotations
 from typing import Final
 
 from core.plan import ENGINE_LABELS, Engine, OllamaVersion, Plan
+from core.start_refusal import RefusalKind, StartRefusal
 
 VLLM_LONG_ENV: Final = "VLLM_ALLOW_LONG_MAX_MODEL_LEN"
 SGLANG_LONG_ENV: Final = "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN"  # read by core.files.launch (export, paste)
@@ -41,6 +42,17 @@ def would_not_start(plan: Plan) -> bool:
     """The engine refuses a context past the model's limit: vLLM or SGLang without their variable set."""
     inf = plan.inference
     return past_limit(plan) and inf.engine in (Engine.VLLM, Engine.SGLANG) and not inf.long_context
+
+
+def context_start_refusal(plan: Plan) -> StartRefusal | None:
+    """The engine's refusal of a context past the model's limit (:func:`would_not_start`), classified
+    (:class:`core.start_refusal.StartRefusal`, kind CONTEXT) with its words (:func:`past_limit_words`); None where it
+    starts. The one place this refusal is decided: the estimate carries it, first of the engine's checks."""
+    if not would_not_start(plan):
+        return None
+    context, limit = plan.inference.context, plan.model.max_position_embeddings
+    cause = f"the context, {context:,} tokens, passes the model's limit of {limit:,}"
+    return StartRefusal(RefusalKind.CONTEXT, past_limit_words(plan), cause)
 
 
 def refused_context_words(plan: Plan) -> str:

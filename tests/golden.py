@@ -46,11 +46,19 @@ DIAGNOSE_EVERY = 10
 # so the move from a field to a property shows as no change.
 DERIVED: dict[str, tuple[str, ...]] = {
     "Estimate": ("verdict", "usable_bytes", "margin_bytes", "inference"),  # inference: read lazily since 2026-12
-    "InferenceEstimate": ("speed",),  # worked out when first read since 2026-12
     "Compute": ("formula",),  # written when first read since 2026-12 (h65perf)
     "ComputePart": ("formula",),  # written when first read since 2026-12 (h65perf)
     "FlopTerm": ("formula",),  # written when first read since 2026-12 (h65perf)
     "RankMemory": ("evaluation", "evaluation_bytes"),  # worked out when first read since 2026-12 (h74speed)
+    # speed: worked out when first read since 2026-12; refusal, context_refusal: the engine's words, read from the
+    # classified start-up refusals since 2026-12 (h94start)
+    "InferenceEstimate": ("speed", "refusal", "context_refusal"),
+}
+# Fields added since the digests were first written, projected only where they hold something: a plan without them
+# digests as before (h94start: an engine that starts has no start-up refusal; one that refuses pins its kinds).
+ADDED_WHEN_SET: dict[str, tuple[str, ...]] = {
+    "InferenceEstimate": ("refusals",),
+    "Remedy": ("refused",),
 }
 
 
@@ -58,7 +66,12 @@ def project(value: Any) -> Any:
     """Plain, module-independent data for ``value``; raises TypeError on a type it does not know."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         # A leading underscore: how a derived figure is made (a function), not a figure.
-        out = {f.name: project(getattr(value, f.name)) for f in dataclasses.fields(value) if f.name[0] != "_"}
+        added = ADDED_WHEN_SET.get(type(value).__name__, ())
+        out = {
+            f.name: project(getattr(value, f.name))
+            for f in dataclasses.fields(value)
+            if f.name[0] != "_" and not (f.name in added and not getattr(value, f.name))
+        }
         out.update({name: project(getattr(value, name)) for name in DERIVED.get(type(value).__name__, ())})
         return out
     if isinstance(value, enum.Enum):

@@ -40,6 +40,7 @@ from core.breakdown import BUCKET_LABELS, BucketKey
 from core.estimate import Estimate, estimate
 from core.format import memory
 from core.plan import ENGINE_LABELS, Plan, training_refusal
+from core.start_refusal import RefusalKind
 from core.verdict import Judgement, Mode, Verdict
 
 __all__ = [
@@ -239,8 +240,9 @@ class Diagnosis:
         and evaluation that fit (never "serving fits" where serving would not start or does not fit), the engine's
         start-up refusal where it refuses, else the symptom table's row with how sure it is."""
         if self.mode is Mode.INFERENCE:
-            if self.estimate.inference.would_not_start:  # refused at start-up: nothing runs to fail later
-                if self.verdict is Verdict.WONT_START:
+            first = self.estimate.inference.start_refusal  # refused at start-up: nothing runs to fail later
+            if first is not None:  # the first check the engine runs, classified where it refused (h94start)
+                if first.kind is RefusalKind.CONTEXT:
                     return Outcome("", "Fails at start-up", ": the engine refuses this context, whatever the memory.")
                 return Outcome("", "Fails at start-up", ": the engine's own check of its memory refuses this plan.")
             if self.symptom is None:
@@ -300,9 +302,12 @@ class Diagnosis:
     def explanation(self) -> str:
         """The cause in words; it names the largest bucket only where that bucket is the cause."""
         dom = BUCKET_LABELS[self.dominant].lower()
-        if self.mode is Mode.INFERENCE and self.estimate.inference.would_not_start:
-            # the engine does not start: its own check decides, its words a sentence (h92verd: vLLM's ended "NaN")
-            return _ended(self.estimate.inference.would_not_start)
+        inf = self.estimate.inference
+        if self.mode is Mode.INFERENCE and inf.would_not_start:
+            # the engine does not start: its own first check decides, its words a sentence (h92verd: vLLM's ended
+            # "NaN"); a later check that would refuse too is listed after it (h94start)
+            then = f" Once that check passes: {_ended(inf.refused_next)}" if inf.refused_next else ""
+            return _ended(inf.would_not_start) + then
         if _untrained(self.estimate.plan, self.mode):
             return f"Training is not estimated: {training_refusal(self.estimate.plan)}."
         if self.failure in (Failure.NONE, Failure.SERVING_START):  # the engine's refusal: the outcome's own words
@@ -399,7 +404,7 @@ def symptom_of(est: Estimate, failure: Failure) -> Symptom | None:
     "its KV cache pool ..., the free memory ..., or the context ..." for every plan). The row as it stands otherwise
     (a symptom picked for a plan the engine starts)."""
     symptom = SYMPTOM_BY_FAILURE.get(failure)
-    causes = est.inference.start_cause_words(est.plan) if failure is Failure.SERVING_START else ""
+    causes = est.inference.start_cause_words if failure is Failure.SERVING_START else ""
     if symptom is None or not causes:
         return symptom
     return replace(symptom, cause=start_cause(ENGINE_LABELS[est.inference.engine], causes))

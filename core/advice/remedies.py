@@ -138,6 +138,9 @@ class Remedy:
     addresses: frozenset[Failure]
     # Its kind needs margin (RemedySpec.needs_margin) and the verdict's fit is by less than the uncertainty.
     short_of_margin: bool = False
+    # Serving with it, the engine would still refuse to start (InferenceEstimate.would_not_start): listed after every
+    # change with which it starts (:func:`remedies_for`, h94start), whatever its cost.
+    refused: bool = False
 
     @property
     def key(self) -> str:
@@ -829,10 +832,22 @@ def remedies_for(
         cost = cost_text(notes, base, new, spec.kind in _TIMED)
         short = spec.needs_margin and judged.fits and not judged.fits_with_margin
         rank = spec.cost_rank if spec.rank_of is None else spec.rank_of(plan, new)
-        found.append(Remedy(spec.kind, title, new_plan, new, judged, rank, cost, spec.addresses, short))
+        refused = spec.judged_on is Mode.INFERENCE and bool(new.inference.would_not_start)
+        cost = f"{cost}; {_still_refused(new)}" if refused else cost
+        found.append(Remedy(spec.kind, title, new_plan, new, judged, rank, cost, spec.addresses, short, refused))
     # Those that fit with margin first, then narrow fits (core.verdict.fit_rank; a more-GPUs count short of
-    # margin among them, though not counted as fitting), then the rest, cheapest first.
-    return tuple(sorted(found, key=lambda r: (r.judgement.fit_rank, r.cost_rank, r.total_bytes)))
+    # margin among them, though not counted as fitting), then the rest, cheapest first; among the rest those the
+    # engine would still refuse to start last (h94start: "8-bit KV cache", "Would not start", was listed between
+    # two out-of-memory changes by its cost, above changes after which the engine at least starts).
+    return tuple(sorted(found, key=lambda r: (r.judgement.fit_rank, r.refused, r.cost_rank, r.total_bytes)))
+
+
+def _still_refused(new: Estimate) -> str:
+    """Why a serving change is listed after every change with which the engine starts: the check that still refuses
+    it, in a few words (core.start_refusal: the first the engine runs)."""
+    first = new.inference.start_refusal
+    cause = f": {first.cause}" if first is not None else ""
+    return f"listed last: the engine would still not start{cause}"
 
 
 def worth_offering(judged: Judgement, before: Judgement) -> bool:

@@ -217,7 +217,10 @@ def inference_to_json(est: Estimate) -> dict[str, Any]:
         "queued": inf.queued,
         "kv_cache_tokens": inf.kv_cache_tokens,
         "refusal": inf.refusal,  # the engine's refusal to start in its words ("" where it starts)
-        "would_not_start": inf.would_not_start,  # either refusal: the memory's or the context's ("" where it starts)
+        # the first check that refuses, in the engine's words: the context's before the memory's ("" where it starts)
+        "would_not_start": inf.would_not_start,
+        # every check that refuses, in the engine's order, classified where it is decided (core.start_refusal)
+        "start_refusals": [{"kind": r.kind.value, "cause": r.cause, "words": r.words} for r in inf.refusals],
         "max_concurrency": round(inf.max_concurrency, 2),
         "max_concurrent": inf.max_concurrent,
         "max_context": inf.max_context,

@@ -113,6 +113,7 @@ from core.serving.vllm_versions import (
     v2_runner,
 )
 from core.solve import largest_fitting
+from core.start_refusal import RefusalKind, StartRefusal
 from core.units import GiB, MiB
 from core.verdict import Verdict, judge
 
@@ -303,9 +304,10 @@ class EngineMemory:
     host_bytes: float = 0.0  # llama.cpp: what stays in host memory (embeddings, layers not offloaded)
     # What ``total_bytes`` is made of, in SERVING_BUCKET_ORDER: the figure judged, part by part.
     parts: tuple[Bucket, ...] = ()
-    # The engine's own refusal to start, in its words ("" where it starts): vLLM's start-up check
-    # against the memory other processes hold (:func:`vllm_start_refusal`).
-    refusal: str = ""
+    # The engine's own refusal of its memory at start-up, classified where it is decided (None where it starts):
+    # vLLM's free-memory check (:func:`vllm_start_refusal`), its KV pool short of one request (:func:`vllm_kv_refusal`),
+    # SGLang's empty token pool (:func:`_sglang_refusal`).
+    refusal: StartRefusal | None = None
 
 
 # --- Hugging Face generate -------------------------------------------------------------
@@ -630,27 +632,29 @@ def vllm_starting_utilization(plan: Plan, gpu: GpuSpec, fit: ServingFit = DEFAUL
     return math.floor(free / total * 1000) / 1000
 
 
-def vllm_start_refusal(plan: Plan, gpu: GpuSpec, fit: ServingFit = DEFAULT_FIT) -> str:
-    """vLLM's start-up check in its own words, with the utilisation that would start
-    (:func:`vllm_starting_utilization`), or "" where it starts."""
+def vllm_start_refusal(plan: Plan, gpu: GpuSpec, fit: ServingFit = DEFAULT_FIT) -> StartRefusal | None:
+    """vLLM's start-up check (kind FREE_MEMORY) in its own words, with the utilisation that would start
+    (:func:`vllm_starting_utilization`), or None where it starts."""
     would = vllm_starting_utilization(plan, gpu, fit)
     if would is None:
-        return ""
+        return None
     inf = plan.inference
     total = vllm_total_memory(gpu, fit, plan.hardware.platform)
     held = plan.hardware.held_by_others
     free = vllm_free_at_start(plan, gpu, fit)
     requested = total * utilization(inf)
     others = f" and the {held / GiB:.2f} GiB other processes hold" if held else ""
-    return (
+    words = (
         f'vLLM {inf.vllm_version.value} refuses to start: "Free memory on device ({free / GiB:.2f}/'
         f"{total / GiB:.2f} GiB) on startup is less than desired GPU memory utilization ({utilization(inf):g}, "
         f'{requested / GiB:.2f} GiB)" (free: the total less its CUDA context {CUDA_CONTEXT_BYTES / GiB:.2f} GiB'
         f"{others}). --gpu-memory-utilization {would:.3f} or less (free ÷ total) would start."
     )
+    cause = "the free memory at start-up is less than the gpu_memory_utilization share it asks for"
+    return StartRefusal(RefusalKind.FREE_MEMORY, words, cause)
 
 
-def _refused(memory: EngineMemory, refusal: str, share: float) -> EngineMemory:
+def _refused(memory: EngineMemory, refusal: StartRefusal, share: float) -> EngineMemory:
     """An engine that does not start: no pool, no request, out of memory, and why in its words. What it
     asks for at start (``share``: vLLM's utilisation × total and its CUDA context) is the figure judged;
     the part beyond its weights, activations and runtime is one more overhead term, so the chart's parts
@@ -680,7 +684,7 @@ def _refused(memory: EngineMemory, refusal: str, share: float) -> EngineMemory:
         max_context=0,
         verdict=Verdict.OOM,
         margin_bytes=-(started + rest),
-        formula=refusal,
+        formula=refusal.words,
         refusal=refusal,
     )
 
@@ -688,7 +692,7 @@ def _refused(memory: EngineMemory, refusal: str, share: float) -> EngineMemory:
 def vllm_memory(plan: Plan, gpu: GpuSpec, layout: RankLayout, fit: ServingFit = DEFAULT_FIT) -> EngineMemory:
     refusal = vllm_start_refusal(plan, gpu, fit)
     memory = _vllm_started(plan, gpu, layout, fit)
-    if not refusal:
+    if refusal is None:
         return memory
     share = vllm_total_memory(gpu, fit, plan.hardware.platform) * utilization(plan.inference) + CUDA_CONTEXT_BYTES
     return _refused(memory, refusal, share)
@@ -756,9 +760,10 @@ def _vllm_started(plan: Plan, gpu: GpuSpec, layout: RankLayout, fit: ServingFit)
     )
 
 
-def vllm_kv_refusal(plan: Plan, pool: VllmPool) -> str:
+def vllm_kv_refusal(plan: Plan, pool: VllmPool) -> StartRefusal | None:
     """vLLM's refusal to start where its KV cache holds blocks but fewer than one request of max_model_len needs
-    (``pool.concurrency`` below 1), in its words with this plan's figures, and what would start it; "" otherwise
+    (``pool.concurrency`` below 1; kind KV_POOL_SHORT), in its words with this plan's figures, and what would start
+    it; None otherwise
     (no block at all is vLLM's "No available memory for the cache blocks", which the weights' own verdict says).
     V1 (0.8 on): ``check_enough_kv_cache_memory`` (vllm-project/vllm@001cabc1 vllm/v1/core/kv_cache_utils.py
     ``_check_enough_kv_cache_memory``: needed = max_memory_usage_bytes at max_model_len, raised when it is larger than
@@ -766,7 +771,7 @@ def vllm_kv_refusal(plan: Plan, pool: VllmPool) -> str:
     ``raise_if_cache_size_invalid`` (max_model_len > block_size × num_gpu_blocks). h88fix: the cold-start sentence
     read "about 0 of the 32 requests fit" where vLLM raises one of these."""
     if pool.blocks <= 0 or pool.concurrency >= 1 or pool.per_request <= 0:
-        return ""
+        return None
     inf = plan.inference
     longest = largest_fitting(
         lambda c: vllm_blocks_per_request(pool.groups, c, pool.batched, pool.block_size) <= pool.blocks,
@@ -790,10 +795,12 @@ def vllm_kv_refusal(plan: Plan, pool: VllmPool) -> str:
             "`max_model_len` when initializing the engine."
         )
     shorter = f"--max-model-len {longest:,} or less, " if longest else ""
-    return (
+    said = (
         f'vLLM {inf.vllm_version.value} would not start: "{words}" What starts it: {shorter}a higher '
         "--gpu-memory-utilization, an fp8 KV cache (--kv-cache-dtype fp8), or tensor parallel over more GPUs."
     )
+    cause = f"its KV cache pool, {pool.kv_tokens:,} tokens, holds less than one request of {inf.context:,}"
+    return StartRefusal(RefusalKind.KV_POOL_SHORT, said, cause)
 
 
 def _vllm_footprint(layout: RankLayout, pool: VllmPool, captured: bool = True) -> float:
@@ -1009,18 +1016,19 @@ def sglang_memory(plan: Plan, gpu: GpuSpec, layout: RankLayout, fit: ServingFit 
     return replace(memory, refusal=_sglang_refusal(fraction, held, tokens, cell))
 
 
-def _sglang_refusal(fraction: float, held: float, tokens: int, cell: float) -> str:
+def _sglang_refusal(fraction: float, held: float, tokens: int, cell: float) -> StartRefusal | None:
     """SGLang's refusal where the memory other processes hold leaves its pool no token: ``profile_max_num_token``
     then raises "Not enough memory. Please try to increase --mem-fraction-static." (sgl-project/sglang@001ccef0
-    ``model_runner_kv_cache_mixin.py``); "" where the pool holds tokens or nothing is held (a pool the
-    weights alone empty is the verdict's own out of memory)."""
+    ``model_runner_kv_cache_mixin.py``; kind EMPTY_POOL); None where the pool holds tokens or nothing is held (a
+    pool the weights alone empty is the verdict's own out of memory)."""
     if tokens > 0 or held <= 0 or cell <= 0:
-        return ""
-    return (
+        return None
+    words = (
         'SGLang refuses to start: "Not enough memory. Please try to increase --mem-fraction-static." '
         f"The {held / GiB:.2f} GiB other processes hold take mem_fraction_static {fraction:g} × that = "
         f"{fraction * held / GiB:.2f} GiB from its token pool."
     )
+    return StartRefusal(RefusalKind.EMPTY_POOL, words, "the memory other processes hold leaves its token pool empty")
 
 
 def _sglang_context(plan: Plan, tokens: int) -> int:

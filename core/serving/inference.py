@@ -13,7 +13,7 @@ from functools import cached_property, partial
 
 from core.breakdown import Bucket
 from core.catalogue import GpuSpec
-from core.context_limit import past_limit_words, would_not_start
+from core.context_limit import context_start_refusal, past_limit_words
 from core.format import amount, counted
 from core.format import memory as format_memory
 from core.params import ParamCounts
@@ -39,6 +39,7 @@ from core.serving.llamacpp import (
 from core.serving.llamacpp_fit import auto_gpu_layers
 from core.serving.ollama import ollama_plan
 from core.serving.speed import ServingSpeed, SpeedPoint, serving_speed
+from core.start_refusal import RefusalKind, StartRefusal, in_engine_order
 from core.units import GB
 from core.verdict import Verdict
 
@@ -87,12 +88,10 @@ class InferenceEstimate:
     buckets: tuple[Bucket, ...] = ()
     host_bytes: float = 0.0  # llama.cpp: host memory (token embeddings, layers not offloaded, their KV)
     host_ram_bytes: float = 0.0  # the plan's host RAM (0: not given)
-    # The engine refuses to start, in its words ("" where it starts): vLLM's start-up check against the
-    # memory other processes hold (core.serving.engines.vllm_start_refusal).
-    refusal: str = ""
-    # The engine refuses a context past the model's limit, in its words ("" where it starts or warns): vLLM or SGLang
-    # without their variable (core.context_limit.would_not_start); the verdict is then WONT_START (h90start).
-    context_refusal: str = ""
+    # The engine's start-up checks that refuse the plan, classified where each is decided (core.start_refusal): a
+    # context past the model's limit (core.context_limit.context_start_refusal, verdict WONT_START), then its memory
+    # (core.serving.engines), in the order the engine runs them; () where it starts (h94start: one classification).
+    refusals: tuple[StartRefusal, ...] = ()
     # The serving speed, worked out when first read (:attr:`speed`): its queue curve is a third
     # of an estimate's cost, and a training plan's views never read it. A partial of
     # serving_speed, so an estimate still pickles to the worker process.
@@ -122,37 +121,51 @@ class InferenceEstimate:
         parts = " + ".join(amount(b.bytes, unit) for b in self.buckets)
         return f"{parts} = {amount(self.total_bytes, unit)} {'GiB' if unit == 'GiB' else 'GB'} needed at once"
 
+    def _words_of(self, memory: bool) -> str:
+        return next((r.words for r in self.refusals if r.memory is memory), "")
+
+    @property
+    def refusal(self) -> str:
+        """The engine's refusal of its memory at start-up, in its words (verdict OOM); "" where none."""
+        return self._words_of(memory=True)
+
+    @property
+    def context_refusal(self) -> str:
+        """The engine's refusal of a context past the model's limit, in its words (verdict WONT_START); "" where it
+        starts or warns (core.context_limit)."""
+        return self._words_of(memory=False)
+
+    @property
+    def start_refusal(self) -> StartRefusal | None:
+        """The refusal the engine prints: the first of its checks that refuses (:attr:`refusals`); None where it
+        starts."""
+        return self.refusals[0] if self.refusals else None
+
     @property
     def would_not_start(self) -> str:
-        """Why the engine would not start the plan, in its words, for either reason: the memory (:attr:`refusal`,
-        verdict OOM) or a context past the model's limit (:attr:`context_refusal`, verdict WONT_START); "" where it
-        starts. The one home the command line's JSON and the Diagnosis read (h90start)."""
-        return self.refusal or self.context_refusal
+        """Why the engine would not start the plan, in the words of the first check that refuses it: a context past
+        the model's limit before its memory, as vLLM and SGLang run them (core.start_refusal); "" where it starts.
+        The one home the command line's JSON and the Diagnosis read (h90start; h94start: the memory's was said
+        first, though vLLM raises on the context at config time, before its KV pool is sized)."""
+        return self.start_refusal.words if self.start_refusal else ""
 
-    def start_causes(self, plan: Plan) -> tuple[str, ...]:
-        """Which of the engine's start-up checks refuse the plan, each in a few words, in the order the engine runs
-        them: the context against the model's limit (vLLM's ModelConfig, SGLang's model config, before any weight
-        loads), then its memory (:attr:`refusal`): a KV pool that holds blocks but fewer than one request's (vLLM's
-        core.serving.engines.vllm_kv_refusal, the only refusal that leaves a pool), else no pool at all (vLLM's
-        free-memory check, vllm_start_refusal; SGLang's empty token pool, _sglang_refusal). () where it starts.
+    @property
+    def refused_next(self) -> str:
+        """What the engine would refuse once the first check passes (the context allowed, say), in its words; "" where
+        one check or none refuses."""
+        return " ".join(r.words for r in self.refusals[1:])
+
+    @property
+    def start_causes(self) -> tuple[str, ...]:
+        """Which of the engine's start-up checks refuse the plan, each in a few words with the plan's figures, in the
+        order the engine runs them, as each check classified itself (core.start_refusal); () where it starts.
         h93diag2: the Diagnosis's likely cause listed all three for every plan."""
-        context, limit = plan.inference.context, plan.model.max_position_embeddings
-        causes = (
-            [f"the context, {context:,} tokens, passes the model's limit of {limit:,}"] if self.context_refusal else []
-        )
-        if self.refusal and self.kv_cache_tokens > 0:
-            causes.append(
-                f"its KV cache pool, {self.kv_cache_tokens:,} tokens, holds less than one request of {context:,}"
-            )
-        elif self.refusal and self.engine is Engine.SGLANG:
-            causes.append("the memory other processes hold leaves its token pool empty")
-        elif self.refusal:
-            causes.append("the free memory at start-up is less than the gpu_memory_utilization share it asks for")
-        return tuple(causes)
+        return tuple(r.cause for r in self.refusals)
 
-    def start_cause_words(self, plan: Plan) -> str:
-        """:meth:`start_causes` as one clause: the Diagnosis's likely cause and the Serving tab's headline say it."""
-        return "; and ".join(self.start_causes(plan))
+    @property
+    def start_cause_words(self) -> str:
+        """:attr:`start_causes` as one clause: the Diagnosis's likely cause and the Serving tab's headline say it."""
+        return "; and ".join(self.start_causes)
 
     @property
     def pooled(self) -> bool:
@@ -363,8 +376,10 @@ def inference_estimate(
         experts,
     )
     # One verdict (h90start): an engine that refuses the context does not start, whatever the memory; a memory
-    # refusal is already OOM (core.serving.engines), the worse of the two is said.
-    refused = would_not_start(plan)
+    # refusal is already OOM (core.serving.engines), the worse of the two is said. Each refusal classified once,
+    # where it is decided, in the engine's order (h94start).
+    refusals = in_engine_order((context_start_refusal(plan), memory.refusal))
+    refused = any(r.kind is RefusalKind.CONTEXT for r in refusals)
     verdict = Verdict.WONT_START if refused else memory.verdict
     return InferenceEstimate(
         engine=inf.engine,
@@ -398,7 +413,6 @@ def inference_estimate(
         buckets=memory.parts,
         host_bytes=memory.host_bytes,
         host_ram_bytes=plan.parallel.host_ram_gb * GB,
-        refusal=memory.refusal,
-        context_refusal=past_limit_words(plan) if refused else "",
+        refusals=refusals,
         _speed_of=speed,
     )

@@ -176,7 +176,7 @@ def _headline(estimate: Estimate, u: Unit) -> str:
     if inf.engine in (Engine.VLLM, Engine.SGLANG):
         name = ENGINE_LABELS[inf.engine]
         if inf.would_not_start:  # never "✔ holds" (h90start): the checks that refuse it, then the banner's words
-            causes = inf.start_cause_words(estimate.plan)  # core's, the Diagnosis's cause (h93diag2: its own words)
+            causes = inf.start_cause_words  # core's, the Diagnosis's cause (h93diag2: its own words)
             margin = margin_text(estimate.judgement(Mode.INFERENCE), estimate.plan.hardware.headroom, u)
             return f"<b>✖ {name} would not start</b>: {escape(causes)} — {escape(margin)}."
         if inf.max_concurrency < 1:

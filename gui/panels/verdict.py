@@ -115,11 +115,9 @@ def margin_text(judged: Judgement, headroom: float, unit: Unit) -> str:
         return judged.narrow_words(unit)
     # An engine that would not start: the memory's sense and the engine's, in core.verdict's one clause (h92verd)
     refused = f"; {judged.start_words}" if judged.start_words else ""
-    if judged.margin_bytes >= 0:
-        spare = f"{memory(judged.margin_bytes, unit)} to spare"
-        if refused:
-            return f"{spare}{refused}"
-        return f"{spare} on the card, but {judged.short_of}" if judged.short_of else spare
+    if judged.margin_bytes >= 0:  # the command line's and the report's words after the margin (h94start: the banner
+        spare = f"{memory(judged.margin_bytes, unit)} to spare"  # said "… to spare on the card, but no request fits")
+        return f"{spare}; {judged.after_margin}" if judged.after_margin else spare
     over = f"{memory(-judged.margin_bytes, unit)} over the usable memory"
     if refused:
         return f"{over}{refused}"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from core.advice.remedies import RemedyKind
 from core.catalogue import find_model
 from core.context_limit import past_limit_words
 from core.plan import Engine, Plan, default_plan_on
@@ -110,8 +111,35 @@ def test_the_serving_tab_says_sglangs_empty_pool_as_the_banner_does(qtbot: Any, 
     plan = plan_for_model("llama-3.1-8b").with_hardware(gpu="rtx-4090", held_by_others=3 * GiB)
     text = _serving_headline(qtbot, window, plan.with_inference(engine=Engine.SGLANG, context=4096))
     judged = window.controller.estimate.judgement(Mode.INFERENCE)
-    said = margin_text(judged, plan.hardware.headroom, "GB")  # "… to spare on the card, but no request fits"
+    said = margin_text(judged, plan.hardware.headroom, "GB")  # "… to spare; the card holds the total, but no …"
     assert judged.short_of and judged.short_of in said and said in text and said in window.verdict.headline.text()
     assert "holds 0 tokens" not in text
     assert "leaves its token pool empty" in text
+    window.controller.undo_stack.setClean()
+
+
+def test_applying_the_long_context_remedy_ticks_the_box_and_the_engine_starts(qtbot: Any, window: MainWindow) -> None:
+    """h94start: the Diagnosis's long-context remedy (core.advice.serving_remedies, K.LONG_CONTEXT) applied with its
+    Apply button ticks the Serving form's long-context box, and the badges say a verdict of an engine that starts.
+    Llama 2 7B at 8,192 tokens on vLLM, past its 4,096 (huggingface.co/meta-llama/Llama-2-7b-hf config.json)."""
+    model = find_model("llama-2-7b")
+    plan = default_plan_on(model.spec, model.id).with_inference(engine=Engine.VLLM, context=8192)
+    _serve(qtbot, window, plan)
+    diagnosis = window.diagnosis
+    window.tabs.setCurrentWidget(diagnosis)
+    qtbot.waitUntil(lambda: "Fails at start-up" in diagnosis.failure.text(), timeout=10000)
+    tick = window.serving_form.long_context
+    assert not tick.isChecked() and window.verdict.badge.text().endswith("Serving: would not start")
+    assert "Would not start" in diagnosis.badge.text()
+    rows = [r for r in diagnosis.remedy_list.rows if r.entry is not None and r.entry.key == RemedyKind.LONG_CONTEXT]
+    assert len(rows) == 1 and rows[0].apply.isEnabled()
+    window.grab().save("/tmp/h94start-diagnosis-before.png")
+    rows[0].apply.click()
+    assert window.controller.plan.inference.long_context
+    qtbot.waitUntil(lambda: "Would not start" not in diagnosis.badge.text(), timeout=10000)
+    assert tick.isChecked()
+    badge = window.verdict.badge.text()
+    assert "would not start" not in badge.lower() and badge.endswith("Serving fits")
+    assert window.controller.estimate.inference.would_not_start == ""
+    window.grab().save("/tmp/h94start-diagnosis-after.png")
     window.controller.undo_stack.setClean()

@@ -13,6 +13,7 @@ from core.cli.render import render_serving
 from core.plan import Engine, Hardware, OllamaVersion, Plan, PrefixCaching, TransformersVersion, VllmVersion
 from core.serving.text_only import tower_line
 from core.serving.vllm_rules import VLLM_CUDA_GRAPH_BYTES
+from core.verdict import Mode
 from gui.format import duration, latency, memory
 from gui.main_window import MainWindow
 
@@ -396,7 +397,12 @@ def test_a_refused_start_reads_no_room_to_spare_and_queues_nothing(window: MainW
     window.controller.reset(window.controller.plan.with_hardware(held_by_others=3 * 2**30))
     window.settle_banner()
     assert window.controller.estimate.inference.max_concurrent == 0
-    assert "to spare on the card, but no request fits" in window.verdict.headline.text()
+    # h94start: the banner said "… to spare on the card, but no request fits" where the command line said "the card
+    # holds the total, but no request fits": one sentence from core (Judgement.after_margin), both say it.
+    judged = window.controller.estimate.judgement(Mode.INFERENCE)
+    assert judged.after_margin == "the card holds the total, but no request fits"
+    assert f"to spare; {judged.after_margin}" in window.verdict.headline.text()
+    assert "on the card, but" not in window.verdict.headline.text()
     assert "queue" not in window.verdict.detail.text()
 
 
