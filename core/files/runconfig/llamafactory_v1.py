@@ -309,10 +309,29 @@ def _sharding(taker: Taker, odd: OddValues, dist: str | None) -> dict[str, Any]:
             for key in ("ep_size", "ep_dispatcher", "fsdp_ignored_modules", "hook_modules", "fsdp_implementation"):
                 taker.note(f"dist_config.{key}", "FSDPTurbo's expert parallelism is not modelled")
     elif dist == "deepspeed":
-        s.update(deepspeed_config(taker, odd, "dist_config.config_file", partial(_deepspeed_precision, taker, odd)))
+        s.update(deepspeed_config(taker, odd, "dist_config.config_file", partial(_deepspeed_sections, taker, odd)))
     else:
         odd.add("dist_config.name", dist, "fsdp2, fsdpturbo or deepspeed")
     return s
+
+
+# v1 builds its own torch optimizer and hands it to accelerate (core/base_trainer.py lines 112-116,
+# trainer_plugins/distributed/deepspeed.py DeepSpeedEngine.prepare), which refuses it beside an optimizer section
+# (huggingface/accelerate 16cb6eb8 src/accelerate/accelerator.py line 2246, _prepare_deepspeed).
+OPTIMIZER_SECTION_REFUSED: Final = (
+    "accelerate refuses it beside the optimizer v1 builds: 'You cannot specify an optimizer in the config file and "
+    "in the code at the same time'"
+)
+
+
+def _deepspeed_sections(taker: Taker, odd: OddValues, document: dict[str, Any], where: str) -> dict[str, Any]:
+    """What v1 reads of its DeepSpeed file beyond the ZeRO stage: the precision, and an optimizer section listed
+    (the run stops at accelerate's prepare)."""
+    if "optimizer" in document:
+        section = document["optimizer"]
+        shown = section.get("type", section) if isinstance(section, dict) else section
+        odd.add(f"{where}: optimizer", shown, OPTIMIZER_SECTION_REFUSED)
+    return _deepspeed_precision(taker, odd, document, where)
 
 
 def _deepspeed_precision(taker: Taker, odd: OddValues, document: dict[str, Any], where: str) -> dict[str, Any]:
