@@ -160,3 +160,13 @@ def test_a_zero_offload_adam_plan_round_trips(target: Target) -> None:
     assert run.settings.optimizer == "adam"
     assert plan_from_run(run, base).optimizer is Optimizer.ADAM
     assert plan_from_run(run, base).optimizer_impl is OptimizerImpl(plan.optimizer_impl)
+
+
+def test_the_config_alone_names_its_optimizer_among_the_matching_options() -> None:
+    # Opened on its own it is refused as a launcher config (core/files/runconfig/launchers.py); the options it now
+    # names take the section's AdamW and weight decay (transformers 61c7ec94 tests/deepspeed/ds_config_zero3.json).
+    with pytest.raises(PlanFileError) as refused:
+        load_run_config(FIXTURES / "transformers_ds_config_zero3.json")
+    message = str(refused.value)
+    assert "optimizer AdamW" in message
+    assert message.endswith("--strategy zero3 --offload params --optimizer adamw --weight-decay 3e-07")
