@@ -524,11 +524,12 @@ def hf_galore_written(plan: Plan) -> tuple[str, ...]:
 
 def loaded_dtype(draft: Draft) -> Dtype:
     """The one dtype HF-based trainers load the model in: the frozen base's for adapter methods,
-    the weights' otherwise; frozen layers need both the same. PEFT's prepare_model_for_kbit_training
-    casts to float32 after loading (a call in the script, listed as such): the loaded dtype is the
-    base's."""
+    the weights' otherwise; frozen layers, and a full run's frozen vision tower, need both the same.
+    PEFT's prepare_model_for_kbit_training casts to float32 after loading (a call in the script, listed as
+    such): the loaded dtype is the base's."""
     plan = draft.plan
-    if plan.method is Method.FROZEN and plan.weight_dtype is not plan.base_dtype:
+    frozen = plan.method is Method.FROZEN or (plan.method is Method.FULL and plan.model.vision_params > 0)
+    if frozen and plan.weight_dtype is not plan.base_dtype:
         draft.cannot("method.base_dtype", "the trainer loads the whole model in one dtype (the weights' is written)")
     return plan.base_dtype if plan.adapter_based else plan.weight_dtype
 
