@@ -73,7 +73,8 @@ def deepspeed_optimizer(taker: Taker, odd: OddValues, document: dict[str, Any], 
     if section is None:
         return {}
     kind = section.get("type") if isinstance(section, dict) else None
-    params = section.get("params", {}) if isinstance(section, dict) else None
+    # A null params is DeepSpeed's empty one (engine.py line 1535: ``if optimizer_parameters is None``).
+    params = (section.get("params") or {}) if isinstance(section, dict) else None
     if not isinstance(kind, str) or not isinstance(params, dict):
         odd.add(f"{where}: optimizer", section, "a section with a type and a params table")
         return {}
