@@ -170,3 +170,14 @@ def test_the_config_alone_names_its_optimizer_among_the_matching_options() -> No
     message = str(refused.value)
     assert "optimizer AdamW" in message
     assert message.endswith("--strategy zero3 --offload params --optimizer adamw --weight-decay 3e-07")
+
+
+def test_an_unused_optim_the_plan_cannot_price_is_not_listed() -> None:
+    # adamw_anyprecision is listed on its own (core/files/runconfig/mapping.py HF_ANYPRECISION_WHY); beside a section
+    # the Trainer builds a DummyOptim instead (deepspeed_optim_sched), so nothing of optim's reaches the run.
+    section = {"zero_optimization": {"stage": 2}, "optimizer": {"type": "AdamW"}}
+    alone = loads_run_config(json.dumps({"base_model": "x", "optimizer": "adamw_anyprecision"}).encode(), "a.json")
+    assert any(item.startswith("optimizer = ") for item in alone.unknown)
+    beside = json.dumps({"base_model": "x", "optimizer": "adamw_anyprecision", "deepspeed": section})
+    run = loads_run_config(beside.encode(), "a.json")
+    assert run.settings.optimizer == "adamw" and run.unknown == ()

@@ -176,7 +176,7 @@ def read_axolotl(document: dict[str, Any], where: str) -> RunConfig:
     taker.note("tf32", "TF32 matmuls change speed, not memory")
     _compile_and_plugins(taker, s)
     strategy = sharding(taker, odd)
-    replaced_trainer_optimizer(taker, s, strategy, "optimizer")
+    replaced_trainer_optimizer(taker, odd, s, strategy, "optimizer")
     s.update(strategy)
     if "sharding" not in s:
         s.update(_fsdp_config(taker))

@@ -170,12 +170,15 @@ def _weight_decay(taker: Taker, odd: OddValues, params: dict[str, Any], built: s
     return {"weight_decay": float(decay)}
 
 
-def replaced_trainer_optimizer(taker: Taker, s: dict[str, Any], found: dict[str, Any], key: str) -> None:
+def replaced_trainer_optimizer(
+    taker: Taker, odd: OddValues, s: dict[str, Any], found: dict[str, Any], key: str
+) -> None:
     """Where the DeepSpeed section chose the optimizer (``found``), drop what the trainer's own ``key`` (optim)
     set beside it (its optimizer, GaLore's settings; its implementation where the section sets one) from the
-    settings and the fields read, and say that the key is not used."""
+    settings, the fields read and the values listed as not modelled, and say that the key is not used."""
     if "optimizer" not in found:
         return
+    odd.items[:] = [item for item in odd.items if not item.startswith(f"{key} = ")]
     dropped = {"optimizer", "galore targets", *TRAINER_OPTIMIZER_SETTINGS}
     if "optimizer_impl" in found:
         dropped.add("optimizer_impl")

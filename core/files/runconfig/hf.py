@@ -116,7 +116,7 @@ def take_trainer_args(taker: Taker, odd: OddValues, framework: str) -> dict[str,
     strategy = sharding(taker, odd)
     if "optimizer" in strategy and s["optimizer"] == "adafactor" and taker.flag("adafactor"):
         raise taker.fail("adafactor", True, f"false beside a DeepSpeed optimizer section ({ADAFACTOR_AND_SECTION})")
-    replaced_trainer_optimizer(taker, s, strategy, "optim")
+    replaced_trainer_optimizer(taker, odd, s, strategy, "optim")
     s.update(strategy)
     s.update(ddp_bucket(taker, "ddp_bucket_cap_mb"))
     s.update(_accelerator_config(taker, odd))
