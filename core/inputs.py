@@ -1680,14 +1680,15 @@ INPUTS: Final[tuple[Input, ...]] = (
           matters=lambda p: p.preset is Preset.CUSTOM and p.method in (Method.FULL, Method.FROZEN)),
     Input("base_dtype", Kind.ENUM, "Frozen base", "Frozen base", Dtype.FP32,
           "Storage of the frozen base of LoRA, DoRA, LoHa, LoKr, VeRA, OFT, AdaLoRA, MiSS, FourierFT, RoAd, VB-LoRA, "
-          "RandLoRA, SHiRA or frozen layers.",
+          "RandLoRA, SHiRA or frozen layers, and of an image-text model's frozen vision tower (full fine-tuning too).",
           ("--base-dtype",), "the frozen base of LoRA/DoRA/LoHa/LoKr/VeRA/OFT/AdaLoRA/MiSS/FourierFT/RoAd/VB-LoRA/"
-          "RandLoRA/SHiRA/frozen layers",
+          "RandLoRA/SHiRA/frozen layers, and an image-text model's frozen vision tower",
           labels=DTYPE_LABELS,
           matters=lambda p: p.preset is Preset.CUSTOM
           and (p.method in (Method.LORA, Method.DORA, Method.FROZEN)
                or p.peft_wrapped
-               or (p.litgpt_adapter and not p.quantised_base))),
+               or (p.litgpt_adapter and not p.quantised_base)
+               or (p.method is Method.FULL and p.model.vision_params > 0))),
     Input("adapter_dtype", Kind.ENUM, "Adapters", "Adapters", Dtype.FP32,
           "LoRA / DoRA adapter storage: PEFT casts adapters to float32 by default.",
           ("--adapter-dtype",), "LoRA/DoRA adapters (PEFT: fp32)", labels=DTYPE_LABELS,

@@ -21,6 +21,7 @@ from core.plan import Method, Plan, Stack, Strategy
 _AUTOCAST_NONE: Final = Autocast.NONE
 _METHOD_FULL: Final = Method.FULL
 _METHOD_LN_TUNING: Final = Method.LN_TUNING
+_METHOD_FROZEN: Final = Method.FROZEN
 
 
 @fills_fields
@@ -220,6 +221,22 @@ def adapter_dtype(plan: Plan) -> Dtype:
     return deepspeed_cast_adapters(plan) or plan.adapter_dtype
 
 
+def residual_dtype(plan: Plan, model: Dtype, compute: Dtype, autocast: bool) -> Dtype:
+    """The residual stream's dtype: the model's, except in a frozen-layers plan whose trained blocks are held in
+    another dtype than the frozen base (LLaMA-Factory's float32 cast of the trained blocks) under autocast: the
+    frozen embedding and blocks hand them hidden states in the base's dtype, autocast's matmuls return the autocast
+    dtype, and the residual adds (transformers 5.25.0 models/llama/modeling_llama.py ``LlamaDecoderLayer.forward``:
+    ``hidden_states = residual + hidden_states``) keep it when the two agree. LlamaRMSNorm casts back to its input's
+    dtype before the weight multiply (``self.weight * hidden_states.to(input_dtype)``), so the normalised value it
+    keeps is in that dtype too, while its output, promoted by the float32 weight, is float32 and cast per reading
+    matmul as in the float32 model (mode "mixed"). Measured on CPU autocast, torch 2.13.0 and transformers 5.25.0
+    (tools/measure/freeze_cast_residual.py): each trained float32 block's input and output are bf16, and it keeps
+    65,536 B (two norms, N·d × 2) less than the all-float32 model's block, the normalised values' difference."""
+    if plan.method is _METHOD_FROZEN and autocast and plan.base_dtype is not model and plan.base_dtype is compute:
+        return plan.base_dtype
+    return model
+
+
 @last_answer
 def dtypes_for(plan: Plan) -> Dtypes:
     """The dtypes of ``plan``; one estimate asks several times for the same (immutable)
@@ -241,7 +258,7 @@ def _dtypes_for(plan: Plan) -> Dtypes:
         base=DTYPE_BYTES[base],
         adapter=DTYPE_BYTES[adapter],
         grad=DTYPE_BYTES[trainable],
-        residual=DTYPE_BYTES[model],
+        residual=DTYPE_BYTES[residual_dtype(plan, model, compute, autocast)],
         compute=DTYPE_BYTES[compute],
         autocast=autocast,
         casts=autocast and compute is not model,

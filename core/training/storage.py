@@ -8,7 +8,15 @@ from __future__ import annotations
 from typing import Final
 
 from core.breakdown import Term
-from core.dtypes import Dtype, Quant, WeightFormat, matrix_output_rows, nf4_bytes_per_weight, quantised_matrix_bytes
+from core.dtypes import (
+    DTYPE_BYTES,
+    Dtype,
+    Quant,
+    WeightFormat,
+    matrix_output_rows,
+    nf4_bytes_per_weight,
+    quantised_matrix_bytes,
+)
 from core.format import sci
 from core.params import (
     ParamCounts,
@@ -22,7 +30,7 @@ from core.params import (
     vera_projection_elements,
 )
 from core.plan import Method, Plan
-from core.roles import Dtypes, adapter_dtype, qlora_unquantised_bytes
+from core.roles import Dtypes, adapter_dtype, deepspeed_engine_dtype, qlora_unquantised_bytes
 
 # Enum members this module's hot paths compare with, read from their classes once: on Python 3.11 each
 # ``Class.MEMBER`` read goes through EnumType.__getattr__'s slot, ~0.15 µs (core.plan's note; h74speed).
@@ -153,7 +161,13 @@ def weight_terms(plan: Plan, counts: ParamCounts, dt: Dtypes) -> list[Term]:
 def vision_weight_term(plan: Plan, dt: Dtypes) -> Term:
     """The frozen vision tower + projector of an image-text checkpoint (core.vision): loaded with the model
     and never trained by these plans, so no gradient or optimizer state. It is stored as the frozen base is
-    (full fine-tuning: as the trained weights, one dtype the model was loaded in). A bitsandbytes base
+    (``base_dtype``, DeepSpeed's 16-bit engine casting it as every floating weight), full fine-tuning included:
+    there the plan's only frozen weights are the tower's, which a framework that casts the trained weights after
+    loading leaves as loaded (LLaMA-Factory v0.9.4 95ac3f23 ``model/adapter.py`` ``_setup_full_tuning`` lines
+    50-56: the ``get_forbidden_modules`` parameters, the vision tower and projector under ``freeze_vision_tower``
+    / ``freeze_multi_modal_projector``, both true by default, get ``requires_grad_(False)`` and no float32 cast).
+    Every preset holds the base in the weights' dtype, so a full plan on a preset stores the tower as the
+    trained weights, one dtype the model was loaded in. A bitsandbytes base
     quantises its nn.Linear weights too: transformers 5.25.0 ``quantizers/base.py`` get_keys_to_not_convert
     skips only tied weights, the output embedding and the last parameter (the language model's final norm),
     and ``integrations/bitsandbytes.py`` replaces every other nn.Linear; its convolutions, position tables,
@@ -168,7 +182,7 @@ def vision_weight_term(plan: Plan, dt: Dtypes) -> Term:
         unq = qlora_unquantised_bytes(plan)
         formula = f"{sci(q)} Linear weights × {per:.4g} B + {sci(n - q)} × {unq:g} B"
         return Term(label, formula, q * per + (n - q) * unq)
-    b = dt.param if plan.method is Method.FULL else dt.base
+    b = DTYPE_BYTES[deepspeed_engine_dtype(plan) or plan.base_dtype] if plan.method is Method.FULL else dt.base
     return Term(label, f"{sci(n)} × {b:g} B", n * b)
 
 

@@ -91,6 +91,7 @@ NOT_READ_BACK: dict[Target, set[str]] = {
         "workload.tokens",  # training.steps
         "workload.grad_accum",  # training.global_batch_size, read as a note
         "method.weight_dtype",  # training.dtype
+        "method.base_dtype",  # training.dtype too: a full plan's frozen vision tower (h94cfg), not read back either
         "method.autocast",  # training.mixed_precision_param
         "parallel.fsdp_param_dtype",
         "parallel.fsdp_reduce_dtype",

@@ -17,6 +17,7 @@ from core.dtypes import Dtype, WeightFormat
 from core.errors import one_line
 from core.files.launch.fields import FIELDS_BY_NAME, TRAINING_FIELDS, differs_from_default
 from core.model import ALL_LINEAR, LORA_TARGETS
+from core.optimizer_stacks import DEEPSPEED_TYPES, OptimizerStack, optimizer_stack
 from core.plan import Attention, Engine, Method, OllamaVersion, Optimizer, OptimizerImpl, Plan
 from core.serving.gptq import marlin_card
 
@@ -471,8 +472,18 @@ HF_UNNAMED: Final = {
 HF_DTYPES: Final = {Dtype.BF16: "bfloat16", Dtype.FP16: "float16", Dtype.FP32: "float32"}
 
 
+def deepspeed_section_builds(plan: Plan) -> bool:
+    """Whether the DeepSpeed config written for ``plan`` carries an ``optimizer`` section, which DeepSpeed builds in
+    place of the trainer's ``optim`` (core.files.launch.deepspeed.optimizer_section): ZeRO-Offload, whose CPU
+    kernels step only its own optimizers, and one of their types."""
+    stack = optimizer_stack(plan.stack, plan.parallel.strategy, plan.parallel.offload)
+    return stack is OptimizerStack.ZERO_OFFLOAD and plan.optimizer in DEEPSPEED_TYPES
+
+
 def hf_optim(draft: Draft) -> str:
-    """transformers' ``optim`` name for the plan's optimizer (OptimizerNames, v4.57 / v5)."""
+    """transformers' ``optim`` name for the plan's optimizer (OptimizerNames, v4.57 / v5). Where the inline DeepSpeed
+    section builds the optimizer (:func:`deepspeed_section_builds`), the section says Adam and ``optim`` is unused
+    (transformers hands DeepSpeed a DummyOptim: integrations/deepspeed.py ``deepspeed_optim_sched``)."""
     plan = draft.plan
     if plan.optimizer in HF_FOREACH_ONLY and plan.optimizer_impl is not OptimizerImpl.FOREACH:
         draft.cannot("method.optimizer_impl", f"transformers' {HF_OPTIM[plan.optimizer]} runs torch's foreach step")
@@ -483,7 +494,7 @@ def hf_optim(draft: Draft) -> str:
     if plan.optimizer is Optimizer.SGD_MOMENTUM:
         draft.cannot("method.optimizer", "transformers' sgd has no momentum setting (optim_args are not read back)")
         return "sgd"
-    if plan.optimizer is Optimizer.ADAM:
+    if plan.optimizer is Optimizer.ADAM and not deepspeed_section_builds(plan):
         draft.cannot("method.optimizer", "transformers offers AdamW, not Adam (the same state; written as AdamW)")
     if plan.optimizer in HF_UNNAMED:
         draft.cannot("method.optimizer", f"{HF_UNNAMED[plan.optimizer]}: written as torch's AdamW")
@@ -513,11 +524,12 @@ def hf_galore_written(plan: Plan) -> tuple[str, ...]:
 
 def loaded_dtype(draft: Draft) -> Dtype:
     """The one dtype HF-based trainers load the model in: the frozen base's for adapter methods,
-    the weights' otherwise; frozen layers need both the same. PEFT's prepare_model_for_kbit_training
-    casts to float32 after loading (a call in the script, listed as such): the loaded dtype is the
-    base's."""
+    the weights' otherwise; frozen layers, and a full run's frozen vision tower, need both the same.
+    PEFT's prepare_model_for_kbit_training casts to float32 after loading (a call in the script, listed as
+    such): the loaded dtype is the base's."""
     plan = draft.plan
-    if plan.method is Method.FROZEN and plan.weight_dtype is not plan.base_dtype:
+    frozen = plan.method is Method.FROZEN or (plan.method is Method.FULL and plan.model.vision_params > 0)
+    if frozen and plan.weight_dtype is not plan.base_dtype:
         draft.cannot("method.base_dtype", "the trainer loads the whole model in one dtype (the weights' is written)")
     return plan.base_dtype if plan.adapter_based else plan.weight_dtype
 

@@ -33,9 +33,10 @@ from core.files.launch.common import (
     Draft,
     Export,
     Target,
+    deepspeed_section_builds,
 )
 from core.inputs import deepspeed_bf16_master, deepspeed_bf16_states
-from core.optimizer_stacks import DEEPSPEED_TYPES, OptimizerStack, optimizer_stack
+from core.optimizer_stacks import DEEPSPEED_TYPES
 from core.plan import Offload, Optimizer, Plan, Strategy
 
 STAGES: Final = {Strategy.DDP: 0, Strategy.ZERO1: 1, Strategy.ZERO2: 2, Strategy.ZERO3: 3}
@@ -127,8 +128,7 @@ def optimizer_section(draft: Draft, auto: bool) -> dict[str, Any]:
     the trainer's own optimizer being ZeRO's client. ``auto`` leaves lr and weight decay to transformers
     (integrations/deepspeed.py fills "auto")."""
     plan = draft.plan
-    stack = optimizer_stack(plan.stack, plan.parallel.strategy, plan.parallel.offload)
-    if stack is not OptimizerStack.ZERO_OFFLOAD or plan.optimizer not in DEEPSPEED_TYPES:
+    if not deepspeed_section_builds(plan):
         return {}
     params: dict[str, Any] = {"lr": "auto", "weight_decay": "auto"} if auto else {"weight_decay": plan.weight_decay}
     if plan.optimizer is Optimizer.ADAM:

@@ -109,7 +109,9 @@ TRAINING_FIELDS: Final = (
         "method.quant",
     ),
     _f("method.weight_dtype", lambda p: p.weight_dtype, lambda p: p.method in (Method.FULL, Method.FROZEN), _ADAPTER),
-    _f("method.base_dtype", lambda p: p.base_dtype, lambda p: p.method is not Method.FULL, _ADAPTER),
+    # Full fine-tuning's only frozen weights: an image-text model's vision tower (core.training.storage).
+    _f("method.base_dtype", lambda p: p.base_dtype, lambda p: p.method is not Method.FULL or p.model.vision_params > 0,
+       _ADAPTER),
     _f("method.adapter_dtype", lambda p: p.adapter_dtype, lambda p: p.adapter_based, _ADAPTER),
     _f("method.autocast", lambda p: p.autocast),
     _f("method.optimizer", lambda p: p.optimizer),

@@ -140,21 +140,24 @@ def _cast_precision(draft: Draft) -> dict[str, Any]:
     Float32 full training is the cast with no AMP key; a freeze run has no float32 counterpart (its float32 blocks
     would meet the frozen 16-bit head without autocast), so bf16 AMP is written for it."""
     plan = draft.plan
-    frozen = plan.method is Method.FROZEN
+    # Frozen blocks, or a full run's frozen vision tower (get_forbidden_modules: not cast, v0.9.4 adapter.py 50-56).
+    frozen = FIELDS_BY_NAME["method.base_dtype"].relevant(plan)
     if (
         plan.autocast is Autocast.NONE
         and plan.weight_dtype is Dtype.BF16
         and (not frozen or plan.base_dtype is Dtype.BF16)
     ):
         return {"bf16": False, "fp16": False, "pure_bf16": True}
-    if plan.autocast is Autocast.NONE and plan.weight_dtype is Dtype.FP32 and not frozen:
+    if plan.autocast is Autocast.NONE and plan.weight_dtype is Dtype.FP32 and plan.method is not Method.FROZEN:
+        if frozen and plan.base_dtype is not Dtype.BF16:  # a full run's vision tower, loaded with torch_dtype auto
+            draft.cannot("method.base_dtype", "the frozen vision tower stays in the checkpoint's dtype, bf16")
         return {"bf16": False, "fp16": False}
     if plan.weight_dtype is not Dtype.FP32:
         draft.cannot("method.weight_dtype", f"{CAST_WHY} (float32 is written)")
     amp = _amp_dtype(draft)
     loaded = Dtype.BF16 if amp is Autocast.BF16 else Dtype.FP16
     if frozen and plan.base_dtype is not loaded:
-        draft.cannot("method.base_dtype", f"the frozen blocks stay in the dtype the model is loaded in, {loaded.value}")
+        draft.cannot("method.base_dtype", f"frozen weights stay in the dtype the model is loaded in, {loaded.value}")
     return {"bf16": amp is Autocast.BF16, "fp16": amp is Autocast.FP16}
 
 

@@ -38,6 +38,7 @@ from core.files.launch.common import (
     optimizer_steps,
     recipes_outside,
 )
+from core.files.launch.fields import FIELDS_BY_NAME
 from core.files.launch.toml_writer import dumps_toml
 from core.files.runconfig.torchtitan import FLOAT8_RECIPES as TITAN_FLOAT8_RECIPES
 from core.files.runconfig.torchtitan import MX_DEFAULT_RECIPE
@@ -163,6 +164,9 @@ def _precision(draft: Draft) -> dict[str, Any]:
     keys: dict[str, Any] = {"dtype": TORCH_DTYPES.get(plan.weight_dtype, "bfloat16")}
     if plan.weight_dtype not in TORCH_DTYPES:
         draft.cannot("method.weight_dtype", "torchtitan stores weights in bfloat16 or float32 (bfloat16 is written)")
+    if FIELDS_BY_NAME["method.base_dtype"].relevant(plan) and plan.base_dtype is not plan.weight_dtype:
+        # A full plan's frozen vision tower (core.training.storage.vision_weight_term): one dtype for every weight.
+        draft.cannot("method.base_dtype", "torchtitan holds every weight in the one dtype written")
     if par.strategy is Strategy.FSDP:
         param = par.fsdp_param_dtype
         keys["mixed_precision_param"] = keys["dtype"] if param is MpDtype.STORED else MP_DTYPES.get(param, "bfloat16")

@@ -24,6 +24,7 @@ from core.files.runconfig.common import (
     recipe_numbers,
     sharding,
 )
+from core.files.runconfig.deepspeed_optimizer import replaced_trainer_optimizer
 from core.files.runconfig.hf import ddp_bucket
 from core.files.runconfig.reading import Taker
 from core.files.runconfig.result import ConfigKind, RunConfig
@@ -174,7 +175,9 @@ def read_axolotl(document: dict[str, Any], where: str) -> RunConfig:
     taker.note("sample_packing", "packing fills every micro-batch row to sequence_len, as the plan assumes")
     taker.note("tf32", "TF32 matmuls change speed, not memory")
     _compile_and_plugins(taker, s)
-    s.update(sharding(taker, odd))
+    strategy = sharding(taker, odd)
+    replaced_trainer_optimizer(taker, odd, s, strategy, "optimizer")
+    s.update(strategy)
     if "sharding" not in s:
         s.update(_fsdp_config(taker))
     elif s["sharding"] == "fsdp" and "offload" not in s:

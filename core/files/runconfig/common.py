@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from core.errors import PlanError, PlanFileError
+from core.files.runconfig.deepspeed_optimizer import deepspeed_optimizer
 from core.files.runconfig.mapping import (
     DTYPES,
     HF_ANYPRECISION,
@@ -324,19 +325,27 @@ SectionReader = Callable[[dict[str, Any], str], dict[str, Any]]
 
 def deepspeed_config(taker: Taker, odd: OddValues, key: str, sections: SectionReader | None = None) -> dict[str, Any]:
     """The strategy a DeepSpeed config under ``key`` sets (RunSettings ``sharding`` and ``offload``, ...), and what
-    ``sections`` reads of the same document (LLaMA-Factory v1's precision)."""
+    ``sections`` reads of the same document (LLaMA-Factory v1's precision and optimizer section: v1 hands
+    DeepSpeed an optimizer of its own, so the trainer's-DummyOptim reading of ``sharding`` is not applied)."""
     found: dict[str, Any] = {}
-    stage = _deepspeed_stage(taker, odd, found, key, sections)
+    stage = _deepspeed_stage(taker, odd, found, key, sections, trainer_optimizer=False)
     if stage is not None:
         found["sharding"] = stage
     return found
 
 
 def _deepspeed_stage(
-    taker: Taker, odd: OddValues, out: dict[str, Any], key: str = "deepspeed", sections: SectionReader | None = None
+    taker: Taker,
+    odd: OddValues,
+    out: dict[str, Any],
+    key: str = "deepspeed",
+    sections: SectionReader | None = None,
+    trainer_optimizer: bool = True,
 ) -> str | None:
     """The ZeRO stage of the DeepSpeed config under ``key`` (inline, or a JSON file in or below the
-    config's folder), with its offload, overlap and bf16 settings (and ``sections``') put into ``out``."""
+    config's folder), with its offload, overlap and bf16 settings (and ``sections``') put into ``out``;
+    ``trainer_optimizer``: a transformers Trainer runs it, building the section's optimizer
+    (core.files.runconfig.deepspeed_optimizer)."""
     value = taker.raw(key)
     if not value:
         return None
@@ -371,6 +380,8 @@ def _deepspeed_stage(
                 break
         out.update(_overlap_comm(taker, zero, int(stage), source))
         out.update(_bf16_master(taker, document.get("bf16"), source))
+    if trainer_optimizer:
+        out.update(deepspeed_optimizer(taker, odd, document, source.removesuffix(": zero_optimization.stage")))
     if sections is not None:
         out.update(sections(document, source.removesuffix(": zero_optimization.stage")))
     return result

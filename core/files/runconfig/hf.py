@@ -23,6 +23,7 @@ from core.files.runconfig.common import (
     recipe_numbers,
     sharding,
 )
+from core.files.runconfig.deepspeed_optimizer import replaced_trainer_optimizer
 from core.files.runconfig.mapping import ATTENTION_KERNELS
 from core.files.runconfig.reading import Taker
 from core.files.runconfig.result import ConfigKind, RunConfig
@@ -30,6 +31,8 @@ from core.files.runconfig.result import ConfigKind, RunConfig
 # TrainingArguments defaults (transformers training_args.py).
 DEFAULT_TRAIN_BATCH: Final = 8
 DEFAULT_EVAL_BATCH: Final = 8
+# transformers 5.25.0 integrations/deepspeed.py deepspeed_optim_sched raises on both.
+ADAFACTOR_AND_SECTION: Final = 'transformers raises "--adafactor was passed, but also found `optimizer` configured"'
 
 # Keys of TrainingArguments / TRL configs with no effect on memory or time per step.
 IRRELEVANT: Final = (
@@ -110,7 +113,11 @@ def take_trainer_args(taker: Taker, odd: OddValues, framework: str) -> dict[str,
     if taker.flag("torch_compile"):  # torch.compile: the blocks save less (core.training.activations, COMPILE_NOTE)
         s["stack"] = "compile"
         taker.record("stack", "compile", "torch_compile")
-    s.update(sharding(taker, odd))
+    strategy = sharding(taker, odd)
+    if "optimizer" in strategy and s["optimizer"] == "adafactor" and taker.flag("adafactor"):
+        raise taker.fail("adafactor", True, f"false beside a DeepSpeed optimizer section ({ADAFACTOR_AND_SECTION})")
+    replaced_trainer_optimizer(taker, odd, s, strategy, "optim")
+    s.update(strategy)
     s.update(ddp_bucket(taker, "ddp_bucket_cap_mb"))
     s.update(_accelerator_config(taker, odd))
     s.update(accelerate_grad_sync(taker, s))

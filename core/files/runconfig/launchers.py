@@ -19,6 +19,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
+from core.files.runconfig.common import OddValues
+from core.files.runconfig.deepspeed_optimizer import deepspeed_optimizer
+from core.files.runconfig.reading import Taker
+
 # A DeepSpeed config's top-level keys that no training config of the readers has at its top level.
 _DEEPSPEED_SIGNS: Final = ("zero_optimization", "train_micro_batch_size_per_gpu", "train_batch_size")
 _OFFLOAD_DEVICES: Final = ("cpu", "nvme")
@@ -50,7 +54,24 @@ def _deepspeed(document: Mapping[str, Any]) -> str:
         if _count(value):
             said.append(f"{key} {value}")
             flags.append(f"{flag} {value}")
+    _optimizer(document, said, flags)
     return _reason("a DeepSpeed config", said, flags, "the training config that names it (its `deepspeed:` key)")
+
+
+def _optimizer(document: Mapping[str, Any], said: list[str], flags: list[str]) -> None:
+    """The optimizer a DeepSpeed config's ``optimizer`` section builds, as the trainer importers read it
+    (core.files.runconfig.deepspeed_optimizer), with the plan options that match it."""
+    if not isinstance(document, dict) or not isinstance(document.get("optimizer"), dict):
+        return
+    found = deepspeed_optimizer(Taker(document, ""), OddValues(), document, "deepspeed")
+    if "optimizer" not in found:
+        return
+    said.append(f"optimizer {str(document['optimizer'].get('type'))[:40]}")
+    flags.append(f"--optimizer {found['optimizer']}")
+    if "optimizer_impl" in found:
+        flags.append(f"--optimizer-impl {found['optimizer_impl']}")
+    if "weight_decay" in found:
+        flags.append(f"--weight-decay {found['weight_decay']:g}")
 
 
 def _accelerate(document: Mapping[str, Any]) -> str:

@@ -103,6 +103,7 @@ def read_llamafactory(document: dict[str, Any], where: str) -> RunConfig:
     s.update(_model_dtype(taker, s["autocast"]))
     s.update(_float32_cast(taker, s))
     s.update(_memory_savers(taker, odd))
+    _multimodal_freezing(taker, odd)
     s.update(_unsloth(taker, s["checkpointing"]))
     if taker.word("stage", "sft, pt, rm, ppo, dpo or kto") not in (None, "sft", "pt"):
         taker.note("stage", "preference and RL stages keep a reference or reward model: not modelled")
@@ -217,6 +218,24 @@ def _float32_cast(taker: Taker, s: dict[str, Any]) -> dict[str, Any]:
     if "trainable_layers" in s and s["autocast"] == "none" and s.get("model_dtype") != "fp32":
         taker.notes.append(FieldRead("note", "freeze", FREEZE_WITHOUT_AMP))
     return out
+
+
+# FinetuningArguments (v0.9.4 hparams/finetuning_args.py lines 493-504) and what the plan holds: the vision tower and
+# projector of an image-text model frozen, the language model trained (core.training.storage.vision_weight_term).
+# model/model_utils/visual.py get_forbidden_modules (lines 159-179) freezes what each names, for registered models.
+MULTIMODAL_FREEZING: Final = (
+    ("freeze_vision_tower", True, "LLaMA-Factory trains the vision tower; the plan holds it frozen"),
+    ("freeze_multi_modal_projector", True, "LLaMA-Factory trains the projector; the plan holds it frozen"),
+    ("freeze_language_model", False, "LLaMA-Factory freezes the language model; the plan trains it"),
+)
+
+
+def _multimodal_freezing(taker: Taker, odd: OddValues) -> None:
+    """What an image-text run freezes: LLaMA-Factory's defaults are the plan's; another choice is listed."""
+    for key, default, why in MULTIMODAL_FREEZING:
+        value = taker.flag(key)
+        if value is not None and value is not default:
+            odd.add(key, value, why)
 
 
 def _memory_savers(taker: Taker, odd: OddValues) -> dict[str, Any]:

@@ -124,7 +124,7 @@ def read_llamafactory_v1(document: dict[str, Any], where: str) -> RunConfig:
     sharding = _sharding(taker, odd, dist)
     engine = sharding.pop("autocast", None)  # DeepSpeed's own precision, read from its file
     full = not taker.has("peft_config")
-    s.update(_precision(taker, full=full, dist=dist, engine=engine, whole=full or "trainable_layers" in s))
+    s.update(_precision(taker, full=full, dist=dist, engine=engine, method=s["method"]))
     s.update(sharding)
     if s.get("trainable_dtype") and dist is None:
         taker.notes.append(FieldRead("note", "freeze", FREEZE_WITHOUT_SHARDING))
@@ -257,13 +257,11 @@ def _freeze(taker: Taker, odd: OddValues, *, cast_back: bool = False) -> dict[st
     return s
 
 
-def _precision(
-    taker: Taker, *, full: bool, dist: str | None, engine: str | None = None, whole: bool = False
-) -> dict[str, Any]:
+def _precision(taker: Taker, *, full: bool, dist: str | None, engine: str | None = None, method: str) -> dict[str, Any]:
     """How the model is held and computed: no autocast anywhere; bf16 reaches only the sharding plugin.
     ``full``: no ``peft_config`` (a freeze run keeps the loaded dtype and casts only its trained blocks).
     ``engine``: DeepSpeed's precision as v1 infers it from the DeepSpeed file (bf16 or none), which decides.
-    ``whole``: full or freeze tuning, whose every weight FSDPTurbo's bf16 cast reaches."""
+    ``method``: the tuning read, whose weights and adapters FSDPTurbo's cast reaches (:func:`_fsdpturbo_cast`)."""
     bf16 = taker.flag("bf16")
     if engine is not None:
         if bf16 is not None:
@@ -271,9 +269,8 @@ def _precision(
         bf16 = engine == "bf16"
     bf16 = True if bf16 is None else bf16
     s: dict[str, Any] = {"autocast": engine or "none"}
-    if whole and dist == "fsdpturbo" and bf16:
-        s["model_dtype"] = "bf16"  # fsdpturbo.py shard_model: model.to(torch.bfloat16)
-        taker.record("model_dtype", "bf16", "dist_config.name: fsdpturbo with bf16 (the model cast to bf16)")
+    if dist == "fsdpturbo":
+        s.update(_fsdpturbo_cast(taker, method, bf16))
     elif full:
         s["model_dtype"] = "fp32"  # model_engine.py: model.to(torch.float32) without peft_config
         taker.record("model_dtype", "fp32", "no peft_config: the model is cast to float32")
@@ -287,6 +284,25 @@ def _precision(
         taker.record("fsdp_reduce_dtype", "fp32", f"{source} (MixedPrecisionPolicy)")
     elif dist is None and bf16:
         taker.note("bf16", "without dist_config bf16 changes nothing: the model trains in the dtype it is held in")
+    return s
+
+
+def _fsdpturbo_cast(taker: Taker, method: str, bf16: bool) -> dict[str, Any]:
+    """FSDPTurbo casts the whole model before sharding it, whatever the tuning
+    (``trainer_plugins/distributed/fsdpturbo.py`` ``FSDPTurboFSDP2Engine.shard_model``, lines 302-307:
+    ``model.to(param_dtype)``, bf16 with ``bf16`` else float32): the weights, and PEFT's adapters, which
+    ``get_lora_model`` (``plugins/model_plugins/peft.py`` line 198: ``get_peft_model`` with PEFT 0.18's
+    ``autocast_adapter_dtype=True``) made float32 first. A bitsandbytes base keeps its 4- or 8-bit codes
+    (``nn.Module.to`` casts floating tensors only)."""
+    dtype = "bf16" if bf16 else "fp32"
+    source = f"dist_config.name: fsdpturbo{' with bf16' if bf16 else ', bf16: false'} (shard_model: model.to({dtype}))"
+    s: dict[str, Any] = {}
+    if method != "qlora":
+        s["model_dtype"] = dtype
+        taker.record("model_dtype", dtype, source)
+    if method in ("lora", "dora", "qlora"):
+        s["adapter_dtype"] = dtype
+        taker.record("adapter_dtype", dtype, source)
     return s
 
 
@@ -309,10 +325,29 @@ def _sharding(taker: Taker, odd: OddValues, dist: str | None) -> dict[str, Any]:
             for key in ("ep_size", "ep_dispatcher", "fsdp_ignored_modules", "hook_modules", "fsdp_implementation"):
                 taker.note(f"dist_config.{key}", "FSDPTurbo's expert parallelism is not modelled")
     elif dist == "deepspeed":
-        s.update(deepspeed_config(taker, odd, "dist_config.config_file", partial(_deepspeed_precision, taker, odd)))
+        s.update(deepspeed_config(taker, odd, "dist_config.config_file", partial(_deepspeed_sections, taker, odd)))
     else:
         odd.add("dist_config.name", dist, "fsdp2, fsdpturbo or deepspeed")
     return s
+
+
+# v1 builds its own torch optimizer and hands it to accelerate (core/base_trainer.py lines 112-116,
+# trainer_plugins/distributed/deepspeed.py DeepSpeedEngine.prepare), which refuses it beside an optimizer section
+# (huggingface/accelerate 16cb6eb8 src/accelerate/accelerator.py line 2246, _prepare_deepspeed).
+OPTIMIZER_SECTION_REFUSED: Final = (
+    "accelerate refuses it beside the optimizer v1 builds: 'You cannot specify an optimizer in the config file and "
+    "in the code at the same time'"
+)
+
+
+def _deepspeed_sections(taker: Taker, odd: OddValues, document: dict[str, Any], where: str) -> dict[str, Any]:
+    """What v1 reads of its DeepSpeed file beyond the ZeRO stage: the precision, and an optimizer section listed
+    (the run stops at accelerate's prepare)."""
+    if "optimizer" in document:
+        section = document["optimizer"]
+        shown = section.get("type", section) if isinstance(section, dict) else section
+        odd.add(f"{where}: optimizer", shown, OPTIMIZER_SECTION_REFUSED)
+    return _deepspeed_precision(taker, odd, document, where)
 
 
 def _deepspeed_precision(taker: Taker, odd: OddValues, document: dict[str, Any], where: str) -> dict[str, Any]:

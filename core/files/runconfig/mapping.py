@@ -170,12 +170,15 @@ def roles_for(plan: Plan, model_dtype: str | None, settings: RunSettings) -> Pre
         return None
     stored = Dtype(model_dtype) if model_dtype is not None else plan.weight_dtype
     trained = Dtype(settings.trainable_dtype) if settings.trainable_dtype else stored
-    # Full tuning casts every weight it trains, which is all of them: no frozen base is left in the loaded dtype
-    # (the plan reads no base dtype for full tuning), so the roles are the preset the run is.
+    # Full tuning casts every weight it trains, which is all of them: no frozen base is left in the loaded dtype,
+    # so the roles are the preset the run is. An image-text checkpoint's frozen vision tower is the exception: the
+    # cast leaves it as loaded (LLaMA-Factory v0.9.4 model/adapter.py _setup_full_tuning lines 50-56), and a full
+    # plan stores the tower in its base dtype (core.training.storage.vision_weight_term).
     whole = settings.method == "full" and settings.trainable_layers is None
+    tower_as_loaded = whole and bool(settings.trainable_dtype) and plan.model.vision_params > 0
     return PrecisionRoles(
         weight_dtype=trained,
-        base_dtype=trained if whole else stored,
+        base_dtype=trained if whole and not tower_as_loaded else stored,
         adapter_dtype=Dtype(settings.adapter_dtype) if settings.adapter_dtype else Dtype.FP32,
         autocast=Autocast(settings.autocast) if settings.autocast else plan.autocast,
     )
