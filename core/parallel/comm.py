@@ -912,6 +912,11 @@ def _torch_ring_traffic(step: _Step) -> _Traffic:
 # (torch/_inductor/config.py, pytorch/pytorch@000091cf; the "sink_waits" / "raise_comms" passes run only with it),
 # and torchtitan 9dec370 sets no inductor option but ``_micro_pipeline_tp`` (parallelize_llama.py L204). So the
 # K/V all-gather (or each all-to-all send) and every float32 dK/dV send run alone, the compute stream waiting.
+# The blocks stay compiled from step to step although train.py slices ``world_mesh["cp"]`` afresh every step
+# (L270-271) and the patched SDPA closes over that mesh: dynamo guards a DeviceMesh with EQUALS_MATCH and
+# DeviceMesh.__eq__ compares ranks, shape, device type and dim names, not identity (torch/_dynamo/variables/
+# builder.py and torch/distributed/device_mesh.py in the 2.5.1 and 2.6.0 wheels, which bracket the runs' nightly
+# 1963fc8 of 2024-12-23), so the closure's guard passes on every step's new slice: no per-step recompile.
 _RING_TRACED: Final = (
     "Context parallel (PyTorch ring attention) under torch.compile: the ring is traced into the compiled block, "
     "where each collective is waited for where it is issued (functional collectives' wait_tensor while tracing; "

@@ -126,6 +126,22 @@ def test_under_torch_compile_every_ring_collective_is_waited_for_where_it_is_iss
         assert any("under torch.compile" in a and "exposed whole" in a for a in compiled.assumptions)
 
 
+def test_the_compile_rule_holds_whether_the_cp_mesh_is_the_world_mesh_or_a_fresh_slice_of_it() -> None:
+    # torchtitan 9dec370 train.py L270-271 hands context_parallel ``world_mesh["cp"]`` every step. At CP 8 on 8 GPUs
+    # (Table 2's last row, FSDP 1) ParallelDims.build_mesh makes a 1-D mesh named ("cp",) and DeviceMesh.__getitem__
+    # returns the mesh itself; with TP 8 beside CP 8 (Table 6's 405B) it builds a new sub-mesh every step (torch 2.6.0,
+    # pytorch/pytorch@2236df17 torch/distributed/device_mesh.py L709-710 and create_sub_mesh L148-161). The patched
+    # SDPA closes over that mesh; dynamo guards it with EQUALS_MATCH (torch/_dynamo/variables/builder.py L937-940 at
+    # 2.6.0, L891-894 at 2.5.1, pytorch/pytorch@a8d6afb5) and DeviceMesh.__eq__ compares ranks, shape, device type and
+    # names (L643-656), so neither layout recompiles per step: the compiled block, and the rule, are the same for both.
+    for plan in (_cp_plan(cp=8), _405b_cp8()):
+        assert plan.stack is Stack.COMPILE and plan.parallel.context_parallel == 8
+        comm = step_communication(plan, param_counts(plan), 100.0, 1 / 3, attention_share=0.4)
+        ring = [t for t in comm.terms if t.label.startswith("context-parallel")]
+        assert len(ring) == 2 and not any(t.overlapped or t.unhidden_seconds for t in ring)
+        assert any("under torch.compile" in a and "exposed whole" in a for a in comm.assumptions)
+
+
 # ---- the files, the command line -----------------------------------------------------------
 def test_a_plan_file_keeps_the_method_and_an_older_file_reads_allgather(tmp_path: Path) -> None:
     plan = _cp_plan(cp=8).with_parallel(cp_rotate_method=CpRotate.ALLTOALL)
