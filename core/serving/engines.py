@@ -856,12 +856,17 @@ def _vllm_formula(plan: Plan, gpu: GpuSpec, layout: RankLayout, pool: VllmPool, 
     return (
         f"vLLM {inf.vllm_version.value} ({era.name}), in GiB as vLLM logs them: KV pool = {share}"
         f" − weights {layout.weights_bytes / GiB:.2f} − activation peak "
-        f"{pool.activation / GiB:.2f} − non-torch {pool.non_torch / GiB:.2f}{counted}{graphs} = "
+        f"{pool.activation / GiB:.2f}{_cold_words(pool)} − non-torch {pool.non_torch / GiB:.2f}{counted}{graphs} = "
         f"{max(budget, 0) / GiB:.2f} GiB; "
         f"{pool.blocks:,} blocks of {pool.groups.size} layers × {pool.block_size} = GPU KV cache size "
         f"{pool.kv_tokens:,} tokens; "
         f"maximum concurrency for {inf.context:,} tokens per request: {pool.concurrency:.2f}x{hybrid}{after}"
     )
+
+
+def _cold_words(pool: VllmPool) -> str:
+    """The cold compile's share of the profiled peak, for the formula (a cold plan's compile cache)."""
+    return f" (with a cold torch.compile's {pool.cold_compile / GiB:.2f})" if pool.cold_compile else ""
 
 
 def _sglang_fraction_words(inf: Inference, gpu: GpuSpec, launch: Launch = TEXT_LAUNCH) -> str:

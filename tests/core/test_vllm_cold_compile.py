@@ -74,6 +74,8 @@ def test_a_plan_planned_cold_holds_the_term_and_is_not_warned() -> None:
     lost = estimate(warm).inference.kv_cache_bytes - estimate(cold).inference.kv_cache_bytes
     # whole 16-token blocks of 36 layers x 2,048 bytes a layer-token (Qwen2.5-3B: 2 KV heads of 128, bf16)
     assert lost == pytest.approx(DEFAULT_FIT.vllm_cold_compile_bytes[COLD_COMPILE_PEAK], abs=16 * 36_864)
+    assert "(with a cold torch.compile's 0.55)" in estimate(cold).inference.formula
+    assert "cold torch.compile" not in estimate(warm).inference.formula
     labels = [t.label for b in estimate(cold).inference.buckets for t in b.terms]
     assert "cold torch.compile" in labels and "cold torch.compile" not in [
         t.label for b in estimate(warm).inference.buckets for t in b.terms
