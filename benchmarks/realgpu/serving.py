@@ -55,7 +55,7 @@ from core.dtypes import GgmlType, GgufQuant  # noqa: E402
 from core.hfconfig import model_from_hf_config  # noqa: E402
 from core.model import ModelSpec  # noqa: E402
 from core.params import param_counts  # noqa: E402
-from core.plan import Attention, CompileCache, Engine, Hardware, Inference, Plan, Platform, VllmVersion  # noqa: E402
+from core.plan import Attention, CompileCache, Engine, Hardware, Inference, Plan, Platform  # noqa: E402
 from core.runtime import CUDA_CONTEXT_BYTES  # noqa: E402
 from core.serving import engines as serving_engines  # noqa: E402
 from core.serving import releases  # noqa: E402
@@ -83,6 +83,7 @@ from core.serving.llamacpp import (  # noqa: E402
 )
 from core.serving.speed import cycles_key, engine_family, kquant_matvec_seconds  # noqa: E402
 from core.serving.vllm_rules import (  # noqa: E402
+    GRAPH_ESTIMATE_IN_POOL_FROM,
     VLLM_BLOCK_SIZE,
     VLLM_CUDA_GRAPH_BYTES,
     non_torch_line_key,
@@ -1074,7 +1075,7 @@ def graph_estimate_table() -> str:
 # cold plan, the cold-compile term (core.serving.fit COLD_COMPILE_PEAK), where it set the fixed 0.84 GiB aside for
 # every start until h94cold (docs/SERVING.md). Adopted because, leave one source out, it scores those logs better as a
 # whole and takes none out of its 5 % band; the rows before -> after, each with the constants fitted without its source.
-GRAPH_RULE_FROM: Final = VllmVersion.V0_21
+GRAPH_RULE_FROM: Final = GRAPH_ESTIMATE_IN_POOL_FROM  # 0.20: no log of that line in the corpus
 
 
 def _fixed_graphs(*_args: object, **_kwargs: object) -> float:

@@ -176,9 +176,13 @@ VLLM_GRAPH_STEP_FROM: Final = 256
 # 0.28.0 2cf0a6915, read again in 0.29.0 and 0.30.0, 1024 on device capability family 100, datacenter
 # Blackwell), then at most max_num_batched_tokens.
 # The releases whose pool takes vllm_graph_estimate in place of VLLM_CUDA_GRAPH_BYTES: those that apply the estimate
-# by default ("CUDA graph memory profiling is enabled (default since v0.21.0)", the 0.30.0 start-up log of
-# eslam-ahmed43/llm-lab@0f01b47 logs/vllm_server.log; docs/SERVING.md h94cold for the leave-one-source-out check).
-GRAPH_ESTIMATE_IN_POOL_FROM: Final = VllmVersion.V0_21
+# by default. The logs say "CUDA graph memory profiling is enabled (default since v0.21.0)" (eslam-ahmed43/llm-lab
+# @0f01b47 logs/vllm_server.log, 0.30.0), but the 0.20.2 wheel (bc150f502) already prints that line, defaults
+# VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS to "1" (vllm/envs.py) and applies the estimate in gpu_worker.py
+# determine_available_memory, with _set_cudagraph_sizes, profile_cudagraph_memory and initialize_cudagraph_keys
+# identical to 0.21.0's (ad7125a43): the 0.20 line, as VllmEra.graphs_before_kv has it. docs/SERVING.md h94cold
+# for the leave-one-source-out check (no 0.20 log is in the corpus).
+GRAPH_ESTIMATE_IN_POOL_FROM: Final = VllmVersion.V0_20
 VLLM_GRAPH_CEILING: Final = 512
 VLLM_GRAPH_CEILING_SM100: Final = 1024
 VLLM_GRAPH_CEILING_SM100_FROM: Final = VllmVersion.V0_28
