@@ -1071,7 +1071,7 @@ def graph_estimate_table() -> str:
     return "\n".join(lines)
 
 
-# The pool of the 0.21+ releases sets the CUDA-graph rule aside (core.serving.vllm_rules.vllm_graph_reserve) and, on a
+# The pool of the 0.20+ releases sets the CUDA-graph rule aside (core.serving.vllm_rules.vllm_graph_reserve) and, on a
 # cold plan, the cold-compile term (core.serving.fit COLD_COMPILE_PEAK), where it set the fixed 0.84 GiB aside for
 # every start until h94cold (docs/SERVING.md). Adopted because, leave one source out, it scores those logs better as a
 # whole and takes none out of its 5 % band; the rows before -> after, each with the constants fitted without its source.
@@ -1084,7 +1084,7 @@ def _fixed_graphs(*_args: object, **_kwargs: object) -> float:
 
 def graph_rule_rows(cases: list[Case]) -> list[tuple[Case, float, float]]:
     """(case, predicted as before h94cold: the fixed 0.84 GiB and no cold-compile term, predicted now) for every KV
-    log of a 0.21+ vLLM plan, each with the constants fitted without its source."""
+    log of a 0.20+ vLLM plan, each with the constants fitted without its source."""
     drivers, graphs = driver_observations(), graph_observations()
     out = []
     for case in cases:
@@ -2765,7 +2765,7 @@ def report(
     parts += [graph_estimate_table()]
     if cases is not None:
         parts += ["\n## vLLM: what each cold torch.compile start implies (the cold-compile term)\n", cold_table(cases)]
-        parts += ["\n## vLLM 0.21+ KV tokens: the fixed 0.84 GiB before, the CUDA-graph rule and the cold term now\n"]
+        parts += ["\n## vLLM 0.20+ KV tokens: the fixed 0.84 GiB before, the CUDA-graph rule and the cold term now\n"]
         parts += [graph_rule_table(cases)]
     parts += ["\n## Not expressible\n", unexpressed_table(unexpressed())]
     parts += ["\n## Constants fitted on every source\n", fit_table(fit)]
