@@ -632,6 +632,15 @@ class PrefixCaching(StrEnum):
     OFF = "off"  # --no-enable-prefix-caching
 
 
+class CompileCache(StrEnum):
+    """Whether vLLM V1 finds its torch.compile artefacts on disk at start-up (``VLLM_CACHE_ROOT``, ~/.cache/vllm by
+    default): the compile of a cold start runs inside the profile that sizes the KV cache
+    (core.serving.vllm_versions.compiles_in_profile), a warm one loads the AOT artefact instead."""
+
+    WARM = "warm"  # a restart with the cache of an earlier start of the same model and settings
+    COLD = "cold"  # a first start, a container that keeps no cache, or VLLM_DISABLE_COMPILE_CACHE=1
+
+
 class TorchVersion(StrEnum):
     """The PyTorch releases whose memory rules differ, oldest first (:func:`torch_before` reads the order): the
     collectives' buffers (docs/REAL_GPU_MEMORY.md "The PyTorch release and TORCH_NCCL_AVOID_RECORD_STREAMS";
@@ -905,6 +914,10 @@ PREFIX_CACHING_LABELS: Final = {
     PrefixCaching.DEFAULT: "engine default",
     PrefixCaching.ON: "on",
     PrefixCaching.OFF: "off",
+}
+COMPILE_CACHE_LABELS: Final = {
+    CompileCache.WARM: "warm (a restart)",
+    CompileCache.COLD: "cold (first start)",
 }
 LLAMACPP_BACKEND_LABELS: Final = {
     LlamaCppBackend.NATIVE: "CUDA / Metal (the card's own)",
@@ -2557,6 +2570,17 @@ INPUTS: Final[tuple[Input, ...]] = (
           ("--cuda-graphs",), "vLLM / SGLang: capture CUDA graphs (default on; --no-cuda-graphs: vLLM "
           "--enforce-eager, SGLang --disable-cuda-graph)",
           matters=lambda p: p.inference.engine in (Engine.VLLM, Engine.SGLANG)),
+    Input("inference.compile_cache", Kind.ENUM, "Compile cache", "vLLM compile cache", CompileCache.WARM,
+          "Whether vLLM finds its torch.compile cache (~/.cache/vllm, or VLLM_CACHE_ROOT) from an earlier start of "
+          "the same model and settings. Cold: the first start, a container that does not keep that folder, or "
+          "VLLM_DISABLE_COMPILE_CACHE=1. A cold start compiles inside the profiling run that sizes the KV cache, "
+          "and Inductor's autotuning there raises the profiled peak, so the KV cache gets that much less; a warm "
+          "start loads the compiled model instead. V1 releases with CUDA graphs on only (--enforce-eager compiles "
+          "nothing).",
+          ("--compile-cache",), "vLLM V1: torch.compile cache at start-up (warm: a restart; cold: a first start, "
+          "or a container without ~/.cache/vllm)",
+          labels=COMPILE_CACHE_LABELS,
+          matters=lambda p: p.inference.engine is Engine.VLLM and vllm_v1(p) and p.inference.cuda_graphs),
     Input("inference.prefix_caching", Kind.ENUM, "Prefix caching", "vLLM prefix caching", PrefixCaching.DEFAULT,
           "vLLM's --[no-]enable-prefix-caching. It changes the pool of a hybrid model (Mamba-2 or Gated DeltaNet "
           "beside attention): with it a request keeps two or three recurrent-state blocks (mamba_cache_mode "

@@ -55,6 +55,7 @@ from core.inputs import (
     Accounting,
     Attention,
     CheckpointPolicy,
+    CompileCache,
     CpRotate,
     Engine,
     Float8,
@@ -145,6 +146,7 @@ __all__ = [
     "Attention",
     "CacheType",
     "CheckpointPolicy",
+    "CompileCache",
     "CpRotate",
     "Engine",
     "Float8",
@@ -1399,6 +1401,8 @@ class Inference:
     # vLLM --enforce-eager / SGLang --disable-cuda-graph when False (core.serving.vllm_versions.graphs_captured)
     cuda_graphs: bool = DEFAULTS["inference.cuda_graphs"]
     prefix_caching: PrefixCaching = DEFAULTS["inference.prefix_caching"]  # vLLM; DEFAULT: the release's own
+    # vLLM V1: the torch.compile cache a start finds (COLD: compiled inside the profile, core.serving.engines.vllm_pool)
+    compile_cache: CompileCache = DEFAULTS["inference.compile_cache"]
     sglang_version: SglangVersion = DEFAULTS["inference.sglang_version"]  # the release whose fraction applies
     # SGLang --enable-multimodal: Gemma 3 / Llama 4 served with images (core.serving.sglang_versions.is_multimodal)
     sglang_enable_multimodal: bool = DEFAULTS["inference.sglang_enable_multimodal"]

@@ -141,6 +141,9 @@ OPTIONAL_KEYS: Final = (
             # a context past the model's limit allowed (branch h89ctx): a file without it sets neither engine's
             # variable, as every earlier release planned
             "long_context",
+            # vLLM's compile cache (branch h94cold): a file without it plans a warm restart, as every earlier
+            # release planned
+            "compile_cache",
         )
     )
     | frozenset(

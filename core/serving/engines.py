@@ -52,7 +52,7 @@ from core.runtime import (
     runs_mps,
     runtime_names,
 )
-from core.serving.fit import DEFAULT_FIT, ServingFit, link_class
+from core.serving.fit import COLD_COMPILE_PEAK, DEFAULT_FIT, ServingFit, link_class
 from core.serving.gptq import after_loading_delta, cuda_old_dequant_bytes
 from core.serving.kv import (
     cached_positions,
@@ -90,6 +90,7 @@ from core.serving.vllm_rules import (
     mxfp4_padding,
     sampler_path,
     vllm_blocks_per_request,
+    vllm_graph_reserve,
     vllm_kv_groups,
     vllm_non_torch_bytes,
     vllm_sampler_bytes,
@@ -98,9 +99,9 @@ from core.serving.vllm_rules import (
 )
 from core.serving.vllm_versions import (
     CAPACITY_TOKENS_FROM,
-    COLD_COMPILE_SEEN_GIB,
     at_least,
     chunked_groups,
+    cold_compile_planned,
     compiles_in_profile,
     counts_others_as_non_torch,
     default_block_size,
@@ -542,6 +543,7 @@ class VllmPool:
     batched: int
     seqs: int
     margin: float = 0.0  # 0.34's sizing margin kept free beside the reserve
+    cold_compile: float = 0.0  # a cold compile's share of ``activation`` (core.serving.fit COLD_COMPILE_PEAK)
     block_size: int = VLLM_BLOCK_SIZE  # tokens per block
 
     @property
@@ -568,7 +570,12 @@ def vllm_pool(plan: Plan, gpu: GpuSpec, layout: RankLayout, fit: ServingFit) -> 
     non_torch = vllm_non_torch_bytes(inf, serving_link(inf, gpu), fit)
     if counts_others_as_non_torch(inf.vllm_version):  # 0.8 - 0.9: total - free - torch (vllm_versions)
         non_torch += plan.hardware.held_by_others
-    graphs = VLLM_CUDA_GRAPH_BYTES if graphs_before_kv(inf, model) else 0.0
+    graphs = 0.0
+    if graphs_before_kv(inf, model):
+        graphs = vllm_graph_reserve(layout.layers, seqs, batched, gpu.id, inf.vllm_version, fit)
+    # A cold compile inside the profiling forward raises its peak (core.serving.fit COLD_COMPILE_PEAK).
+    cold = fit.vllm_cold_compile_bytes[COLD_COMPILE_PEAK] if cold_compile_planned(inf) else 0.0
+    activation += cold
     budget = requested - layout.weights_bytes - activation - non_torch - graphs
     margin = 0.0
     if era.measured:
@@ -614,6 +621,7 @@ def vllm_pool(plan: Plan, gpu: GpuSpec, layout: RankLayout, fit: ServingFit) -> 
         seqs=seqs,
         margin=margin,
         block_size=block_size,
+        cold_compile=cold,
     )
 
 
@@ -732,7 +740,7 @@ def _vllm_started(plan: Plan, gpu: GpuSpec, layout: RankLayout, fit: ServingFit)
                 )
             ],
         ),
-        make_bucket(BucketKey.ACTIVATIONS, [Term("profiled activation peak", "profile run", pool.activation)]),
+        make_bucket(BucketKey.ACTIVATIONS, _vllm_activation_terms(pool)),
         make_bucket(BucketKey.OVERHEAD, overhead_terms),
     )
     return EngineMemory(
@@ -754,10 +762,20 @@ def _vllm_started(plan: Plan, gpu: GpuSpec, layout: RankLayout, fit: ServingFit)
         max_num_seqs=pool.seqs,
         max_num_batched_tokens=batched,
         formula=_vllm_formula(plan, gpu, layout, pool, fit),
-        cuda_graph_bytes=VLLM_CUDA_GRAPH_BYTES if graphs_captured(inf) else 0.0,
+        cuda_graph_bytes=(pool.graphs_reserved or VLLM_CUDA_GRAPH_BYTES) if graphs_captured(inf) else 0.0,
         parts=parts,
         refusal=vllm_kv_refusal(plan, pool),
     )
+
+
+def _vllm_activation_terms(pool: VllmPool) -> list[Term]:
+    """The profiled peak, and on a cold plan the cold compile's part of it apart."""
+    if not pool.cold_compile:
+        return [Term("profiled activation peak", "profile run", pool.activation)]
+    return [
+        Term("profiled activation peak", "profile run", pool.activation - pool.cold_compile),
+        Term("cold torch.compile", "compiled inside the profile run (compile cache cold)", pool.cold_compile),
+    ]
 
 
 def vllm_kv_refusal(plan: Plan, pool: VllmPool) -> StartRefusal | None:
@@ -861,12 +879,17 @@ def _vllm_formula(plan: Plan, gpu: GpuSpec, layout: RankLayout, pool: VllmPool, 
     return (
         f"vLLM {inf.vllm_version.value} ({era.name}), in GiB as vLLM logs them: KV pool = {share}"
         f" − weights {layout.weights_bytes / GiB:.2f} − activation peak "
-        f"{pool.activation / GiB:.2f} − non-torch {pool.non_torch / GiB:.2f}{counted}{graphs} = "
+        f"{pool.activation / GiB:.2f}{_cold_words(pool)} − non-torch {pool.non_torch / GiB:.2f}{counted}{graphs} = "
         f"{max(budget, 0) / GiB:.2f} GiB; "
         f"{pool.blocks:,} blocks of {pool.groups.size} layers × {pool.block_size} = GPU KV cache size "
         f"{pool.kv_tokens:,} tokens; "
         f"maximum concurrency for {inf.context:,} tokens per request: {pool.concurrency:.2f}x{hybrid}{after}"
     )
+
+
+def _cold_words(pool: VllmPool) -> str:
+    """The cold compile's share of the profiled peak, for the formula (a cold plan's compile cache)."""
+    return f" (with a cold torch.compile's {pool.cold_compile / GiB:.2f})" if pool.cold_compile else ""
 
 
 def _sglang_fraction_words(inf: Inference, gpu: GpuSpec, launch: Launch = TEXT_LAUNCH) -> str:
@@ -1040,29 +1063,33 @@ def _sglang_context(plan: Plan, tokens: int) -> int:
     return min(max(0, largest_fitting(all_fit, MAX_CONTEXT, tokens // n)), model.max_position_embeddings)
 
 
-def cold_compile_warning(plan: Plan, served: InferenceEstimate) -> str:
-    """The sentence for a vLLM plan whose release compiles the model inside the memory profile that
-    sizes the KV cache (core.serving.vllm_versions.compiles_in_profile), when a cold start would serve
-    fewer of the plan's requests at once than ``served`` (the warm start) does; else "". The tokens are
-    COLD_COMPILE_SEEN_GIB, the cost a published cold start paid, at this plan's KV bytes per token."""
+def cold_compile_warning(plan: Plan, served: InferenceEstimate, fit: ServingFit = DEFAULT_FIT) -> str:
+    """The sentence for a vLLM plan planned warm (core.inputs.CompileCache) whose release compiles the model inside
+    the memory profile that sizes the KV cache (core.serving.vllm_versions.compiles_in_profile), when a cold start
+    would serve fewer of the plan's requests at once than ``served`` (the warm start) does; else "" (and on a cold
+    plan, whose estimate holds the cold compile already). The tokens are the fitted cold-compile peak
+    (core.serving.fit COLD_COMPILE_PEAK, what a cold plan's pool loses) at this plan's KV bytes per token."""
     inf = plan.inference
     if inf.engine is not Engine.VLLM or runs_mps(plan.hardware.gpu) or not compiles_in_profile(inf.vllm_version):
         return ""
-    if not graphs_captured(inf):  # --enforce-eager compiles nothing (core.serving.vllm_versions.graphs_captured)
+    if not graphs_captured(inf) or cold_compile_planned(inf):  # --enforce-eager compiles nothing; cold: estimated
         return ""
     layout = rank_layout(plan)
-    tokens = COLD_COMPILE_SEEN_GIB * GiB / (layout.kv_token_layer_bytes * layout.layers)
+    cold_bytes = fit.vllm_cold_compile_bytes[COLD_COMPILE_PEAK]
+    tokens = cold_bytes / (layout.kv_token_layer_bytes * layout.layers)
     pool = served.kv_cache_tokens
     if pool <= 0 or not served.max_concurrent:
         return ""  # no request fits even warm: the verdict says so
-    at_once = int(served.max_concurrent * max(0.0, pool - tokens) / pool)
+    # whole requests of the cold pool, no more than the warm plan's own limit (max_num_seqs)
+    at_once = min(served.max_concurrent, int(served.max_concurrency * max(0.0, pool - tokens) / pool))
     if at_once >= inf.concurrent:
         return ""  # the plan's requests still fit at once after a cold start
     cold = (
         f"vLLM {inf.vllm_version.value} compiles the model (torch.compile) inside the forward that sizes the KV "
-        f"cache: a first start with a cold compile cache (a new model or settings, or no ~/.cache/vllm kept) can "
-        f"leave about {tokens:,.0f} fewer KV tokens ({COLD_COMPILE_SEEN_GIB:.2f} GiB, a published vLLM 0.29.0 "
-        "cold start; larger models have lost several GiB): "
+        "cache, and this plan is planned warm (a restart that finds ~/.cache/vllm): a first start with a cold compile "
+        f"cache (a new model or settings, or no ~/.cache/vllm kept) can leave about {tokens:,.0f} fewer KV tokens "
+        f"({cold_bytes / GiB:.2f} GiB, the median of five published cold starts; larger models have lost several "
+        "GiB; --compile-cache cold plans it): "
     )
     if served.max_concurrency * max(0.0, pool - tokens) / pool < 1:  # h88fix: not "about 0 of the 32 requests"
         return cold + (

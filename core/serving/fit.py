@@ -199,6 +199,20 @@ DEFAULT_LAUNCH: Final = _frozen({"cuda-graphs": 0.0, "eager": 0.74e-6, HF_HOST_L
 GRAPH_PER_LAYER: Final = "per-layer-graph"
 DEFAULT_GRAPHS: Final = _frozen({GRAPH_PER_LAYER: 0.1375 * MiB})
 
+# What a cold torch.compile adds to vLLM V1's profiled peak (Inductor's compile and autotuning inside the profiling
+# forward: core.serving.vllm_versions.compiles_in_profile), on a plan whose compile cache is cold
+# (core.inputs.CompileCache): the median of what each one-GPU cold start implies (benchmarks/realgpu/serving.py
+# cold_observations; each log's compile state is its engine_logs.json record's "compile" field): the A100 notes'
+# vLLM 0.31.0 Llama-3.1-8B, printed peak activation 1.44 GiB less the planner's warm peak and the graph rule, 0.84;
+# Freshair's 0.29.0 Qwen3-4B, 1.09 less its warm peak and its printed 0.38 GiB estimate, 0.55; GIO443's 0.30.0
+# Qwen2.5-1.5B, what --enforce-eager freed (1.08 GiB, its README) less the graph rule, 0.76; Tegdam's 0.29.0
+# Qwen2.5-3B-AWQ pair, cold less warm peak activation (0.67 - 0.22), 0.45; NnamdiOdozi's 0.22.1 Qwen3-30B-A3B on an
+# H100, which prints no split, the term its KV tokens imply, 0.08. Fitted, not bounded from Inductor's source
+# (what its autotuning allocates depends on the kernels it benchmarks); larger models have lost more (vLLM issue
+# #54122, 1CatAI/1Cat-vLLM PR #518).
+COLD_COMPILE_PEAK: Final = "cold-compile-peak"
+DEFAULT_COLD_COMPILE: Final = _frozen({COLD_COMPILE_PEAK: 0.55 * GiB})
+
 
 @dataclass(frozen=True)
 class ServingFit:
@@ -224,6 +238,8 @@ class ServingFit:
     # vLLM 0.20+'s CUDA-graph estimate per decoder layer per captured graph
     # (core.serving.vllm_rules.vllm_graph_estimate).
     vllm_graph_bytes: Mapping[str, float] = field(default_factory=lambda: DEFAULT_GRAPHS)
+    # What a cold torch.compile adds to vLLM V1's profiled peak (core.serving.engines.vllm_pool, cold plans).
+    vllm_cold_compile_bytes: Mapping[str, float] = field(default_factory=lambda: DEFAULT_COLD_COMPILE)
 
 
 DEFAULT_FIT: Final = ServingFit()

@@ -175,6 +175,14 @@ VLLM_GRAPH_STEP_FROM: Final = 256
 # max_cudagraph_capture_size = min(max_num_seqs x 2, 512) (0.21.0 - 0.27.1: vllm/config/vllm.py; from
 # 0.28.0 2cf0a6915, read again in 0.29.0 and 0.30.0, 1024 on device capability family 100, datacenter
 # Blackwell), then at most max_num_batched_tokens.
+# The releases whose pool takes vllm_graph_estimate in place of VLLM_CUDA_GRAPH_BYTES: those that apply the estimate
+# by default. The logs say "CUDA graph memory profiling is enabled (default since v0.21.0)" (eslam-ahmed43/llm-lab
+# @0f01b47 logs/vllm_server.log, 0.30.0), but the 0.20.2 wheel (bc150f502) already prints that line, defaults
+# VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS to "1" (vllm/envs.py) and applies the estimate in gpu_worker.py
+# determine_available_memory, with _set_cudagraph_sizes, profile_cudagraph_memory and initialize_cudagraph_keys
+# identical to 0.21.0's (ad7125a43): the 0.20 line, as VllmEra.graphs_before_kv has it. docs/SERVING.md h94cold
+# for the leave-one-source-out check (no 0.20 log is in the corpus).
+GRAPH_ESTIMATE_IN_POOL_FROM: Final = VllmVersion.V0_20
 VLLM_GRAPH_CEILING: Final = 512
 VLLM_GRAPH_CEILING_SM100: Final = 1024
 VLLM_GRAPH_CEILING_SM100_FROM: Final = VllmVersion.V0_28
@@ -221,10 +229,20 @@ def vllm_graph_estimate(
     layers: int, seqs: int, batched: int, gpu_id: str, version: VllmVersion, fit: ServingFit = DEFAULT_FIT
 ) -> float:
     """The CUDA-graph estimate vLLM 0.20+ sets aside before the KV cache (profile_cudagraph_memory): the
-    fitted bytes per layer per graph times the rank's layers and the graphs captured. Not yet what the pool
-    subtracts (that is still VLLM_CUDA_GRAPH_BYTES): in its place the 0.21+ logs' KV tokens get worse as a whole,
-    since the fixed 0.84 GiB also covers a cold compile's transient peak (docs/SERVING.md, h93graph)."""
+    fitted bytes per layer per graph times the rank's layers and the graphs captured."""
     return fit.vllm_graph_bytes[GRAPH_PER_LAYER] * layers * vllm_graph_count(seqs, batched, gpu_id, version)
+
+
+def vllm_graph_reserve(
+    layers: int, seqs: int, batched: int, gpu_id: str, version: VllmVersion, fit: ServingFit = DEFAULT_FIT
+) -> float:
+    """What the pool sets aside for CUDA graphs where the release does so before the KV cache: the rule
+    (vllm_graph_estimate) from GRAPH_ESTIMATE_IN_POOL_FROM; before it the fixed VLLM_CUDA_GRAPH_BYTES. The rule
+    takes the fixed figure's place only beside the cold-compile term (a cold plan's own, core.serving.fit
+    COLD_COMPILE_PEAK), which the fixed 0.84 GiB had also stood in for (docs/SERVING.md, h93graph and h94cold)."""
+    if at_least(version, GRAPH_ESTIMATE_IN_POOL_FROM):
+        return vllm_graph_estimate(layers, seqs, batched, gpu_id, version, fit)
+    return VLLM_CUDA_GRAPH_BYTES
 
 
 def vllm_total_memory(gpu: GpuSpec, fit: ServingFit = DEFAULT_FIT, platform: Platform = Platform.LINUX) -> float:

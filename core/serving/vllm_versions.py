@@ -70,7 +70,7 @@ from core.catalogue import amd_target
 from core.dtypes import WeightFormat
 from core.inputs import VLLM_V1_FROM
 from core.model import ModelSpec
-from core.plan import Inference, VllmVersion
+from core.plan import CompileCache, Engine, Inference, VllmVersion
 from core.serving import releases
 
 
@@ -360,6 +360,17 @@ def counts_others_as_non_torch(version: VllmVersion) -> bool:
 def compiles_in_profile(version: VllmVersion) -> bool:
     """Whether this release line compiles the model inside the memory profile (every V1 line)."""
     return at_least(version, COLD_COMPILE_IN_PROFILE_FROM)
+
+
+def cold_compile_planned(inf: Inference) -> bool:
+    """Whether the plan's start compiles cold inside the memory profile: vLLM V1 with torch.compile on (no
+    --enforce-eager: graphs_captured) and the plan's compile cache cold (core.inputs.CompileCache)."""
+    return (
+        inf.engine is Engine.VLLM
+        and compiles_in_profile(inf.vllm_version)
+        and graphs_captured(inf)
+        and inf.compile_cache is CompileCache.COLD
+    )
 
 
 # The modalities each family's tower serves (0.19.0's ``_mark_tower_model(vllm_config, ...)`` calls): the

@@ -54,6 +54,8 @@ class ServingForm(PlanForm):
         # vLLM --enforce-eager / SGLang --disable-cuda-graph, and vLLM's prefix caching (a hybrid's state blocks).
         self.cuda_graphs = self.add_input("inference.cuda_graphs")
         self.prefix_caching = self.add_input("inference.prefix_caching")
+        # vLLM V1's torch.compile cache: a cold start compiles inside the profile that sizes the KV cache.
+        self.compile_cache = self.add_input("inference.compile_cache")
         self.transformers_version = self.add_input("inference.transformers_version")
         self.weights = self.add_input("inference.weight_dtype")
         # Image-text checkpoints on a vLLM line that skips their tower only (core.inputs.text_only_offered): serve

@@ -28,7 +28,7 @@ from core.serving.sglang_versions import (
     prefill_graph_sizes,
 )
 from core.serving.speed import EAGER_ENGINE_KERNELS_PER_LAYER, EAGER_ENGINE_TP_KERNELS_PER_LAYER
-from core.serving.vllm_rules import VLLM_CUDA_GRAPH_BYTES
+from core.serving.vllm_rules import VLLM_CUDA_GRAPH_BYTES, vllm_graph_estimate
 
 V = VllmVersion
 
@@ -51,10 +51,12 @@ def served(model_id: str = "qwen2.5-7b", gpu: str = "h100-sxm", **inference: Any
 def test_eager_takes_no_graph_estimate_before_the_pool(version: VllmVersion) -> None:
     graphs, eager = (estimate(served(vllm_version=version, cuda_graphs=on)).inference for on in (True, False))
     # The pool grows by the graph estimate vLLM no longer subtracts (gpu_worker.py determine_available_memory:
-    # requested - non_kv - cudagraph_memory_estimate), to the block.
-    grown = (eager.kv_cache_bytes - graphs.kv_cache_bytes) / VLLM_CUDA_GRAPH_BYTES
-    assert grown == pytest.approx(1.0, abs=0.01)
-    assert eager.cuda_graph_bytes == 0.0 and graphs.cuda_graph_bytes == VLLM_CUDA_GRAPH_BYTES
+    # requested - non_kv - cudagraph_memory_estimate), to the block: from 0.21 the rule's (core.serving.vllm_rules
+    # vllm_graph_reserve) for Qwen2.5-7B's 28 layers (its config.json) at an H100's 1,024 sequences and 8,192 tokens.
+    estimated = vllm_graph_estimate(28, 1024, 8192, "h100-sxm", version)
+    grown = (eager.kv_cache_bytes - graphs.kv_cache_bytes) / estimated
+    assert grown == pytest.approx(1.0, abs=0.02)
+    assert eager.cuda_graph_bytes == 0.0 and graphs.cuda_graph_bytes == pytest.approx(estimated)
     assert "CUDA graphs (estimated)" not in [t.label for b in eager.buckets for t in b.terms]
     assert "CUDA graphs (estimated)" in [t.label for b in graphs.buckets for t in b.terms]
     assert "--enforce-eager: no CUDA graphs captured or set aside, no torch.compile" in eager.formula

@@ -1,6 +1,7 @@
 """vLLM 0.20+'s CUDA-graph estimate: the sizes it captures and the estimate per layer and graph
 (core.serving.vllm_rules.vllm_capture_sizes / vllm_graph_count / vllm_graph_estimate), against what
-the start-up logs print; and why the fixed 0.84 GiB stays in the pool (docs/SERVING.md, h93graph)."""
+the start-up logs print; and the pool that takes it in place of the fixed 0.84 GiB from 0.21 (docs/SERVING.md,
+h93graph and h94cold)."""
 
 from __future__ import annotations
 
@@ -91,22 +92,27 @@ def test_held_out_the_rule_lands_within_a_tenth_of_a_gib_of_each_printed_estimat
         assert abs(VLLM_CUDA_GRAPH_BYTES - printed) > 0.45 * GiB, log_id
 
 
-def test_in_the_pool_the_rule_would_mend_the_warm_logs_and_sink_the_cold_compile(bench: ModuleType) -> None:
-    # Why the pool keeps the fixed 0.84 GiB (docs/SERVING.md, h93graph): leave-one-source-out, the rule brings the
-    # three logs whose estimate is printed to within 2 % (NnamdiOdozi 464,656 printed tokens, LukeJYK 151,216,
-    # eslam 324,704: -1.3 / -4.8 / -4.8 % with 0.84 GiB), but the cold-compiled gio443 start
-    # (GIO443/statecraft-serving@992a95b default/env.json, 72,400 tokens) goes from +16.9 % to past +40 %:
-    # the 0.84 GiB also stood in for the compile's transient peak, which no plan input states.
+def test_in_the_pool_the_rule_and_the_cold_term_replace_the_fixed_estimate(bench: ModuleType) -> None:
+    # Issue 23's test (docs/SERVING.md, h94cold), each log with the constants fitted without its source: the two warm
+    # starts that print "Directly load AOT compilation" (LukeJYK/AutoScientists@e313354 vllm.log, 151,216 tokens;
+    # eslam-ahmed43/llm-lab@0f01b47 logs/vllm_server.log, 324,704) go from -4.8 % each with the fixed 0.84 GiB to
+    # within 2 %; the cold ones keep their band (NnamdiOdozi@0d2e919 logs/vllm.log, 464,656: -1.3 -> -1.4 %; the
+    # A100 notes' 460,496: +0.7 % either way). GIO443/statecraft-serving@992a95b default/env.json (72,400 tokens)
+    # stays the worst, +16.9 -> +17.7 %: its own 0.76 GiB is left out of its fold, which the others put at 0.50.
     rows = {case.id: (fixed, rule, case.logged) for case, fixed, rule in bench.graph_rule_rows(bench.all_cases())}
-    for log_id in (
-        "nnamdiodozi-vllm0221-qwen3-30b-a3b-fp8-h100",
-        "lukejyk-vllm0261dev-qwen3-coder-30b-a3b-a100",
-        "eslam-vllm0300-qwen25-1.5b-t4",
-    ):
+    for log_id in ("lukejyk-vllm0261dev-qwen3-coder-30b-a3b-a100", "eslam-vllm0300-qwen25-1.5b-t4"):
         fixed, rule, logged = rows[log_id]
-        assert abs(rule / logged - 1) < min(0.02, abs(fixed / logged - 1)), log_id
+        assert fixed / logged - 1 == pytest.approx(-0.048, abs=0.002), log_id
+        assert abs(rule / logged - 1) < 0.02, log_id
+    for log_id in ("nnamdiodozi-vllm0221-qwen3-30b-a3b-fp8-h100", "a100notes-vllm0310-llama31-8b-a100-80gb"):
+        fixed, rule, logged = rows[log_id]
+        assert abs(rule / logged - 1) < 0.02, log_id
     fixed, rule, logged = rows["gio443-vllm0300-qwen25-1.5b-4070laptop-wsl"]
-    assert fixed / logged - 1 == pytest.approx(0.169, abs=0.002) and rule / logged - 1 > 0.40
-    # The eager twin sets nothing aside either way.
+    assert fixed / logged - 1 == pytest.approx(0.169, abs=0.002)
+    assert rule / logged - 1 == pytest.approx(0.177, abs=0.002)
+    # The eager twin sets nothing aside and compiles nothing either way.
     fixed, rule, _ = rows["gio443-vllm0300-qwen25-1.5b-4070laptop-wsl-eager"]
     assert fixed == rule
+    # The mean |error| falls (4.4 -> 3.8 %), as many within 5 % (7 of 9), and no row leaves its band.
+    line, keep = bench.graph_rule_summary(list(bench.graph_rule_rows(bench.all_cases())))
+    assert keep and "within 5 % 7 -> 7" in line and "rows leaving the 5 % band: none" in line

@@ -69,8 +69,17 @@ def test_a_plan_that_starts_has_no_refusal() -> None:
 
 
 def test_a_cold_start_short_of_one_request_says_vllm_would_not_start_not_about_0_requests() -> None:
-    # 40,000 tokens: 1.12 requests warm; the 0.98 GiB a published vLLM 0.29.0 cold compile lost leaves less than one
-    est = estimate(_served(40_000))
+    # 42,000 tokens: 1.06 requests warm; the cold-compile term (core.serving.fit COLD_COMPILE_PEAK, 0.55 GiB: 4,506
+    # tokens of Llama 3.1 8B's 128 KiB) leaves 0.95 (h94cold; 40,000 tokens against the 0.98 GiB figure before it)
+    est = estimate(_served(42_000))
     assert est.inference.max_concurrent == 1 and est.inference.refusal == ""
     cold = [w for w in est.warnings_for(Mode.INFERENCE) if "cold compile cache" in w]
     assert cold and "vLLM would not start" in cold[0] and "about 0 of" not in cold[0]
+
+
+def test_a_cold_start_that_still_holds_one_request_says_so() -> None:
+    # 40,000 tokens: 1.12 requests warm, 1.00 cold (44,608 - 4,506 tokens): one request fits, not "about 0" (the
+    # warning counted whole requests of the warm pool's integer limit, 1, scaled below one, before h94cold).
+    est = estimate(_served(40_000))
+    cold = [w for w in est.warnings_for(Mode.INFERENCE) if "cold compile cache" in w]
+    assert cold and "then about 1 of the 32 requests fit at once" in cold[0]

@@ -8,7 +8,7 @@ from core.errors import PlanError
 from core.estimate import estimate
 from core.plan import Hardware, Plan, VllmVersion
 from core.presets import plan_for_model
-from core.serving.vllm_rules import VLLM_BLOCK_SIZE, VLLM_CUDA_GRAPH_BYTES
+from core.serving.vllm_rules import VLLM_BLOCK_SIZE, vllm_graph_estimate
 from core.serving.vllm_versions import Accounting, era_of, utilization
 
 
@@ -49,9 +49,10 @@ def test_graphs_set_aside_before_the_pool_from_0_20() -> None:
     old = estimate(vllm_plan(vllm_version="0.19", gpu_memory_utilization=0.9)).inference
     new = estimate(vllm_plan(vllm_version="0.20", gpu_memory_utilization=0.9)).inference
     per_block = 131_072 * VLLM_BLOCK_SIZE  # Llama 3.1 8B: 128 KiB per token, 16 tokens per block
-    assert (old.kv_cache_tokens - new.kv_cache_tokens) / VLLM_BLOCK_SIZE == pytest.approx(
-        VLLM_CUDA_GRAPH_BYTES / per_block, abs=1
-    )
+    # The rule's estimate (core.serving.vllm_rules.vllm_graph_reserve, from 0.20 since h94cold: the 0.20.2 wheel's
+    # capture sizes and profile_cudagraph_memory are 0.21.0's): 32 layers at an H100's 1,024 sequences, 8,192 tokens.
+    graphs = vllm_graph_estimate(32, 1024, 8192, "h100-sxm", VllmVersion.V0_20)
+    assert (old.kv_cache_tokens - new.kv_cache_tokens) / VLLM_BLOCK_SIZE == pytest.approx(graphs / per_block, abs=1)
     assert "CUDA graphs" in new.formula and "0.20" in new.formula
 
 
@@ -144,10 +145,14 @@ def test_0_34_sizes_the_pool_from_the_memory_free_after_warm_up() -> None:
     inf = estimate(vllm_plan(vllm_version="0.34")).inference
     v033 = estimate(vllm_plan(vllm_version="0.33")).inference
     gpu_total = vllm_total_memory(find_gpu("h100-sxm"))
-    reserve = v033.activation_bytes + VLLM_CUDA_GRAPH_BYTES
+    # The graph estimate from 0.21 (core.serving.vllm_rules.vllm_graph_reserve): Llama 3.1 8B's 32 layers at an
+    # H100's 1,024 sequences and 8,192 batched tokens (vllm_defaults).
+    graphs = vllm_graph_estimate(32, 1024, 8192, "h100-sxm", VllmVersion.V0_34)
+    assert inf.cuda_graph_bytes == pytest.approx(graphs)
+    reserve = v033.activation_bytes + graphs
     margin = max(2**30, 0.75 * reserve)
     budget = gpu_total - CUDA_CONTEXT_BYTES - margin - v033.weights_bytes - v033.non_torch_bytes
-    budget -= VLLM_CUDA_GRAPH_BYTES + reserve
+    budget -= graphs + reserve
     per_block = 131_072 * 64  # Llama 3.1 8B: 128 KiB per token, 64 tokens per block
     assert inf.kv_cache_tokens == int(budget // per_block) * 64
     assert inf.kv_cache_tokens % 64 == 0
@@ -163,7 +168,7 @@ def test_0_34_with_a_share_given_keeps_it_as_a_cap() -> None:
     v034 = estimate(vllm_plan(vllm_version="0.34", gpu_memory_utilization=0.5)).inference
     per_token = 131_072
     assert v033.kv_cache_tokens * per_token - v034.kv_cache_tokens * per_token == pytest.approx(
-        VLLM_CUDA_GRAPH_BYTES, abs=64 * per_token
+        v034.cuda_graph_bytes, abs=64 * per_token
     )
 
 
@@ -173,7 +178,9 @@ def test_kv_size_is_concurrency_times_length_from_0_21() -> None:
     # 0.20.0 (b8160878f) printed num_blocks // len(groups) * block_size. Gemma 3 12B (five sliding-window
     # layers of 1,024 tokens to each global one, in padded KV groups): a request of 32,768 tokens takes far
     # fewer window blocks than full ones, so the capacity is above the blocks-per-group count.
-    plan = plan_for_model("gemma-3-12b").with_hardware(gpu="h100-sxm")
+    # CUDA graphs off: 0.20's fixed graph estimate and 0.21's rule (core.serving.vllm_rules.vllm_graph_reserve) would
+    # size the two pools differently.
+    plan = plan_for_model("gemma-3-12b").with_hardware(gpu="h100-sxm").with_inference(cuda_graphs=False)
     v020 = estimate(plan.with_inference(engine="vllm", context=32768, vllm_version="0.20")).inference
     v021 = estimate(plan.with_inference(engine="vllm", context=32768, vllm_version="0.21")).inference
     v023 = estimate(plan.with_inference(engine="vllm", context=32768, vllm_version="0.23")).inference
@@ -181,8 +188,10 @@ def test_kv_size_is_concurrency_times_length_from_0_21() -> None:
     assert v021.kv_cache_tokens == int(v021.max_concurrency * 32768)
     assert v021.kv_cache_tokens > v020.kv_cache_tokens
     assert v023.kv_cache_tokens == int(v023.max_concurrency * 32768)
-    # Full attention at a multiple of 16: the two counts agree.
-    full = [estimate(vllm_plan(vllm_version=v)).inference.kv_cache_tokens for v in ("0.20", "0.21")]
+    # Full attention at a multiple of 16: the two counts agree (CUDA graphs off, as above).
+    full = [
+        estimate(vllm_plan(vllm_version=v, cuda_graphs=False)).inference.kv_cache_tokens for v in ("0.20", "0.21")
+    ]
     assert full[0] == full[1]
 
 

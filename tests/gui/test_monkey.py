@@ -370,6 +370,7 @@ def expected_values(window: MainWindow, plan: Plan) -> dict[str, Any]:
         "inference.sglang_enable_multimodal": inf.sglang_enable_multimodal,
         "inference.cuda_graphs": inf.cuda_graphs,
         "inference.prefix_caching": inf.prefix_caching,
+        "inference.compile_cache": inf.compile_cache,
         "inference.sglang_version": inf.sglang_version,
         "inference.transformers_version": inf.transformers_version,
         "inference.link": inf.link,

@@ -10,9 +10,19 @@ from PySide6.QtCore import Qt
 from core.breakdown import BucketKey
 from core.catalogue import find_model
 from core.cli.render import render_serving
-from core.plan import Engine, Hardware, OllamaVersion, Plan, PrefixCaching, TransformersVersion, VllmVersion
+from core.plan import (
+    CompileCache,
+    Engine,
+    Hardware,
+    OllamaVersion,
+    Plan,
+    PrefixCaching,
+    TransformersVersion,
+    VllmVersion,
+)
+from core.serving.fit import COLD_COMPILE_PEAK, DEFAULT_FIT
 from core.serving.text_only import tower_line
-from core.serving.vllm_rules import VLLM_CUDA_GRAPH_BYTES
+from core.serving.vllm_rules import vllm_graph_estimate
 from core.verdict import Mode
 from gui.format import duration, latency, memory
 from gui.main_window import MainWindow
@@ -525,9 +535,13 @@ def test_the_cuda_graphs_box_and_the_prefix_caching_list_change_the_pool_at_once
     assert form.form.isRowVisible(form.cuda_graphs)
     assert not form.form.isRowVisible(form.prefix_caching)  # a dense model's pool does not depend on it
     pool = window.controller.estimate.inference.kv_cache_bytes
+    # From 0.21 the rule's estimate (core.serving.vllm_rules.vllm_graph_reserve): Llama 3.1 8B's 32 layers at an
+    # H100's 1,024 sequences and 8,192 batched tokens.
+    graphs = vllm_graph_estimate(32, 1024, 8192, "h100-sxm", VllmVersion.V0_21)
+    assert window.controller.estimate.inference.cuda_graph_bytes == pytest.approx(graphs)
     form.cuda_graphs.click()
     assert window.controller.plan.inference.cuda_graphs is False
-    assert window.controller.estimate.inference.kv_cache_bytes - pool == pytest.approx(VLLM_CUDA_GRAPH_BYTES, rel=0.01)
+    assert window.controller.estimate.inference.kv_cache_bytes - pool == pytest.approx(graphs, rel=0.01)
     granite = find_model("granite-4.0-h-tiny")
     window.controller.reset(
         llama_on_h100(engine=Engine.VLLM, vllm_version=VllmVersion.V0_28).on_model(granite.spec, granite.id)
@@ -539,6 +553,30 @@ def test_the_cuda_graphs_box_and_the_prefix_caching_list_change_the_pool_at_once
     assert window.controller.estimate.inference.max_concurrency > requests
     window.controller.reset(llama_on_h100(engine=Engine.LLAMACPP))
     assert not form.form.isRowVisible(form.cuda_graphs)  # llama.cpp's graphs follow its build, not this switch
+
+
+def test_the_compile_cache_list_plans_a_cold_start(window: MainWindow) -> None:
+    """core.inputs "inference.compile_cache": vLLM V1 with CUDA graphs on; cold takes the fitted cold-compile term
+    (core.serving.fit COLD_COMPILE_PEAK, 0.55 GiB) from the pool, and the warm plan's warning goes."""
+    window.show()
+    window.inference_action.trigger()
+    form = window.serving_form
+    window.controller.reset(llama_on_h100(engine=Engine.VLLM, vllm_version=VllmVersion.V0_30))
+    assert form.form.isRowVisible(form.compile_cache)
+    assert "Cold: the first start" in form.compile_cache.toolTip()
+    assert form.compile_cache.currentData() == CompileCache.WARM
+    pool = window.controller.estimate.inference.kv_cache_bytes
+    form.compile_cache.setCurrentIndex(form.compile_cache.findData(CompileCache.COLD))
+    assert window.controller.plan.inference.compile_cache is CompileCache.COLD
+    lost = pool - window.controller.estimate.inference.kv_cache_bytes
+    # whole 16-token blocks of Llama 3.1 8B's 128 KiB a token
+    assert lost == pytest.approx(DEFAULT_FIT.vllm_cold_compile_bytes[COLD_COMPILE_PEAK], abs=16 * 131_072)
+    form.compile_cache.grab().save("/tmp/h94cold-compile-cache.png")
+    form.grab().save("/tmp/h94cold-serving-form.png")
+    form.cuda_graphs.click()  # --enforce-eager compiles nothing: the list goes
+    assert not form.form.isRowVisible(form.compile_cache)
+    window.controller.reset(llama_on_h100(engine=Engine.VLLM, vllm_version=VllmVersion.V0_7))
+    assert not form.form.isRowVisible(form.compile_cache)  # V0 compiles nothing by default
 
 
 def test_the_experts_in_ram_field_shows_for_a_moe_on_llama_server_and_moves_the_weights(window: MainWindow) -> None:

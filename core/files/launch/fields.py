@@ -50,6 +50,10 @@ _ADAPTER = "method.kind"
 _LOSS_CODE = tuple(f"method.{name}" for name in LOSS_CODE)
 
 
+def _compile_cache_written(plan: Plan) -> bool:
+    return plan.inference.engine is Engine.VLLM and plan.inference.cuda_graphs
+
+
 def _matters(path: str) -> Callable[[Plan], bool]:
     """When a setting matters, as the window and the CLI decide it (core.inputs): one answer."""
     return input_at(path).matters
@@ -544,6 +548,9 @@ SERVING_FIELDS: Final = (
     # is refused wherever the box is not offered, so the value is False on both sides there.
     _f("inference.text_only", lambda p: p.inference.text_only, _image_text_served, _VLLM, "model"),
     _f("inference.cuda_graphs", lambda p: p.inference.cuda_graphs, _matters("inference.cuda_graphs"), _VLLM),
+    # Compared on every vLLM plan with CUDA graphs on, not where the form offers it (V1 lines): the command carries no
+    # release to read back, and VLLM_DISABLE_COMPILE_CACHE=1 is written for a cold plan of any line (vllm.py).
+    _f("inference.compile_cache", lambda p: p.inference.compile_cache, _compile_cache_written, _VLLM),
     _f(
         "inference.sglang_enable_multimodal",
         lambda p: p.inference.sglang_enable_multimodal,

@@ -1080,7 +1080,7 @@ def _llamacpp_build(text: str, start: _Start) -> tuple[int | None, str]:
 _ENV_NO_EFFECT: Final = {
     "where models are downloaded and cached": """HF_HOME HF_HUB_CACHE HUGGINGFACE_HUB_CACHE TRANSFORMERS_CACHE
         HF_DATASETS_CACHE HF_HUB_OFFLINE TRANSFORMERS_OFFLINE HF_HUB_ENABLE_HF_TRANSFER HF_HUB_DOWNLOAD_TIMEOUT
-        HF_ENDPOINT XDG_CACHE_HOME VLLM_CACHE_ROOT VLLM_CONFIG_ROOT VLLM_USE_MODELSCOPE LLAMA_CACHE""",
+        HF_ENDPOINT XDG_CACHE_HOME VLLM_CONFIG_ROOT VLLM_USE_MODELSCOPE LLAMA_CACHE""",
     # LLAMA_CACHE: llama.cpp common/common.cpp fs_get_cache_directory, where -hf downloads go
     "a token or key": "HF_TOKEN HUGGING_FACE_HUB_TOKEN VLLM_API_KEY",
     "the shell's and Python's own": """PATH HOME USER SHELL PWD LANG LC_ALL TERM TZ TMPDIR PYTHONPATH PYTHONUNBUFFERED
@@ -1098,6 +1098,10 @@ _ENV_WHY: Final = {
     "VLLM_USE_V1": "the engine (V0 or V1) follows the plan's vLLM release line, not this variable",
     "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS": "whether vLLM sets CUDA-graph memory aside before the KV cache: the "
     "plan follows the release line's default (core.serving.vllm_versions)",
+    # vllm/envs.py VLLM_CACHE_ROOT (~/.cache/vllm): where the compile cache is kept (vllm/compilation/backends.py
+    # VllmBackend.__call__, torch_compile_cache/ under it); whether a start finds it warm is the folder's lot
+    "VLLM_CACHE_ROOT": "where vLLM keeps its compile cache: a start finds it warm or cold by whether that folder "
+    "outlived the last start, which the plan's compile cache setting (--compile-cache) says",
     "NCCL_NVLS_ENABLE": "NCCL's NVLS buffers on NVSwitch cards: the plan's multi-GPU reserve is the one measured with "
     "NCCL's default (core.serving.fit)",
     "NCCL_BUFFSIZE": "NCCL's buffer per channel: the plan's multi-GPU reserve is the one measured with NCCL's default "
@@ -1117,7 +1121,7 @@ def _environment(start: _Start, reader: _Reader, stopped: list[str]) -> None:
     """The variables set in front of the command: read into the plan where it has the setting, else listed
     (ignored, not expressed or not understood); a value that stops the engine is put in ``stopped``."""
     from core.allocator import ENV_NAME, parse_alloc_conf
-    from core.inputs import VllmSampler
+    from core.inputs import CompileCache, VllmSampler
 
     label = ENGINE_LABELS[reader.engine]
     for key, value in start.env.items():
@@ -1144,16 +1148,19 @@ def _environment(start: _Start, reader: _Reader, stopped: list[str]) -> None:
             reader.fields["hardware.platform"] = Platform.WSL2
             setting = shown_setting("hardware.platform", Platform.WSL2)
             reader.read.append(FlagNote(shown, f"{setting} (vLLM reads it under WSL2 alone)", "hardware.platform"))
-        elif key == _FLASHINFER_SAMPLER:
+        elif key in (_FLASHINFER_SAMPLER, vl.DISABLE_COMPILE_CACHE):
             try:
-                sampler = VllmSampler.FLASHINFER if int(value) else VllmSampler.NATIVE
+                on = bool(int(value))
             except ValueError:
                 reader.unknown.append(f"{shown} (vLLM reads it as bool(int(value)): not an integer)")
                 continue
-            reader.fields["inference.vllm_sampler"] = sampler
-            reader.read.append(
-                FlagNote(shown, shown_setting("inference.vllm_sampler", sampler), "inference.vllm_sampler")
+            name, setting = (
+                ("inference.vllm_sampler", VllmSampler.FLASHINFER if on else VllmSampler.NATIVE)
+                if key == _FLASHINFER_SAMPLER
+                else ("inference.compile_cache", CompileCache.COLD if on else CompileCache.WARM)
             )
+            reader.fields[name] = setting
+            reader.read.append(FlagNote(shown, shown_setting(name, setting), name))
         elif key == ENV_NAME and reader.engine is Engine.LLAMACPP:
             reader.ignored.append(FlagNote(shown, f"PyTorch's allocator: llama.cpp does not run PyTorch: {NO_EFFECT}"))
         elif key == ENV_NAME:

@@ -46,7 +46,7 @@ from core.files.launch.engine_flags import (
     vllm_release_flags,
     vllm_release_values,
 )
-from core.inputs import VLLM_KV_NAMES
+from core.inputs import VLLM_KV_NAMES, CompileCache
 from core.plan import ENGINE_LABELS, Engine, Plan, PrefixCaching, VllmVersion
 from core.serving.vllm_versions import limit_mm_json
 
@@ -56,6 +56,10 @@ PREFIX_CACHING_FLAGS: Final = {
     PrefixCaching.ON: "--enable-prefix-caching",
     PrefixCaching.OFF: "--no-enable-prefix-caching",
 }
+# vLLM V1's compile cache turned off: every release 0.8.5 - 0.34.0 reads it as bool(int(value)) (vllm/envs.py), and
+# with it set never loads a compiled artefact (0.33.0 vllm/compilation/decorators.py: no _try_load_aot_compiled_fn;
+# compiler_interface.py: Inductor's cache off), so every start compiles cold (core.inputs.CompileCache.COLD).
+DISABLE_COMPILE_CACHE: Final = "VLLM_DISABLE_COMPILE_CACHE"
 DTYPES: Final = {WeightFormat.BF16: "bfloat16", WeightFormat.FP16: "float16", WeightFormat.FP32: "float32"}
 KV_DTYPES: Final = {KvDtype.BF16: "bfloat16", KvDtype.FP16: "float16", KvDtype.FP32: "float32"}
 QUANTIZATION: Final = {
@@ -166,6 +170,13 @@ def export_vllm(plan: Plan, model_ref: str | None = None) -> Export:
     # A context past the model's limit that the plan allows: the variable vLLM refuses to start without
     # (core.context_limit); an unallowed one is the verdict's "would not start", written as planned.
     env = [f"{VLLM_LONG_ENV}=1"] if inf.long_context and past_limit(plan) else []
+    if inf.compile_cache is CompileCache.COLD and inf.cuda_graphs:  # every line 0.6.6 - 0.34.0 reads it (envs.py)
+        # A cold compile planned: the variable that makes every start compile cold (serve_command reads it back).
+        env.append(f"{DISABLE_COMPILE_CACHE}=1")
+        lines.append(
+            f"Planned with a cold compile cache: {DISABLE_COMPILE_CACHE}=1 makes every start compile cold; without "
+            "it a restart that finds ~/.cache/vllm loads the compiled model and gets a larger KV cache."
+        )
     return draft.finish(Target.VLLM, header(lines) + " ".join(shlex.quote(w) for w in [*env, *argv]) + "\n")
 
 
