@@ -854,8 +854,8 @@ def vllm_no_blocks_refusal(
     profiles, before this check: the verdict's own out of memory). Every release raises it at start-up (the words'
     sources above); V1 checks the budget in bytes, V0 the blocks, so a budget under one block (a few MiB) is said
     here, where V1 says its KV-pool-short message instead."""
-    if pool.blocks > 0 or layout.weights_bytes <= 0:
-        return None
+    if pool.blocks > 0 or pool.page_bytes <= 0 or layout.weights_bytes <= 0:  # no page: no KV cache to check (V0
+        return None  # skips an attention-free model, V1 an empty kv_cache_spec: the wheels' lines above)
     inf = plan.inference
     loaded = layout.weights_bytes + pool.activation + pool.non_torch
     if loaded > vllm_free_at_start(plan, gpu, fit):
