@@ -98,3 +98,17 @@ def _diagnosed(qtbot: Any, window: MainWindow) -> Any:
     plan = window.controller.plan
     qtbot.waitUntil(lambda: panel.diagnosis is not None and panel.diagnosis.estimate.plan == plan, timeout=10000)
     return panel
+
+
+def test_sglang_short_of_one_request_starts_the_tab_does_not_say_it_would_not(qtbot: Any, window: MainWindow) -> None:
+    """SGLang on a 4090 at 131,072 tokens: its pool holds fewer tokens than one request, and it starts, capping a
+    request at the pool (tp_worker.py ``max_req_len = min(context_len - 1, max_total_num_tokens - 1)``, docs/SERVING.md
+    h88fix); the tab said "SGLang would not start: its pool holds … tokens"."""
+    plan = _on_4090(engine=Engine.SGLANG, context=131_072)
+    inf = estimate(plan).inference
+    assert 0 < inf.max_concurrency < 1 and inf.refusals == ()  # the case
+    text = _serving_headline(qtbot, window, plan)
+    assert "would not start" not in text
+    held = f"<b>✖ SGLang holds {inf.kv_cache_tokens:,} tokens of KV cache</b>"
+    assert text == f"{held}: no request of 131,072 tokens fits."
+    window.controller.undo_stack.setClean()
