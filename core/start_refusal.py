@@ -32,6 +32,9 @@ class RefusalKind(StrEnum):
     CONTEXT = "context-past-limit"
     # vLLM's KV pool holds blocks, fewer than one request of max_model_len (core.serving.engines.vllm_kv_refusal).
     KV_POOL_SHORT = "kv-pool-short"
+    # vLLM's KV budget leaves no block at all: "No available memory for the cache blocks"
+    # (core.serving.engines.vllm_no_blocks_refusal).
+    NO_CACHE_BLOCKS = "no-cache-blocks"
     # vLLM's free memory at start-up below gpu_memory_utilization × total (core.serving.engines.vllm_start_refusal).
     FREE_MEMORY = "free-memory"
     # SGLang's token pool left empty by memory other processes hold (core.serving.engines._sglang_refusal).
@@ -39,7 +42,13 @@ class RefusalKind(StrEnum):
 
 
 # The order the engines run their checks (the module's docstring): the context at config time, then the memory.
-CHECK_ORDER: Final = (RefusalKind.CONTEXT, RefusalKind.FREE_MEMORY, RefusalKind.EMPTY_POOL, RefusalKind.KV_POOL_SHORT)
+CHECK_ORDER: Final = (
+    RefusalKind.CONTEXT,
+    RefusalKind.FREE_MEMORY,
+    RefusalKind.EMPTY_POOL,
+    RefusalKind.NO_CACHE_BLOCKS,
+    RefusalKind.KV_POOL_SHORT,
+)
 MEMORY_KINDS: Final = frozenset(CHECK_ORDER[1:])
 
 

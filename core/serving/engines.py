@@ -40,7 +40,7 @@ from core.dtypes import (
     weight_bytes,
 )
 from core.format import gb
-from core.inputs import INTEGER_KV
+from core.inputs import INTEGER_KV, VllmVersion
 from core.model import ModelSpec
 from core.plan import Attention, Engine, Inference, Plan, PrefixCaching
 from core.runtime import (
@@ -764,7 +764,7 @@ def _vllm_started(plan: Plan, gpu: GpuSpec, layout: RankLayout, fit: ServingFit)
         formula=_vllm_formula(plan, gpu, layout, pool, fit),
         cuda_graph_bytes=(pool.graphs_reserved or VLLM_CUDA_GRAPH_BYTES) if graphs_captured(inf) else 0.0,
         parts=parts,
-        refusal=vllm_kv_refusal(plan, pool),
+        refusal=vllm_pool_refusal(plan, gpu, layout, pool, fit),
     )
 
 
@@ -782,7 +782,7 @@ def vllm_kv_refusal(plan: Plan, pool: VllmPool) -> StartRefusal | None:
     """vLLM's refusal to start where its KV cache holds blocks but fewer than one request of max_model_len needs
     (``pool.concurrency`` below 1; kind KV_POOL_SHORT), in its words with this plan's figures, and what would start
     it; None otherwise
-    (no block at all is vLLM's "No available memory for the cache blocks", which the weights' own verdict says).
+    (no block at all is vLLM's "No available memory for the cache blocks": :func:`vllm_no_blocks_refusal`).
     V1 (0.8 on): ``check_enough_kv_cache_memory`` (vllm-project/vllm@001cabc1 vllm/v1/core/kv_cache_utils.py
     ``_check_enough_kv_cache_memory``: needed = max_memory_usage_bytes at max_model_len, raised when it is larger than
     the available memory, with ``estimate_max_model_len``'s binary search); V0 (0.6 - 0.7): vllm/worker/worker.py
@@ -819,6 +819,77 @@ def vllm_kv_refusal(plan: Plan, pool: VllmPool) -> StartRefusal | None:
     )
     cause = f"its KV cache pool, {pool.kv_tokens:,} tokens, holds less than one request of {inf.context:,}"
     return StartRefusal(RefusalKind.KV_POOL_SHORT, said, cause)
+
+
+def vllm_pool_refusal(
+    plan: Plan, gpu: GpuSpec, layout: RankLayout, pool: VllmPool, fit: ServingFit
+) -> StartRefusal | None:
+    """vLLM's refusal of its KV pool at start-up, once the model is loaded and profiled: no block at all
+    (:func:`vllm_no_blocks_refusal`), else fewer blocks than one request (:func:`vllm_kv_refusal`); None where it
+    starts."""
+    return vllm_no_blocks_refusal(plan, gpu, layout, pool, fit) or vllm_kv_refusal(plan, pool)
+
+
+# vLLM's words where the KV budget leaves no block, 0.6 - 0.33: V0's ``raise_if_cache_size_invalid``
+# (``num_gpu_blocks <= 0``; vllm 0.6.6.post1 and 0.8.5 wheels, vllm/worker/worker.py) and V1's
+# ``_check_enough_kv_cache_memory`` (``available_memory <= 0``; vllm 0.8.5 wheel vllm/v1/core/kv_cache_utils.py line
+# 526, 0.19.0 wheel line 625, 0.33.0 wheel vllm/v1/core/kv_cache_planning.py line 56) all open with these words. 0.6 -
+# 0.19 end the sentence there (0.19 adds "See https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more
+# details."); 0.33 goes on "(this flag also controls CPU memory reservation on the CPU backend, despite its name)." —
+# 0.20 - 0.32 were not read, so from 0.20 the quote ends with an ellipsis.
+VLLM_NO_BLOCKS: Final = (
+    "No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine"
+)
+
+
+def _no_blocks_words(inf: Inference, era_measured: bool) -> str:
+    """The message vLLM raises with, by release. 0.34 (vllm 0.34.0 wheel, vllm/v1/core/kv_cache_planning.py
+    ``_check_enough_kv_cache_memory`` line 106 with ``_more_kv_cache_memory_hint``, the extensible KV cache) gives
+    its own hint after the first sentence, by the utilisation it resolved (unset: 1.0)."""
+    if not era_measured:
+        read = not at_least(inf.vllm_version, VllmVersion.V0_20)  # the whole sentence read up to 0.19 (above)
+        return f"{VLLM_NO_BLOCKS}{'.' if read else ' …'}"
+    first = "No available memory for the cache blocks."
+    share = utilization(inf)
+    if share < 1.0:
+        return (
+            f"{first} The KV cache gets what is left after the model and its activations within "
+            f"`gpu_memory_utilization`={share:g}; increase it (with the extensible KV cache it defaults to 1.0) or "
+            "decrease `max_model_len` or `max_num_seqs`."
+        )
+    return (
+        f"{first} The extensible KV cache already takes all device memory left after the model and its activations; "
+        "decrease `max_model_len` or `max_num_seqs`, or the model needs a device with more memory."
+    )
+
+
+def vllm_no_blocks_refusal(
+    plan: Plan, gpu: GpuSpec, layout: RankLayout, pool: VllmPool, fit: ServingFit
+) -> StartRefusal | None:
+    """vLLM's refusal where the weights, the profile run's activation peak and the memory outside torch leave its KV
+    budget no block (kind NO_CACHE_BLOCKS), in its words with this plan's figures; None where the pool holds a block,
+    and where the weights and the profile run do not fit the free memory at all (CUDA runs out while vLLM loads or
+    profiles, before this check: the verdict's own out of memory). Every release raises it at start-up (the words'
+    sources above); V1 checks the budget in bytes, V0 the blocks, so a budget under one block (a few MiB) is said
+    here, where V1 says its KV-pool-short message instead."""
+    if pool.blocks > 0 or pool.page_bytes <= 0 or layout.weights_bytes <= 0:  # no page: no KV cache to check (V0
+        return None  # skips an attention-free model, V1 an empty kv_cache_spec: the wheels' lines above)
+    inf = plan.inference
+    loaded = layout.weights_bytes + pool.activation + pool.non_torch
+    if loaded > vllm_free_at_start(plan, gpu, fit):
+        return None
+    total = vllm_total_memory(gpu, fit, plan.hardware.platform)
+    held = loaded + pool.graphs_reserved
+    words = (
+        f'vLLM {inf.vllm_version.value} would not start: "{_no_blocks_words(inf, era_of(inf.vllm_version).measured)}"'
+        f" Its weights {layout.weights_bytes / GiB:.2f} GiB, profile peak {pool.activation / GiB:.2f} GiB and "
+        f"memory outside torch {(held - layout.weights_bytes - pool.activation) / GiB:.2f} GiB take all of "
+        f"{utilization(inf):g} × {total / GiB:.2f} GiB. What starts it: a --gpu-memory-utilization above "
+        f"{held / total:.3f} (with room for the requests' blocks), quantised weights, or tensor parallel over more "
+        "GPUs."
+    )
+    cause = "its weights and working memory leave no memory for the KV cache's blocks"
+    return StartRefusal(RefusalKind.NO_CACHE_BLOCKS, words, cause)
 
 
 def _vllm_footprint(layout: RankLayout, pool: VllmPool, captured: bool = True) -> float:
@@ -1036,22 +1107,35 @@ def sglang_memory(plan: Plan, gpu: GpuSpec, layout: RankLayout, fit: ServingFit 
         formula=formula,
         parts=parts,
     )
-    return replace(memory, refusal=_sglang_refusal(fraction, held, tokens, cell))
+    return replace(memory, refusal=_sglang_refusal(fraction, held, tokens, cell, layout.weights_bytes, total))
 
 
-def _sglang_refusal(fraction: float, held: float, tokens: int, cell: float) -> StartRefusal | None:
-    """SGLang's refusal where the memory other processes hold leaves its pool no token: ``profile_max_num_token``
-    then raises "Not enough memory. Please try to increase --mem-fraction-static." (sgl-project/sglang@001ccef0
-    ``model_runner_kv_cache_mixin.py``; kind EMPTY_POOL); None where the pool holds tokens or nothing is held (a
-    pool the weights alone empty is the verdict's own out of memory)."""
-    if tokens > 0 or held <= 0 or cell <= 0:
+def _sglang_refusal(
+    fraction: float, held: float, tokens: int, cell: float, weights: float, free: float
+) -> StartRefusal | None:
+    """SGLang's refusal where its pool gets no token: ``profile_max_num_token`` then raises "Not enough memory.
+    Please try to increase --mem-fraction-static." (sgl-project/sglang@001ccef0 ``model_runner_kv_cache_mixin.py``;
+    sglang 0.5.23 wheel, sglang/srt/model_executor/pool_configurator.py ``__post_init__``: ``max_total_num_tokens <=
+    0``; kind EMPTY_POOL), whether the memory other processes hold or the weights themselves empty it; None where the
+    pool holds tokens, and where the weights do not fit the ``free`` memory at all (CUDA runs out while SGLang loads
+    them, before the pool is sized: the verdict's own out of memory). h95ui: a pool the weights alone emptied had no
+    refusal, though SGLang raises the same there."""
+    if tokens > 0 or cell <= 0 or weights <= 0 or weights > free:
         return None
+    said = 'SGLang refuses to start: "Not enough memory. Please try to increase --mem-fraction-static." '
+    if held > 0:
+        words = (
+            f"{said}The {held / GiB:.2f} GiB other processes hold take mem_fraction_static {fraction:g} × that = "
+            f"{fraction * held / GiB:.2f} GiB from its token pool."
+        )
+        cause = "the memory other processes hold leaves its token pool empty"
+        return StartRefusal(RefusalKind.EMPTY_POOL, words, cause)
     words = (
-        'SGLang refuses to start: "Not enough memory. Please try to increase --mem-fraction-static." '
-        f"The {held / GiB:.2f} GiB other processes hold take mem_fraction_static {fraction:g} × that = "
-        f"{fraction * held / GiB:.2f} GiB from its token pool."
+        f"{said}Its weights {weights / GiB:.2f} GiB and rotary table take all of mem_fraction_static {fraction:g} × "
+        f"{free / GiB:.2f} GiB free = {fraction * free / GiB:.2f} GiB, the share its token pool is cut from."
     )
-    return StartRefusal(RefusalKind.EMPTY_POOL, words, "the memory other processes hold leaves its token pool empty")
+    cause = "its weights take all of mem_fraction_static, leaving no token pool"
+    return StartRefusal(RefusalKind.EMPTY_POOL, words, cause)
 
 
 def _sglang_context(plan: Plan, tokens: int) -> int:

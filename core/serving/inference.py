@@ -164,8 +164,11 @@ class InferenceEstimate:
 
     @property
     def start_cause_words(self) -> str:
-        """:attr:`start_causes` as one clause: the Diagnosis's likely cause and the Serving tab's headline say it."""
-        return "; and ".join(self.start_causes)
+        """:attr:`start_causes` as one clause, in the engine's order: the first check that refuses, then "once that
+        check passes," the next (the Diagnosis's explanation says their words so). The Diagnosis's likely cause and the
+        Serving tab's headline say it; h95ui: "X; and Y" read as two refusals at once, though the engine prints the
+        second only once the first is allowed."""
+        return "; once that check passes, ".join(self.start_causes)
 
     @property
     def pooled(self) -> bool:

@@ -44,7 +44,7 @@ from gui.display_state import Display, DisplayState
 from gui.format import Unit, counted, memory
 from gui.layout import settle_layouts
 from gui.panels.remedy_list import RemedyEntry, RemedyList
-from gui.panels.verdict import badge_text_colour, margin_text, text_pt, verdict_style
+from gui.panels.verdict import badge_background, badge_text_colour, margin_text, text_pt, verdict_style
 from gui.plaintext import html as escape  # the one escape for text shown in rich labels
 
 if TYPE_CHECKING:  # the diagnosis itself is loaded when it first runs (core.advice.request)
@@ -520,7 +520,8 @@ class DiagnosisPanel(QScrollArea):
         est = d.estimate
         judged = d.judgement
         narrow = judged.fits_narrowly  # core.verdict's narrow fit: its own label and colour, as the banner's
-        symbol, colour = verdict_style(d.verdict, narrow)
+        symbol = verdict_style(d.verdict, narrow)[0]
+        colour = badge_background(d.verdict, narrow)  # the verdict's colour, 4.5:1 to the badge's text (h95ui)
         serving = "Serving:" if d.mode is Mode.INFERENCE else ""
         words = (symbol, serving, judged.label)
         if words != self._badge_words:

@@ -179,10 +179,11 @@ def _headline(estimate: Estimate, u: Unit) -> str:
             causes = inf.start_cause_words  # core's, the Diagnosis's cause (h93diag2: its own words)
             margin = margin_text(estimate.judgement(Mode.INFERENCE), estimate.plan.hardware.headroom, u)
             return f"<b>✖ {name} would not start</b>: {escape(causes)} — {escape(margin)}."
-        if inf.max_concurrency < 1:
+        if inf.max_concurrency < 1:  # no refusal: SGLang starts and caps a request at its pool (h88fix), and vLLM's
+            # weights past the free memory run CUDA out before any check (core.serving.engines.vllm_no_blocks_refusal)
             return (
-                f"<b>✖ {name} would not start</b>: its pool holds {inf.kv_cache_tokens:,} tokens, less than one "
-                f"request of {plan.context:,}."
+                f"<b>✖ {name} holds {inf.kv_cache_tokens:,} tokens of KV cache</b>: no request of {plan.context:,} "
+                "tokens fits."
             )
         queue = f"; {inf.queued:,} of the {plan.concurrent:,} requests wait in the queue" if inf.queued else ""
         return (

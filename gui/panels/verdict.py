@@ -9,13 +9,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QGuiApplication
+from PySide6.QtGui import QColor, QGuiApplication, QPalette
 from PySide6.QtWidgets import QFrame, QGridLayout, QLabel, QWidget
 
 from core.estimate import JUDGED_SHORT, Estimate
 from core.plan import Offload, training_refusal
 from core.verdict import NARROW_LABEL, VERDICT_LABELS, Judgement, Mode, Verdict
-from gui import colours
+from gui import colours, theme
 from gui.format import Unit, counted, measurement_label, memory
 from gui.plaintext import html as escape  # the one escape for text shown in rich labels
 
@@ -40,14 +40,14 @@ def verdict_style(verdict: Verdict, narrow: bool = False) -> tuple[str, str]:
     return NARROW_STYLE if narrow and verdict is Verdict.FITS else VERDICT_STYLE[verdict]
 
 
-# Over-headroom's orange and borderline's (and a narrow fit's) yellow are too light for text on a light
-# background: a darker shade of each where a verdict is written in its colour (remedy rows, tables).
-TEXT_SHADES = {colours.CAUTION: "#B07800", colours.UNCERTAIN: "#7A6A00"}
-
-
-def text_colour(colour: str) -> str:
-    """A verdict colour readable as text on a light background."""
-    return TEXT_SHADES.get(colour, colour)
+def text_colour(colour: str, palette: QPalette | None = None) -> str:
+    """A verdict colour readable as text on ``palette``'s (the application's) Base and Window, light or dark: mixed
+    towards its Text until 4.5:1 (gui.theme.legible), keeping its hue as far as it can. h95ui: fixed shades for a
+    light background stood here, under 4.5:1 (#B07800 on white 3.8:1, Fits' #009E73 3.4:1, #D55E00 3.9:1) and
+    darker still on a dark theme (#7A6A00 on #1f2023 3.0:1)."""
+    palette = palette or QGuiApplication.palette()
+    backgrounds = (palette.color(QPalette.ColorRole.Base), palette.color(QPalette.ColorRole.Window))
+    return theme.legible(QColor(colour), backgrounds, palette.color(QPalette.ColorRole.Text)).name().upper()
 
 
 SERVING_LABELS = {
@@ -102,6 +102,15 @@ def badge_text_colour(verdict: Verdict, narrow: bool = False) -> str:
     return "#000000" if narrow or verdict in (Verdict.OVER_HEADROOM, Verdict.BORDERLINE) else "#FFFFFF"
 
 
+def badge_background(verdict: Verdict, narrow: bool = False) -> str:
+    """The verdict's colour behind its badge's text, mixed away from that text until 4.5:1 (gui.theme.legible; the
+    badge's own colours, whatever the theme): white read 3.4:1 on Fits' #009E73 and 3.9:1 on Out of memory's
+    #D55E00 (h95ui); black on the orange and the yellow already reads over 9:1, so they stay as they are."""
+    text = QColor(badge_text_colour(verdict, narrow))
+    away = QColor("#FFFFFF" if text.lightness() < 128 else "#000000")
+    return theme.legible(QColor(verdict_style(verdict, narrow)[1]), (text,), away).name().upper()
+
+
 def margin_text(judged: Judgement, headroom: float, unit: Unit) -> str:
     """The margin in words: to spare, into the headroom (and how far under the card), over, or
     (borderline) the card's capacity inside the estimate's range."""
@@ -131,7 +140,7 @@ def margin_text(judged: Judgement, headroom: float, unit: Unit) -> str:
 
 def badge_style(verdict: Verdict, narrow: bool = False) -> str:
     return (
-        f"QLabel {{ background: {verdict_style(verdict, narrow)[1]}; color: {badge_text_colour(verdict, narrow)};"
+        f"QLabel {{ background: {badge_background(verdict, narrow)}; color: {badge_text_colour(verdict, narrow)};"
         f" border-radius: 6px; padding: 8px 14px; font-size: {text_pt(17)}; font-weight: 600; }}"
     )
 
@@ -320,7 +329,7 @@ class VerdictPanel(QFrame):
                 line = f"host RAM {memory(host.bytes, u)} per node needed (RAM not given: not judged)"
             elif host.verdict is not Verdict.FITS:
                 problem = f"⚠ {line}: {VERDICT_LABELS[host.verdict].lower()}"
-                line = f"<span style='color:{colours.PROBLEM}'><b>{problem}</b></span>"
+                line = f"<span style='color:{text_colour(colours.PROBLEM, self.palette())}'><b>{problem}</b></span>"
             text += " · " + line
         if self.measurement is not None:
             from core.files.measurement import compare  # loaded with the measurement
