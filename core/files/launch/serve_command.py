@@ -876,6 +876,7 @@ def _weights(
     quantization: Mapping[WeightFormat, str],
     fp8_kv: Callable[[str], bool],
     kv_names: Mapping[KvDtype, str],
+    kv_why_not: Mapping[str, str] | None = None,
 ) -> None:
     dtype_text = reader.value("--dtype")
     flags: tuple[str, ...] = ("--dtype",)
@@ -902,10 +903,12 @@ def _weights(
     kv: KvDtype | None = None
     if kv_text is not None and kv_text != "auto":
         kv_of = {v: k for k, v in kv_names.items()}
-        if fp8_kv(kv_text):
-            kv = KvDtype.FP8
-        elif kv_text in kv_of:  # the export's own name (vLLM's int8 / int4_per_token_head)
+        if kv_text in kv_of:  # the export's own name (vLLM's int8 / int4 / fp8_per_token_head)
             kv = kv_of[kv_text]
+        elif fp8_kv(kv_text):
+            kv = KvDtype.FP8
+        elif kv_why_not and kv_text in kv_why_not:
+            reader.cannot("--kv-cache-dtype", f"{kv_text}: {kv_why_not[kv_text]}")
         else:
             kept = ["the model's dtype", "fp8", *kv_names.values()]
             words = f"{', '.join(kept[:-1])} or {kept[-1]}"
@@ -959,7 +962,7 @@ def _vllm(args: _Args, entry: str = "serve") -> tuple[_Reader, str]:
     elif model:
         reader.read.append(FlagNote(args.written["--model"], "the model"))
     reader.unknown += [f"{p}{_NO_FLAG}" for p in positional]
-    _weights(reader, vl.QUANTIZATION, lambda v: v.startswith("fp8"), VLLM_KV_NAMES)
+    _weights(reader, vl.QUANTIZATION, lambda v: v in vl.PLAIN_FP8_KV, VLLM_KV_NAMES, vl.KV_NOT_PLANNED)
     _context_and_layout(
         reader, "--max-model-len", human_int, (("--tensor-parallel-size", "-tp"), ("--pipeline-parallel-size", "-pp"))
     )
