@@ -87,3 +87,37 @@ def test_the_command_line_takes_it(capsys: pytest.CaptureFixture[str]) -> None:
     assert main([*argv, "--vllm-version", "0.19"]) != 0
     err = capsys.readouterr().err
     assert "has no fp8_per_token_head" in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("kv", ["int8_per_token_head", "int4_per_token_head", "fp8_per_token_head"])
+@pytest.mark.parametrize("backend", ["FLASH_ATTN", "flashinfer", "FLEX_ATTENTION"])
+def test_a_backend_other_than_triton_stops_vllm_in_its_own_words(kv: str, backend: str) -> None:
+    read = read_command(
+        HEADER.format("0.25") + f"vllm serve Qwen/Qwen3-8B --kv-cache-dtype {kv} --attention-backend {backend}"
+    )
+    assert read.stops == (
+        f"vLLM 0.25 would not start: 'Selected backend AttentionBackendEnum.{backend.upper()} is not valid for this "
+        "configuration. Reason: ['kv_cache_dtype not supported']'"
+    )
+
+
+def test_triton_auto_and_flash_attn_on_0_20() -> None:
+    command = "vllm serve Qwen/Qwen3-8B --kv-cache-dtype int8_per_token_head --attention-backend {}"
+    triton = read_command(HEADER.format("0.25") + command.format("TRITON_ATTN"))
+    assert triton.stops == "" and any("TRITON_ATTN" in n.words for n in triton.read)
+    assert read_command(HEADER.format("0.25") + command.format("auto")).stops == ""
+    # 0.20's FLASH_ATTN takes any quantised cache name where FlashAttention 3 runs: the card decides, not said stopped
+    flash = read_command(HEADER.format("0.20") + command.format("FLASH_ATTN"))
+    assert flash.stops == "" and any("Hopper" in n.why for n in flash.unexpressed)
+    # a plain fp8 cache with a backend named: not this rule's
+    assert (
+        read_command(
+            HEADER.format("0.25") + "vllm serve Qwen/Qwen3-8B --kv-cache-dtype fp8 --attention-backend FLASHINFER"
+        ).stops
+        == ""
+    )
+
+
+def test_the_old_environment_variable_is_said_ignored_from_0_15() -> None:
+    read = read_command("VLLM_ATTENTION_BACKEND=FLASHINFER vllm serve Qwen/Qwen3-8B")
+    assert any("Unknown vLLM environment variable detected" in n.why for n in read.unexpressed)
