@@ -8,8 +8,8 @@ The facts, read in the released wheels (``pip download vllm==X --no-deps``, unzi
 * vllm 0.20.2 ``vllm/v1/kv_cache_interface.py`` get_kv_quant_mode: "fp8_per_token_head" -> FP8_PER_TOKEN_HEAD, whose
   ``is_per_token_head`` is True (lines 41 - 63), so AttentionSpec.page_size_bytes adds ``2 * block_size *
   num_kv_heads * 4`` (line 145); ``vllm/utils/torch_utils.py`` STR_DTYPE_TO_TORCH_DTYPE: torch.uint8 (one byte).
-  Any other "fp8..." name is FP8_PER_TENSOR (0.34.0 kv_cache_interface.py line 135).
-* ``vllm/platforms/cuda.py`` get_attn_backend_cls (0.20.2 line 303, 0.34.0 line 485): "Selected backend
+  Any other "fp8..." name is FP8_PER_TENSOR (0.34.0 kv_cache_interface.py line 136).
+* ``vllm/platforms/cuda.py`` get_attn_backend_cls (0.20.2 line 304, 0.34.0 line 485): "Selected backend
   {selected_backend} is not valid for this configuration. Reason: {invalid_reasons}"; ``vllm/v1/attention/backend.py``
   validate_configuration: "kv_cache_dtype not supported"; TRITON_ATTN is the only backend listing the per-token-head
   names (triton_attn.py, 0.20.2 line 279 - 280, 0.34.0 line 333 - 335). FLASH_ATTN's supports_kv_cache_dtype on 0.20.2
