@@ -121,3 +121,15 @@ def test_triton_auto_and_flash_attn_on_0_20() -> None:
 def test_the_old_environment_variable_is_said_ignored_from_0_15() -> None:
     read = read_command("VLLM_ATTENTION_BACKEND=FLASHINFER vllm serve Qwen/Qwen3-8B")
     assert any("Unknown vLLM environment variable detected" in n.why for n in read.unexpressed)
+
+
+def test_the_plan_file_keeps_it_and_refuses_it_where_the_release_would() -> None:
+    from core.errors import PlanFileError
+    from core.files.planfile import dumps, loads
+
+    plan = _on_vllm(VllmVersion.V0_20)
+    text = dumps(plan)
+    assert '"kv_dtype": "fp8_per_token_head"' in text
+    assert loads(text).inference.kv_dtype is PTH
+    with pytest.raises(PlanFileError, match="vLLM 0.19's --kv-cache-dtype has no fp8_per_token_head"):
+        loads(text.replace('"vllm_version": "0.20"', '"vllm_version": "0.19"'))
