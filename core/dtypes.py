@@ -105,6 +105,9 @@ class KvDtype(StrEnum):
     FP8 = "fp8"  # vLLM --kv-cache-dtype fp8 (e4m3 / e5m2)
     INT8 = "int8"  # HF QuantizedCache; vLLM int8_per_token_head from 0.20 (core.inputs.VLLM_KV_NAMES); not SGLang
     INT4 = "int4"  # HF QuantizedCache (quanto) 4-bit; vLLM int4_per_token_head from 0.25
+    # vLLM's fp8 cache with a float32 scale per token and KV head (from 0.20, core.inputs.VLLM_KV_NAMES), not the
+    # per-tensor scaled fp8 above; no other engine keeps it
+    FP8_PER_TOKEN_HEAD = "fp8_per_token_head"
 
 
 DTYPE_LABELS: Final = {Dtype.FP32: "float32", Dtype.BF16: "bf16", Dtype.FP16: "fp16"}
@@ -138,11 +141,14 @@ ELEMENT_BYTES: Final[dict[str, float]] = {
     "fp4": 0.5,
     "int4": 0.5,
 }
-# The same table by each enum: a tensor in a training dtype, an FSDP2 cast, a KV element
-# (the quantised caches' per-token scales are below 1 % and left out), a dense served weight.
+# The same table by each enum: a tensor in a training dtype, an FSDP2 cast, a KV element (transformers'
+# QuantizedCache scales, below 1 %, left out; vLLM's per-token-head ones added in core.serving.kv), a dense served
+# weight.
 DTYPE_BYTES: Final[dict[Dtype, float]] = {d: ELEMENT_BYTES[d.value] for d in Dtype}
 MP_BYTES: Final[dict[MpDtype, float]] = {m: ELEMENT_BYTES[m.value] for m in MpDtype if m is not MpDtype.STORED}
-KV_BYTES: Final[dict[KvDtype, float]] = {k: ELEMENT_BYTES[k.value] for k in KvDtype}
+# vLLM's fp8_per_token_head is one byte an element (vllm/utils/torch_utils.py STR_DTYPE_TO_TORCH_DTYPE: torch.uint8,
+# 0.20.2 and 0.34.0); its scales are added by core.serving.kv.per_token_head_scale_bytes.
+KV_BYTES: Final[dict[KvDtype, float]] = {k: ELEMENT_BYTES[k.value.removesuffix("_per_token_head")] for k in KvDtype}
 DENSE_BYTES: Final[dict[WeightFormat, float]] = {
     w: ELEMENT_BYTES[w.value] for w in (WeightFormat.BF16, WeightFormat.FP16, WeightFormat.FP32)
 }

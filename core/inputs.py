@@ -758,25 +758,37 @@ def release_loads(fmt: WeightFormat, release: VllmVersion | SglangVersion) -> bo
     return (first is None or order.index(first) <= at) and (last is None or at <= order.index(last))
 
 
-# The integer KV caches vLLM keeps (issue 23): its --kv-cache-dtype name for each and the first release line whose
-# choices hold it, from resources/engine_flags/vllm_serve.txt's value rows (tools/engine_flags/choices.py over the
-# wheels: ``--kv-cache-dtype=int8_per_token_head 0.20-0.34``, ``--kv-cache-dtype=int4_per_token_head 0.25-0.34``),
-# read again by hand in the wheels: vllm 0.20.2 (bc150f502) vllm/config/cache.py CacheDType lists
-# "int8_per_token_head" and no int4 name; 0.25.1 (752a3a504) lists both; 0.19.1's has neither. Every
-# later line keeps both (0.34.0, 62d4bc3c7). Plan validation refuses them before those lines
-# (core.plan._kv_format_refusal); core.serving.kv.per_token_head_scale_bytes has their page rule.
-VLLM_KV_NAMES: Final = {KvDtype.INT8: "int8_per_token_head", KvDtype.INT4: "int4_per_token_head"}
-VLLM_KV_FROM: Final = {KvDtype.INT8: VllmVersion.V0_20, KvDtype.INT4: VllmVersion.V0_25}
-# SGLang: no release read takes an integer KV cache. Its --kv-cache-dtype choices (sglang_server.txt, 0.4.0 -
-# 0.5.23): auto, bf16 / bfloat16, fp8_e5m2, fp8_e4m3, fp4_e2m1, fp4_mx_block16, mxfp8 and nvfp4, floats all (read
-# again by hand in the 0.5.23 wheel: sglang/srt/arg_groups/fields/model.py line 209, ``kv_cache_dtype``'s choices).
-INTEGER_KV: Final = frozenset(VLLM_KV_NAMES)
+# The per-token-head KV caches vLLM keeps (issue 23): its --kv-cache-dtype name for each and the first release line
+# whose choices hold it, from resources/engine_flags/vllm_serve.txt's value rows (tools/engine_flags/choices.py over
+# the wheels: ``--kv-cache-dtype=int8_per_token_head 0.20-0.34``, ``fp8_per_token_head 0.20-0.34``,
+# ``int4_per_token_head 0.25-0.34``), read again by hand in the wheels: vllm 0.20.2 (bc150f502) vllm/config/cache.py
+# CacheDType lists "int8_per_token_head" and "fp8_per_token_head" and no int4 name; 0.25.1 (752a3a504) lists all
+# three; 0.19.1's has none. Every later line keeps them (0.34.0, 62d4bc3c7). fp8_per_token_head is vLLM's own
+# KVQuantMode.FP8_PER_TOKEN_HEAD (vllm/v1/kv_cache_interface.py get_kv_quant_mode), not the per-tensor fp8 of
+# ``fp8`` / ``fp8_e4m3`` / ``fp8_e5m2``: a float32 scale per token, KV head and side like the integer ones. Plan
+# validation refuses them before those lines (core.plan._kv_format_refusal); core.serving.kv.per_token_head_scale_bytes
+# has their page rule.
+VLLM_KV_NAMES: Final = {
+    KvDtype.INT8: "int8_per_token_head",
+    KvDtype.INT4: "int4_per_token_head",
+    KvDtype.FP8_PER_TOKEN_HEAD: "fp8_per_token_head",
+}
+VLLM_KV_FROM: Final = {
+    KvDtype.INT8: VllmVersion.V0_20,
+    KvDtype.INT4: VllmVersion.V0_25,
+    KvDtype.FP8_PER_TOKEN_HEAD: VllmVersion.V0_20,
+}
+# SGLang: no release read takes a per-token-head KV cache. Its --kv-cache-dtype choices (sglang_server.txt, 0.4.0 -
+# 0.5.23): auto, bf16 / bfloat16, fp8_e5m2, fp8_e4m3, fp4_e2m1, fp4_mx_block16, mxfp8 and nvfp4, floats all, scaled
+# per tensor (read again by hand in the 0.5.23 wheel: sglang/srt/arg_groups/fields/model.py line 209,
+# ``kv_cache_dtype``'s choices).
+PER_TOKEN_HEAD_KV: Final = frozenset(VLLM_KV_NAMES)
 
 
 def release_keeps_kv(kv: KvDtype, release: VllmVersion | SglangVersion) -> bool:
-    """Whether a vLLM line or SGLang release keeps a KV cache of ``kv`` (16-bit and fp8 in every one; the integer
-    formats as :data:`VLLM_KV_FROM` says on vLLM, on no SGLang release)."""
-    if kv not in INTEGER_KV:
+    """Whether a vLLM line or SGLang release keeps a KV cache of ``kv`` (16-bit and fp8 in every one; the
+    per-token-head formats as :data:`VLLM_KV_FROM` says on vLLM, on no SGLang release)."""
+    if kv not in PER_TOKEN_HEAD_KV:
         return True
     if isinstance(release, SglangVersion):
         return False
@@ -2710,8 +2722,8 @@ INPUTS: Final[tuple[Input, ...]] = (
           ("--llamacpp-backend",), "llama.cpp: GPU backend (native: CUDA / Metal; vulkan)",
           labels=LLAMACPP_BACKEND_LABELS, matters=lambda p: p.inference.engine is Engine.LLAMACPP),
     Input("inference.kv_dtype", Kind.ENUM, "KV cache", "KV cache storage", KvDtype.BF16,
-          "Element type of the cached keys and values. int8 / int4 on vLLM: its per-token-head caches (from 0.20 / "
-          "0.25), a float32 scale per token and head beside them; SGLang keeps no integer cache.",
+          "Element type of the cached keys and values. int8 / int4 / fp8_per_token_head on vLLM: its per-token-head "
+          "caches (from 0.20 / 0.25 / 0.20), a float32 scale per token and head beside them; SGLang keeps none.",
           ("--kv-dtype",), "element type of the KV cache", labels=KV_LABELS,
           matters=lambda p: p.inference.engine is not Engine.LLAMACPP),
     Input("inference.concurrent", Kind.INT, "Concurrent", "Concurrent requests", 1,

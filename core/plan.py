@@ -39,6 +39,7 @@ from core.inputs import (
     OLLAMA_LLAMA_FIT,
     OPTIMIZER_IMPL_LABELS,
     OPTIMIZER_LABELS,
+    PER_TOKEN_HEAD_KV,
     PRESET_LABELS,
     QUANT_LABELS,
     SGLANG_ENABLE_MULTIMODAL_FROM,
@@ -450,20 +451,26 @@ TRITON_MIN_HEAD_SIZE: Final = 32
 
 
 def _kv_format_refusal(model: ModelSpec, inf: Inference) -> PlanError | None:
-    """An integer KV cache on vLLM or SGLang where the release does not keep it (core.inputs.release_keeps_kv:
-    vLLM's int8_per_token_head from 0.20 and int4_per_token_head from 0.25, no SGLang release), refused with the
-    formats that release covers and the lines that take it; on vLLM, one its attention backend cannot run (above).
-    transformers' QuantizedCache and llama.cpp's q8_0 / q4_0 are their own engines' rules."""
-    if inf.engine not in (Engine.VLLM, Engine.SGLANG) or inf.kv_dtype not in VLLM_KV_NAMES:
-        return None
+    """A per-token-head KV cache on vLLM or SGLang where the release does not keep it (core.inputs.release_keeps_kv:
+    vLLM's int8_per_token_head and fp8_per_token_head from 0.20, int4_per_token_head from 0.25, no SGLang release),
+    refused with the formats that release covers and the lines that take it; on vLLM, one its attention backend
+    cannot run (above). transformers' QuantizedCache (int8 / int4) and llama.cpp's q8_0 / q4_0 are their own
+    engines' rules; transformers has no fp8_per_token_head."""
     kv = inf.kv_dtype
+    if inf.engine is Engine.HF and kv is KvDtype.FP8_PER_TOKEN_HEAD:
+        why = "fp8_per_token_head is vLLM's cache (from 0.20); transformers' generate keeps no such cache"
+        return PlanError("inference.kv_dtype", kv.value, "bf16, fp16, fp32, fp8, int8 or int4 under transformers", why)
+    if inf.engine not in (Engine.VLLM, Engine.SGLANG) or kv not in VLLM_KV_NAMES:
+        return None
     label, release = ("vLLM", inf.vllm_version) if inf.engine is Engine.VLLM else ("SGLang", inf.sglang_version)
     covered = ", ".join(k.value for k in KvDtype if release_keeps_kv(k, release))
     if not release_keeps_kv(kv, release):
         if inf.engine is Engine.SGLANG:
-            why = "SGLang's --kv-cache-dtype takes no integer format in any release (0.4.0 - 0.5.23: floats only)"
+            what = "per-token-head" if kv is KvDtype.FP8_PER_TOKEN_HEAD else "integer"
+            why = f"SGLang's --kv-cache-dtype takes no {what} format in any release (0.4.0 - 0.5.23: floats only)"
         else:
-            lines = "; ".join(f"{VLLM_KV_NAMES[k]} ({k.value}) from {VLLM_KV_FROM[k].value}" for k in VLLM_KV_NAMES)
+            named = {k: n + ("" if n == k.value else f" ({k.value})") for k, n in VLLM_KV_NAMES.items()}
+            lines = "; ".join(f"{named[k]} from {VLLM_KV_FROM[k].value}" for k in VLLM_KV_NAMES)
             why = f"vLLM {release.value}'s --kv-cache-dtype has no {VLLM_KV_NAMES[kv]}: vLLM takes {lines}"
         return PlanError("inference.kv_dtype", kv.value, f"one of {covered} on {label} {release.value}", why)
     name = VLLM_KV_NAMES[kv]
@@ -636,8 +643,8 @@ def _hybrid_serving_refusal(model: ModelSpec, inf: Inference) -> PlanError | Non
         first = HYBRID_VLLM_FROM[model.family]
         why = f"vLLM {inf.vllm_version.value} does not load {model.name}: vLLM {first.value} is the first that does"
         return PlanError("inference.vllm_version", inf.vllm_version.value, f"vLLM {_hybrid_lines_text(model)}", why)
-    if inf.kv_dtype in (KvDtype.INT8, KvDtype.INT4):  # vLLM's int8 / int4_per_token_head (core.inputs.VLLM_KV_NAMES)
-        why = "the hybrid page rule was read for 16-bit and fp8 caches, not vLLM's per-token-head int8 or int4 ones"
+    if inf.kv_dtype in PER_TOKEN_HEAD_KV:  # vLLM's int8 / int4 / fp8_per_token_head (core.inputs.VLLM_KV_NAMES)
+        why = "the hybrid page rule was read for 16-bit and fp8 caches, not vLLM's per-token-head ones"
         return PlanError("inference.kv_dtype", inf.kv_dtype.value, "bf16, fp16, fp32 or fp8 for a hybrid model", why)
     if inf.pipeline_parallel > 1:
         why = "the split of a hybrid's attention and recurrent layers over pipeline stages is not modelled"

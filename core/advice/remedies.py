@@ -75,6 +75,7 @@ class RemedyKind(StrEnum):
     BIGGER_CARD = "bigger-card"
     # serving (core.advice.serving_remedies)
     KV_FP8 = "kv-fp8"
+    KV_INT4 = "kv-int4"  # vLLM's int4_per_token_head (0.25 on), where the model's attention keeps it
     FEWER_REQUESTS = "fewer-requests"
     SHORTER_CONTEXT = "shorter-context"
     WEIGHTS_NF4 = "weights-nf4"

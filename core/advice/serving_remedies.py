@@ -18,6 +18,7 @@ from core.advice.remedies import RemedyKind, RemedySpec, Transform
 from core.advice.request import Pin
 from core.advice.symptoms import Failure
 from core.context_limit import SGLANG_LONG_ENV, VLLM_LONG_ENV, would_not_start
+from core.dtypes import KvDtype
 from core.estimate import Estimate, estimate, gpu_for
 from core.format import gb
 from core.memo import last_answer
@@ -40,6 +41,17 @@ def _kv_fp8(plan: Plan) -> tuple[Plan, str] | None:
     if _llamacpp(plan) or plan.inference.kv_dtype not in _WIDE_KV:
         return None
     return plan.with_inference(kv_dtype="fp8"), "8-bit KV cache"
+
+
+def _kv_int4(plan: Plan) -> tuple[Plan, str] | None:
+    """vLLM's int4_per_token_head cache (0.25 on: core.inputs.VLLM_KV_FROM), a quarter of a 16-bit cache's bytes and
+    half of fp8's, plus a float32 scale per token and KV head; Plan validation refuses it where vLLM would (a release
+    before 0.25, latent attention, a head not a power of 2: core.plan._kv_format_refusal), and RemedySpec.apply
+    then offers nothing. Its int8 sibling is not offered: one byte an element and the same scales, never smaller
+    than the fp8 cache :func:`_kv_fp8` offers on every release."""
+    if plan.inference.engine is not Engine.VLLM or plan.inference.kv_dtype == KvDtype.INT4:
+        return None
+    return plan.with_inference(kv_dtype=KvDtype.INT4), "4-bit KV cache (vLLM's int4_per_token_head)"
 
 
 def _fewer_requests(plan: Plan) -> tuple[Plan, str] | None:
@@ -300,8 +312,18 @@ def _to_host(kind: RemedyKind, transform: Transform, cost: str, **kw: Any) -> Re
     )
 
 
+# Both change the cache's format: never combined.
+_KV_FORMATS: Final = frozenset({K.KV_FP8, K.KV_INT4})
 SERVING_KINDS: Final = (
-    _served(K.KV_FP8, _kv_fp8, 1, SERVING, "small quality cost"),
+    _served(K.KV_FP8, _kv_fp8, 1, SERVING, "small quality cost", excludes=_KV_FORMATS),
+    _served(
+        K.KV_INT4,
+        _kv_int4,
+        2,
+        SERVING,
+        "a larger quality cost than fp8: 4-bit keys and values, Hadamard-rotated",
+        excludes=_KV_FORMATS,
+    ),
     _served(K.FEWER_REQUESTS, _fewer_requests, 2, SERVING, "lower throughput", combinable=False),
     _served(K.WEIGHTS_NF4, _weights_nf4, 2, WEIGHTS, "some quality and speed cost"),
     _served(K.SMALLER_BATCHED_TOKENS, _smaller_batched_tokens, 1, SERVING, "slower prefill of long prompts"),

@@ -40,7 +40,7 @@ from core.dtypes import (
     weight_bytes,
 )
 from core.format import gb
-from core.inputs import INTEGER_KV, VllmVersion
+from core.inputs import PER_TOKEN_HEAD_KV, VllmVersion
 from core.model import ModelSpec
 from core.plan import Attention, Engine, Inference, Plan, PrefixCaching
 from core.runtime import (
@@ -213,10 +213,10 @@ def weights_term(layout: RankLayout) -> Term:
 
 def _kv_token_layer_bytes(model: ModelSpec, inf: Inference, tp: int) -> float:
     """One token in one layer on a rank, as the plan's engine keeps it: transformers' generate caches MLA's
-    decompressed K and V, the engines its latent; vLLM's integer caches add their per-token-head scales
+    decompressed K and V, the engines its latent; vLLM's per-token-head caches add their scales
     (core.serving.kv.per_token_head_scale_bytes)."""
     kv = kv_bytes_per_token_layer(model, KV_BYTES[inf.kv_dtype], tp, inf.engine is not Engine.HF)
-    if inf.engine is Engine.VLLM and inf.kv_dtype in INTEGER_KV:
+    if inf.engine is Engine.VLLM and inf.kv_dtype in PER_TOKEN_HEAD_KV:
         kv += per_token_head_scale_bytes(model, tp)
     return kv
 
@@ -589,7 +589,7 @@ def vllm_pool(plan: Plan, gpu: GpuSpec, layout: RankLayout, fit: ServingFit) -> 
     # Chunked-local layers get groups of their own only where the release does so by default (vllm_versions).
     grouped = era.kv_groups and (not model.chunked_attention or chunked_groups(inf.vllm_version))
     groups = vllm_kv_groups(model, layout.layers, grouped)
-    block_size = default_block_size(model, gpu.id, inf.vllm_version, inf.kv_dtype in INTEGER_KV)
+    block_size = default_block_size(model, gpu.id, inf.vllm_version, inf.kv_dtype in PER_TOKEN_HEAD_KV)
     page_bytes = block_size * layout.kv_token_layer_bytes
     smallest_block = block_size
     hybrid = model.hybrid

@@ -11,8 +11,8 @@ from core.catalogue import load_gpus, load_models
 from core.dtypes import Autocast, CacheType, Dtype, GgufQuant, KvDtype, Quant, WeightFormat
 from core.errors import PlanError
 from core.inputs import (
-    INTEGER_KV,
     LLAMA4_VLLM_FROM,
+    PER_TOKEN_HEAD_KV,
     SGLANG_ENABLE_MULTIMODAL_FROM,
     SGLANG_MM_DISABLED_FAMILIES,
     release_keeps_kv,
@@ -72,11 +72,14 @@ def _splits_state(model: ModelSpec, tensor_parallel: int) -> bool:
 
 
 def kv_formats(model: ModelSpec, engine: Engine) -> list[KvDtype]:
-    """The KV formats ``engine`` keeps for ``model`` at its newest release (core.plan.serving_refusal: the integer
-    ones on vLLM only, not for a latent-attention or hybrid model, int4 for a power-of-2 head); the release drawn
-    must then keep the one drawn (core.inputs.release_keeps_kv: int8 from vLLM 0.20, int4 from 0.25)."""
+    """The KV formats ``engine`` keeps for ``model`` at its newest release (core.plan.serving_refusal: the
+    per-token-head ones on vLLM only, not for a latent-attention or hybrid model, int4 for a power-of-2 head); the
+    release drawn must then keep the one drawn (core.inputs.release_keeps_kv: int8 and fp8_per_token_head from vLLM
+    0.20, int4 from 0.25)."""
     newest = Inference(engine=engine, vllm_version=list(VllmVersion)[-1])
-    return [k for k in KvDtype if k not in INTEGER_KV or serving_refusal(model, replace(newest, kv_dtype=k)) is None]
+    return [
+        k for k in KvDtype if k not in PER_TOKEN_HEAD_KV or serving_refusal(model, replace(newest, kv_dtype=k)) is None
+    ]
 
 
 gpu_ids = st.sampled_from([g.id for g in load_gpus()] + ["custom"])

@@ -38,6 +38,7 @@ from core.inputs import (
     MAX_RANK,
     MAX_SEQ,
     MAX_TOKENS,
+    PER_TOKEN_HEAD_KV,
     Stack,
     input_at,
     release_keeps_kv,
@@ -414,7 +415,7 @@ def _random_plan(rng: random.Random) -> Plan:
         drawn["inference"] = replace(drawn["inference"], tensor_parallel=1, pipeline_parallel=1)
     if model.hybrid is not None:  # served on vLLM 0.11 - 0.34, one stage, a 16-bit or fp8 cache (serving_refusal)
         inf = drawn["inference"]
-        kv = inf.kv_dtype if inf.kv_dtype not in (KvDtype.INT8, KvDtype.INT4) else KvDtype.BF16
+        kv = inf.kv_dtype if inf.kv_dtype not in PER_TOKEN_HEAD_KV else KvDtype.BF16
         # the TP drawn above splits the state (strategies); a line that loads the weights drawn (NF4 up to 0.27)
         version = rng.choice(sorted(v for v in hybrid_vllm_lines(model) if release_loads(inf.weight_dtype, v)))
         drawn["inference"] = replace(inf, engine=Engine.VLLM, vllm_version=version, kv_dtype=kv, pipeline_parallel=1)

@@ -74,9 +74,9 @@ def test_the_refusal_names_what_the_release_covers_and_the_lines_that_take_it() 
     assert str(int8.value) == (
         "inference.kv_dtype: 'int8' is not allowed; expected one of bf16, fp16, fp32, fp8 on vLLM 0.19 (vLLM 0.19's "
         "--kv-cache-dtype has no int8_per_token_head: vLLM takes int8_per_token_head (int8) from 0.20; "
-        "int4_per_token_head (int4) from 0.25)"
+        "int4_per_token_head (int4) from 0.25; fp8_per_token_head from 0.20)"
     )
-    with pytest.raises(PlanError, match=r"expected one of bf16, fp16, fp32, fp8, int8 on vLLM 0\.24 "):
+    with pytest.raises(PlanError, match=r"one of bf16, fp16, fp32, fp8, int8, fp8_per_token_head on vLLM 0\.24 "):
         _on_vllm(VllmVersion.V0_24, KvDtype.INT4)
     with pytest.raises(PlanError, match="SGLang's --kv-cache-dtype takes no integer format in any release"):
         plan_for_model("Qwen/Qwen3-8B").with_inference(engine=Engine.SGLANG, kv_dtype=KvDtype.INT8)

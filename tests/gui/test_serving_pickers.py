@@ -51,8 +51,9 @@ def test_vllm_0_8_greys_mxfp4_naming_the_first_line_that_loads_it(window: MainWi
     assert greyed[WeightFormat.MXFP4.value].startswith("Not offered: vLLM 0.8 has no MXFP4")
     assert "from vLLM 0.10" in greyed[WeightFormat.MXFP4.value]
     assert form.weights.currentData() == WeightFormat.AWQ_INT4.value  # the plan's own entry, offered
-    # vLLM 0.8 keeps 16-bit and fp8 caches; its --kv-cache-dtype has no int8 / int4_per_token_head (from 0.20 / 0.25)
-    assert list(_greyed(form.kv)) == [KvDtype.INT8.value, KvDtype.INT4.value]
+    # vLLM 0.8 keeps 16-bit and fp8 caches; its --kv-cache-dtype has no int8 / int4 / fp8_per_token_head (from 0.20 /
+    # 0.25 / 0.20)
+    assert list(_greyed(form.kv)) == [KvDtype.INT8.value, KvDtype.INT4.value, KvDtype.FP8_PER_TOKEN_HEAD.value]
     # The next line loads it: the entry comes back.
     window.controller.reset(window.controller.plan.with_inference(vllm_version=VllmVersion.V0_10))
     assert _greyed(form.weights) == {}
@@ -105,8 +106,8 @@ def test_a_hybrids_kv_list_greys_int8_and_int4_on_vllm(window: MainWindow) -> No
     _serving(window, _on("granite-4.0-h-tiny", engine=Engine.VLLM, vllm_version=VllmVersion.V0_34))
     form = window.serving_form
     greyed = _greyed(form.kv)
-    assert list(greyed) == [KvDtype.INT8.value, KvDtype.INT4.value]
-    assert all("not vLLM's per-token-head int8 or int4 ones" in tip for tip in greyed.values())
+    assert list(greyed) == [KvDtype.INT8.value, KvDtype.INT4.value, KvDtype.FP8_PER_TOKEN_HEAD.value]
+    assert all("not vLLM's per-token-head ones" in tip for tip in greyed.values())
     assert list(_greyed(form.vllm_version)) == ["0.6", "0.7", "0.8", "0.9", "0.10"]
 
 
@@ -141,11 +142,12 @@ def test_a_plan_set_in_training_mode_is_greyed_once_inference_shows(window: Main
 def test_vllm_kv_list_offers_int8_from_0_20_and_int4_from_0_25(window: MainWindow) -> None:
     # vLLM's --kv-cache-dtype takes int8_per_token_head from 0.20 and int4_per_token_head from 0.25
     # (resources/engine_flags/vllm_serve.txt: "--kv-cache-dtype=int8_per_token_head 0.20-0.34",
-    # "--kv-cache-dtype=int4_per_token_head 0.25-0.34"; core.inputs.VLLM_KV_FROM).
+    # "--kv-cache-dtype=int4_per_token_head 0.25-0.34"; core.inputs.VLLM_KV_FROM), fp8_per_token_head from 0.20
+    # ("--kv-cache-dtype=fp8_per_token_head 0.20-0.34").
     _serving(window, _on("llama-3.1-8b", engine=Engine.VLLM, vllm_version=VllmVersion.V0_19))
     form = window.serving_form
     greyed = _greyed(form.kv)
-    assert list(greyed) == [KvDtype.INT8.value, KvDtype.INT4.value]
+    assert list(greyed) == [KvDtype.INT8.value, KvDtype.INT4.value, KvDtype.FP8_PER_TOKEN_HEAD.value]
     assert greyed[KvDtype.INT8.value].startswith("Not offered: vLLM 0.19's --kv-cache-dtype has no int8_per_token_head")
     window.controller.reset(window.controller.plan.with_inference(vllm_version=VllmVersion.V0_20))
     assert list(_greyed(form.kv)) == [KvDtype.INT4.value]
@@ -164,9 +166,10 @@ def test_sglang_and_a_latent_model_grey_the_integer_kv_formats(window: MainWindo
     _serving(window, _on("llama-3.1-8b", engine=Engine.SGLANG))
     form = window.serving_form
     greyed = _greyed(form.kv)
-    assert list(greyed) == [KvDtype.INT8.value, KvDtype.INT4.value]
-    assert all("takes no integer format" in tip for tip in greyed.values())
+    assert list(greyed) == [KvDtype.INT8.value, KvDtype.INT4.value, KvDtype.FP8_PER_TOKEN_HEAD.value]
+    assert all("takes no integer format" in greyed[k.value] for k in (KvDtype.INT8, KvDtype.INT4))
+    assert "takes no per-token-head format" in greyed[KvDtype.FP8_PER_TOKEN_HEAD.value]
     window.controller.reset(_on("deepseek-v2-lite", engine=Engine.VLLM, vllm_version=VllmVersion.V0_34))
     greyed = _greyed(form.kv)
-    assert list(greyed) == [KvDtype.INT8.value, KvDtype.INT4.value]
+    assert list(greyed) == [KvDtype.INT8.value, KvDtype.INT4.value, KvDtype.FP8_PER_TOKEN_HEAD.value]
     assert all("MLA attention backends" in tip for tip in greyed.values())

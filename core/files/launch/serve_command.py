@@ -876,6 +876,7 @@ def _weights(
     quantization: Mapping[WeightFormat, str],
     fp8_kv: Callable[[str], bool],
     kv_names: Mapping[KvDtype, str],
+    kv_why_not: Mapping[str, str] | None = None,
 ) -> None:
     dtype_text = reader.value("--dtype")
     flags: tuple[str, ...] = ("--dtype",)
@@ -902,10 +903,12 @@ def _weights(
     kv: KvDtype | None = None
     if kv_text is not None and kv_text != "auto":
         kv_of = {v: k for k, v in kv_names.items()}
-        if fp8_kv(kv_text):
-            kv = KvDtype.FP8
-        elif kv_text in kv_of:  # the export's own name (vLLM's int8 / int4_per_token_head)
+        if kv_text in kv_of:  # the export's own name (vLLM's int8 / int4 / fp8_per_token_head)
             kv = kv_of[kv_text]
+        elif fp8_kv(kv_text):
+            kv = KvDtype.FP8
+        elif kv_why_not and kv_text in kv_why_not:
+            reader.cannot("--kv-cache-dtype", f"{kv_text}: {kv_why_not[kv_text]}")
         else:
             kept = ["the model's dtype", "fp8", *kv_names.values()]
             words = f"{', '.join(kept[:-1])} or {kept[-1]}"
@@ -959,7 +962,7 @@ def _vllm(args: _Args, entry: str = "serve") -> tuple[_Reader, str]:
     elif model:
         reader.read.append(FlagNote(args.written["--model"], "the model"))
     reader.unknown += [f"{p}{_NO_FLAG}" for p in positional]
-    _weights(reader, vl.QUANTIZATION, lambda v: v.startswith("fp8"), VLLM_KV_NAMES)
+    _weights(reader, vl.QUANTIZATION, lambda v: v in vl.PLAIN_FP8_KV, VLLM_KV_NAMES, vl.KV_NOT_PLANNED)
     _context_and_layout(
         reader, "--max-model-len", human_int, (("--tensor-parallel-size", "-tp"), ("--pipeline-parallel-size", "-pp"))
     )
@@ -1102,6 +1105,10 @@ _ENV_WHY: Final = {
     # VllmBackend.__call__, torch_compile_cache/ under it); whether a start finds it warm is the folder's lot
     "VLLM_CACHE_ROOT": "where vLLM keeps its compile cache: a start finds it warm or cold by whether that folder "
     "outlived the last start, which the plan's compile cache setting (--compile-cache) says",
+    # vllm/envs.py reads it to 0.14.1 and not from 0.15.1 (the wheels' envs.py), where validate_environ warns
+    # "Unknown vLLM environment variable detected" (0.20.2): the per-token-head caches (0.20 on) never meet it
+    "VLLM_ATTENTION_BACKEND": "the attention backend to vLLM 0.14; from 0.15 vLLM ignores it ('Unknown vLLM "
+    "environment variable detected: VLLM_ATTENTION_BACKEND') and --attention-backend names the backend",
     "NCCL_NVLS_ENABLE": "NCCL's NVLS buffers on NVSwitch cards: the plan's multi-GPU reserve is the one measured with "
     "NCCL's default (core.serving.fit)",
     "NCCL_BUFFSIZE": "NCCL's buffer per channel: the plan's multi-GPU reserve is the one measured with NCCL's default "
@@ -1449,6 +1456,48 @@ def _check_release(
     parsing = len(stopped)
     _release_refuses(start.engine, release, start.args, reader, stopped)
     _value_refusals(release, args, stopped, parsing)
+    if start.engine is Engine.VLLM and not stopped:
+        _backend_refusal(VllmVersion(release.name.split()[-1]), args, reader, stopped)
+
+
+# vLLM's per-token-head caches and an explicit --attention-backend (0.13 on; ``auto`` is none: vllm/config/attention.py
+# AttentionConfig.validate_backend_before upper-cases the name). With one named, the platform validates that backend
+# alone and stops on any reason (0.20.2 - 0.34.0 vllm/platforms/cuda.py and rocm.py get_attn_backend_cls: "Selected
+# backend {selected_backend} is not valid for this configuration. Reason: {invalid_reasons}", the enum member printed
+# as AttentionBackendEnum.NAME); TRITON_ATTN's supported_kv_cache_dtypes is the only list naming these caches
+# (vllm/v1/attention/backends/triton_attn.py; the base class's is auto / float16 / bfloat16), so every other backend
+# gives validate_configuration's "kv_cache_dtype not supported" (vllm/v1/attention/backend.py). One exception: on
+# 0.20 and 0.21 FLASH_ATTN's supports_kv_cache_dtype takes any name is_quantized_kv_cache covers (``*_per_token_head``
+# among them) where FlashAttention 3 runs (a Hopper card: fa_utils.flash_attn_supports_fp8); from 0.22 only fp8 and
+# fp8_e4m3 (vllm 0.22.1 flash_attn.py).
+TRITON_ATTN: Final = "TRITON_ATTN"
+FA_ANY_QUANTISED_LINES: Final = frozenset((VllmVersion.V0_20, VllmVersion.V0_21))
+
+
+def _backend_refusal(line: VllmVersion, args: _Args, reader: _Reader, stopped: list[str]) -> None:
+    """An --attention-backend other than TRITON_ATTN beside a per-token-head --kv-cache-dtype the line takes: vLLM's
+    own refusal joins ``stopped`` (FLASH_ATTN on 0.20 / 0.21 said as the card's to decide); TRITON_ATTN is read as
+    the backend the plan already runs these caches on."""
+    backend, kv = args.values.get("--attention-backend"), args.values.get("--kv-cache-dtype")
+    if backend is None or backend.lower() == "auto" or kv not in VLLM_KV_NAMES.values():
+        return
+    written = args.written.get("--attention-backend", f"--attention-backend {backend}")
+    reader.unexpressed = [n for n in reader.unexpressed if n.words != written]
+    name = backend.upper()
+    if name == TRITON_ATTN:
+        reader.read.append(FlagNote(written, f"the backend vLLM keeps {kv} on: the plan's"))
+    elif name == "FLASH_ATTN" and line in FA_ANY_QUANTISED_LINES:
+        why = (
+            f"vLLM {line.value}'s FLASH_ATTN takes {kv} on a Hopper card with FlashAttention 3 and refuses it "
+            "elsewhere ('kv_cache_dtype not supported'); the cache's bytes are the same"
+        )
+        reader.unexpressed.append(FlagNote(written, why))
+    else:
+        reader.unexpressed.append(FlagNote(written, f"vLLM keeps {kv} on TRITON_ATTN alone"))
+        stopped.append(
+            f"vLLM {line.value} would not start: 'Selected backend AttentionBackendEnum.{name} is not valid for this "
+            "configuration. Reason: ['kv_cache_dtype not supported']'"
+        )
 
 
 def _not_used(

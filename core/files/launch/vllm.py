@@ -72,6 +72,19 @@ QUANTIZATION: Final = {
     WeightFormat.NF4: "bitsandbytes",
     WeightFormat.MXFP4: "mxfp4",  # vllm/model_executor/layers/quantization/mxfp4.py, get_name()
 }
+# vLLM's --kv-cache-dtype names read as the plan's fp8: one byte an element with per-tensor scales
+# (vllm/v1/kv_cache_interface.py get_kv_quant_mode: KVQuantMode.FP8_PER_TENSOR for any other "fp8..." name, 0.20.2 and
+# 0.34.0; STR_DTYPE_TO_TORCH_DTYPE torch.uint8). fp8_per_token_head is its own format (core.inputs.VLLM_KV_NAMES).
+PLAIN_FP8_KV: Final = frozenset(("fp8", "fp8_e4m3", "fp8_e5m2"))
+# The other fp8 names of the choices (resources/engine_flags/vllm_serve.txt), read in the 0.20.2 and 0.34.0 wheels:
+# neither is the plan's fp8, so the reader says so rather than planning a per-tensor fp8 cache.
+KV_NOT_PLANNED: Final = {
+    # vllm/v1/attention/backends/mla/flashmla_sparse.py (FLASHMLA_SPARSE, sparse_swa): the only backends naming it
+    "fp8_ds_mla": "DeepSeek V3.2's sparse-MLA layout (fp8 latent, float32 tile scales and a 16-bit RoPE part per "
+    "token), kept only by vLLM's sparse-MLA backends: no model the plan serves has sparse attention",
+    # vllm/config/cache.py and vllm/utils/torch_utils.py (torch.float8_e4m3fn) only: no CUDA or ROCm backend lists it
+    "fp8_inc": "Intel Neural Compressor's fp8 for Gaudi (HPU) plugins: no CUDA or ROCm attention backend keeps it",
+}
 # The export's first line names the release line whose flags it wrote; the pasted-command reader takes it back as the
 # plan's line (core.files.launch.serve_command._version_fields), as it does SGLang's PIP_MARK line.
 FLAGS_MARK: Final = "vllm serve written by VRAM Planner (flags of vLLM "
