@@ -166,17 +166,10 @@ NCCL_CONNECTIONS_PER_CHANNEL: Final = 2
 NCCL_CHANNELS_FAST_LINK: Final = 16
 NCCL_CHANNELS_PCIE: Final = 2
 # Each NCCL communicator connects its own channels and buffers, and PyTorch makes one per process
-# group. DeepSpeed ZeRO-3 runs its collectives on two groups of the same ranks (deepspeedai/DeepSpeed
-# v0.11.1 e9503fe4 and v0.14.0 ce78a632): zero.Init, and the engine's conversion of a module built
-# outside it, partition and all-gather the parameters on the world group when no data-parallel
-# group is given (runtime/zero/partition_parameters.py Init.__init__: `self.ds_process_group =
-# dist.get_world_group()`), while the engine reduce-scatters the gradients on its data-parallel
-# group, a clone of the world group with a communicator of its own without an mpu
-# (utils/groups.py `_get_data_parallel_group` -> `_clone_world_group`: `dist.new_group(ranks=
-# range(dist.get_world_size()))`, which `_get_sequence_data_parallel_group` returns without sequence
-# parallelism; engine.py passes `dp_process_group=self.seq_data_parallel_group` to the stage-3
-# optimizer). Both groups span the same GPUs over the same links: the same buffers twice.
-ZERO3_NCCL_COMMUNICATORS: Final = 2
+# group, on the first collective the group runs on the device (ProcessGroupNCCL's lazy init, where
+# init_process_group is given no device_id: torchtitan d66b72a6 torchtitan/distributed/utils.py
+# init_distributed). How many groups a rank runs collectives on, per layout and framework, with the
+# sources: core.training.device.nccl_groups.
 
 # The caching allocator's reserve (reserved minus allocated at the peak), as a closed form:
 # c10/cuda/CUDACachingAllocator.cpp rounds every segment of 10 MiB or more up to 2 MiB and

@@ -50,7 +50,6 @@ from core.runtime import (
     NCCL_CONNECTIONS_PER_CHANNEL,
     SEGMENT_ROUNDING_PER_TENSOR_BYTES,
     TE_GROUPED_GEMM_STREAMS,
-    ZERO3_NCCL_COMMUNICATORS,
     RuntimeNames,
     cublas_workspace,
     runs_mps,
@@ -60,7 +59,15 @@ from core.runtime import (
 from core.training.optimizer import head_adapter_tensor_sizes
 from core.units import MiB
 
-__all__ = ["CardTerms", "allocator_workspaces", "card_terms", "nccl_bytes", "weight_segments", "weight_tensors"]
+__all__ = [
+    "CardTerms",
+    "allocator_workspaces",
+    "card_terms",
+    "nccl_bytes",
+    "nccl_groups",
+    "weight_segments",
+    "weight_tensors",
+]
 
 _FAST_LINKS = ("nvlink", "xgmi")
 
@@ -121,27 +128,80 @@ def allocator_config(plan: Plan) -> AllocatorConfig:
         return AllocatorConfig()
 
 
+def nccl_groups(plan: Plan) -> tuple[str, ...]:
+    """The process groups one rank of a multi-GPU plan runs NCCL collectives on: each has a communicator of
+    its own, with its own buffers (ProcessGroupNCCL creates one per group and device on the group's first
+    collective). A group of every rank is the world group; one of a single rank has none.
+
+    - **DeepSpeed** (deepspeedai/DeepSpeed v0.11.1 e9503fe4): the engine reduces (ZeRO-1/2) or reduce-scatters
+      (ZeRO-3) the gradients, and ZeRO-1/2 all-gather the updated partitions, on its data-parallel group, a clone
+      of the world group without an mpu (utils/groups.py ``_clone_world_group``: ``dist.new_group(ranks=
+      range(world_size))``; engine.py lines 1110-1112, stage_1_and_2.py ``dp_process_group``). The world group
+      runs ZeRO-3's parameter all-gathers (partition_parameters.py ``Init.__init__``: ``dist.get_world_group()``)
+      and, under ZeRO-1/2, the loop's own collectives: HF Trainer all-gathers the loss on it at every logging
+      step (trainer.py ``_maybe_log_save_evaluate``: ``self._nested_gather(tr_loss)``, accelerate's ``gather``
+      on the default group); the engine's own use of it is at checkpoint saves (engine.py ``dist.barrier()``).
+    - **PyTorch's own parallelisms, as torchtitan lays them out** (pytorch/torchtitan 9dec370a and d66b72a6,
+      ``ParallelDims.build_mesh``): one mesh dimension per degree above 1, and three flattened meshes, "dp",
+      "dp_shard_cp" (FSDP's, or DDP's) and "dp_cp" (the loss all-reduce, train.py ``dist_mean``); torch's
+      DeviceMesh gives a mesh of one dimension spanning the world the default group and every other one a
+      ``new_group`` of its own, a flattened mesh too (pytorch/pytorch 00131b6b torch/distributed/
+      device_mesh.py ``_init_process_groups``, ``create_flatten_mesh``). So FSDP's shard group and the loss
+      group are two communicators over the same ranks when they are not the world, HSDP adds the replicate
+      group, and TP, CP and PP each their dimension's group (torch's pipelining sends through
+      ``batch_isend_irecv``, which takes the group's communicator, not a two-rank one). The world group is
+      used on every rank: the seed's broadcast (utils.py ``set_determinism``) and the barrier after the first
+      step (``set_pg_timeouts``); under accelerate and HF Trainer, the barriers and the loss gather. FSDP1's
+      group is the default one unless given (torch ``_init_process_group_state``), as DDP's is.
+    - **Megatron-Core**: not read through; one communicator, as before.
+    """
+    par = plan.parallel
+    world = par.world_size
+    if world <= 1:
+        return ()
+    groups = ["world group"]
+    if plan.stack is Stack.MEGATRON:
+        return tuple(groups)
+
+    def add(name: str, size: int) -> None:
+        if 1 < size < world:
+            groups.append(name)
+
+    if par.strategy.deepspeed:
+        if par.data_parallel > 1:  # with tensor or pipeline parallelism, the mpu's data-parallel group instead
+            clone = par.tensor_parallel * par.pipeline_parallel == 1
+            groups.append("the engine's data-parallel group" + (" (a clone of the world group)" if clone else ""))
+        add("tensor-parallel group", par.tensor_parallel)
+        add("pipeline group", par.pipeline_parallel)
+        return tuple(groups)
+    data = par.data_parallel * par.context_parallel
+    gradient = "FSDP's shard group" if par.strategy is Strategy.FSDP else "DDP's group"
+    add(gradient, par.fsdp_shards if par.strategy is Strategy.FSDP else data)
+    add("HSDP's replicate group", par.dp_replicate)
+    add("the loss all-reduce's group (dp × cp)", data)
+    add("tensor-parallel group", par.tensor_parallel)
+    add("context-parallel group", par.context_parallel)
+    add("pipeline group", par.pipeline_parallel)
+    return tuple(groups)
+
+
 def nccl_bytes(plan: Plan) -> tuple[float, str]:
-    """NCCL's own buffers on one GPU of a multi-GPU plan, with the arithmetic: one communicator's,
-    two under DeepSpeed ZeRO-3 across data-parallel ranks (the world group's all-gathers and the cloned
-    data-parallel group's reduce-scatters, :data:`core.runtime.ZERO3_NCCL_COMMUNICATORS`)."""
-    if plan.world_size <= 1:
+    """NCCL's own buffers on one GPU of a multi-GPU plan, with the arithmetic: one communicator's buffers for
+    each process group the rank runs collectives on (:func:`nccl_groups`)."""
+    groups = nccl_groups(plan)
+    if not groups:
         return 0.0, ""
     link = intra_link_of(plan.parallel.intra_link, plan.hardware.gpu)
     fast = any(link.id.startswith(kind) for kind in _FAST_LINKS)
     channels = NCCL_CHANNELS_FAST_LINK if fast else NCCL_CHANNELS_PCIE
-    zero3 = plan.parallel.strategy is Strategy.ZERO3 and plan.parallel.data_parallel > 1
-    communicators = ZERO3_NCCL_COMMUNICATORS if zero3 else 1
+    communicators = len(groups)
     total = communicators * channels * NCCL_CONNECTIONS_PER_CHANNEL * NCCL_CONNECTION_BYTES
     formula = (
         f"{channels} channels ({link.id}) × {NCCL_CONNECTIONS_PER_CHANNEL} connections × "
         f"{NCCL_CONNECTION_BYTES / MiB:.2f} MiB (Simple 4 MiB + LL 0.5 MiB + LL128 4.69 MiB)"
     )
-    if zero3:
-        formula = (
-            f"{communicators} communicators (DeepSpeed ZeRO-3: the world group's all-gathers, the cloned "
-            f"data-parallel group's reduce-scatters) × {formula}"
-        )
+    if communicators > 1:
+        formula = f"{communicators} communicators ({', '.join(groups)}) × {formula}"
     return total, formula
 
 

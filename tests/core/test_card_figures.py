@@ -5,6 +5,7 @@ buffers per connection from NVIDIA/nccl src/init.cc, the fitted fragmentation fr
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -21,6 +22,7 @@ from core.runtime import (
     CUDA_CONTEXT_BYTES,
     NCCL_CONNECTION_BYTES,
 )
+from core.training.device import nccl_groups
 from core.units import MiB
 from core.verdict import SEVERITY, VERDICT_LABELS, VERDICT_MEANINGS, Verdict, judge
 
@@ -182,18 +184,58 @@ def test_nccl_buffers_on_more_than_one_gpu() -> None:
     assert next(t for t in pcie.buckets[-1].terms if t.label == "NCCL buffers").bytes == 2 * 2 * NCCL_CONNECTION_BYTES
 
 
-def test_deepspeed_zero3_connects_two_communicators() -> None:
-    # DeepSpeed v0.11.1 (e9503fe4): zero.Init all-gathers on dist.get_world_group()
-    # (runtime/zero/partition_parameters.py, Init.__init__) and the engine reduce-scatters on
-    # groups._get_data_parallel_group() -> _clone_world_group(), a new_group of the same ranks
-    # (utils/groups.py): two NCCL communicators over the same links, each with its own buffers.
+def test_deepspeed_connects_the_world_group_and_its_cloned_data_parallel_group() -> None:
+    # DeepSpeed v0.11.1 (e9503fe4): the engine reduces (ZeRO-1/2) or reduce-scatters (ZeRO-3) on
+    # groups._get_data_parallel_group() -> _clone_world_group(), a new_group of the same ranks (utils/groups.py);
+    # ZeRO-3's zero.Init all-gathers on dist.get_world_group() (runtime/zero/partition_parameters.py,
+    # Init.__init__) and, under ZeRO-1/2, HF Trainer gathers the loss on the default group at each logging step
+    # (trainer.py _maybe_log_save_evaluate, _nested_gather): two NCCL communicators, each with its own buffers.
+    # FSDP and DDP over every rank run on the default group alone (torch FSDP1 _init_process_group_state;
+    # DeviceMesh _init_process_groups gives a one-dimensional mesh of the world the default group).
     base = lora_1b(hardware=Hardware(gpu="h100-sxm")).with_method(Method.FULL)
-    for strategy, communicators in ((Strategy.ZERO3, 2), (Strategy.ZERO2, 1), (Strategy.FSDP, 1), (Strategy.DDP, 1)):
+    for strategy, communicators in (
+        (Strategy.ZERO3, 2),
+        (Strategy.ZERO2, 2),
+        (Strategy.ZERO1, 2),
+        (Strategy.FSDP, 1),
+        (Strategy.DDP, 1),
+    ):
         est = estimate(base.on_gpus(8, strategy))
         nccl = next(t for t in est.buckets[-1].terms if t.label == "NCCL buffers")
         # NVLink 4: 16 channels × 2 connections per communicator (the test above).
         assert nccl.bytes == communicators * 16 * 2 * NCCL_CONNECTION_BYTES, strategy
         assert ("2 communicators" in nccl.formula) is (communicators == 2)
+
+
+def test_torchtitans_mesh_gives_each_parallel_dimension_and_flattened_mesh_a_communicator() -> None:
+    # pytorch/torchtitan d66b72a6 torchtitan/distributed/parallel_dims.py _build_mesh_without_ep: a mesh
+    # dimension per degree above 1 and the flattened "dp_shard_cp" (FSDP, parallelize.py) and "dp_cp" (train.py
+    # dist_mean of the loss) meshes; pytorch/pytorch 00131b6b torch/distributed/device_mesh.py: a flattened mesh
+    # is a new DeviceMesh whose group is new_group(...) unless it spans the world (then the default group).
+    # The world group itself: utils.py set_determinism's broadcast of the seed, set_pg_timeouts' barrier.
+    base = lora_1b(hardware=Hardware(gpu="h100-sxm")).with_method(Method.FULL)
+    fsdp = base.on_gpus(32, Strategy.FSDP)
+    cases = (
+        # tt1690's fsdp8-tp4 rows: world, dp_shard_cp (8 ranks), dp_cp (the same 8, a second group), tp (4)
+        (fsdp.with_layout(tensor_parallel=4), 4),
+        # HSDP 4 × 8: world (= dp_cp, the loss), dp_replicate (4), dp_shard_cp (8)
+        (fsdp.with_layout(dp_replicate=4), 3),
+        # FSDP × CP spanning the world: dp_shard_cp and dp_cp are the world group; the cp dimension's group
+        (fsdp.with_layout(context_parallel=4), 2),
+        # PP 2 × TP 4 × FSDP 4: world, pp, tp, dp_shard_cp, dp_cp
+        (fsdp.with_layout(tensor_parallel=4, pipeline_parallel=2), 5),
+        # TP over every GPU: a one-dimensional mesh of the world is the default group
+        (base.on_gpus(4, Strategy.FSDP).with_layout(tensor_parallel=4), 1),
+    )
+    for plan, communicators in cases:
+        assert len(nccl_groups(plan)) == communicators, plan.parallel.split
+        nccl = next(t for t in estimate(plan).buckets[-1].terms if t.label == "NCCL buffers")
+        # 16 channels × 2 connections × one communicator's buffers (NCCL src/init.cc, core.runtime)
+        assert nccl.bytes == communicators * 16 * 2 * NCCL_CONNECTION_BYTES, plan.parallel.split
+    # Megatron-Core's groups are not read through: one communicator, as before.
+    megatron = replace(base.on_gpus(32, Strategy.DDP).with_layout(tensor_parallel=4), stack=Stack.MEGATRON)
+    assert nccl_groups(megatron) == ("world group",)
+
 
 def test_fsdp_keeps_its_communication_streams_cached() -> None:
     plan = lora_1b(hardware=Hardware(gpu="h100-sxm")).with_method(Method.FULL).on_gpus(8, Strategy.FSDP)
