@@ -33,7 +33,7 @@ from core.dtypes import DTYPE_BYTES
 from core.errors import PlanError
 from core.format import gb
 from core.memo import Once, fills_fields
-from core.plan import TE_FLOAT8, Method, Plan, Stack, Strategy
+from core.plan import TE_FLOAT8, Method, PipelineSchedule, Plan, Stack, Strategy
 from core.runtime import (
     ALLOCATOR_FRAGMENTATION,
     CUBLAS_TRAINING_HANDLES,
@@ -153,15 +153,15 @@ def nccl_groups(plan: Plan) -> tuple[str, ...]:
       used on every rank: the seed's broadcast (utils.py ``set_determinism``) and the barrier after the first
       step (``set_pg_timeouts``); under accelerate and HF Trainer, the barriers and the loss gather. FSDP1's
       group is the default one unless given (torch ``_init_process_group_state``), as DDP's is.
-    - **Megatron-Core**: not read through; one communicator, as before.
+    - **Megatron-Core**: :func:`_megatron_groups`.
     """
     par = plan.parallel
     world = par.world_size
     if world <= 1:
         return ()
-    groups = ["world group"]
     if plan.stack is Stack.MEGATRON:
-        return tuple(groups)
+        return _megatron_groups(plan)
+    groups = ["world group"]
 
     def add(name: str, size: int) -> None:
         if 1 < size < world:
@@ -175,13 +175,62 @@ def nccl_groups(plan: Plan) -> tuple[str, ...]:
         add("pipeline group", par.pipeline_parallel)
         return tuple(groups)
     data = par.data_parallel * par.context_parallel
-    gradient = "FSDP's shard group" if par.strategy is Strategy.FSDP else "DDP's group"
-    add(gradient, par.fsdp_shards if par.strategy is Strategy.FSDP else data)
-    add("HSDP's replicate group", par.dp_replicate)
-    add("the loss all-reduce's group (dp × cp)", data)
+    if par.strategy is Strategy.FSDP:
+        add("FSDP's shard group", par.fsdp_shards)
+        add("HSDP's replicate group", par.dp_replicate)
+        add("the loss all-reduce's group (dp × cp)", data)
+    else:  # torchtitan runs DDP on a 1-D mesh only (d66b72a6 models/llama3/infra/parallelize.py: "DDP has not
+        # supported > 1D parallelism"): its own group, the loss's too
+        add("DDP's group", data)
     add("tensor-parallel group", par.tensor_parallel)
     add("context-parallel group", par.context_parallel)
     add("pipeline group", par.pipeline_parallel)
+    return tuple(groups)
+
+
+def _megatron_groups(plan: Plan) -> tuple[str, ...]:
+    """The groups a Megatron-Core rank runs collectives on (NVIDIA/Megatron-LM d98e8a64). Its
+    ``init_process_group`` gets no device_id (megatron/training/initialize.py), so a group has a communicator once
+    used, and ``parallel_state.create_group`` makes every group a ``new_group``, one over every rank too: the world
+    group (training.py's barriers and start-time all-reduces), the data-parallel group with CP (the DDP buffers'
+    reduce, the distributed optimizer's reduce-scatter and all-gather, the loss's all-reduce, training.py), the
+    tensor- and context-parallel groups, the gradient norm's group (optimizer/__init__.py: the distributed
+    optimizer's instance, every rank, and Megatron FSDP's; else the model-parallel group, TP × PP). Pipeline
+    sends run through ``batch_isend_irecv`` on the pipeline group, except under the interleaved schedule, whose
+    default ``overlap_p2p_comm`` (``--no-overlap-p2p-communication`` unset; argument_utils.py ``batch_p2p_comm =
+    not overlap_p2p_comm``) sends with single ``isend`` / ``irecv`` (p2p_communication.py ``_p2p_ops``), to which
+    ProcessGroupNCCL gives a two-rank communicator per peer pair (``pointToPoint``: ``getKeySendRecv``): the
+    previous stage's and the next one's. A tied embedding all-reduces its gradient on the embedding group of
+    the first and last stage (counted on every rank: the worst is one of them). A mixture of experts reduces the
+    experts' gradients on the expert data-parallel group (distributed_data_parallel.py ``intra_expt_dp_group``)
+    and dispatches on the expert-parallel group. Not counted: the fp8 amax group, TE's context-parallel sends
+    outside ``batch_isend_irecv``, the expert tensor-parallel groups."""
+    par = plan.parallel
+    groups = ["world group"]
+
+    def add(name: str, size: int) -> None:
+        if size > 1:
+            groups.append(name)
+
+    add("data-parallel group with CP", par.data_parallel * par.context_parallel)
+    add("tensor-parallel group", par.tensor_parallel)
+    add("context-parallel group", par.context_parallel)
+    if par.pipeline_parallel > 1:
+        if par.schedule is PipelineSchedule.INTERLEAVED:
+            groups.append("send/recv pair with the previous stage")
+            if par.pipeline_parallel > 2:  # of two stages the previous one is the next one: one pair
+                groups.append("send/recv pair with the next stage")
+        else:
+            groups.append("pipeline group")
+        if plan.model.tie_embeddings:
+            groups.append("embedding group (first and last stage)")
+    if par.strategy in (Strategy.ZERO1, Strategy.FSDP):  # the distributed optimizer (mapping.py), Megatron FSDP
+        groups.append("the distributed optimizer's group (the gradient norm)")
+    else:
+        add("model-parallel group (the gradient norm)", par.tensor_parallel * par.pipeline_parallel)
+    if plan.model.num_experts > 1:
+        add("expert data-parallel group", par.data_parallel * par.context_parallel // par.expert_parallel)
+        add("expert-parallel group", par.expert_parallel)
     return tuple(groups)
 
 

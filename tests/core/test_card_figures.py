@@ -14,7 +14,7 @@ from core.catalogue import find_model
 from core.cli.app import main
 from core.estimate import JUDGED_FIGURE, estimate
 from core.evidence import EVIDENCE, confidence
-from core.plan import Accounting, Float8, Hardware, Method, Plan, Stack, Strategy, Workload
+from core.plan import Accounting, Float8, Hardware, Method, PipelineSchedule, Plan, Stack, Strategy, Workload
 from core.runtime import (
     ALLOCATOR_FRAGMENTATION,
     CUBLAS_WORKSPACE_BYTES,
@@ -232,9 +232,33 @@ def test_torchtitans_mesh_gives_each_parallel_dimension_and_flattened_mesh_a_com
         nccl = next(t for t in estimate(plan).buckets[-1].terms if t.label == "NCCL buffers")
         # 16 channels × 2 connections × one communicator's buffers (NCCL src/init.cc, core.runtime)
         assert nccl.bytes == communicators * 16 * 2 * NCCL_CONNECTION_BYTES, plan.parallel.split
-    # Megatron-Core's groups are not read through: one communicator, as before.
-    megatron = replace(base.on_gpus(32, Strategy.DDP).with_layout(tensor_parallel=4), stack=Stack.MEGATRON)
-    assert nccl_groups(megatron) == ("world group",)
+
+
+def test_megatron_core_gives_every_group_it_uses_a_communicator() -> None:
+    # NVIDIA/Megatron-LM d98e8a64: parallel_state.create_group makes every group a new_group (one over every rank
+    # too); init_process_group gets no device_id (megatron/training/initialize.py), so a used group has one.
+    base = replace(lora_1b(hardware=Hardware(gpu="h100-sxm")).with_method(Method.FULL), stack=Stack.MEGATRON)
+    cases = (
+        # DDP over 8: the world group (training.py barriers) and the data-parallel group with CP (gradients, loss)
+        (base.on_gpus(8, Strategy.DDP), 2),
+        # the distributed optimizer (ZERO1 in the plan): + its instance group, every rank, for the gradient norm
+        # (optimizer/__init__.py grad_stats_parallel_group = intra_dist_opt_group)
+        (base.on_gpus(8, Strategy.ZERO1), 3),
+        # TP 2 × PP 2 × DP 2, 1F1B, DDP: world, dp-cp, tp, pipeline group (batch_isend_irecv), the model-parallel
+        # group for the gradient norm (Float16OptimizerWithFloat16Params); Llama 3.2 1B ties its embeddings
+        # (config.json tie_word_embeddings true): + the embedding group of the first and last stage
+        (base.on_gpus(8, Strategy.DDP).with_layout(tensor_parallel=2, pipeline_parallel=2), 6),
+        # interleaved over 4 stages: overlap_p2p_comm's single isend / irecv, a two-rank communicator with the
+        # previous stage and one with the next (ProcessGroupNCCL pointToPoint, getKeySendRecv), no pipeline group
+        (
+            base.on_gpus(8, Strategy.DDP).with_layout(
+                pipeline_parallel=4, schedule=PipelineSchedule.INTERLEAVED, virtual_stages=2
+            ),
+            6,
+        ),
+    )
+    for plan, communicators in cases:
+        assert len(nccl_groups(plan)) == communicators, (plan.parallel.split, nccl_groups(plan))
 
 
 def test_fsdp_keeps_its_communication_streams_cached() -> None:
