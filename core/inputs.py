@@ -650,7 +650,9 @@ class TorchVersion(StrEnum):
     implementation"): before it the FSDP strategy is FSDP1, planned as FSDP2 (benchmarks/realgpu/mapping.py: both
     keep 1/N of every parameter, gradient and state), without the releases' collective-buffer terms, and a warning
     says so (core.checks). From 2.14 SDPA's memory-efficient kernel takes grouped-query heads
-    (core.training.attention.sdpa_kernel), where 2.8-2.13 ran such a call on the math kernel."""
+    (core.training.attention.sdpa_kernel), where 2.8-2.13 ran such a call on the math kernel. From 2.8 the
+    bundled NCCL connects at run time, so a group carrying only scalars holds half a communicator
+    (core.training.device.NCCL_RUNTIME_CONNECT_TORCH)."""
 
     # 2.0.0 / 2.0.1: torch/optim/adam(w).py ``_multi_tensor_adam(w)`` kept ``denom = torch._foreach_add(exp_avg_sq_sqrt,
     # eps)`` out of place beside ``exp_avg_sq_sqrt``, two parameter-sized lists (pytorch/pytorch issue 97712)
@@ -2196,7 +2198,9 @@ INPUTS: Final[tuple[Input, ...]] = (
           "Before 2.4 FSDP is FSDP1 (FSDP2 came with 2.4): planned with the same shards, without these buffers. "
           "From 2.14 SDPA's memory-efficient kernel takes grouped-query heads (float32 inputs, or heads wider than "
           "256) where earlier releases fell back to the math kernel and its B·H·S² probabilities. "
-          "Checked through PyTorch 2.15.",
+          "From 2.8 the bundled NCCL (2.27) connects an algorithm at the first collective that picks it: on one "
+          "node a group that carries only scalars (a barrier, the loss) holds its rings' buffers alone, half a "
+          "communicator. Checked through PyTorch 2.15.",
           ("--torch-version",),
           "PyTorch release whose rules apply: 2.0, 2.1-2.3, 2.4, 2.5-2.7, 2.8-2.13, 2.14+ (default 2.14+)",
           labels=TORCH_VERSION_LABELS, training_only=True,

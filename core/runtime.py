@@ -163,20 +163,29 @@ NCCL_CONNECTION_BYTES: Final = 4 * MiB + 512 * 1024 + 4_915_200
 # tensor parallelism on H100 (core.serving.vllm_rules), NCCL and the custom all-reduce's
 # registered buffers together.
 NCCL_CONNECTIONS_PER_CHANNEL: Final = 2
+# From NCCL 2.22 a communicator connects an algorithm's channels at the first collective that picks it, not at
+# init (NCCL_RUNTIME_CONNECT, 1 by default, taken where cuMem is: NVIDIA/nccl v2.22.3-1 178b6b75 and v2.27.5-1
+# 3ea7eedf src/init.cc ``comm->runtimeConn``, src/enqueue.cc ``ncclPrepareTasks`` ``initAlgoChannels``,
+# src/group.cc ``ncclCollPreconnectFunc``; v2.21.5-1 ab2b89c4 src/init.cc connects rings and trees at init). A
+# group carrying only scalars (a seed's broadcast, a barrier, a loss, a gradient norm) runs rings alone: a
+# broadcast or an all-gather has no tree (src/graph/tuning.cc ``ncclTopoTuneModel``), and a one-element
+# all-reduce on one node picks the ring's LL, 6.6 + 2(n-1) × 0.6 us against the tree's 6.8 + 2(n-1) × 0.6 us
+# (``baseLat``, ``hwLat`` NVLink, the same gap over PCIe); across nodes the tree wins it (2 nodes × 8: ring LL
+# 6.6 + 28 × 1.0 + 2 × 2.7 = 40.0 us, the net overhead 1.0 raising the intra-node steps, against tree LL
+# 6.8 + 2 × (7 × 0.6 + 5.0) = 25.2 us), so a group of scalars there connects trees and rings: full. The ring
+# connects one receive per channel, on every channel (src/transport/generic.cc ``ncclTransportRingConnect``:
+# ``c < comm->nChannels``), and each connection still takes every protocol's buffer, the LL one a scalar uses
+# and Simple's and LL128's beside it (src/transport/p2p.cc ``p2pRecvSetup``: ``recvSize +=
+# comm->buffSizes[p]`` over NCCL_NUM_PROTOCOLS): half a communicator, not an LL-sized one. The same tables and
+# lines in v2.27.3-1 (PyTorch 2.8's) and v2.28.9-1.
+NCCL_RING_CONNECTIONS_PER_CHANNEL: Final = 1
 NCCL_CHANNELS_FAST_LINK: Final = 16
 NCCL_CHANNELS_PCIE: Final = 2
 # Each NCCL communicator connects its own channels and buffers, and PyTorch makes one per process
-# group. DeepSpeed ZeRO-3 runs its collectives on two groups of the same ranks (deepspeedai/DeepSpeed
-# v0.11.1 e9503fe4 and v0.14.0 ce78a632): zero.Init, and the engine's conversion of a module built
-# outside it, partition and all-gather the parameters on the world group when no data-parallel
-# group is given (runtime/zero/partition_parameters.py Init.__init__: `self.ds_process_group =
-# dist.get_world_group()`), while the engine reduce-scatters the gradients on its data-parallel
-# group, a clone of the world group with a communicator of its own without an mpu
-# (utils/groups.py `_get_data_parallel_group` -> `_clone_world_group`: `dist.new_group(ranks=
-# range(dist.get_world_size()))`, which `_get_sequence_data_parallel_group` returns without sequence
-# parallelism; engine.py passes `dp_process_group=self.seq_data_parallel_group` to the stage-3
-# optimizer). Both groups span the same GPUs over the same links: the same buffers twice.
-ZERO3_NCCL_COMMUNICATORS: Final = 2
+# group, on the first collective the group runs on the device (ProcessGroupNCCL's lazy init, where
+# init_process_group is given no device_id: torchtitan d66b72a6 torchtitan/distributed/utils.py
+# init_distributed). How many groups a rank runs collectives on, per layout and framework, with the
+# sources: core.training.device.nccl_groups.
 
 # The caching allocator's reserve (reserved minus allocated at the peak), as a closed form:
 # c10/cuda/CUDACachingAllocator.cpp rounds every segment of 10 MiB or more up to 2 MiB and

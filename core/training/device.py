@@ -25,6 +25,7 @@ Every constant is in :mod:`core.runtime`, with its source.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Final, NamedTuple
 
 from core.allocator import AllocatorConfig, is_small, parse_alloc_conf
 from core.breakdown import Bucket, BucketKey, Phase, Term, make_bucket
@@ -32,8 +33,9 @@ from core.catalogue import intra_link_of
 from core.dtypes import DTYPE_BYTES
 from core.errors import PlanError
 from core.format import gb
+from core.inputs import torch_before
 from core.memo import Once, fills_fields
-from core.plan import TE_FLOAT8, Method, Plan, Stack, Strategy
+from core.plan import TE_FLOAT8, Method, PipelineSchedule, Plan, Stack, Strategy, TorchVersion
 from core.runtime import (
     ALLOCATOR_FRAGMENTATION,
     CUBLAS_TRAINING_HANDLES,
@@ -48,9 +50,9 @@ from core.runtime import (
     NCCL_CHANNELS_PCIE,
     NCCL_CONNECTION_BYTES,
     NCCL_CONNECTIONS_PER_CHANNEL,
+    NCCL_RING_CONNECTIONS_PER_CHANNEL,
     SEGMENT_ROUNDING_PER_TENSOR_BYTES,
     TE_GROUPED_GEMM_STREAMS,
-    ZERO3_NCCL_COMMUNICATORS,
     RuntimeNames,
     cublas_workspace,
     runs_mps,
@@ -60,7 +62,17 @@ from core.runtime import (
 from core.training.optimizer import head_adapter_tensor_sizes
 from core.units import MiB
 
-__all__ = ["CardTerms", "allocator_workspaces", "card_terms", "nccl_bytes", "weight_segments", "weight_tensors"]
+__all__ = [
+    "NCCL_RUNTIME_CONNECT_TORCH",
+    "CardTerms",
+    "NcclGroup",
+    "allocator_workspaces",
+    "card_terms",
+    "nccl_bytes",
+    "nccl_groups",
+    "weight_segments",
+    "weight_tensors",
+]
 
 _FAST_LINKS = ("nvlink", "xgmi")
 
@@ -121,26 +133,169 @@ def allocator_config(plan: Plan) -> AllocatorConfig:
         return AllocatorConfig()
 
 
+# The first PyTorch release whose wheels bundle an NCCL with runtime connect (2.22 on, core.runtime
+# NCCL_RING_CONNECTIONS_PER_CHANNEL): torch 2.8.0 requires nvidia-nccl-cu12==2.27.3 (pip's resolver output,
+# "from torch==2.8.0"), 2.9 2.27.5 (pytorch/pytorch 06b24a9d .ci/docker/ci_commit_pins/nccl-cu12.txt v2.27.5-1).
+# 2.5 and 2.6 bundle 2.21.5 (their cu124 wheels' pins), which connects at init; 2.7 bundles 2.26.2, with runtime
+# connect, but shares the 2.5-2.7 choice and keeps the full size there (at most half a communicator too much).
+NCCL_RUNTIME_CONNECT_TORCH: Final = TorchVersion.V2_8
+
+
+class NcclGroup(NamedTuple):
+    """A process group a rank runs NCCL collectives on, and whether all it carries is scalars (a seed, a barrier,
+    a loss, a gradient norm): such a communicator connects its rings alone where NCCL connects at run time."""
+
+    name: str
+    scalars: bool = False
+
+
+def nccl_groups(plan: Plan) -> tuple[NcclGroup, ...]:
+    """The process groups one rank of a multi-GPU plan runs NCCL collectives on: each has a communicator of
+    its own, with its own buffers (ProcessGroupNCCL creates one per group and device on the group's first
+    collective). A group of every rank is the world group; one of a single rank has none.
+
+    - **DeepSpeed** (deepspeedai/DeepSpeed v0.11.1 e9503fe4): the engine reduces (ZeRO-1/2) or reduce-scatters
+      (ZeRO-3) the gradients, and ZeRO-1/2 all-gather the updated partitions, on its data-parallel group, a clone
+      of the world group without an mpu (utils/groups.py ``_clone_world_group``: ``dist.new_group(ranks=
+      range(world_size))``; engine.py lines 1110-1112, stage_1_and_2.py ``dp_process_group``). The world group
+      runs ZeRO-3's parameter all-gathers (partition_parameters.py ``Init.__init__``: ``dist.get_world_group()``)
+      and, under ZeRO-1/2, the loop's own collectives: HF Trainer all-gathers the loss on it at every logging
+      step (trainer.py ``_maybe_log_save_evaluate``: ``self._nested_gather(tr_loss)``, accelerate's ``gather``
+      on the default group); the engine's own use of it is at checkpoint saves (engine.py ``dist.barrier()``).
+    - **PyTorch's own parallelisms, as torchtitan lays them out** (pytorch/torchtitan 9dec370a and d66b72a6,
+      ``ParallelDims.build_mesh``): one mesh dimension per degree above 1, and three flattened meshes, "dp",
+      "dp_shard_cp" (FSDP's, or DDP's) and "dp_cp" (the loss all-reduce, train.py ``dist_mean``); torch's
+      DeviceMesh gives a mesh of one dimension spanning the world the default group and every other one a
+      ``new_group`` of its own, a flattened mesh too (pytorch/pytorch 00131b6b torch/distributed/
+      device_mesh.py ``_init_process_groups``, ``create_flatten_mesh``). So FSDP's shard group and the loss
+      group are two communicators over the same ranks when they are not the world, HSDP adds the replicate
+      group, and TP, CP and PP each their dimension's group (torch's pipelining sends through
+      ``batch_isend_irecv``, which takes the group's communicator, not a two-rank one). The world group is
+      used on every rank: the seed's broadcast (utils.py ``set_determinism``) and the barrier after the first
+      step (``set_pg_timeouts``); under accelerate and HF Trainer, the barriers and the loss gather. FSDP1's
+      group is the default one unless given (torch ``_init_process_group_state``), as DDP's is.
+    - **Megatron-Core**: :func:`_megatron_groups`.
+
+    The world group carries scalars alone unless a group of every rank is folded into it or ZeRO-3 all-gathers
+    on it; the loss all-reduce's group carries the loss alone.
+    """
+    par = plan.parallel
+    world = par.world_size
+    if world <= 1:
+        return ()
+    if plan.stack is Stack.MEGATRON:
+        return _megatron_groups(plan)
+    groups: list[NcclGroup] = []
+    folded = [par.strategy is Strategy.ZERO3]  # whether the world group carries more than scalars
+
+    def add(name: str, size: int, scalars: bool = False) -> None:
+        if 1 < size < world:
+            groups.append(NcclGroup(name, scalars))
+        elif size == world and not scalars:
+            folded[0] = True
+
+    if par.strategy.deepspeed:
+        if par.data_parallel > 1:  # with tensor or pipeline parallelism, the mpu's data-parallel group instead
+            clone = par.tensor_parallel * par.pipeline_parallel == 1
+            name = "the engine's data-parallel group" + (" (a clone of the world group)" if clone else "")
+            groups.append(NcclGroup(name))
+        add("tensor-parallel group", par.tensor_parallel)
+        add("pipeline group", par.pipeline_parallel)
+        return (NcclGroup("world group", scalars=not folded[0]), *groups)
+    data = par.data_parallel * par.context_parallel
+    if par.strategy is Strategy.FSDP:
+        add("FSDP's shard group", par.fsdp_shards)
+        add("HSDP's replicate group", par.dp_replicate)
+        add("the loss all-reduce's group (dp × cp)", data, scalars=True)
+    else:  # torchtitan runs DDP on a 1-D mesh only (d66b72a6 models/llama3/infra/parallelize.py: "DDP has not
+        # supported > 1D parallelism"): its own group, the loss's too
+        add("DDP's group", data)
+    add("tensor-parallel group", par.tensor_parallel)
+    add("context-parallel group", par.context_parallel)
+    add("pipeline group", par.pipeline_parallel)
+    return (NcclGroup("world group", scalars=not folded[0]), *groups)
+
+
+def _megatron_groups(plan: Plan) -> tuple[NcclGroup, ...]:
+    """The groups a Megatron-Core rank runs collectives on (NVIDIA/Megatron-LM d98e8a64). Its
+    ``init_process_group`` gets no device_id (megatron/training/initialize.py), so a group has a communicator once
+    used, and ``parallel_state.create_group`` makes every group a ``new_group``, one over every rank too: the world
+    group (training.py's barriers and start-time all-reduces), the data-parallel group with CP (the DDP buffers'
+    reduce, the distributed optimizer's reduce-scatter and all-gather, the loss's all-reduce, training.py), the
+    tensor- and context-parallel groups, the gradient norm's group (optimizer/__init__.py: the distributed
+    optimizer's instance, every rank, and Megatron FSDP's; else the model-parallel group, TP × PP). Pipeline
+    sends run through ``batch_isend_irecv`` on the pipeline group, except under the interleaved schedule, whose
+    default ``overlap_p2p_comm`` (``--no-overlap-p2p-communication`` unset; argument_utils.py ``batch_p2p_comm =
+    not overlap_p2p_comm``) sends with single ``isend`` / ``irecv`` (p2p_communication.py ``_p2p_ops``), to which
+    ProcessGroupNCCL gives a two-rank communicator per peer pair (``pointToPoint``: ``getKeySendRecv``): the
+    previous stage's and the next one's. A tied embedding all-reduces its gradient on the embedding group of
+    the first and last stage (counted on every rank: the worst is one of them). A mixture of experts reduces the
+    experts' gradients on the expert data-parallel group (distributed_data_parallel.py ``intra_expt_dp_group``)
+    and dispatches on the expert-parallel group. Not counted: the fp8 amax group, TE's context-parallel sends
+    outside ``batch_isend_irecv``, the expert tensor-parallel groups. The world group (barriers, the start time)
+    and the gradient norm's group carry scalars alone."""
+    par = plan.parallel
+    groups = [NcclGroup("world group", scalars=True)]
+
+    def add(name: str, size: int, scalars: bool = False) -> None:
+        if size > 1:
+            groups.append(NcclGroup(name, scalars))
+
+    add("data-parallel group with CP", par.data_parallel * par.context_parallel)
+    add("tensor-parallel group", par.tensor_parallel)
+    add("context-parallel group", par.context_parallel)
+    if par.pipeline_parallel > 1:
+        if par.schedule is PipelineSchedule.INTERLEAVED:
+            add("send/recv pair with the previous stage", 2)
+            if par.pipeline_parallel > 2:  # of two stages the previous one is the next one: one pair
+                add("send/recv pair with the next stage", 2)
+        else:
+            add("pipeline group", par.pipeline_parallel)
+        if plan.model.tie_embeddings:
+            add("embedding group (first and last stage)", 2)
+    if par.strategy in (Strategy.ZERO1, Strategy.FSDP):  # the distributed optimizer (mapping.py), Megatron FSDP
+        add("the distributed optimizer's group (the gradient norm)", par.world_size, scalars=True)
+    else:
+        add("model-parallel group (the gradient norm)", par.tensor_parallel * par.pipeline_parallel, scalars=True)
+    if plan.model.num_experts > 1:
+        add("expert data-parallel group", par.data_parallel * par.context_parallel // par.expert_parallel)
+        add("expert-parallel group", par.expert_parallel)
+    return tuple(groups)
+
+
 def nccl_bytes(plan: Plan) -> tuple[float, str]:
-    """NCCL's own buffers on one GPU of a multi-GPU plan, with the arithmetic: one communicator's,
-    two under DeepSpeed ZeRO-3 across data-parallel ranks (the world group's all-gathers and the cloned
-    data-parallel group's reduce-scatters, :data:`core.runtime.ZERO3_NCCL_COMMUNICATORS`)."""
-    if plan.world_size <= 1:
+    """NCCL's own buffers on one GPU of a multi-GPU plan, with the arithmetic: one communicator's buffers for
+    each process group the rank runs collectives on (:func:`nccl_groups`); a group carrying scalars alone holds
+    its rings' half where the release's NCCL connects at run time (:data:`NCCL_RUNTIME_CONNECT_TORCH`) and the
+    plan is on one node (across nodes a one-element all-reduce picks the tree: core.runtime
+    NCCL_RING_CONNECTIONS_PER_CHANNEL). RCCL is not read and keeps the full size."""
+    groups = nccl_groups(plan)
+    if not groups:
         return 0.0, ""
     link = intra_link_of(plan.parallel.intra_link, plan.hardware.gpu)
     fast = any(link.id.startswith(kind) for kind in _FAST_LINKS)
     channels = NCCL_CHANNELS_FAST_LINK if fast else NCCL_CHANNELS_PCIE
-    zero3 = plan.parallel.strategy is Strategy.ZERO3 and plan.parallel.data_parallel > 1
-    communicators = ZERO3_NCCL_COMMUNICATORS if zero3 else 1
-    total = communicators * channels * NCCL_CONNECTIONS_PER_CHANNEL * NCCL_CONNECTION_BYTES
-    formula = (
-        f"{channels} channels ({link.id}) × {NCCL_CONNECTIONS_PER_CHANNEL} connections × "
-        f"{NCCL_CONNECTION_BYTES / MiB:.2f} MiB (Simple 4 MiB + LL 0.5 MiB + LL128 4.69 MiB)"
+    runtime_connect = (
+        runtime_names(plan.hardware.gpu).collectives == "NCCL"
+        and not torch_before(plan.hardware.torch_version, NCCL_RUNTIME_CONNECT_TORCH)
+        and plan.parallel.nodes == 1
     )
-    if zero3:
-        formula = (
-            f"{communicators} communicators (DeepSpeed ZeRO-3: the world group's all-gathers, the cloned "
-            f"data-parallel group's reduce-scatters) × {formula}"
+    rings = [g.name for g in groups if g.scalars] if runtime_connect else []
+    full = [g.name for g in groups if not (runtime_connect and g.scalars)]
+    buffers = f"{NCCL_CONNECTION_BYTES / MiB:.2f} MiB (Simple 4 MiB + LL 0.5 MiB + LL128 4.69 MiB)"
+    total = (
+        channels
+        * NCCL_CONNECTION_BYTES
+        * (len(full) * NCCL_CONNECTIONS_PER_CHANNEL + len(rings) * NCCL_RING_CONNECTIONS_PER_CHANNEL)
+    )
+    formula = f"{channels} channels ({link.id}) × {NCCL_CONNECTIONS_PER_CHANNEL} connections × {buffers}"
+    if len(groups) > 1:
+        formula = f"{len(full)} communicator{'s' * (len(full) != 1)} ({', '.join(full)}) × {formula}"
+    if rings:
+        formula += (
+            f" + {len(rings)} carrying scalars alone ({', '.join(rings)}), their rings only (NCCL's runtime"
+            f" connect, PyTorch 2.8+, one node) × {channels} channels × {NCCL_RING_CONNECTIONS_PER_CHANNEL} connection"
+            f" × {NCCL_CONNECTION_BYTES / MiB:.2f} MiB"
         )
     return total, formula
 

@@ -5,6 +5,7 @@ buffers per connection from NVIDIA/nccl src/init.cc, the fitted fragmentation fr
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -13,14 +14,28 @@ from core.catalogue import find_model
 from core.cli.app import main
 from core.estimate import JUDGED_FIGURE, estimate
 from core.evidence import EVIDENCE, confidence
-from core.plan import Accounting, Float8, Hardware, Method, Plan, Stack, Strategy, Workload
+from core.plan import (
+    Accounting,
+    Float8,
+    Hardware,
+    Method,
+    PipelineSchedule,
+    Plan,
+    Stack,
+    Strategy,
+    TorchVersion,
+    Workload,
+)
 from core.runtime import (
     ALLOCATOR_FRAGMENTATION,
     CUBLAS_WORKSPACE_BYTES,
     CUBLAS_WORKSPACE_OTHER_BYTES,
     CUDA_CONTEXT_BYTES,
     NCCL_CONNECTION_BYTES,
+    NCCL_CONNECTIONS_PER_CHANNEL,
+    NCCL_RING_CONNECTIONS_PER_CHANNEL,
 )
+from core.training.device import nccl_groups
 from core.units import MiB
 from core.verdict import SEVERITY, VERDICT_LABELS, VERDICT_MEANINGS, Verdict, judge
 
@@ -182,18 +197,136 @@ def test_nccl_buffers_on_more_than_one_gpu() -> None:
     assert next(t for t in pcie.buckets[-1].terms if t.label == "NCCL buffers").bytes == 2 * 2 * NCCL_CONNECTION_BYTES
 
 
-def test_deepspeed_zero3_connects_two_communicators() -> None:
-    # DeepSpeed v0.11.1 (e9503fe4): zero.Init all-gathers on dist.get_world_group()
-    # (runtime/zero/partition_parameters.py, Init.__init__) and the engine reduce-scatters on
-    # groups._get_data_parallel_group() -> _clone_world_group(), a new_group of the same ranks
-    # (utils/groups.py): two NCCL communicators over the same links, each with its own buffers.
-    base = lora_1b(hardware=Hardware(gpu="h100-sxm")).with_method(Method.FULL)
-    for strategy, communicators in ((Strategy.ZERO3, 2), (Strategy.ZERO2, 1), (Strategy.FSDP, 1), (Strategy.DDP, 1)):
+def test_deepspeed_connects_the_world_group_and_its_cloned_data_parallel_group() -> None:
+    # DeepSpeed v0.11.1 (e9503fe4): the engine reduces (ZeRO-1/2) or reduce-scatters (ZeRO-3) on
+    # groups._get_data_parallel_group() -> _clone_world_group(), a new_group of the same ranks (utils/groups.py);
+    # ZeRO-3's zero.Init all-gathers on dist.get_world_group() (runtime/zero/partition_parameters.py,
+    # Init.__init__) and, under ZeRO-1/2, HF Trainer gathers the loss on the default group at each logging step
+    # (trainer.py _maybe_log_save_evaluate, _nested_gather): two NCCL communicators, each with its own buffers.
+    # FSDP and DDP over every rank run on the default group alone (torch FSDP1 _init_process_group_state;
+    # DeviceMesh _init_process_groups gives a one-dimensional mesh of the world the default group).
+    # PyTorch 2.5-2.7: 2.5 / 2.6 bundle NCCL 2.21.5, which connects rings and trees at init (NVIDIA/nccl
+    # v2.21.5-1 src/init.cc), so every communicator is full; runtime connect: the test below.
+    hardware = Hardware(gpu="h100-sxm", torch_version=TorchVersion.V2_5_TO_2_7)
+    base = lora_1b(hardware=hardware).with_method(Method.FULL)
+    for strategy, communicators in (
+        (Strategy.ZERO3, 2),
+        (Strategy.ZERO2, 2),
+        (Strategy.ZERO1, 2),
+        (Strategy.FSDP, 1),
+        (Strategy.DDP, 1),
+    ):
         est = estimate(base.on_gpus(8, strategy))
         nccl = next(t for t in est.buckets[-1].terms if t.label == "NCCL buffers")
         # NVLink 4: 16 channels × 2 connections per communicator (the test above).
         assert nccl.bytes == communicators * 16 * 2 * NCCL_CONNECTION_BYTES, strategy
         assert ("2 communicators" in nccl.formula) is (communicators == 2)
+
+
+def test_torchtitans_mesh_gives_each_parallel_dimension_and_flattened_mesh_a_communicator() -> None:
+    # pytorch/torchtitan d66b72a6 torchtitan/distributed/parallel_dims.py _build_mesh_without_ep: a mesh
+    # dimension per degree above 1 and the flattened "dp_shard_cp" (FSDP, parallelize.py) and "dp_cp" (train.py
+    # dist_mean of the loss) meshes; pytorch/pytorch 00131b6b torch/distributed/device_mesh.py: a flattened mesh
+    # is a new DeviceMesh whose group is new_group(...) unless it spans the world (then the default group).
+    # The world group itself: utils.py set_determinism's broadcast of the seed, set_pg_timeouts' barrier.
+    # PyTorch 2.5-2.7 (NCCL 2.21.5 connects at init): every communicator full.
+    hardware = Hardware(gpu="h100-sxm", torch_version=TorchVersion.V2_5_TO_2_7)
+    base = lora_1b(hardware=hardware).with_method(Method.FULL)
+    fsdp = base.on_gpus(32, Strategy.FSDP)
+    cases = (
+        # tt1690's fsdp8-tp4 rows: world, dp_shard_cp (8 ranks), dp_cp (the same 8, a second group), tp (4)
+        (fsdp.with_layout(tensor_parallel=4), 4),
+        # HSDP 4 × 8: world (= dp_cp, the loss), dp_replicate (4), dp_shard_cp (8)
+        (fsdp.with_layout(dp_replicate=4), 3),
+        # FSDP × CP spanning the world: dp_shard_cp and dp_cp are the world group; the cp dimension's group
+        (fsdp.with_layout(context_parallel=4), 2),
+        # PP 2 × TP 4 × FSDP 4: world, pp, tp, dp_shard_cp, dp_cp
+        (fsdp.with_layout(tensor_parallel=4, pipeline_parallel=2), 5),
+        # TP over every GPU: a one-dimensional mesh of the world is the default group
+        (base.on_gpus(4, Strategy.FSDP).with_layout(tensor_parallel=4), 1),
+    )
+    for plan, communicators in cases:
+        assert len(nccl_groups(plan)) == communicators, plan.parallel.split
+        nccl = next(t for t in estimate(plan).buckets[-1].terms if t.label == "NCCL buffers")
+        # 16 channels × 2 connections × one communicator's buffers (NCCL src/init.cc, core.runtime)
+        assert nccl.bytes == communicators * 16 * 2 * NCCL_CONNECTION_BYTES, plan.parallel.split
+
+
+def test_megatron_core_gives_every_group_it_uses_a_communicator() -> None:
+    # NVIDIA/Megatron-LM d98e8a64: parallel_state.create_group makes every group a new_group (one over every rank
+    # too); init_process_group gets no device_id (megatron/training/initialize.py), so a used group has one.
+    base = replace(lora_1b(hardware=Hardware(gpu="h100-sxm")).with_method(Method.FULL), stack=Stack.MEGATRON)
+    cases = (
+        # DDP over 8: the world group (training.py barriers) and the data-parallel group with CP (gradients, loss)
+        (base.on_gpus(8, Strategy.DDP), 2),
+        # the distributed optimizer (ZERO1 in the plan): + its instance group, every rank, for the gradient norm
+        # (optimizer/__init__.py grad_stats_parallel_group = intra_dist_opt_group)
+        (base.on_gpus(8, Strategy.ZERO1), 3),
+        # TP 2 × PP 2 × DP 2, 1F1B, DDP: world, dp-cp, tp, pipeline group (batch_isend_irecv), the model-parallel
+        # group for the gradient norm (Float16OptimizerWithFloat16Params); Llama 3.2 1B ties its embeddings
+        # (config.json tie_word_embeddings true): + the embedding group of the first and last stage
+        (base.on_gpus(8, Strategy.DDP).with_layout(tensor_parallel=2, pipeline_parallel=2), 6),
+        # interleaved over 4 stages: overlap_p2p_comm's single isend / irecv, a two-rank communicator with the
+        # previous stage and one with the next (ProcessGroupNCCL pointToPoint, getKeySendRecv), no pipeline group
+        (
+            base.on_gpus(8, Strategy.DDP).with_layout(
+                pipeline_parallel=4, schedule=PipelineSchedule.INTERLEAVED, virtual_stages=2
+            ),
+            6,
+        ),
+    )
+    for plan, communicators in cases:
+        assert len(nccl_groups(plan)) == communicators, (plan.parallel.split, nccl_groups(plan))
+
+
+def nccl_term_bytes(plan: Plan) -> float:
+    return next(t for t in estimate(plan).buckets[-1].terms if t.label.endswith("CCL buffers")).bytes
+
+
+def test_runtime_connect_gives_a_group_of_scalars_its_rings_alone() -> None:
+    # NVIDIA/nccl v2.27.5-1 (PyTorch 2.9's pin, pytorch/pytorch 06b24a9d .ci/docker/ci_commit_pins/nccl-cu12.txt):
+    # src/init.cc connects no algorithm at init where runtimeConn; src/group.cc ncclCollPreconnectFunc connects the
+    # rings (src/transport/generic.cc: one receive per channel, every channel) at the first collective that picks
+    # them. A broadcast runs on rings only and a one-element all-reduce on one node picks ring LL, 6.6 + 14 × 0.6 =
+    # 15.0 us against tree LL's 6.8 + 2 × 7 × 0.6 = 15.2 us over 8 NVLink ranks (src/graph/tuning.cc baseLat,
+    # hwLat). Each connection still takes all three protocols' buffers (src/transport/p2p.cc p2pRecvSetup).
+    ring, full = NCCL_RING_CONNECTIONS_PER_CHANNEL, NCCL_CONNECTIONS_PER_CHANNEL
+    assert (ring, full) == (1, 2)
+    conn = 16 * NCCL_CONNECTION_BYTES  # 16 channels over NVLink 4 (core.runtime) × one connection's buffers
+    base = lora_1b(hardware=Hardware(gpu="h100-sxm")).with_method(Method.FULL)  # PyTorch 2.14+: NCCL 2.27+
+    fsdp = base.on_gpus(8, Strategy.FSDP)
+    megatron = replace(base, stack=Stack.MEGATRON)
+    cases = (
+        # ZeRO-2: the cloned data-parallel group (gradients) full, the world group (HF Trainer's loss gather) rings
+        (base.on_gpus(8, Strategy.ZERO2), full + ring),
+        # ZeRO-3 all-gathers the parameters on the world group (zero.Init): both full
+        (base.on_gpus(8, Strategy.ZERO3), 2 * full),
+        # DDP over every rank: its gradients run on the world group, full
+        (base.on_gpus(8, Strategy.DDP), full),
+        # FSDP 2 × TP 4: dp_shard_cp and tp full; the world group (the seed, the barrier) and dp_cp (the loss) rings
+        (fsdp.with_layout(tensor_parallel=4), 2 * full + 2 * ring),
+        # HSDP 2 × 4: the replicate and shard groups full; the world group is dp_cp, the loss
+        (fsdp.with_layout(dp_replicate=2), 2 * full + ring),
+        # Megatron DDP 8: the data-parallel group with CP full, the world group (barriers) rings
+        (megatron.on_gpus(8, Strategy.DDP), full + ring),
+        # + the distributed optimizer's instance group, which all-reduces the gradient norm alone
+        (megatron.on_gpus(8, Strategy.ZERO1), full + 2 * ring),
+    )
+    for plan, connections in cases:
+        assert nccl_term_bytes(plan) == connections * conn, (plan.parallel.strategy, plan.parallel.split)
+    zero2 = base.on_gpus(8, Strategy.ZERO2)
+    assert [g.scalars for g in nccl_groups(zero2)] == [True, False]
+    assert "rings only" in next(t for t in estimate(zero2).buckets[-1].terms if t.label == "NCCL buffers").formula
+    # PyTorch 2.5-2.7 (2.5 / 2.6 bundle NCCL 2.21.5, connecting at init) and AMD's RCCL (not read): full
+    older = zero2.with_hardware(torch_version=TorchVersion.V2_5_TO_2_7)
+    assert nccl_term_bytes(older) == 2 * full * conn
+    # Across nodes a one-element all-reduce picks the tree (2 nodes × 8, tuning.cc: ring LL 6.6 + 28 × 1.0 +
+    # 2 × 2.7 = 40.0 us, tree LL 6.8 + 2 × (7 × 0.6 + 5.0) = 25.2 us) beside the rings of the broadcasts: full.
+    # FSDP 8 × TP 4 on 4 nodes: world, dp_shard_cp, dp_cp, tp
+    assert nccl_term_bytes(base.on_gpus(32, Strategy.FSDP).with_layout(tensor_parallel=4)) == 4 * full * conn
+    amd = zero2.with_hardware(gpu="mi300x")
+    assert nccl_term_bytes(amd) == 2 * full * 16 * NCCL_CONNECTION_BYTES  # Infinity Fabric: 16 channels too
+
 
 def test_fsdp_keeps_its_communication_streams_cached() -> None:
     plan = lora_1b(hardware=Hardware(gpu="h100-sxm")).with_method(Method.FULL).on_gpus(8, Strategy.FSDP)
