@@ -116,7 +116,8 @@ def test_a_remedy_with_margin_under_half_of_what_fits_is_not_offered() -> None:
     8-bit under ZeRO-Offload, is refused (DeepSpeed's CPU step builds no bitsandbytes optimizer); it is read here
     with AdamW, which ZeRO-Offload builds. Since DoRA's one-layer forward transient (branch h78remeas, measured)
     the stored all-linear DoRA fits no sequence with margin on that card, so the case is read as LoRA on the same
-    targets: 512 offered, 536 at all, 80 with margin."""
+    targets: 512 offered, 536 at all, 80 with margin (448, 464 and 0 since h95nccl, below). Its serving KV
+    cache is read as fp8 (below)."""
     import gzip
 
     import tests.golden as golden
@@ -128,10 +129,18 @@ def test_a_remedy_with_margin_under_half_of_what_fits_is_not_offered() -> None:
     stored["plan"]["optimizer"] = "adamw"
     assert stored["plan"]["method"] == "dora"
     stored["plan"]["method"] = "lora"
+    # Since h94kvq SGLang's --kv-cache-dtype takes no integer format in any release (its recorded choices, 0.4.0 -
+    # 0.5.23), so the stored int4 KV cache is refused; read with fp8, a format SGLang takes (the training case is
+    # the same: the KV format is the serving section's).
+    assert stored["plan"]["inference"]["kv_dtype"] == "int4"
+    stored["plan"]["inference"]["kv_dtype"] = "fp8"
     plan = plan_from_dict(stored)
     remedy = next(r for r in diagnose(plan).remedies if r.kind is RemedyKind.SHORTER_SEQUENCE)
     shorter = remedy.plan.workload.seq_len
     at_all = max_sequence(plan, high=plan.workload.seq_len - 1)
     with_margin = max_sequence(plan, high=at_all, margin=True)
-    assert 0 < 2 * with_margin < at_all  # the case: the margin value is under half
+    # Since h95nccl counts a communicator per process group (world, pipeline, context-parallel and data-parallel
+    # groups on this ZeRO-2 x PP 2 x CP 4 layout, core.training.device.nccl_groups) no sequence fits with margin on
+    # the 12 GB card (464 at all, 0 with margin): still under half, and the narrow fit is offered, not nothing.
+    assert 2 * with_margin < at_all  # the case: the margin value is under half
     assert shorter > with_margin and remedy.fits_narrowly
