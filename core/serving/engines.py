@@ -834,12 +834,17 @@ def vllm_pool_refusal(
 # (``num_gpu_blocks <= 0``; vllm 0.6.6.post1 and 0.8.5 wheels, vllm/worker/worker.py) and V1's
 # ``_check_enough_kv_cache_memory`` (``available_memory <= 0``; vllm 0.8.5 wheel vllm/v1/core/kv_cache_utils.py line
 # 526, 0.19.0 wheel line 625, 0.33.0 wheel vllm/v1/core/kv_cache_planning.py line 56) all open with these words. 0.6 -
-# 0.19 end the sentence there (0.19 adds "See https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more
-# details."); 0.33 goes on "(this flag also controls CPU memory reservation on the CPU backend, despite its name)." —
-# 0.20 - 0.32 were not read, so from 0.20 the quote ends with an ellipsis.
+# 0.12 end the sentence there (vllm 0.12.0 wheel, commit 4fd9d6a85, kv_cache_utils.py line 687); 0.13 - 0.21 add
+# :data:`VLLM_NO_BLOCKS_SEE` (0.13.0, 72506c983, line 688; 0.14.0, b17039bcc, line 617; 0.16.0, 89a77b108, line 617;
+# 0.20.0, b8160878f, line 697; 0.21.0, ad7125a43, line 697); from 0.22 the sentence goes on
+# :data:`VLLM_NO_BLOCKS_CPU` before it (0.22.0, 0b3ba88f1, line 699; 0.23.0, 0fc695fc6, line 721; 0.26.0, ffd46bfab,
+# line 759; 0.32.0, 5df63a720, line 1011; 0.33.0, 4ba787ec9, kv_cache_planning.py line 58). h97rem read 0.12 - 0.33
+# where h95ui had ended the quote in an ellipsis from 0.20.
 VLLM_NO_BLOCKS: Final = (
     "No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine"
 )
+VLLM_NO_BLOCKS_CPU: Final = " (this flag also controls CPU memory reservation on the CPU backend, despite its name)"
+VLLM_NO_BLOCKS_SEE: Final = " See https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details."
 
 
 def _no_blocks_words(inf: Inference, era_measured: bool) -> str:
@@ -847,8 +852,10 @@ def _no_blocks_words(inf: Inference, era_measured: bool) -> str:
     ``_check_enough_kv_cache_memory`` line 106 with ``_more_kv_cache_memory_hint``, the extensible KV cache) gives
     its own hint after the first sentence, by the utilisation it resolved (unset: 1.0)."""
     if not era_measured:
-        read = not at_least(inf.vllm_version, VllmVersion.V0_20)  # the whole sentence read up to 0.19 (above)
-        return f"{VLLM_NO_BLOCKS}{'.' if read else ' …'}"
+        line = inf.vllm_version
+        cpu = VLLM_NO_BLOCKS_CPU if at_least(line, VllmVersion.V0_22) else ""
+        see = VLLM_NO_BLOCKS_SEE if at_least(line, VllmVersion.V0_13) else ""
+        return f"{VLLM_NO_BLOCKS}{cpu}.{see}"
     first = "No available memory for the cache blocks."
     share = utilization(inf)
     if share < 1.0:
