@@ -158,9 +158,10 @@ def _higher_share(plan: Plan) -> tuple[Plan, str] | None:
         changed = estimate(plan.with_inference(**{name: share}))
         return not changed.inference.would_not_start, changed.judgement(Mode.INFERENCE).fits
 
-    if not steps or not outcome(steps[-1])[0]:
+    at_highest = outcome(steps[-1]) if steps else (False, False)
+    if not at_highest[0]:
         return None
-    wanted = 1 if outcome(steps[-1])[1] else 0  # starts and fits where the highest does, else starts
+    wanted = 1 if at_highest[1] else 0  # starts and fits where the highest does, else starts
     low, high = 0, len(steps) - 1  # the highest passes; the smallest that does is in [low, high]
     while low < high:
         middle = (low + high) // 2
