@@ -16,7 +16,7 @@ from core.breakdown import BUCKET_LABELS, BUCKET_ORDER, SERVING_BUCKET_ORDER
 from core.dtypes import AUTOCAST_LABELS, DTYPE_LABELS, WEIGHT_LABELS
 from core.errors import PlanError
 from core.estimate import JUDGED_FIGURE, Estimate, Mode, Verdict, estimate
-from core.inputs import OFFLOAD_LABELS, input_at
+from core.inputs import COMPILE_CACHE_LABELS, OFFLOAD_LABELS, input_at
 from core.model import MAX_NAME_CHARS, spelled_targets
 from core.plan import (
     ATTENTION_LABELS,
@@ -156,12 +156,24 @@ INPUT_ROWS: Final[tuple[tuple[str, str, RowKind, Callable[[Plan], float | str]],
     ("price", "Price per GPU-hour", RowKind.MONEY, lambda p: p.hardware.price_per_gpu_hour),
     ("accounting", "Accounting", RowKind.TEXT, lambda p: p.accounting.value),
 )
+
+
+def _compile_cache(plan: Plan) -> str:
+    """vLLM's compile cache (h94cold) where the form offers it, a V1 line with CUDA graphs; "—" elsewhere."""
+    if not input_at("inference.compile_cache").matters(plan):
+        return "—"
+    return COMPILE_CACHE_LABELS[plan.inference.compile_cache]
+
+
+# Serving rows shown only where some plan's input applies (the rest read "—"): the key and when it applies.
+SERVING_ROWS_WHERE: Final[dict[str, str]] = {"compile_cache": "inference.compile_cache"}
 # Serving's inputs: what the window's Serving form and the CLI's --mode inference take.
 SERVING_INPUT_ROWS: Final[tuple[tuple[str, str, RowKind, Callable[[Plan], float | str]], ...]] = (
     ("model", "Model", RowKind.TEXT, lambda p: p.model.name),
     ("engine", "Engine", RowKind.TEXT, lambda p: ENGINE_LABELS.get(p.inference.engine, p.inference.engine.value)),
     ("weights", "Weights", RowKind.TEXT, lambda p: WEIGHT_LABELS.get(p.inference.weight_dtype, "?")),
     ("kv_dtype", "KV cache", RowKind.TEXT, lambda p: p.inference.kv_dtype.value),
+    ("compile_cache", "Compile cache (vLLM)", RowKind.TEXT, _compile_cache),
     ("concurrent", "Requests", RowKind.COUNT, lambda p: p.inference.concurrent),
     ("context", "Context per request", RowKind.COUNT, lambda p: p.inference.context),
     ("tensor_parallel", "Tensor parallel", RowKind.COUNT, lambda p: p.inference.tensor_parallel),
@@ -186,7 +198,9 @@ class Comparison:
         ests = [p.estimate for p in self.plans]
         inputs = SERVING_INPUT_ROWS if self.mode is Mode.INFERENCE else INPUT_ROWS
         rows = [
-            Row(key, label, kind, tuple(value(e.plan) for e in ests), "inputs") for key, label, kind, value in inputs
+            Row(key, label, kind, tuple(value(e.plan) for e in ests), "inputs")
+            for key, label, kind, value in inputs
+            if key not in SERVING_ROWS_WHERE or any(input_at(SERVING_ROWS_WHERE[key]).matters(e.plan) for e in ests)
         ]
         # The price the cost is at (core.training.compute.gpu_hour_price: the typed one, else the
         # catalogue's), not the Price field: left at 0 it read "0.00" beside a catalogue-priced cost.

@@ -82,6 +82,8 @@ class RemedyKind(StrEnum):
     MORE_TENSOR_PARALLEL = "more-tensor-parallel"
     SMALLER_BATCHED_TOKENS = "smaller-batched-tokens"
     STARTING_UTILIZATION = "starting-utilization"  # vLLM: the gpu_memory_utilization its start-up check passes
+    # vLLM's gpu_memory_utilization / SGLang's mem_fraction_static raised where the KV pool is short or empty
+    HIGHER_SHARE = "higher-share"
     # vLLM's / SGLang's variable that starts a context past the model's limit (core.context_limit)
     LONG_CONTEXT = "long-context"
     # llama.cpp / Ollama (core.advice.serving_remedies)
@@ -827,7 +829,8 @@ def remedies_for(
             continue
         new = estimate(new_plan)
         judged = new.judgement(spec.judged_on)
-        if spec.kind not in _ALWAYS_LISTED and not worth_offering(judged, base.judgement(spec.judged_on)):
+        listed = spec.kind in _ALWAYS_LISTED or _starts_it(spec, base, new)
+        if not listed and not worth_offering(judged, base.judgement(spec.judged_on)):
             continue
         notes = [spec.cost_note, spec.plan_note(new_plan) if spec.plan_note else ""]
         cost = cost_text(notes, base, new, spec.kind in _TIMED)
@@ -841,6 +844,16 @@ def remedies_for(
     # engine would still refuse to start last (h94start: "8-bit KV cache", "Would not start", was listed between
     # two out-of-memory changes by its cost, above changes after which the engine at least starts).
     return tuple(sorted(found, key=lambda r: (r.judgement.fit_rank, r.refused, r.cost_rank, r.total_bytes)))
+
+
+def _starts_it(spec: RemedySpec, base: Estimate, new: Estimate) -> bool:
+    """A serving change after which an engine that refused its memory at start-up (core.start_refusal.MEMORY_KINDS)
+    starts, listed whatever it saves (h97rem: a higher gpu_memory_utilization, which starts a pool with no block, adds
+    the requests' blocks to the judged total; one that starts a pool short of a request leaves the total as it was).
+    Where it still does not fit, the sort lists it after every change that does. A context past the model's limit is
+    worth_offering's (a change after which it starts and fits)."""
+    first = base.inference.start_refusal if spec.judged_on is Mode.INFERENCE else None
+    return first is not None and first.memory and not new.inference.would_not_start
 
 
 def _still_refused(new: Estimate) -> str:

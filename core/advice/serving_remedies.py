@@ -12,6 +12,7 @@ the GPU, the layers split over more GPUs): the engine-neutral changes (``kv_dtyp
 
 from __future__ import annotations
 
+import math
 from typing import Any, Final
 
 from core.advice.remedies import RemedyKind, RemedySpec, Transform
@@ -23,8 +24,15 @@ from core.estimate import Estimate, estimate, gpu_for
 from core.format import gb
 from core.memo import last_answer
 from core.plan import UNQUANTISED_CACHE, CacheType, Engine, GgufQuant, OllamaVersion, Plan
-from core.serving.engines import vllm_starting_utilization
+from core.serving.engines import (
+    HIGHEST_SHARE,
+    sglang_flag_fraction,
+    vllm_highest_utilization,
+    vllm_starting_utilization,
+)
 from core.serving.llamacpp import gguf_tensor_bytes
+from core.serving.vllm_versions import utilization
+from core.start_refusal import RefusalKind
 from core.verdict import Mode
 
 SERVING: Final = frozenset({Failure.SERVING})
@@ -113,6 +121,56 @@ def _starting_utilization(plan: Plan) -> tuple[Plan, str] | None:
     if would is None or would <= 0:
         return None
     return plan.with_inference(gpu_memory_utilization=would), f"gpu_memory_utilization {would:.3f}"
+
+
+# The refusals of a KV pool too small for one request, or empty, that a larger share of the card cures: vLLM's own
+# words say "Try increasing `gpu_memory_utilization`", SGLang's "Please try to increase --mem-fraction-static"
+# (core.serving.engines, each refusal's source).
+SHARE_REFUSALS: Final = frozenset({RefusalKind.NO_CACHE_BLOCKS, RefusalKind.KV_POOL_SHORT, RefusalKind.EMPTY_POOL})
+
+
+def _share_now_and_highest(plan: Plan) -> tuple[str, float, float] | None:
+    """The engine's share field, its value now and the highest offered: vLLM's gpu_memory_utilization up to
+    core.serving.engines.vllm_highest_utilization (0.95, and no more than the free memory at start-up ÷ the total);
+    SGLang's mem_fraction_static up to HIGHEST_SHARE (a share of the memory SGLang finds free, other processes'
+    already left out)."""
+    inf = plan.inference
+    if inf.engine is Engine.VLLM:
+        return "gpu_memory_utilization", utilization(inf), vllm_highest_utilization(plan, gpu_for(plan))
+    if inf.engine is Engine.SGLANG:
+        return "mem_fraction_static", sglang_flag_fraction(plan, gpu_for(plan)), HIGHEST_SHARE
+    return None
+
+
+def _higher_share(plan: Plan) -> tuple[Plan, str] | None:
+    """The smallest share, in steps of 0.01 above the plan's, with which the engine starts and the plan's requests
+    fit, where its KV pool refuses the plan (:data:`SHARE_REFUSALS`); where none up to the highest fits, the smallest
+    with which it starts (over the headroom, or a part of a combination). None where even the highest does not start,
+    and for any other refusal or none."""
+    first = estimate(plan).inference.start_refusal
+    field = _share_now_and_highest(plan)
+    if first is None or first.kind not in SHARE_REFUSALS or field is None:
+        return None
+    name, now, highest = field
+    steps = [s / 100 for s in range(math.floor(now * 100 + 1e-6) + 1, round(highest * 100) + 1)]
+
+    def outcome(share: float) -> tuple[bool, bool]:
+        changed = estimate(plan.with_inference(**{name: share}))
+        return not changed.inference.would_not_start, changed.judgement(Mode.INFERENCE).fits
+
+    at_highest = outcome(steps[-1]) if steps else (False, False)
+    if not at_highest[0]:
+        return None
+    wanted = 1 if at_highest[1] else 0  # starts and fits where the highest does, else starts
+    low, high = 0, len(steps) - 1  # the highest passes; the smallest that does is in [low, high]
+    while low < high:
+        middle = (low + high) // 2
+        if outcome(steps[middle])[wanted]:
+            high = middle
+        else:
+            low = middle + 1
+    share = steps[low]
+    return plan.with_inference(**{name: share}), f"{name} {share:.2f}"
 
 
 # What the long-context variable costs, in the engines' own words. vLLM: vllm-project/vllm@18ec6629
@@ -328,6 +386,13 @@ SERVING_KINDS: Final = (
     _served(K.WEIGHTS_NF4, _weights_nf4, 2, WEIGHTS, "some quality and speed cost"),
     _served(K.SMALLER_BATCHED_TOKENS, _smaller_batched_tokens, 1, SERVING, "slower prefill of long prompts"),
     _served(K.STARTING_UTILIZATION, _starting_utilization, 1, WEIGHTS, "a smaller KV pool: fewer requests at once"),
+    _served(
+        K.HIGHER_SHARE,
+        _higher_share,
+        1,
+        SERVING,
+        "less of the card left to other processes and to memory the engine does not count",
+    ),
     _served(K.MORE_TENSOR_PARALLEL, _more_tensor_parallel, 3, WEIGHTS, "twice the GPUs per copy", changes=GPUS),
     _served(K.KV_Q8_0, _kv_q8_0, 1, SERVING, "small quality cost"),
     _served(K.SMALLER_GGUF, _smaller_gguf, 2, WEIGHTS, "a new download; lower quality", plan_note=_gguf_note),

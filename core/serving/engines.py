@@ -640,6 +640,25 @@ def vllm_starting_utilization(plan: Plan, gpu: GpuSpec, fit: ServingFit = DEFAUL
     return math.floor(free / total * 1000) / 1000
 
 
+# The highest share a higher-share remedy offers (core.advice.serving_remedies), vLLM's gpu_memory_utilization and
+# SGLang's mem_fraction_static alike: vLLM's own guide raises the default 0.9 to 0.95 and no further, "Provides more KV
+# cache space but leaves less headroom for temporary allocations" (vllm-project/vllm docs/configuration/optimization.md,
+# "Reducing preemption"); what the share leaves is all that other processes, the CUDA context and allocations outside
+# the engine's accounting (the sampler, NCCL, a cold compile's kernels: h94cold) may use.
+HIGHEST_SHARE: Final = 0.95
+
+
+def vllm_highest_utilization(plan: Plan, gpu: GpuSpec, fit: ServingFit = DEFAULT_FIT) -> float:
+    """The highest gpu_memory_utilization worth offering: :data:`HIGHEST_SHARE`, and no more than the free memory at
+    start-up ÷ the total (:func:`vllm_free_at_start`: the CUDA context and what other processes hold taken), rounded
+    down to 0.01 — above it 0.9 - 0.33 refuse to start (:func:`vllm_start_refusal`) and the other releases would ask
+    for memory the card does not have."""
+    total = vllm_total_memory(gpu, fit, plan.hardware.platform)
+    if total <= 0:
+        return 0.0
+    return min(HIGHEST_SHARE, math.floor(vllm_free_at_start(plan, gpu, fit) / total * 100) / 100)
+
+
 def vllm_start_refusal(plan: Plan, gpu: GpuSpec, fit: ServingFit = DEFAULT_FIT) -> StartRefusal | None:
     """vLLM's start-up check (kind FREE_MEMORY) in its own words, with the utilisation that would start
     (:func:`vllm_starting_utilization`), or None where it starts."""
@@ -778,7 +797,7 @@ def _vllm_activation_terms(pool: VllmPool) -> list[Term]:
     ]
 
 
-def vllm_kv_refusal(plan: Plan, pool: VllmPool) -> StartRefusal | None:
+def vllm_kv_refusal(plan: Plan, gpu: GpuSpec, pool: VllmPool, fit: ServingFit = DEFAULT_FIT) -> StartRefusal | None:
     """vLLM's refusal to start where its KV cache holds blocks but fewer than one request of max_model_len needs
     (``pool.concurrency`` below 1; kind KV_POOL_SHORT), in its words with this plan's figures, and what would start
     it; None otherwise
@@ -787,7 +806,8 @@ def vllm_kv_refusal(plan: Plan, pool: VllmPool) -> StartRefusal | None:
     ``_check_enough_kv_cache_memory``: needed = max_memory_usage_bytes at max_model_len, raised when it is larger than
     the available memory, with ``estimate_max_model_len``'s binary search); V0 (0.6 - 0.7): vllm/worker/worker.py
     ``raise_if_cache_size_invalid`` (max_model_len > block_size × num_gpu_blocks). h88fix: the cold-start sentence
-    read "about 0 of the 32 requests fit" where vLLM raises one of these."""
+    read "about 0 of the 32 requests fit" where vLLM raises one of these. A higher --gpu-memory-utilization is named
+    where its pool would hold the request within :func:`vllm_highest_utilization`, the most the Diagnosis offers."""
     if pool.blocks <= 0 or pool.concurrency >= 1 or pool.per_request <= 0:
         return None
     inf = plan.inference
@@ -813,12 +833,35 @@ def vllm_kv_refusal(plan: Plan, pool: VllmPool) -> StartRefusal | None:
             "`max_model_len` when initializing the engine."
         )
     shorter = f"--max-model-len {longest:,} or less, " if longest else ""
+    higher = _higher_utilization_words(plan, gpu, pool, fit)
     said = (
-        f'vLLM {inf.vllm_version.value} would not start: "{words}" What starts it: {shorter}a higher '
-        "--gpu-memory-utilization, an fp8 KV cache (--kv-cache-dtype fp8), or tensor parallel over more GPUs."
+        f'vLLM {inf.vllm_version.value} would not start: "{words}" What starts it: {shorter}{higher}an fp8 KV cache '
+        "(--kv-cache-dtype fp8), or tensor parallel over more GPUs."
     )
     cause = f"its KV cache pool, {pool.kv_tokens:,} tokens, holds less than one request of {inf.context:,}"
     return StartRefusal(RefusalKind.KV_POOL_SHORT, said, cause)
+
+
+def vllm_share_for_one_request(plan: Plan, gpu: GpuSpec, pool: VllmPool, held: float, fit: ServingFit) -> float | None:
+    """The gpu_memory_utilization whose KV budget holds one request of the plan's context: what vLLM holds besides
+    the pool (``held``) and the request's blocks, ÷ the total, rounded up to 0.01; None past
+    :func:`vllm_highest_utilization` (the Diagnosis then offers no higher share either)."""
+    total = vllm_total_memory(gpu, fit, plan.hardware.platform)
+    if total <= 0:
+        return None
+    needed = math.ceil((held + pool.per_request * pool.block_bytes) / total * 100 - 1e-6) / 100
+    return needed if needed <= vllm_highest_utilization(plan, gpu, fit) else None
+
+
+def _higher_utilization_words(plan: Plan, gpu: GpuSpec, pool: VllmPool, fit: ServingFit) -> str:
+    """:func:`vllm_share_for_one_request` in words for a pool short of one request; what vLLM holds besides the pool
+    is what it requested less the pool (a remainder under one block aside)."""
+    needed = vllm_share_for_one_request(plan, gpu, pool, pool.requested - pool.pool_bytes, fit)
+    if needed is None:
+        return ""
+    highest = vllm_highest_utilization(plan, gpu, fit)
+    more = f" or more (up to {highest:g})" if needed < highest else ""
+    return f"--gpu-memory-utilization {needed:.2f}{more}, "
 
 
 def vllm_pool_refusal(
@@ -827,19 +870,24 @@ def vllm_pool_refusal(
     """vLLM's refusal of its KV pool at start-up, once the model is loaded and profiled: no block at all
     (:func:`vllm_no_blocks_refusal`), else fewer blocks than one request (:func:`vllm_kv_refusal`); None where it
     starts."""
-    return vllm_no_blocks_refusal(plan, gpu, layout, pool, fit) or vllm_kv_refusal(plan, pool)
+    return vllm_no_blocks_refusal(plan, gpu, layout, pool, fit) or vllm_kv_refusal(plan, gpu, pool, fit)
 
 
 # vLLM's words where the KV budget leaves no block, 0.6 - 0.33: V0's ``raise_if_cache_size_invalid``
 # (``num_gpu_blocks <= 0``; vllm 0.6.6.post1 and 0.8.5 wheels, vllm/worker/worker.py) and V1's
 # ``_check_enough_kv_cache_memory`` (``available_memory <= 0``; vllm 0.8.5 wheel vllm/v1/core/kv_cache_utils.py line
 # 526, 0.19.0 wheel line 625, 0.33.0 wheel vllm/v1/core/kv_cache_planning.py line 56) all open with these words. 0.6 -
-# 0.19 end the sentence there (0.19 adds "See https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more
-# details."); 0.33 goes on "(this flag also controls CPU memory reservation on the CPU backend, despite its name)." —
-# 0.20 - 0.32 were not read, so from 0.20 the quote ends with an ellipsis.
+# 0.12 end the sentence there (vllm 0.12.0 wheel, commit 4fd9d6a85, kv_cache_utils.py line 687); 0.13 - 0.21 add
+# :data:`VLLM_NO_BLOCKS_SEE` (0.13.0, 72506c983, line 688; 0.14.0, b17039bcc, line 617; 0.16.0, 89a77b108, line 617;
+# 0.20.0, b8160878f, line 697; 0.21.0, ad7125a43, line 697); from 0.22 the sentence goes on
+# :data:`VLLM_NO_BLOCKS_CPU` before it (0.22.0, 0b3ba88f1, line 699; 0.23.0, 0fc695fc6, line 721; 0.26.0, ffd46bfab,
+# line 759; 0.32.0, 5df63a720, line 1011; 0.33.0, 4ba787ec9, kv_cache_planning.py line 58). h97rem read 0.12 - 0.33
+# where h95ui had ended the quote in an ellipsis from 0.20.
 VLLM_NO_BLOCKS: Final = (
     "No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine"
 )
+VLLM_NO_BLOCKS_CPU: Final = " (this flag also controls CPU memory reservation on the CPU backend, despite its name)"
+VLLM_NO_BLOCKS_SEE: Final = " See https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details."
 
 
 def _no_blocks_words(inf: Inference, era_measured: bool) -> str:
@@ -847,8 +895,10 @@ def _no_blocks_words(inf: Inference, era_measured: bool) -> str:
     ``_check_enough_kv_cache_memory`` line 106 with ``_more_kv_cache_memory_hint``, the extensible KV cache) gives
     its own hint after the first sentence, by the utilisation it resolved (unset: 1.0)."""
     if not era_measured:
-        read = not at_least(inf.vllm_version, VllmVersion.V0_20)  # the whole sentence read up to 0.19 (above)
-        return f"{VLLM_NO_BLOCKS}{'.' if read else ' …'}"
+        line = inf.vllm_version
+        cpu = VLLM_NO_BLOCKS_CPU if at_least(line, VllmVersion.V0_22) else ""
+        see = VLLM_NO_BLOCKS_SEE if at_least(line, VllmVersion.V0_13) else ""
+        return f"{VLLM_NO_BLOCKS}{cpu}.{see}"
     first = "No available memory for the cache blocks."
     share = utilization(inf)
     if share < 1.0:
@@ -880,13 +930,20 @@ def vllm_no_blocks_refusal(
         return None
     total = vllm_total_memory(gpu, fit, plan.hardware.platform)
     held = loaded + pool.graphs_reserved
+    needed = vllm_share_for_one_request(plan, gpu, pool, held, fit)
+    highest = vllm_highest_utilization(plan, gpu, fit)
+    higher = (
+        f"a --gpu-memory-utilization above {held / total:.3f} ({needed:.2f}"
+        f"{f' or more holds a request; up to {highest:g}' if needed < highest else ' holds a request'}), "
+        if needed is not None
+        else ""
+    )
     words = (
         f'vLLM {inf.vllm_version.value} would not start: "{_no_blocks_words(inf, era_of(inf.vllm_version).measured)}"'
         f" Its weights {layout.weights_bytes / GiB:.2f} GiB, profile peak {pool.activation / GiB:.2f} GiB and "
         f"memory outside torch {(held - layout.weights_bytes - pool.activation) / GiB:.2f} GiB take all of "
-        f"{utilization(inf):g} × {total / GiB:.2f} GiB. What starts it: a --gpu-memory-utilization above "
-        f"{held / total:.3f} (with room for the requests' blocks), quantised weights, or tensor parallel over more "
-        "GPUs."
+        f"{utilization(inf):g} × {total / GiB:.2f} GiB. What starts it: {higher}quantised weights, or tensor parallel "
+        "over more GPUs."
     )
     cause = "its weights and working memory leave no memory for the KV cache's blocks"
     return StartRefusal(RefusalKind.NO_CACHE_BLOCKS, words, cause)
