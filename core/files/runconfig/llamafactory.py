@@ -90,6 +90,17 @@ SAVED_COPIES_FLOAT32: Final = (
     "among them; the plan holds those copies in the base's dtype, so their weights, gradients and optimizer states "
     "are low by up to half"
 )
+# v0.9.4 model/adapter.py _setup_freeze_tuning: a parameter trains only if its name holds ".{i}." of a trained block
+# (lines 107-114) or one of freeze_extra_modules (117-124, names without a layer index: lm_head, embed_tokens, norm);
+# the rest, output head and final norm included, get requires_grad_(False) (line 138). v1 the same
+# (hiyouga/LLaMA-Factory ff6d4d12 src/llamafactory/v1/plugins/model_plugins/peft.py get_freeze_model, lines 266-285).
+# The plan's frozen-layers method trains an untied head (core.params.frozen_params); no plan setting freezes it.
+FROZEN_HEAD: Final = (
+    "LLaMA-Factory freezes the output head and final norm unless freeze_extra_modules names them (adapter.py "
+    "_setup_freeze_tuning); the plan's frozen-layers method trains an untied head, so the estimate counts its "
+    "float32 copy, gradient and optimizer state too: high by about 14 bytes × vocabulary × hidden (7.4 GB of "
+    "33.1 GB on Llama 3 8B); a tied head is frozen in both"
+)
 FREEZE_WITHOUT_AMP: Final = (
     "freeze without bf16 / fp16: the trained blocks are cast to float32 and no autocast casts them back, so on a "
     "16-bit model their output meets the frozen 16-bit head and the forward fails (as measured for LLaMA-Factory "
@@ -104,7 +115,7 @@ def read_llamafactory(document: dict[str, Any], where: str) -> RunConfig:
     model_ref = taker.text("model_name_or_path")
     if model_ref:
         taker.record("model", model_ref, "model_name_or_path")
-    s.update(_finetuning(taker))
+    s.update(_finetuning(taker, odd))
     s.update(_quantisation(taker, odd, s["method"]))
     if s["method"] in ("lora", "qlora"):
         s.update(_adapters(taker, odd))
@@ -137,7 +148,7 @@ def _unsloth(taker: Taker, checkpointing: bool) -> dict[str, Any]:
     return s
 
 
-def _finetuning(taker: Taker) -> dict[str, Any]:
+def _finetuning(taker: Taker, odd: OddValues) -> dict[str, Any]:
     """``finetuning_type``: full, freeze (the top layers train) or lora (the default)."""
     kind = taker.word("finetuning_type", "lora, freeze or full")
     if kind is None:
@@ -151,12 +162,27 @@ def _finetuning(taker: Taker) -> dict[str, Any]:
         s["trainable_layers"] = layers or DEFAULT_FREEZE_LAYERS
         if layers is None:
             taker.record("trainable_layers", DEFAULT_FREEZE_LAYERS, "default: freeze_trainable_layers = 2")
+        _freeze_modules(taker, odd)
     elif kind == "lora":
         s["method"] = "lora"
     else:
         raise taker.fail("finetuning_type", kind, "lora, freeze or full")
     taker.record("method", s["method"] if kind != "freeze" else "frozen", "finetuning_type")
     return s
+
+
+def _freeze_modules(taker: Taker, odd: OddValues) -> None:
+    """``freeze_trainable_modules`` (whole blocks: ``all``, the default) and ``freeze_extra_modules``: the head trains
+    only when named there (:data:`FROZEN_HEAD`); other parts of blocks, or other extra modules, are listed."""
+    modules = taker.names("freeze_trainable_modules")
+    if modules not in (None, ("all",)):
+        odd.add("freeze_trainable_modules", ", ".join(modules or ()), "the planner trains whole blocks")
+    extra = taker.names("freeze_extra_modules") or ()
+    others = [name for name in extra if name != "lm_head"]
+    if others:
+        odd.add("freeze_extra_modules", ", ".join(others), "the plan trains no module outside the blocks but the head")
+    if "lm_head" not in extra:
+        taker.notes.append(FieldRead("note", "freeze", FROZEN_HEAD))
 
 
 def _quantisation(taker: Taker, odd: OddValues, method: str) -> dict[str, Any]:
