@@ -257,7 +257,9 @@ def test_llamafactory_lora_sft_example() -> None:
     assert (s.method, s.lora_rank, s.lora_alpha, s.lora_targets) == ("lora", 8, 16.0, ALL_LINEAR_ITSELF)
     assert (s.micro_batch, s.grad_accum, s.seq_len, s.eval_batch) == (1, 8, 1024, 1)
     assert s.checkpointing is True and sources(run)["checkpointing"].startswith("default:")
-    assert s.model_dtype == "bf16"
+    # bf16: true sets only the compute dtype; LLaMA-Factory v0.9.4 model/loader.py:160 loads torch_dtype="auto",
+    # the checkpoint's own (Meta-Llama-3-8B-Instruct's config.json: bfloat16), which plan_from_run takes.
+    assert s.model_dtype is None and s.autocast == "bf16"
     assert run.unknown == ()
 
 

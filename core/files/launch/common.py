@@ -12,7 +12,7 @@ from typing import Any, Final
 
 import yaml
 
-from core.catalogue import hub_repo_of
+from core.catalogue import catalogue_entry, hub_repo_of
 from core.dtypes import Dtype, WeightFormat
 from core.errors import one_line
 from core.files.launch.fields import FIELDS_BY_NAME, TRAINING_FIELDS, differs_from_default
@@ -401,6 +401,18 @@ def gptq_int8_header(draft: Draft, engine: str) -> list[str]:
             "the checkpoint",
         )
     return [GPTQ_INT8_CHECKPOINT]
+
+
+# config.json's torch_dtype (or transformers 5's dtype) words for the three dtypes a checkpoint is stored in.
+_CHECKPOINT_DTYPES: Final = {"bfloat16": Dtype.BF16, "float16": Dtype.FP16, "float32": Dtype.FP32}
+
+
+def checkpoint_dtype(plan: Plan) -> Dtype | None:
+    """The dtype the plan's catalogue checkpoint is stored in (its config.json's ``torch_dtype``), what a loader
+    asked for ``torch_dtype="auto"`` loads; None for a model outside the catalogue or a config that names none."""
+    entry = catalogue_entry(plan)
+    value = entry.config.get("torch_dtype", entry.config.get("dtype")) if entry is not None else None
+    return _CHECKPOINT_DTYPES.get(value) if isinstance(value, str) else None
 
 
 def model_reference(draft: Draft, given: str | None) -> str:

@@ -8,11 +8,12 @@ train), ``lora_rank``, ``lora_alpha`` (an int), ``lora_target`` (names joined by
 ``flash_attn`` (disabled | sdpa | fa2), ``enable_liger_kernel``, ``use_unsloth``, ``disable_gradient_checkpointing``;
 ``data_args.py`` ``cutoff_len``, ``lora_dropout``) and the transformers TrainingArguments it passes
 through (``torch_compile``, ``max_grad_norm``, ``fsdp`` / ``fsdp_config``).
-``parser.py`` loads the model in bf16 under ``bf16`` or ``pure_bf16`` and in fp16 under ``fp16``;
-with neither it infers the dtype from the card. ``model/adapter.py`` ``init_adapter`` then casts full and freeze
-tuning's trained weights to float32 unless ``pure_bf16`` or ZeRO-3 (lines 340-353), so float32 full training has no
-key and bf16 AMP trains float32 weights. Gradient
-checkpointing is on unless disabled. Dataset, template and output folder are the user's.
+``model/loader.py`` line 160 loads the checkpoint's own dtype (``torch_dtype="auto"``) whatever ``bf16`` /
+``fp16`` / ``pure_bf16`` say (they set the compute dtype: autocast and bitsandbytes'), and the file has no key for
+it: a plan that holds the loaded weights in another dtype than the catalogue checkpoint's is listed (:data:`LOADS_WHY`).
+``model/adapter.py`` ``init_adapter`` then casts full and freeze tuning's trained weights to float32 unless
+``pure_bf16`` or ZeRO-3 (lines 340-353), so float32 full training has no key and bf16 AMP trains float32 weights.
+Gradient checkpointing is on unless disabled. Dataset, template and output folder are the user's.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from core.files.launch.common import (
     Draft,
     Export,
     Target,
+    checkpoint_dtype,
     dump_yaml,
     header,
     hf_galore_written,
@@ -87,18 +89,34 @@ CAST_WHY: Final = (
 # PEFT v0.17.1 peft_model.py:132-134 (get_peft_model's autocast_adapter_dtype=True, which adapter.py leaves on).
 ADAPTERS_WHY: Final = "PEFT's get_peft_model keeps the adapters in float32 (autocast_adapter_dtype=True)"
 
-AMP_WHY: Final = "LLaMA-Factory's AMP runs in the dtype it loads the model in (bf16 AMP is written)"
+AMP_WHY: Final = "LLaMA-Factory's mixed precision is bf16 or fp16 autocast (bf16 AMP is written)"
+# v0.9.4 model/loader.py:160 (core.files.runconfig.llamafactory.LOADED_AS): no key sets the loaded dtype.
+LOADS_WHY: Final = "LLaMA-Factory 0.9.4 loads the checkpoint's own dtype (model/loader.py:160, torch_dtype auto)"
+
+
+def _as_loaded(draft: Draft, name: str, dtype: Dtype) -> None:
+    """``name`` (a role held as loaded) listed unless it is the catalogue checkpoint's own dtype (:data:`LOADS_WHY`)."""
+    stored = checkpoint_dtype(draft.plan)
+    if stored is None:
+        draft.cannot(name, f"{LOADS_WHY}, which the planner does not know for this model")
+    elif dtype is not stored:
+        draft.cannot(name, f"{LOADS_WHY}, {stored.value}")
 
 
 def _precision(draft: Draft) -> dict[str, Any]:
-    """bf16 AMP on a bf16 model, pure bf16, fp16 AMP on an fp16 model; full and freeze tuning's trained weights in
-    float32 where LLaMA-Factory casts them (:data:`CAST_WHY`), the adapters in float32 throughout (ADAPTERS_WHY)."""
+    """bf16 or fp16 AMP, pure bf16 or neither over the checkpoint's own dtype (:data:`LOADS_WHY`); full and freeze
+    tuning's trained weights in float32 where LLaMA-Factory casts them (:data:`CAST_WHY`), the adapters in float32
+    throughout (ADAPTERS_WHY)."""
     plan = draft.plan
     if plan.adapter_based and plan.adapter_dtype is not Dtype.FP32:
         draft.cannot("method.adapter_dtype", ADAPTERS_WHY)
     if not plan.adapter_based and plan.parallel.strategy is not Strategy.ZERO3:
         return _cast_precision(draft)
     dtype = loaded_dtype(draft)
+    # No cast here: every weight as loaded (the weights' role for full and freeze, the base's for the rest).
+    for name, held in (("method.weight_dtype", plan.weight_dtype), ("method.base_dtype", plan.base_dtype)):
+        if FIELDS_BY_NAME[name].relevant(plan):
+            _as_loaded(draft, name, held)
     if dtype is Dtype.BF16 and plan.autocast is Autocast.NONE:
         if plan.parallel.strategy is Strategy.ZERO3:
             # LLaMA-Factory v0.9.4 hparams/parser.py:331 refuses pure_bf16 under ZeRO-3 ("`pure_bf16` is incompatible
@@ -112,17 +130,10 @@ def _precision(draft: Draft) -> dict[str, Any]:
             )
             return {"bf16": True, "fp16": False}
         return {"bf16": False, "fp16": False, "pure_bf16": True}
-    if (dtype, plan.autocast) in ((Dtype.BF16, Autocast.BF16), (Dtype.FP16, Autocast.FP16)):
-        return {"bf16": dtype is Dtype.BF16, "fp16": dtype is Dtype.FP16}
-    for name in ("method.weight_dtype", "method.base_dtype"):
-        field = FIELDS_BY_NAME[name]
-        if field.relevant(plan) and field.value(plan) is not Dtype.BF16:
-            draft.cannot(
-                name, "LLaMA-Factory loads the model in bf16, or in fp16 only under fp16 AMP (bf16 is written)"
-            )
-    if plan.autocast is not Autocast.BF16:
-        draft.cannot("method.autocast", AMP_WHY)
-    return {"bf16": True, "fp16": False}
+    if plan.autocast is Autocast.NONE:  # neither key: no autocast, the model as loaded
+        return {"bf16": False, "fp16": False}
+    amp = _amp_dtype(draft)
+    return {"bf16": amp is Autocast.BF16, "fp16": amp is Autocast.FP16}
 
 
 def _amp_dtype(draft: Draft) -> Autocast:
@@ -135,29 +146,27 @@ def _amp_dtype(draft: Draft) -> Autocast:
 
 
 def _cast_precision(draft: Draft) -> dict[str, Any]:
-    """Full or freeze tuning outside ZeRO-3: the model loaded in the AMP dtype (bf16 under pure_bf16, the
-    checkpoint's with neither key), its trained weights cast to float32 (:data:`CAST_WHY`) except under pure_bf16.
+    """Full or freeze tuning outside ZeRO-3: the model loaded in the checkpoint's dtype (:data:`LOADS_WHY`), its
+    trained weights cast to float32 (:data:`CAST_WHY`) except under pure_bf16.
     Float32 full training is the cast with no AMP key; a freeze run has no float32 counterpart (its float32 blocks
     would meet the frozen 16-bit head without autocast), so bf16 AMP is written for it."""
     plan = draft.plan
     # Frozen blocks, or a full run's frozen vision tower (get_forbidden_modules: not cast, v0.9.4 adapter.py 50-56).
     frozen = FIELDS_BY_NAME["method.base_dtype"].relevant(plan)
+    if frozen:  # frozen blocks, or the vision tower, stay as loaded
+        _as_loaded(draft, "method.base_dtype", plan.base_dtype)
     if (
         plan.autocast is Autocast.NONE
         and plan.weight_dtype is Dtype.BF16
         and (not frozen or plan.base_dtype is Dtype.BF16)
-    ):
+    ):  # no cast under pure_bf16: every weight as loaded
+        _as_loaded(draft, "method.weight_dtype", plan.weight_dtype)
         return {"bf16": False, "fp16": False, "pure_bf16": True}
     if plan.autocast is Autocast.NONE and plan.weight_dtype is Dtype.FP32 and plan.method is not Method.FROZEN:
-        if frozen and plan.base_dtype is not Dtype.BF16:  # a full run's vision tower, loaded with torch_dtype auto
-            draft.cannot("method.base_dtype", "the frozen vision tower stays in the checkpoint's dtype, bf16")
         return {"bf16": False, "fp16": False}
     if plan.weight_dtype is not Dtype.FP32:
         draft.cannot("method.weight_dtype", f"{CAST_WHY} (float32 is written)")
     amp = _amp_dtype(draft)
-    loaded = Dtype.BF16 if amp is Autocast.BF16 else Dtype.FP16
-    if frozen and plan.base_dtype is not loaded:
-        draft.cannot("method.base_dtype", f"frozen weights stay in the dtype the model is loaded in, {loaded.value}")
     return {"bf16": amp is Autocast.BF16, "fp16": amp is Autocast.FP16}
 
 

@@ -145,7 +145,7 @@ def detect_kind(document: Mapping[str, Any]) -> ConfigKind | None:
 
 
 def parse_run_config(document: dict[str, Any], where: str, kind: ConfigKind | None = None) -> RunConfig:
-    launcher = launcher_config_reason(document) if kind is None else None
+    launcher = launcher_config_reason(document, where) if kind is None else None
     if launcher is not None:
         raise PlanFileError(where, launcher)
     if kind is None and _is_llamafactory_v1(document):

@@ -352,7 +352,7 @@ def _deepspeed_stage(
     document: Any = value
     source = key
     if isinstance(value, str):
-        found, why = _confined(Path(taker.where).parent, value)
+        found, why = confined(Path(taker.where).parent, value)
         if found is None:
             taker.note(key, f"{why}: set the ZeRO stage in the plan")
             return None
@@ -427,7 +427,7 @@ def _overlap_comm(taker: Taker, zero: dict[str, Any], stage: int, source: str) -
     return {name: default}
 
 
-def _confined(folder: Path, value: str) -> tuple[Path | None, str]:
+def confined(folder: Path, value: str) -> tuple[Path | None, str]:
     """The DeepSpeed file a config names, only when it lies in or below the config's own folder
     after every ``..`` and symbolic link is resolved (issue 28 item 24); else None and why."""
     try:

@@ -12,36 +12,71 @@ deepspeed/runtime/zero/config.py, runtime/constants.py); accelerate's ``distribu
 ``offload_param_device`` and ``fsdp_config.fsdp_offload_params`` (huggingface/accelerate 16cb6eb8,
 commands/config/config_args.py and the configs TRL ships: huggingface/trl f2cd577,
 examples/accelerate_configs/).
+
+An accelerate config whose ``deepspeed_config.deepspeed_config_file`` names a DeepSpeed JSON runs that file: accelerate
+passes the path unchanged (16cb6eb8 utils/launch.py lines 580-581, ``ACCELERATE_DEEPSPEED_CONFIG_FILE``),
+``DeepSpeedPlugin.__post_init__`` builds ``HfDeepSpeedConfig`` from it (utils/dataclasses.py lines 1264-1273), which
+opens it with ``os.path.exists`` / ``open`` (utils/deepspeed.py lines 141-143) — relative to the directory
+``accelerate launch`` runs in — and takes the stage and offload from it (dataclasses.py lines 1278-1300); the YAML's
+own ``zero_stage``, ``offload_*_device``, ``gradient_accumulation_steps`` and ``gradient_clipping`` beside it make
+``_deepspeed_config_checks`` raise (lines 1507-1530; launch.py line 1388 lists the section's keys). The planner has no
+launch directory: it reads the file relative to the YAML's folder, only in or below it (common.confined), as it
+reads a training config's ``deepspeed:`` file, and says so where it finds none there.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, Final
 
-from core.files.runconfig.common import OddValues
+from core.errors import PlanFileError
+from core.files.runconfig.common import MAX_DEEPSPEED_BYTES, OddValues, confined
 from core.files.runconfig.deepspeed_optimizer import deepspeed_optimizer
-from core.files.runconfig.reading import Taker
+from core.files.runconfig.reading import Taker, read_json_document
 
 # A DeepSpeed config's top-level keys that no training config of the readers has at its top level.
 _DEEPSPEED_SIGNS: Final = ("zero_optimization", "train_micro_batch_size_per_gpu", "train_batch_size")
 _OFFLOAD_DEVICES: Final = ("cpu", "nvme")
 
 
-def launcher_config_reason(document: Mapping[str, Any]) -> str | None:
-    """Why ``document`` is not read, with the plan settings it asks for; None when it is no launcher config."""
-    if isinstance(document.get("distributed_type"), str) and "compute_environment" in document:
-        return _accelerate(document)
+# accelerate's DistributedType names (utils/dataclasses.py lines 625-638): a file of them needs no
+# compute_environment, which load_config_from_file takes as LOCAL_MACHINE when absent (commands/config/config_args.py
+# line 66; examples/config_yaml_templates/ write none).
+_DISTRIBUTED_TYPES: Final = frozenset((
+    "NO", "MULTI_CPU", "MULTI_GPU", "MULTI_NPU", "MULTI_MLU", "MULTI_SDAA", "MULTI_MUSA", "MULTI_XPU", "DEEPSPEED",
+    "FSDP", "XLA", "MEGATRON_LM", "MULTI_HPU", "MULTI_NEURON",
+))  # fmt: skip
+# The accelerate keys _deepspeed_config_checks refuses beside deepspeed_config_file (utils/dataclasses.py
+# lines 1508-1521, less the ACCELERATE_ / DEEPSPEED_ prefixes; mixed_precision is a top-level key).
+_IGNORED_BESIDE_FILE: Final = (
+    "gradient_accumulation_steps", "gradient_clipping", "zero_stage", "offload_optimizer_device",
+    "offload_param_device", "offload_param_nvme_path", "offload_optimizer_nvme_path", "zero3_save_16bit_model",
+)  # fmt: skip
+
+
+def launcher_config_reason(document: Mapping[str, Any], where: str = "") -> str | None:
+    """Why ``document`` (read from ``where``) is not read, with the plan settings it asks for; None when it is no
+    launcher config."""
+    kind = document.get("distributed_type")
+    if isinstance(kind, str) and ("compute_environment" in document or kind.strip().upper() in _DISTRIBUTED_TYPES):
+        return _accelerate(document, where)
     if any(key in document for key in _DEEPSPEED_SIGNS):
         return _deepspeed(document)
     return None
 
 
 def _deepspeed(document: Mapping[str, Any]) -> str:
-    zero = document.get("zero_optimization")
-    zero = zero if isinstance(zero, Mapping) else {}
     said: list[str] = []
     flags: list[str] = []
+    _deepspeed_settings(document, said, flags)
+    return _reason("a DeepSpeed config", said, flags, "the training config that names it (its `deepspeed:` key)")
+
+
+def _deepspeed_settings(document: Mapping[str, Any], said: list[str], flags: list[str]) -> None:
+    """What a DeepSpeed config sets (stage, offload, batch, optimizer section) and the plan options that match."""
+    zero = document.get("zero_optimization")
+    zero = zero if isinstance(zero, Mapping) else {}
     _stage(zero.get("stage"), said, flags)
     for key, offload in (("offload_param", "params"), ("offload_optimizer", "optimizer")):  # as common.sharding
         target = zero.get(key)
@@ -55,7 +90,6 @@ def _deepspeed(document: Mapping[str, Any]) -> str:
             said.append(f"{key} {value}")
             flags.append(f"{flag} {value}")
     _optimizer(document, said, flags)
-    return _reason("a DeepSpeed config", said, flags, "the training config that names it (its `deepspeed:` key)")
 
 
 def _optimizer(document: Mapping[str, Any], said: list[str], flags: list[str]) -> None:
@@ -74,15 +108,17 @@ def _optimizer(document: Mapping[str, Any], said: list[str], flags: list[str]) -
         flags.append(f"--weight-decay {found['weight_decay']:g}")
 
 
-def _accelerate(document: Mapping[str, Any]) -> str:
+def _accelerate(document: Mapping[str, Any], where: str) -> str:
     kind = str(document.get("distributed_type")).strip().upper()[:40]
     said = [f"distributed_type {kind}"]
     flags: list[str] = []
+    section = document.get("deepspeed_config")
+    section = section if isinstance(section, Mapping) else {}
     if kind == "MULTI_GPU":
         flags.append("--strategy ddp")
+    elif kind == "DEEPSPEED" and isinstance(section.get("deepspeed_config_file"), str):
+        _deepspeed_file(section, where, said, flags)
     elif kind == "DEEPSPEED":
-        section = document.get("deepspeed_config")
-        section = section if isinstance(section, Mapping) else {}
         _stage(section.get("zero_stage"), said, flags)
         for key, offload in (("offload_param_device", "params"), ("offload_optimizer_device", "optimizer")):
             if section.get(key) in _OFFLOAD_DEVICES:
@@ -105,6 +141,31 @@ def _accelerate(document: Mapping[str, Any]) -> str:
         else:
             flags.append(f"--gpus {processes}")
     return _reason("an accelerate config", said, flags, "the training config it launches")
+
+
+def _deepspeed_file(section: Mapping[str, Any], where: str, said: list[str], flags: list[str]) -> None:
+    """The DeepSpeed JSON an accelerate config's ``deepspeed_config_file`` names, read as accelerate runs it."""
+    name = section["deepspeed_config_file"]
+    shown = name[:80]
+    found, why = confined(Path(where).parent, name)
+    if found is None:
+        launch = " (accelerate opens it from the directory it is launched in)" if "not found" in why else ""
+        said.append(f"deepspeed_config_file {shown} not read: {why}{launch}")
+        return
+    try:
+        file = read_json_document(found, MAX_DEEPSPEED_BYTES, "a DeepSpeed config")
+    except PlanFileError as error:
+        said.append(f"deepspeed_config_file {shown} not read: {error.reason}")
+        return
+    if not isinstance(file, Mapping):
+        said.append(f"deepspeed_config_file {shown} not read: it holds no JSON object")
+        return
+    sets: list[str] = []
+    _deepspeed_settings(file, sets, flags)
+    said.append(f"deepspeed_config_file {shown} with {', '.join(sets)}" if sets else f"deepspeed_config_file {shown}")
+    beside = [key for key in _IGNORED_BESIDE_FILE if key in section]
+    if beside:
+        said.append(f"accelerate refuses {', '.join(beside)} beside deepspeed_config_file")
 
 
 def _stage(stage: Any, said: list[str], flags: list[str]) -> None:

@@ -2,9 +2,9 @@
 
 LLaMA-Factory passes the training keys to transformers' Seq2SeqTrainingArguments (read
 as :mod:`core.files.runconfig.hf` reads them) and adds its own: ``finetuning_type``,
-``lora_rank``/``lora_alpha``/``lora_target``, ``quantization_bit``, ``cutoff_len``. It loads
-the model in the compute dtype (bf16 when ``bf16: true``) and, unless
-``disable_gradient_checkpointing`` is set, turns gradient checkpointing on.
+``lora_rank``/``lora_alpha``/``lora_target``, ``quantization_bit``, ``cutoff_len``. From 0.9.4 it loads
+the model in the checkpoint's own dtype whatever ``bf16`` / ``fp16`` / ``pure_bf16`` say (:data:`LOADED_AS`) and,
+unless ``disable_gradient_checkpointing`` is set, turns gradient checkpointing on.
 
 ``init_adapter`` then casts the trained parameters to float32 (:data:`FLOAT32_CAST`): full and freeze tuning's
 trained weights (``RunSettings.trainable_dtype``), and the LoRA adapters, which PEFT holds in float32 anyway.
@@ -66,6 +66,19 @@ USE_UNSLOTH_NOTE: Final = (
 # _setup_lora_tuning (lines 315-316) on every parameter with requires_grad (the adapters and PEFT's modules_to_save
 # copies). The frozen blocks keep the dtype the model was loaded in. The same rule in v0.9.3 (adapter.py:287-293)
 # and v0.9.5 (:319-325); v0.9.0-v0.9.2 skipped the cast under FSDP too (adapter.py:288).
+# hiyouga/LLaMA-Factory v0.9.4 (95ac3f23) src/llamafactory/model/loader.py line 160: ``init_kwargs["torch_dtype"] =
+# "auto"`` for every run (commit 55590f5e, 2025-12-27, moved it there from patcher.py), so transformers loads the
+# checkpoint's own config dtype; ``bf16`` / ``fp16`` / ``pure_bf16`` set only ``model_args.compute_dtype``
+# (hparams/parser.py lines 454-457), which reaches autocast (the Trainer's own flags), bitsandbytes' compute dtype
+# (model_utils/quantization.py lines 175-178) and Qwen-1's config (patcher.py lines 128-131), not the loaded
+# weights. v0.9.3 (ca75f1ed) patcher.py line 144 loaded in the compute dtype except under ZeRO-3 without
+# quantization_bit. The plan takes the model's own dtype (core.files.runconfig.plan_from_run: its config.json's
+# torch_dtype, else the catalogue's), as it does for LLaMA-Factory v1's LoRA runs.
+LOADED_AS: Final = (
+    'LLaMA-Factory 0.9.4 model/loader.py:160 torch_dtype="auto" (bf16 / fp16 / pure_bf16 set the compute dtype only; '
+    "0.9.0-0.9.3 loaded that: patcher.py:144)"
+)
+CHECKPOINT_OWN: Final = "the checkpoint's own"
 FLOAT32_CAST: Final = "LLaMA-Factory 0.9.4 model/adapter.py:353 init_adapter casts the trained parameters to float32"
 # PEFT v0.17.1 (LLaMA-Factory 0.9.4's pin) peft_model.py:132-134: PeftModel.__init__ calls _cast_adapter_dtype with
 # autocast_adapter_dtype=True (mapping_func.py:36, get_peft_model's default; adapter.py calls get_peft_model(model,
@@ -76,6 +89,17 @@ SAVED_COPIES_FLOAT32: Final = (
     "LLaMA-Factory casts every trained parameter to float32 (model/adapter.py:315-316), the additional_target copies "
     "among them; the plan holds those copies in the base's dtype, so their weights, gradients and optimizer states "
     "are low by up to half"
+)
+# v0.9.4 model/adapter.py _setup_freeze_tuning: a parameter trains only if its name holds ".{i}." of a trained block
+# (lines 107-114) or one of freeze_extra_modules (117-124, names without a layer index: lm_head, embed_tokens, norm);
+# the rest, output head and final norm included, get requires_grad_(False) (line 138). v1 the same
+# (hiyouga/LLaMA-Factory ff6d4d12 src/llamafactory/v1/plugins/model_plugins/peft.py get_freeze_model, lines 266-285).
+# The plan's frozen-layers method trains an untied head (core.params.frozen_params); no plan setting freezes it.
+FROZEN_HEAD: Final = (
+    "LLaMA-Factory freezes the output head and final norm unless freeze_extra_modules names them (adapter.py "
+    "_setup_freeze_tuning); the plan's frozen-layers method trains an untied head, so the estimate counts its "
+    "float32 copy, gradient and optimizer state too: high by about 14 bytes × vocabulary × hidden (7.4 GB of "
+    "33.1 GB on Llama 3 8B); a tied head is frozen in both"
 )
 FREEZE_WITHOUT_AMP: Final = (
     "freeze without bf16 / fp16: the trained blocks are cast to float32 and no autocast casts them back, so on a "
@@ -91,7 +115,7 @@ def read_llamafactory(document: dict[str, Any], where: str) -> RunConfig:
     model_ref = taker.text("model_name_or_path")
     if model_ref:
         taker.record("model", model_ref, "model_name_or_path")
-    s.update(_finetuning(taker))
+    s.update(_finetuning(taker, odd))
     s.update(_quantisation(taker, odd, s["method"]))
     if s["method"] in ("lora", "qlora"):
         s.update(_adapters(taker, odd))
@@ -100,7 +124,7 @@ def read_llamafactory(document: dict[str, Any], where: str) -> RunConfig:
         cutoff = DEFAULT_CUTOFF
         taker.record("seq_len", cutoff, "default: cutoff_len = 2048")
     s["seq_len"] = cutoff
-    s.update(_model_dtype(taker, s["autocast"]))
+    s.update(_model_dtype(taker))
     s.update(_float32_cast(taker, s))
     s.update(_memory_savers(taker, odd))
     _multimodal_freezing(taker, odd)
@@ -124,7 +148,7 @@ def _unsloth(taker: Taker, checkpointing: bool) -> dict[str, Any]:
     return s
 
 
-def _finetuning(taker: Taker) -> dict[str, Any]:
+def _finetuning(taker: Taker, odd: OddValues) -> dict[str, Any]:
     """``finetuning_type``: full, freeze (the top layers train) or lora (the default)."""
     kind = taker.word("finetuning_type", "lora, freeze or full")
     if kind is None:
@@ -138,12 +162,27 @@ def _finetuning(taker: Taker) -> dict[str, Any]:
         s["trainable_layers"] = layers or DEFAULT_FREEZE_LAYERS
         if layers is None:
             taker.record("trainable_layers", DEFAULT_FREEZE_LAYERS, "default: freeze_trainable_layers = 2")
+        _freeze_modules(taker, odd)
     elif kind == "lora":
         s["method"] = "lora"
     else:
         raise taker.fail("finetuning_type", kind, "lora, freeze or full")
     taker.record("method", s["method"] if kind != "freeze" else "frozen", "finetuning_type")
     return s
+
+
+def _freeze_modules(taker: Taker, odd: OddValues) -> None:
+    """``freeze_trainable_modules`` (whole blocks: ``all``, the default) and ``freeze_extra_modules``: the head trains
+    only when named there (:data:`FROZEN_HEAD`); other parts of blocks, or other extra modules, are listed."""
+    modules = taker.names("freeze_trainable_modules")
+    if modules not in (None, ("all",)):
+        odd.add("freeze_trainable_modules", ", ".join(modules or ()), "the planner trains whole blocks")
+    extra = taker.names("freeze_extra_modules") or ()
+    others = [name for name in extra if name != "lm_head"]
+    if others:
+        odd.add("freeze_extra_modules", ", ".join(others), "the plan trains no module outside the blocks but the head")
+    if "lm_head" not in extra:
+        taker.notes.append(FieldRead("note", "freeze", FROZEN_HEAD))
 
 
 def _quantisation(taker: Taker, odd: OddValues, method: str) -> dict[str, Any]:
@@ -182,18 +221,11 @@ def _adapters(taker: Taker, odd: OddValues) -> dict[str, Any]:
     return s
 
 
-def _model_dtype(taker: Taker, autocast: str) -> dict[str, Any]:
-    """The model is loaded in the compute dtype: bf16/fp16 when those flags are on; pure_bf16
-    loads it in bf16 and trains without autocast."""
+def _model_dtype(taker: Taker) -> dict[str, Any]:
+    """The model is loaded in the checkpoint's own dtype (:data:`LOADED_AS`); pure_bf16 trains without autocast."""
     s: dict[str, Any] = {}
-    pure = taker.flag("pure_bf16")
-    if pure or autocast == "bf16":
-        s["model_dtype"] = "bf16"
-    elif autocast == "fp16":
-        s["model_dtype"] = "fp16"
-    if "model_dtype" in s:
-        taker.record("model_dtype", s["model_dtype"], "pure_bf16" if pure else "bf16 / fp16 (compute dtype)")
-    if pure:
+    taker.record("model_dtype", CHECKPOINT_OWN, LOADED_AS)
+    if taker.flag("pure_bf16"):
         s["autocast"] = "none"
     return s
 

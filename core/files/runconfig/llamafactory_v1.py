@@ -50,6 +50,7 @@ from core.files.runconfig.common import (
     modules_to_save,
     rank_and_alpha,
 )
+from core.files.runconfig.llamafactory import FROZEN_HEAD
 from core.files.runconfig.mapping import ATTENTION_KERNELS
 from core.files.runconfig.reading import Taker
 from core.files.runconfig.result import ConfigKind, FieldRead, RunConfig
@@ -247,6 +248,8 @@ def _freeze(taker: Taker, odd: OddValues, *, cast_back: bool = False) -> dict[st
     extra = taker.raw("peft_config.freeze_extra_modules")
     if extra:
         odd.add("peft_config.freeze_extra_modules", extra, "extra trained modules outside the blocks")
+    if "lm_head" not in (extra if isinstance(extra, (str, list)) else ()):  # a name, a list or "a,b" (line 222)
+        taker.notes.append(FieldRead("note", "freeze", FROZEN_HEAD))
     cast = taker.flag("peft_config.cast_trainable_params_to_fp32")
     if cast is not False and cast_back:
         taker.notes.append(FieldRead("note", "freeze", FREEZE_UNDER_FSDPTURBO))
