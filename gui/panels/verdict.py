@@ -43,8 +43,8 @@ def verdict_style(verdict: Verdict, narrow: bool = False) -> tuple[str, str]:
 def text_colour(colour: str, palette: QPalette | None = None) -> str:
     """A verdict colour readable as text on ``palette``'s (the application's) Base and Window, light or dark: mixed
     towards its Text until 4.5:1 (gui.theme.legible), keeping its hue as far as it can. h95ui: fixed shades for a
-    light background stood here, under 4.5:1 (#B07800 on white 3.8:1, Fits' #009E73 3.4:1, #D55E00 3.9:1) and
-    darker still on a dark theme (#7A6A00 on #1f2023 3.0:1)."""
+    light background stood here, under 4.5:1 (#B07800 on white 3.8:1, Fits' bluish green 3.4:1, Out of memory's
+    vermillion 3.9:1: colours.OKABE_ITO) and darker still on a dark theme (#7A6A00 on #1f2023 3.0:1)."""
     palette = palette or QGuiApplication.palette()
     backgrounds = (palette.color(QPalette.ColorRole.Base), palette.color(QPalette.ColorRole.Window))
     return theme.legible(QColor(colour), backgrounds, palette.color(QPalette.ColorRole.Text)).name().upper()
@@ -104,8 +104,9 @@ def badge_text_colour(verdict: Verdict, narrow: bool = False) -> str:
 
 def badge_background(verdict: Verdict, narrow: bool = False) -> str:
     """The verdict's colour behind its badge's text, mixed away from that text until 4.5:1 (gui.theme.legible; the
-    badge's own colours, whatever the theme): white read 3.4:1 on Fits' #009E73 and 3.9:1 on Out of memory's
-    #D55E00 (h95ui); black on the orange and the yellow already reads over 9:1, so they stay as they are."""
+    badge's own colours, whatever the theme): white read 3.4:1 on Fits' bluish green and 3.9:1 on Out of memory's
+    vermillion (colours.OKABE_ITO; h95ui); black on the orange and the yellow already reads over 9:1, so they stay
+    as they are."""
     text = QColor(badge_text_colour(verdict, narrow))
     away = QColor("#FFFFFF" if text.lightness() < 128 else "#000000")
     return theme.legible(QColor(verdict_style(verdict, narrow)[1]), (text,), away).name().upper()
